@@ -1,0 +1,26 @@
+# Every Go module in the repository: the library at the root, and the
+# modules that hold interop tests and peer benchmarks (their dependencies
+# never reach the library's users).
+MODULES := $(patsubst %/go.mod,%,$(shell find . -name go.mod -not -path './.git/*' | sort))
+
+GO ?= go
+
+.PHONY: test vet fmt-check bench
+
+# test runs every test of every module with the race detector.
+test:
+	@set -e; for m in $(MODULES); do \
+		echo "== go test -race $$m"; \
+		(cd $$m && $(GO) test -race -count=1 -timeout 20m ./...); \
+	done
+
+vet:
+	@set -e; for m in $(MODULES); do (cd $$m && $(GO) vet ./...); done
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+# bench runs the library's micro-benchmarks once; see README for benchstat.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...

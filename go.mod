@@ -1,0 +1,13 @@
+module github.com/samsa-go/samsa
+
+go 1.26.0
+
+require (
+	github.com/klauspost/compress v1.20.4
+	github.com/pierrec/lz4/v4 v4.1.33
+	github.com/stretchr/testify v1.12.1
+	github.com/twmb/franz-go/pkg/kmsg v1.15.1
+	go.uber.org/goleak v1.3.0
+)
+
+require go.yaml.in/yaml/v3 v3.0.5 // indirect
