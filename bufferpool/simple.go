@@ -1,0 +1,342 @@
+package bufferpool
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+	"weak"
+)
+
+// SimplePool is the default [Pool]: one mutex guards a free list of
+// PooledSize buffers, the non-pooled available bytes and a FIFO queue of
+// waiters, like the Java producer's BufferPool. Create it with [New]; the
+// zero value is not usable.
+type SimplePool struct {
+	size         int64
+	pooledSize   int
+	overAllocate bool
+	leakDetect   bool
+	logger       *slog.Logger
+	self         weak.Pointer[SimplePool] // for leak cleanups, which must not keep the pool alive
+
+	// avail mirrors the available bytes for lock-free Available and
+	// IsOutOfMemory; written only under mu.
+	avail atomic.Int64
+
+	mu sync.Mutex
+	// nonPooled is the available memory not held on the free list; it is
+	// negative only when the pool over-allocated.
+	nonPooled int64
+	free      []freeBuf
+	waiters   waitQueue
+	spare     []*waiter // recycled waiter structs
+	tracked   map[uintptr]*tracker
+
+	waitTime    time.Duration
+	exhausted   int64
+	canceled    int64
+	leaked      int64
+	leakedBytes int64
+}
+
+// freeBuf is a recycled buffer, with its tracker when LeakDetection is on.
+type freeBuf struct {
+	buf []byte
+	t   *tracker
+}
+
+var _ Pool = (*SimplePool)(nil)
+
+// New returns a pool configured by opts; zero fields take the defaults
+// documented on [Options]. It fails only on invalid options, with an error
+// naming the field.
+func New(opts Options) (*SimplePool, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	p := &SimplePool{
+		size:         opts.Size,
+		pooledSize:   opts.PooledSize,
+		overAllocate: opts.OverAllocate,
+		leakDetect:   opts.LeakDetection,
+		logger:       opts.Logger,
+		nonPooled:    opts.Size,
+	}
+	p.avail.Store(opts.Size)
+	if p.leakDetect {
+		p.self = weak.Make(p)
+		p.tracked = make(map[uintptr]*tracker)
+	}
+	return p, nil
+}
+
+// Size returns the pool size in bytes.
+func (p *SimplePool) Size() int64 { return p.size }
+
+// PooledSize returns the size of the recycled buffers.
+func (p *SimplePool) PooledSize() int { return p.pooledSize }
+
+// Available returns the bytes that can be allocated now, free-listed buffers
+// included. It is negative when the pool over-allocated.
+func (p *SimplePool) Available() int64 { return p.avail.Load() }
+
+// IsOutOfMemory reports whether Available() <= 0.
+func (p *SimplePool) IsOutOfMemory() bool { return p.avail.Load() <= 0 }
+
+// Stats returns a consistent snapshot of the pool's metrics.
+func (p *SimplePool) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return Stats{
+		Size:        p.size,
+		Available:   p.availLocked(),
+		FreeBuffers: len(p.free),
+		Waiters:     p.waiters.n,
+		WaitTime:    p.waitTime,
+		Exhausted:   p.exhausted,
+		Canceled:    p.canceled,
+		Leaked:      p.leaked,
+		LeakedBytes: p.leakedBytes,
+	}
+}
+
+// emptyBuf is what a request for 0 bytes gets: non-nil, no memory.
+var emptyBuf = make([]byte, 0)
+
+// TryAllocate returns a slice with len == size, or nil if the memory is not
+// available now. It never blocks. While Allocate calls are waiting it returns
+// nil, so that it cannot take memory from the head of the queue.
+func (p *SimplePool) TryAllocate(size int) []byte {
+	if size <= 0 || int64(size) > p.size {
+		if size == 0 {
+			return emptyBuf
+		}
+		return nil
+	}
+	p.mu.Lock()
+	if p.waiters.head != nil || !p.canGrantLocked(size) {
+		p.mu.Unlock()
+		return nil
+	}
+	buf := p.takeLocked(size)
+	p.mu.Unlock()
+	if buf == nil {
+		buf = p.newBuf(size)
+	}
+	return buf
+}
+
+// Allocate returns a slice with len == size, waiting behind earlier waiters
+// until the memory is available, ctx ends or maxWait passes; see
+// [Pool.Allocate] for the errors. maxWait <= 0 waits as long as ctx allows.
+// Recycled buffers (size == PooledSize) are not zeroed; others are.
+func (p *SimplePool) Allocate(ctx context.Context, size int, maxWait time.Duration) ([]byte, error) {
+	if size <= 0 || int64(size) > p.size {
+		switch {
+		case size == 0:
+			return emptyBuf, nil
+		case size < 0:
+			return nil, fmt.Errorf("bufferpool: allocate %d bytes: negative size", size)
+		default:
+			return nil, fmt.Errorf("bufferpool: allocate %d bytes from a pool of %d: %w", size, p.size, ErrRequestTooLarge)
+		}
+	}
+	p.mu.Lock()
+	if p.waiters.head == nil && p.canGrantLocked(size) {
+		buf := p.takeLocked(size)
+		p.mu.Unlock()
+		if buf == nil {
+			buf = p.newBuf(size)
+		}
+		return buf, nil
+	}
+	w := p.getWaiterLocked(size)
+	p.waiters.pushBack(w)
+	p.mu.Unlock()
+	return p.wait(ctx, w, maxWait)
+}
+
+// wait blocks until w is served, ctx ends or maxWait passes.
+func (p *SimplePool) wait(ctx context.Context, w *waiter, maxWait time.Duration) ([]byte, error) {
+	start := time.Now()
+	var timeout <-chan time.Time
+	if maxWait > 0 {
+		if w.timer == nil {
+			w.timer = time.NewTimer(maxWait)
+		} else {
+			w.timer.Reset(maxWait)
+		}
+		timeout = w.timer.C
+	}
+	signaled, timedOut := false, false
+	select {
+	case <-w.ready:
+		signaled = true
+	case <-ctx.Done():
+	case <-timeout:
+		timedOut = true
+	}
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	waited := time.Since(start)
+
+	p.mu.Lock()
+	p.waitTime += waited
+	if w.granted {
+		if !signaled {
+			<-w.ready // sent under mu when granted: never blocks
+		}
+		buf, size := w.buf, w.size
+		p.putWaiterLocked(w)
+		p.mu.Unlock()
+		if buf == nil {
+			buf = p.newBuf(size)
+		}
+		return buf, nil
+	}
+	wasHead := p.waiters.head == w
+	p.waiters.remove(w)
+	if wasHead {
+		// The next waiter may be smaller and fit now.
+		p.serveLocked()
+	}
+	size := w.size
+	avail := p.availLocked()
+	p.putWaiterLocked(w)
+	if timedOut {
+		p.exhausted++
+	} else {
+		p.canceled++
+	}
+	p.mu.Unlock()
+
+	if timedOut {
+		return nil, fmt.Errorf("bufferpool: waited %v for %d bytes, %d of %d available: %w",
+			waited.Round(time.Microsecond), size, avail, p.size, ErrBufferExhausted)
+	}
+	err := ctx.Err()
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		return nil, fmt.Errorf("bufferpool: waited %v for %d bytes, %d of %d available: %w (%w)",
+			waited.Round(time.Microsecond), size, avail, p.size, err, cause)
+	}
+	return nil, fmt.Errorf("bufferpool: waited %v for %d bytes, %d of %d available: %w",
+		waited.Round(time.Microsecond), size, avail, p.size, err)
+}
+
+// Release returns buf to the pool; see [Pool.Release]. A buffer of capacity
+// PooledSize goes to the free list, any other is left to the garbage
+// collector. Releasing a buffer twice or one the pool did not hand out
+// corrupts the accounting: with LeakDetection on it panics at once; without
+// it, it panics only when the released bytes would exceed the pool size.
+func (p *SimplePool) Release(buf []byte) {
+	c := cap(buf)
+	if c == 0 {
+		return
+	}
+	p.mu.Lock()
+	var t *tracker
+	if p.leakDetect {
+		t = p.tracked[uintptr(unsafe.Pointer(unsafe.SliceData(buf)))]
+		if t == nil || t.size != c {
+			p.mu.Unlock()
+			panic(fmt.Sprintf("bufferpool: Release of a %d-byte buffer this pool did not hand out (or resliced from a later start)", c))
+		}
+		if t.state != outstanding {
+			p.mu.Unlock()
+			panic(fmt.Sprintf("bufferpool: second Release of a %d-byte buffer", c))
+		}
+	}
+	if p.availLocked()+int64(c) > p.size {
+		p.mu.Unlock()
+		panic(fmt.Sprintf("bufferpool: Release of %d bytes would make %d available in a pool of %d: a buffer was released twice or was not from this pool",
+			c, p.availLocked()+int64(c), p.size))
+	}
+	if c == p.pooledSize {
+		if t != nil {
+			t.state = free
+		}
+		p.free = append(p.free, freeBuf{buf: buf[:c], t: t})
+	} else {
+		if t != nil {
+			t.state = released
+		}
+		p.nonPooled += int64(c)
+	}
+	if p.waiters.head != nil {
+		p.serveLocked()
+	}
+	p.avail.Store(p.availLocked())
+	p.mu.Unlock()
+}
+
+func (p *SimplePool) availLocked() int64 {
+	return p.nonPooled + int64(len(p.free))*int64(p.pooledSize)
+}
+
+// canGrantLocked reports whether size bytes may be handed out now.
+func (p *SimplePool) canGrantLocked(size int) bool {
+	avail := p.availLocked()
+	if p.overAllocate {
+		return avail > 0
+	}
+	return avail >= int64(size)
+}
+
+// takeLocked accounts size bytes as handed out. It returns a recycled buffer
+// when size is PooledSize and the free list has one; otherwise nil, and the
+// caller makes the buffer outside the lock.
+func (p *SimplePool) takeLocked(size int) []byte {
+	var buf []byte
+	if size == p.pooledSize && len(p.free) > 0 {
+		last := len(p.free) - 1
+		fb := p.free[last]
+		p.free[last] = freeBuf{}
+		p.free = p.free[:last]
+		buf = fb.buf
+		if fb.t != nil {
+			fb.t.state = outstanding
+		}
+	} else {
+		// Drop recycled buffers until the non-pooled memory covers the
+		// request (or, over-allocating, until the free list is empty).
+		for p.nonPooled < int64(size) && len(p.free) > 0 {
+			last := len(p.free) - 1
+			if t := p.free[last].t; t != nil {
+				t.state = released
+			}
+			p.free[last] = freeBuf{}
+			p.free = p.free[:last]
+			p.nonPooled += int64(p.pooledSize)
+		}
+		p.nonPooled -= int64(size)
+	}
+	p.avail.Store(p.availLocked())
+	return buf
+}
+
+// serveLocked grants memory to waiters from the head of the queue for as
+// long as the head's request can be satisfied. A head that does not fit
+// blocks the ones behind it: that is what keeps small requests from starving
+// a large one.
+func (p *SimplePool) serveLocked() {
+	for w := p.waiters.head; w != nil && p.canGrantLocked(w.size); w = p.waiters.head {
+		p.waiters.remove(w)
+		w.buf = p.takeLocked(w.size)
+		w.granted = true
+		w.ready <- struct{}{}
+	}
+}
+
+// newBuf makes a buffer for memory already accounted as handed out.
+func (p *SimplePool) newBuf(size int) []byte {
+	buf := make([]byte, size)
+	if p.leakDetect {
+		p.track(buf)
+	}
+	return buf
+}
