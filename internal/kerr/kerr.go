@@ -1,0 +1,141 @@
+package kerr
+
+import (
+	"errors"
+	"strconv"
+)
+
+// Error is a Kafka protocol error code with its name and retriability.
+//
+// Errors compare by Code: errors.Is(err, kerr.NotLeaderOrFollower) is true for
+// any *Error with code 6 in err's chain, including copies made by WithMessage.
+type Error struct {
+	// Code is the wire error code (for example 6).
+	Code int16
+	// Name is Kafka's name for the code (for example NOT_LEADER_OR_FOLLOWER).
+	Name string
+	// Retriable is true when the protocol documentation marks the code
+	// retriable: the same request may succeed later.
+	Retriable bool
+	// Message describes the error; a broker's ErrorMessage replaces the
+	// default through WithMessage.
+	Message string
+}
+
+// Error returns "NAME: message".
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return e.Name
+	}
+	return e.Name + ": " + e.Message
+}
+
+// Is reports whether target is an *Error with the same code.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// WithMessage returns a copy of e that carries msg (typically the ErrorMessage
+// a broker sent with the code). An empty msg returns e itself.
+func (e *Error) WithMessage(msg string) *Error {
+	if msg == "" || msg == e.Message {
+		return e
+	}
+	c := *e
+	c.Message = msg
+	return &c
+}
+
+// ForCode returns the error for a wire error code: nil for 0, the shared
+// *Error of a known code, and for a code this package does not know a new
+// *Error named UNKNOWN_ERROR_CODE_<code> that is not retriable. It does not
+// allocate for known codes.
+func ForCode(code int16) error {
+	if code == 0 {
+		return nil
+	}
+	if e := lookup(code); e != nil {
+		return e
+	}
+	return &Error{Code: code, Name: "UNKNOWN_ERROR_CODE_" + strconv.Itoa(int(code)), Message: "the broker returned an error code this client does not know"}
+}
+
+// IsRetriable reports whether err wraps an *Error whose code is retriable.
+// It is false for nil and for errors that are not Kafka error codes.
+func IsRetriable(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Retriable
+}
+
+// byCode is indexed by code+1 so that UNKNOWN_SERVER_ERROR (-1) is at 0.
+var byCode = func() []*Error {
+	max := int16(0)
+	for _, e := range table {
+		if e.Code > max {
+			max = e.Code
+		}
+	}
+	out := make([]*Error, int(max)+2)
+	for _, e := range table {
+		out[int(e.Code)+1] = e
+	}
+	return out
+}()
+
+func lookup(code int16) *Error {
+	i := int(code) + 1
+	if i < 0 || i >= len(byCode) {
+		return nil
+	}
+	return byCode[i]
+}
+
+// The errors a producer meets. Every other code is reachable through ForCode.
+var (
+	UnknownServerError                 = &Error{-1, "UNKNOWN_SERVER_ERROR", false, "the broker hit an unexpected error"}
+	CorruptMessage                     = &Error{2, "CORRUPT_MESSAGE", true, "the batch failed its CRC check, exceeds the valid size or is otherwise corrupt"}
+	UnknownTopicOrPartition            = &Error{3, "UNKNOWN_TOPIC_OR_PARTITION", true, "the broker does not host this topic-partition"}
+	LeaderNotAvailable                 = &Error{5, "LEADER_NOT_AVAILABLE", true, "the partition has no leader (an election is in progress)"}
+	NotLeaderOrFollower                = &Error{6, "NOT_LEADER_OR_FOLLOWER", true, "the broker is not the leader of this partition"}
+	RequestTimedOut                    = &Error{7, "REQUEST_TIMED_OUT", true, "the request timed out on the broker"}
+	BrokerNotAvailable                 = &Error{8, "BROKER_NOT_AVAILABLE", false, "the broker is not available"}
+	ReplicaNotAvailable                = &Error{9, "REPLICA_NOT_AVAILABLE", true, "the replica is not available for this partition"}
+	MessageTooLarge                    = &Error{10, "MESSAGE_TOO_LARGE", false, "the batch is larger than the broker accepts"}
+	NetworkException                   = &Error{13, "NETWORK_EXCEPTION", true, "the broker disconnected before responding"}
+	InvalidTopicException              = &Error{17, "INVALID_TOPIC_EXCEPTION", false, "the topic name is invalid or the topic is internal"}
+	RecordListTooLarge                 = &Error{18, "RECORD_LIST_TOO_LARGE", false, "the batch is larger than the topic's segment size"}
+	NotEnoughReplicas                  = &Error{19, "NOT_ENOUGH_REPLICAS", true, "fewer in-sync replicas than min.insync.replicas"}
+	NotEnoughReplicasAfterAppend       = &Error{20, "NOT_ENOUGH_REPLICAS_AFTER_APPEND", true, "the batch was written, but to fewer in-sync replicas than required"}
+	InvalidRequiredAcks                = &Error{21, "INVALID_REQUIRED_ACKS", false, "the acks value is invalid"}
+	TopicAuthorizationFailed           = &Error{29, "TOPIC_AUTHORIZATION_FAILED", false, "not authorized to access the topic"}
+	ClusterAuthorizationFailed         = &Error{31, "CLUSTER_AUTHORIZATION_FAILED", false, "not authorized for the cluster operation"}
+	InvalidTimestamp                   = &Error{32, "INVALID_TIMESTAMP", false, "the record timestamp is outside the accepted range"}
+	UnsupportedVersion                 = &Error{35, "UNSUPPORTED_VERSION", false, "the broker does not support this API version"}
+	TopicAlreadyExists                 = &Error{36, "TOPIC_ALREADY_EXISTS", false, "a topic with this name already exists"}
+	InvalidPartitions                  = &Error{37, "INVALID_PARTITIONS", false, "the number of partitions is invalid"}
+	InvalidReplicationFactor           = &Error{38, "INVALID_REPLICATION_FACTOR", false, "the replication factor is invalid"}
+	InvalidConfig                      = &Error{40, "INVALID_CONFIG", false, "the configuration is invalid"}
+	NotController                      = &Error{41, "NOT_CONTROLLER", true, "the broker is not the controller"}
+	InvalidRequest                     = &Error{42, "INVALID_REQUEST", false, "the broker could not understand the request"}
+	PolicyViolation                    = &Error{44, "POLICY_VIOLATION", false, "the request violates a broker policy"}
+	OutOfOrderSequenceNumber           = &Error{45, "OUT_OF_ORDER_SEQUENCE_NUMBER", false, "the broker received an out of order sequence number"}
+	DuplicateSequenceNumber            = &Error{46, "DUPLICATE_SEQUENCE_NUMBER", false, "the broker received a duplicate sequence number"}
+	InvalidProducerEpoch               = &Error{47, "INVALID_PRODUCER_EPOCH", false, "the producer epoch is older than the broker's"}
+	ConcurrentTransactions             = &Error{51, "CONCURRENT_TRANSACTIONS", false, "another operation on the same transaction is ongoing"}
+	TransactionalIDAuthorizationFailed = &Error{53, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", false, "not authorized for the transactional id"}
+	KafkaStorageError                  = &Error{56, "KAFKA_STORAGE_ERROR", true, "the broker hit a disk error"}
+	SASLAuthenticationFailed           = &Error{58, "SASL_AUTHENTICATION_FAILED", false, "SASL authentication failed"}
+	UnknownProducerID                  = &Error{59, "UNKNOWN_PRODUCER_ID", false, "the broker has no state for this producer id"}
+	ListenerNotFound                   = &Error{72, "LISTENER_NOT_FOUND", true, "the leader has no listener matching the one used for metadata"}
+	FencedLeaderEpoch                  = &Error{74, "FENCED_LEADER_EPOCH", true, "the leader epoch in the request is older than the broker's"}
+	UnknownLeaderEpoch                 = &Error{75, "UNKNOWN_LEADER_EPOCH", true, "the leader epoch in the request is newer than the broker's"}
+	UnsupportedCompressionType         = &Error{76, "UNSUPPORTED_COMPRESSION_TYPE", false, "the broker does not support the compression type"}
+	InvalidRecord                      = &Error{87, "INVALID_RECORD", false, "a record failed validation on the broker"}
+	ThrottlingQuotaExceeded            = &Error{89, "THROTTLING_QUOTA_EXCEEDED", true, "the controller mutation quota is exceeded"}
+	ProducerFenced                     = &Error{90, "PRODUCER_FENCED", false, "a newer producer with the same transactional id fenced this one"}
+	UnknownTopicID                     = &Error{100, "UNKNOWN_TOPIC_ID", true, "the broker does not host this topic id"}
+	InconsistentTopicID                = &Error{103, "INCONSISTENT_TOPIC_ID", true, "the topic id does not match the log's"}
+	TransactionAbortable               = &Error{120, "TRANSACTION_ABORTABLE", false, "the transaction failed; abort it to continue"}
+	RebootstrapRequired                = &Error{129, "REBOOTSTRAP_REQUIRED", false, "client metadata is stale; rebootstrap"}
+)
