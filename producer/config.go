@@ -1,0 +1,412 @@
+package producer
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/samsa-go/samsa/bufferpool"
+	"github.com/samsa-go/samsa/compression"
+)
+
+// Acks says how many replicas must have a record before the broker
+// acknowledges it (the Java client's acks). The zero value is AcksAll.
+type Acks int8
+
+const (
+	// AcksAll waits for all in-sync replicas (acks=all, -1): the default,
+	// and the only setting idempotence allows.
+	AcksAll Acks = iota
+	// AcksLeader waits for the partition leader only (acks=1).
+	AcksLeader
+	// AcksNone waits for nothing (acks=0): the broker sends no response,
+	// and records complete with Offset -1 once written to the connection.
+	AcksNone
+)
+
+// Wire returns the value of the Produce request's Acks field: -1 for
+// AcksAll, 1 for AcksLeader, 0 for AcksNone.
+func (a Acks) Wire() int16 {
+	switch a {
+	case AcksLeader:
+		return 1
+	case AcksNone:
+		return 0
+	default:
+		return -1
+	}
+}
+
+// String returns "all", "leader" or "none".
+func (a Acks) String() string {
+	switch a {
+	case AcksAll:
+		return "all"
+	case AcksLeader:
+		return "leader"
+	case AcksNone:
+		return "none"
+	}
+	return "Acks(" + strconv.Itoa(int(a)) + ")"
+}
+
+// Default values, the Java producer's (Kafka 4.x) unless stated.
+const (
+	defaultClientID        = "samsa"
+	defaultLinger          = 5 * time.Millisecond
+	defaultBatchSize       = 16384
+	defaultBufferMemory    = 32 << 20
+	defaultMaxBlock        = 60 * time.Second
+	defaultMaxRequestSize  = 1 << 20
+	defaultDeliveryTimeout = 120 * time.Second
+	defaultRequestTimeout  = 30 * time.Second
+	defaultRetryBackoff    = 100 * time.Millisecond
+	defaultRetryBackoffMax = time.Second
+	defaultMaxInFlight     = 5
+	defaultMetadataMaxAge  = 5 * time.Minute
+	defaultMetadataMaxIdle = 5 * time.Minute
+	defaultDialTimeout     = 10 * time.Second // socket.connection.setup.timeout.ms
+
+	// maxIdempotentInFlight is the number of batches per partition a broker
+	// remembers for duplicate detection (KIP-98).
+	maxIdempotentInFlight = 5
+)
+
+// Config configures a Producer. The zero value of every field means its
+// documented default, which is the Java producer's; only Brokers is
+// required. For settings where zero is a meaningful value that differs from
+// the default (no linger, no blocking, no backoff), set the field negative.
+// New validates the whole Config at once and returns an error wrapping
+// ErrInvalidConfig that names every bad field.
+//
+// ConfigFromProperties builds a Config from Java or librdkafka property
+// names.
+type Config struct {
+	// Brokers are the bootstrap brokers as "host:port" (bootstrap.servers).
+	// Required. The producer discovers the rest of the cluster from them.
+	Brokers []string
+
+	// ClientID names the producer to the brokers, for their logs and
+	// quotas (client.id). Default "samsa".
+	ClientID string
+
+	// Acks is how many replicas must have a record before it counts as
+	// written (acks). Default AcksAll. Anything else requires
+	// DisableIdempotence.
+	Acks Acks
+
+	// Linger is how long a batch waits for more records before it is sent,
+	// unless it is full (linger.ms). Default 5ms; a negative value means no
+	// linger (linger.ms=0): send as soon as possible.
+	Linger time.Duration
+
+	// BatchSize is the size in bytes of a partition's batch buffer
+	// (batch.size). A batch is sent when it is full or Linger has passed.
+	// A record larger than BatchSize gets a batch of its own. The sticky
+	// partitioner also switches partitions after about BatchSize bytes.
+	// Default 16384.
+	BatchSize int
+
+	// BufferMemory bounds the bytes of records buffered and in flight
+	// (buffer.memory). Send blocks for up to MaxBlock when it is used up.
+	// Default 32 MiB. Ignored when BufferPool is set (the pool's Size
+	// counts instead).
+	BufferMemory int64
+
+	// MaxBlock is how long Send may block waiting for buffer memory
+	// (max.block.ms); then it returns an error wrapping ErrBufferExhausted.
+	// Default 60s; a negative value means never block (max.block.ms=0).
+	// Send never blocks on metadata.
+	MaxBlock time.Duration
+
+	// MaxRequestSize bounds the size in bytes of one Produce request, and
+	// so of one record (max.request.size): a larger record fails with
+	// ErrRecordTooLarge. Default 1 MiB.
+	MaxRequestSize int
+
+	// Compression is the codec for record batches (compression.type).
+	// Default compression.None. Zstd needs Kafka 2.1 or later.
+	Compression compression.Type
+
+	// CompressionLevel is the codec's level (compression.gzip.level,
+	// compression.lz4.level, compression.zstd.level). Default 0, the
+	// codec's default level. Ranges, as in the Java client: gzip 1..9, lz4
+	// 1..17, zstd -131072..22; snappy and none have no levels.
+	CompressionLevel int
+
+	// DeliveryTimeout bounds the time from Send to the record's success or
+	// failure, retries included (delivery.timeout.ms); then the record
+	// fails with ErrDeliveryTimeout. It must be at least Linger +
+	// RequestTimeout. Default 120s, raised to Linger + RequestTimeout if
+	// those add up to more.
+	DeliveryTimeout time.Duration
+
+	// RequestTimeout is how long the producer waits for a broker's answer
+	// to a request before it gives up on the connection and retries
+	// (request.timeout.ms). Default 30s.
+	RequestTimeout time.Duration
+
+	// RetryBackoff is the first wait before retrying a failed batch or
+	// metadata request (retry.backoff.ms); the wait doubles, with jitter,
+	// up to RetryBackoffMax (KIP-580). Default 100ms; a negative value
+	// means no wait. Records are retried until DeliveryTimeout, never a
+	// fixed number of times.
+	RetryBackoff time.Duration
+
+	// RetryBackoffMax caps the retry backoff (retry.backoff.max.ms).
+	// Default 1s, or RetryBackoff if that is larger and RetryBackoffMax is
+	// not set. If set below RetryBackoff, RetryBackoff is lowered to it, as
+	// in the Java client.
+	RetryBackoffMax time.Duration
+
+	// MaxInFlight is the number of Produce requests that may await an
+	// answer on one broker connection
+	// (max.in.flight.requests.per.connection). At most 5 with idempotence.
+	// Default 5.
+	MaxInFlight int
+
+	// MetadataMaxAge is how often metadata is refreshed even without a
+	// reason (metadata.max.age.ms). Default 5m.
+	MetadataMaxAge time.Duration
+
+	// MetadataMaxIdle is how long a topic not produced to stays in the
+	// metadata cache (metadata.max.idle.ms). Default 5m.
+	MetadataMaxIdle time.Duration
+
+	// DisableIdempotence turns off the idempotent producer
+	// (enable.idempotence=false). Idempotence is on by default (KIP-679):
+	// retries never duplicate or reorder records within a partition. It
+	// requires Acks = AcksAll and MaxInFlight <= 5.
+	DisableIdempotence bool
+
+	// AutoCreateTopics makes the producer create a topic that does not
+	// exist (with CreateTopics) instead of waiting for it until
+	// DeliveryTimeout. Default false: records for an unknown topic wait,
+	// and then fail naming the topic.
+	AutoCreateTopics bool
+
+	// AutoCreatePartitions is the partition count of auto-created topics.
+	// Default (0) or -1: the broker's num.partitions (needs Kafka 2.4+,
+	// CreateTopics v4; older brokers get 1).
+	AutoCreatePartitions int32
+
+	// AutoCreateReplicationFactor is the replication factor of auto-created
+	// topics. Default (0) or -1: the broker's default.replication.factor
+	// (needs Kafka 2.4+; older brokers get 1).
+	AutoCreateReplicationFactor int16
+
+	// DialTimeout bounds connecting to a broker, including the ApiVersions
+	// handshake (socket.connection.setup.timeout.ms). Default 10s.
+	DialTimeout time.Duration
+
+	// Partitioner chooses each record's partition. Default
+	// DefaultPartitioner(): murmur2 of the key like the Java client, and
+	// KIP-794's uniform sticky partitioner for records without a key.
+	Partitioner Partitioner
+
+	// BufferPool provides the memory for batches (KIP-72's pluggable
+	// pool). Default: bufferpool.New with Size BufferMemory and PooledSize
+	// BatchSize. A pool given here may be shared between producers; the
+	// producer does not close it.
+	BufferPool bufferpool.Pool
+
+	// Logger receives the producer's logs. Default: none (a discarding
+	// logger).
+	Logger *slog.Logger
+}
+
+// withDefaults validates c and returns it with every default applied and
+// every "negative means zero" setting normalized: in the result, Linger,
+// MaxBlock and RetryBackoff of 0 mean no linger, no blocking and no backoff;
+// AutoCreatePartitions and AutoCreateReplicationFactor are -1 or positive;
+// Partitioner, BufferPool and Logger are set. The error wraps
+// ErrInvalidConfig and names every bad field.
+func (c Config) withDefaults() (Config, error) {
+	var bad []string
+	fail := func(field, format string, args ...any) {
+		bad = append(bad, field+": "+fmt.Sprintf(format, args...))
+	}
+
+	if len(c.Brokers) == 0 {
+		fail("Brokers", "at least one bootstrap broker is required")
+	}
+	for i, b := range c.Brokers {
+		host, port, err := net.SplitHostPort(b)
+		if err != nil || host == "" || port == "" {
+			fail(fmt.Sprintf("Brokers[%d]", i), "%q is not host:port", b)
+			continue
+		}
+		if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+			fail(fmt.Sprintf("Brokers[%d]", i), "%q has an invalid port", b)
+		}
+	}
+	if c.ClientID == "" {
+		c.ClientID = defaultClientID
+	}
+	if c.Acks < AcksAll || c.Acks > AcksNone {
+		fail("Acks", "unknown value %d", c.Acks)
+	}
+
+	switch {
+	case c.Linger == 0:
+		c.Linger = defaultLinger
+	case c.Linger < 0:
+		c.Linger = 0
+	}
+	switch {
+	case c.BatchSize == 0:
+		c.BatchSize = defaultBatchSize
+	case c.BatchSize < 0:
+		fail("BatchSize", "must not be negative, got %d", c.BatchSize)
+	}
+	if c.BufferPool != nil {
+		c.BufferMemory = c.BufferPool.Size()
+	}
+	switch {
+	case c.BufferMemory == 0:
+		c.BufferMemory = defaultBufferMemory
+	case c.BufferMemory < 0:
+		fail("BufferMemory", "must not be negative, got %d", c.BufferMemory)
+	}
+	if c.BatchSize > 0 && c.BufferMemory > 0 && int64(c.BatchSize) > c.BufferMemory {
+		fail("BatchSize", "%d is larger than BufferMemory (%d)", c.BatchSize, c.BufferMemory)
+	}
+	switch {
+	case c.MaxBlock == 0:
+		c.MaxBlock = defaultMaxBlock
+	case c.MaxBlock < 0:
+		c.MaxBlock = 0
+	}
+	switch {
+	case c.MaxRequestSize == 0:
+		c.MaxRequestSize = defaultMaxRequestSize
+	case c.MaxRequestSize < 0:
+		fail("MaxRequestSize", "must not be negative, got %d", c.MaxRequestSize)
+	}
+
+	checkCompression(c.Compression, c.CompressionLevel, fail)
+
+	switch {
+	case c.RequestTimeout == 0:
+		c.RequestTimeout = defaultRequestTimeout
+	case c.RequestTimeout < 0:
+		fail("RequestTimeout", "must not be negative, got %v", c.RequestTimeout)
+	}
+	switch {
+	case c.DeliveryTimeout == 0:
+		c.DeliveryTimeout = max(defaultDeliveryTimeout, c.Linger+c.RequestTimeout)
+	case c.DeliveryTimeout < 0:
+		fail("DeliveryTimeout", "must not be negative, got %v", c.DeliveryTimeout)
+	case c.DeliveryTimeout < c.Linger+c.RequestTimeout:
+		fail("DeliveryTimeout", "%v is less than Linger + RequestTimeout (%v + %v)",
+			c.DeliveryTimeout, c.Linger, c.RequestTimeout)
+	}
+	switch {
+	case c.RetryBackoffMax == 0:
+		c.RetryBackoffMax = max(defaultRetryBackoffMax, c.RetryBackoff)
+	case c.RetryBackoffMax < 0:
+		fail("RetryBackoffMax", "must not be negative, got %v", c.RetryBackoffMax)
+	}
+	switch {
+	case c.RetryBackoff == 0:
+		c.RetryBackoff = min(defaultRetryBackoff, c.RetryBackoffMax)
+	case c.RetryBackoff < 0:
+		c.RetryBackoff = 0
+	case c.RetryBackoffMax > 0 && c.RetryBackoff > c.RetryBackoffMax:
+		c.RetryBackoff = c.RetryBackoffMax
+	}
+	switch {
+	case c.MaxInFlight == 0:
+		c.MaxInFlight = defaultMaxInFlight
+	case c.MaxInFlight < 0:
+		fail("MaxInFlight", "must not be negative, got %d", c.MaxInFlight)
+	}
+	if !c.DisableIdempotence {
+		if c.Acks != AcksAll {
+			fail("Acks", "idempotence requires AcksAll, got %v (set DisableIdempotence to use it)", c.Acks)
+		}
+		if c.MaxInFlight > maxIdempotentInFlight {
+			fail("MaxInFlight", "idempotence allows at most %d, got %d (set DisableIdempotence to use more)",
+				maxIdempotentInFlight, c.MaxInFlight)
+		}
+	}
+	switch {
+	case c.MetadataMaxAge == 0:
+		c.MetadataMaxAge = defaultMetadataMaxAge
+	case c.MetadataMaxAge < 0:
+		fail("MetadataMaxAge", "must not be negative, got %v", c.MetadataMaxAge)
+	}
+	switch {
+	case c.MetadataMaxIdle == 0:
+		c.MetadataMaxIdle = defaultMetadataMaxIdle
+	case c.MetadataMaxIdle < 0:
+		fail("MetadataMaxIdle", "must not be negative, got %v", c.MetadataMaxIdle)
+	}
+	switch {
+	case c.AutoCreatePartitions == 0:
+		c.AutoCreatePartitions = -1
+	case c.AutoCreatePartitions < -1:
+		fail("AutoCreatePartitions", "must be positive, or -1 for the broker's default, got %d", c.AutoCreatePartitions)
+	}
+	switch {
+	case c.AutoCreateReplicationFactor == 0:
+		c.AutoCreateReplicationFactor = -1
+	case c.AutoCreateReplicationFactor < -1:
+		fail("AutoCreateReplicationFactor", "must be positive, or -1 for the broker's default, got %d",
+			c.AutoCreateReplicationFactor)
+	}
+	switch {
+	case c.DialTimeout == 0:
+		c.DialTimeout = defaultDialTimeout
+	case c.DialTimeout < 0:
+		fail("DialTimeout", "must not be negative, got %v", c.DialTimeout)
+	}
+
+	if len(bad) > 0 {
+		return Config{}, fmt.Errorf("%w: %s", ErrInvalidConfig, strings.Join(bad, "; "))
+	}
+
+	if c.Partitioner == nil {
+		c.Partitioner = DefaultPartitioner()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.BufferPool == nil {
+		pool, err := bufferpool.New(bufferpool.Options{Size: c.BufferMemory, PooledSize: c.BatchSize})
+		if err != nil {
+			return Config{}, fmt.Errorf("%w: BufferPool: %w", ErrInvalidConfig, err)
+		}
+		c.BufferPool = pool
+	}
+	return c, nil
+}
+
+// checkCompression validates a codec and its level with the Java client's
+// ranges.
+func checkCompression(t compression.Type, level int, fail func(field, format string, args ...any)) {
+	var lo, hi int
+	switch t {
+	case compression.None, compression.Snappy:
+	case compression.Gzip:
+		lo, hi = 1, 9
+	case compression.LZ4:
+		lo, hi = 1, 17
+	case compression.Zstd:
+		lo, hi = -131072, 22
+	default:
+		fail("Compression", "unknown codec %v", t)
+		return
+	}
+	if level == 0 {
+		return
+	}
+	if lo == 0 && hi == 0 {
+		fail("CompressionLevel", "%v has no levels, got %d", t, level)
+	} else if level < lo || level > hi {
+		fail("CompressionLevel", "%v levels are %d..%d, got %d", t, lo, hi, level)
+	}
+}

@@ -1,0 +1,104 @@
+package producer
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/samsa-go/samsa/bufferpool"
+	"github.com/samsa-go/samsa/internal/kerr"
+)
+
+// Sentinel errors. Every error the producer returns or completes a future
+// with wraps at most one of these (plus, where one exists, the cause), so
+// match them with errors.Is, never by comparing strings.
+var (
+	// ErrBufferExhausted is returned by Send when the record needs memory
+	// from the buffer pool and none was freed within Config.MaxBlock (or
+	// before Send's context ended). The message says how long Send waited,
+	// how many bytes it asked for and how many were available. It is the
+	// same value as bufferpool.ErrBufferExhausted.
+	ErrBufferExhausted = bufferpool.ErrBufferExhausted
+
+	// ErrClosed is returned by Send, and by Flush, after Close has been
+	// called. Records still buffered when Close gives up waiting complete
+	// their futures with an error wrapping ErrClosed.
+	ErrClosed = errors.New("producer: closed")
+
+	// ErrRecordTooLarge completes a record's future when the record, once
+	// encoded, is larger than Config.MaxRequestSize or Config.BufferMemory;
+	// such a record could never be sent. Send checks this before the record
+	// takes any buffer memory, like the Java client's
+	// RecordTooLargeException. (A broker that rejects a batch with
+	// MESSAGE_TOO_LARGE comes back as a *KafkaError instead.)
+	ErrRecordTooLarge = errors.New("producer: record too large")
+
+	// ErrDeliveryTimeout completes a record's future when the record was
+	// not acknowledged within Config.DeliveryTimeout of entering the
+	// producer, whatever the reason (no leader, unknown topic, retries that
+	// kept failing). When a last error was seen, the error wraps it too, so
+	// errors.Is and errors.As also match that cause.
+	ErrDeliveryTimeout = errors.New("producer: delivery timeout")
+
+	// ErrInvalidRecord completes a record's future (or is returned by Send)
+	// when the record cannot be produced as given: a nil record, an empty
+	// or invalid topic name, a partition out of range for the manual
+	// partitioner, or a serializer that failed.
+	ErrInvalidRecord = errors.New("producer: invalid record")
+
+	// ErrInvalidConfig is returned by New and by ConfigFromProperties when a
+	// setting is invalid. The message names every bad field (or property)
+	// and says why.
+	ErrInvalidConfig = errors.New("producer: invalid config")
+)
+
+// KafkaError is an error code returned by a broker. It carries the code,
+// Kafka's name for it (for example NOT_LEADER_OR_FOLLOWER) and whether the
+// Kafka protocol marks it retriable. A record's future completes with a
+// *KafkaError (possibly wrapped by ErrDeliveryTimeout) when the broker
+// rejects its batch for good; get it with errors.As:
+//
+//	var ke *producer.KafkaError
+//	if errors.As(err, &ke) && ke.Code == 29 { ... } // TOPIC_AUTHORIZATION_FAILED
+type KafkaError = kerr.Error
+
+// IsRetriable reports whether err, or any error it wraps, is a Kafka error
+// the protocol marks retriable (for example NOT_LEADER_OR_FOLLOWER or
+// REQUEST_TIMED_OUT). The producer already retries these until
+// Config.DeliveryTimeout; a caller can use IsRetriable to decide whether to
+// send a failed record again, knowing that a retriable error may still mean
+// the record was written (at-least-once). It returns false for nil.
+func IsRetriable(err error) bool {
+	var ke *KafkaError
+	return errors.As(err, &ke) && ke.Retriable
+}
+
+// maxTopicLen is Kafka's limit on topic name length (Topic.MAX_NAME_LENGTH).
+const maxTopicLen = 249
+
+// validateTopic checks Kafka's topic-name rules: 1 to 249 characters of
+// [a-zA-Z0-9._-], and neither "." nor "..". The error wraps
+// ErrInvalidRecord and names the topic and the rule it breaks. It does not
+// allocate when the name is valid.
+func validateTopic(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty topic name", ErrInvalidRecord)
+	case len(name) > maxTopicLen:
+		return fmt.Errorf("%w: topic name %.32q... is %d characters long, the limit is %d",
+			ErrInvalidRecord, name, len(name), maxTopicLen)
+	case name == "." || name == "..":
+		return fmt.Errorf("%w: topic name %q is not allowed", ErrInvalidRecord, name)
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; !topicChar(c) {
+			return fmt.Errorf("%w: topic name %q has illegal character %q at byte %d (allowed: a-z A-Z 0-9 . _ -)",
+				ErrInvalidRecord, name, rune(c), i)
+		}
+	}
+	return nil
+}
+
+func topicChar(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+		c == '.' || c == '_' || c == '-'
+}

@@ -1,0 +1,344 @@
+package producer
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/samsa-go/samsa/compression"
+)
+
+// ConfigFromProperties builds a Config from the Java client's producer
+// property names, or librdkafka's, so that an existing configuration can be
+// brought over unchanged. Values are parsed strictly: whole decimal numbers,
+// "true" or "false", and durations as integer milliseconds; surrounding
+// spaces are ignored. A value of 0 keeps its Java meaning (linger.ms=0 is no
+// linger, max.block.ms=0 is no blocking), which the Config expresses with a
+// negative field.
+//
+// Keys it maps (librdkafka aliases in parentheses):
+//
+//	bootstrap.servers (metadata.broker.list)         Brokers, comma-separated
+//	client.id                                        ClientID
+//	acks (request.required.acks)                     Acks: all, -1, 1, 0
+//	linger.ms (queue.buffering.max.ms)               Linger
+//	batch.size                                       BatchSize; 0 means 1 (a batch per record)
+//	buffer.memory                                    BufferMemory
+//	queue.buffering.max.kbytes                       BufferMemory, in KiB
+//	max.block.ms                                     MaxBlock
+//	max.request.size (message.max.bytes)             MaxRequestSize
+//	compression.type (compression.codec)             Compression: none, gzip, snappy, lz4, zstd
+//	compression.gzip.level, compression.lz4.level,
+//	compression.zstd.level (compression.level)       CompressionLevel, for the codec chosen
+//	delivery.timeout.ms (message.timeout.ms)         DeliveryTimeout
+//	request.timeout.ms                               RequestTimeout
+//	retry.backoff.ms, retry.backoff.max.ms           RetryBackoff, RetryBackoffMax
+//	max.in.flight.requests.per.connection
+//	  (max.in.flight)                                MaxInFlight
+//	metadata.max.age.ms
+//	  (topic.metadata.refresh.interval.ms)           MetadataMaxAge
+//	metadata.max.idle.ms                             MetadataMaxIdle
+//	enable.idempotence                               DisableIdempotence, inverted
+//	socket.connection.setup.timeout.ms               DialTimeout
+//	partitioner.class                                Java's RoundRobinPartitioner, or the default
+//	                                                 (DefaultPartitioner, UniformStickyPartitioner)
+//	partitioner (librdkafka)                         murmur2_random only (the default)
+//	partitioner.ignore.keys                          true: every record uses the sticky partitioner
+//
+// As in the Java client, when enable.idempotence is not given and acks is
+// not all or max.in.flight.requests.per.connection is above 5, idempotence
+// is turned off rather than reported as a conflict.
+//
+// Keys it accepts and ignores, because samsa has no such knob:
+// key.serializer and value.serializer (use TypedProducer); retries and
+// message.send.max.retries (samsa retries until DeliveryTimeout);
+// batch.num.messages and queue.buffering.max.messages (batches and the
+// buffer are bounded in bytes, by batch.size and buffer.memory);
+// partitioner.adaptive.partitioning.enable=true (always on);
+// security.protocol=PLAINTEXT (the only protocol supported).
+//
+// Any other key is an error. The returned error wraps ErrInvalidConfig and
+// lists every problem: all unknown keys, sorted, then every bad value.
+// ConfigFromProperties does not apply defaults or check settings against
+// each other; New does.
+func ConfigFromProperties(props map[string]string) (Config, error) {
+	keys := make([]string, 0, len(props))
+	for k := range props {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+
+	var (
+		c       Config
+		unknown []string
+		bad     []string
+		setBy   = map[string]string{} // Config field -> the key that set it
+		idemSet bool
+	)
+	fail := func(key, format string, args ...any) {
+		bad = append(bad, key+": "+fmt.Sprintf(format, args...))
+	}
+	// claim reports whether key may set field: false (with an error) when
+	// another key (an alias) already set it.
+	claim := func(key, field string) bool {
+		if prev, ok := setBy[field]; ok {
+			fail(key, "conflicts with %s (both set %s)", prev, field)
+			return false
+		}
+		setBy[field] = key
+		return true
+	}
+	ms := func(key, v string) (time.Duration, bool) {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 || n > math.MaxInt64/int64(time.Millisecond) {
+			fail(key, "%q is not a number of milliseconds", v)
+			return 0, false
+		}
+		return time.Duration(n) * time.Millisecond, true
+	}
+	// msZero is ms where 0 has a meaning of its own, which Config spells
+	// negative.
+	msZero := func(key, v string) (time.Duration, bool) {
+		d, ok := ms(key, v)
+		if ok && d == 0 {
+			d = -1
+		}
+		return d, ok
+	}
+	integer := func(key, v string, lo, hi int64) (int64, bool) {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < lo || n > hi {
+			fail(key, "%q is not an integer in [%d, %d]", v, lo, hi)
+			return 0, false
+		}
+		return n, true
+	}
+	boolean := func(key, v string) (bool, bool) {
+		switch strings.ToLower(v) {
+		case "true":
+			return true, true
+		case "false":
+			return false, true
+		}
+		fail(key, "%q is not true or false", v)
+		return false, false
+	}
+
+	var levelKeys = map[string]compression.Type{
+		"compression.gzip.level": compression.Gzip,
+		"compression.lz4.level":  compression.LZ4,
+		"compression.zstd.level": compression.Zstd,
+	}
+	levels := map[compression.Type]int{}
+	genericLevel, genericLevelSet := 0, false
+
+	for _, key := range keys {
+		v := strings.TrimSpace(props[key])
+		switch key {
+		case "bootstrap.servers", "metadata.broker.list":
+			if !claim(key, "Brokers") {
+				continue
+			}
+			for _, b := range strings.Split(v, ",") {
+				if b = strings.TrimSpace(b); b != "" {
+					c.Brokers = append(c.Brokers, b)
+				}
+			}
+			if len(c.Brokers) == 0 {
+				fail(key, "no broker in %q", v)
+			}
+		case "client.id":
+			if claim(key, "ClientID") {
+				c.ClientID = v
+			}
+		case "acks", "request.required.acks":
+			if !claim(key, "Acks") {
+				continue
+			}
+			switch strings.ToLower(v) {
+			case "all", "-1":
+				c.Acks = AcksAll
+			case "1":
+				c.Acks = AcksLeader
+			case "0":
+				c.Acks = AcksNone
+			default:
+				fail(key, "%q is not one of all, -1, 1, 0", v)
+			}
+		case "linger.ms", "queue.buffering.max.ms":
+			if d, ok := msZero(key, v); ok && claim(key, "Linger") {
+				c.Linger = d
+			}
+		case "batch.size":
+			if n, ok := integer(key, v, 0, math.MaxInt32); ok && claim(key, "BatchSize") {
+				c.BatchSize = max(int(n), 1)
+			}
+		case "buffer.memory":
+			if n, ok := integer(key, v, 1, math.MaxInt64); ok && claim(key, "BufferMemory") {
+				c.BufferMemory = n
+			}
+		case "queue.buffering.max.kbytes":
+			if n, ok := integer(key, v, 1, math.MaxInt64>>10); ok && claim(key, "BufferMemory") {
+				c.BufferMemory = n << 10
+			}
+		case "max.block.ms":
+			if d, ok := msZero(key, v); ok && claim(key, "MaxBlock") {
+				c.MaxBlock = d
+			}
+		case "max.request.size", "message.max.bytes":
+			if n, ok := integer(key, v, 1, math.MaxInt32); ok && claim(key, "MaxRequestSize") {
+				c.MaxRequestSize = int(n)
+			}
+		case "compression.type", "compression.codec":
+			if !claim(key, "Compression") {
+				continue
+			}
+			t, err := compression.ParseType(v)
+			if err != nil {
+				fail(key, "%q is not one of none, gzip, snappy, lz4, zstd", v)
+				continue
+			}
+			c.Compression = t
+		case "compression.gzip.level", "compression.lz4.level", "compression.zstd.level":
+			if n, ok := integer(key, v, math.MinInt32, math.MaxInt32); ok {
+				levels[levelKeys[key]] = int(n)
+			}
+		case "compression.level":
+			if n, ok := integer(key, v, -1, 22); ok {
+				genericLevel, genericLevelSet = int(n), true
+			}
+		case "delivery.timeout.ms", "message.timeout.ms":
+			d, ok := ms(key, v)
+			if ok && d == 0 {
+				fail(key, "0 (no timeout) is not supported: records always have a delivery timeout")
+				continue
+			}
+			if ok && claim(key, "DeliveryTimeout") {
+				c.DeliveryTimeout = d
+			}
+		case "request.timeout.ms":
+			d, ok := ms(key, v)
+			if ok && d == 0 {
+				fail(key, "must be positive")
+				continue
+			}
+			if ok && claim(key, "RequestTimeout") {
+				c.RequestTimeout = d
+			}
+		case "retry.backoff.ms":
+			if d, ok := msZero(key, v); ok && claim(key, "RetryBackoff") {
+				c.RetryBackoff = d
+			}
+		case "retry.backoff.max.ms":
+			d, ok := ms(key, v)
+			if ok && d == 0 {
+				fail(key, "must be positive")
+				continue
+			}
+			if ok && claim(key, "RetryBackoffMax") {
+				c.RetryBackoffMax = d
+			}
+		case "max.in.flight.requests.per.connection", "max.in.flight":
+			if n, ok := integer(key, v, 1, math.MaxInt32); ok && claim(key, "MaxInFlight") {
+				c.MaxInFlight = int(n)
+			}
+		case "metadata.max.age.ms", "topic.metadata.refresh.interval.ms":
+			d, ok := ms(key, v)
+			if ok && d == 0 {
+				fail(key, "must be positive")
+				continue
+			}
+			if ok && claim(key, "MetadataMaxAge") {
+				c.MetadataMaxAge = d
+			}
+		case "metadata.max.idle.ms":
+			d, ok := ms(key, v)
+			if ok && d == 0 {
+				fail(key, "must be positive")
+				continue
+			}
+			if ok && claim(key, "MetadataMaxIdle") {
+				c.MetadataMaxIdle = d
+			}
+		case "enable.idempotence":
+			if b, ok := boolean(key, v); ok {
+				c.DisableIdempotence, idemSet = !b, true
+			}
+		case "socket.connection.setup.timeout.ms":
+			d, ok := ms(key, v)
+			if ok && d == 0 {
+				fail(key, "must be positive")
+				continue
+			}
+			if ok {
+				c.DialTimeout = d
+			}
+		case "partitioner.class":
+			if !claim(key, "Partitioner") {
+				continue
+			}
+			switch v {
+			case "org.apache.kafka.clients.producer.RoundRobinPartitioner":
+				c.Partitioner = RoundRobinPartitioner()
+			case "org.apache.kafka.clients.producer.internals.DefaultPartitioner",
+				"org.apache.kafka.clients.producer.UniformStickyPartitioner", "":
+				// The default: KIP-794 sticky with murmur2 for keys.
+			default:
+				fail(key, "%q cannot be loaded in Go: set Config.Partitioner instead", v)
+			}
+		case "partitioner":
+			if !claim(key, "Partitioner") {
+				continue
+			}
+			if v != "murmur2_random" {
+				fail(key, "%q is not supported: samsa's default partitioner is murmur2_random (Java's); set Config.Partitioner for others", v)
+			}
+		case "partitioner.ignore.keys":
+			if b, ok := boolean(key, v); ok && b && claim(key, "Partitioner") {
+				c.Partitioner = ignoreKeysPartitioner{}
+			}
+		case "partitioner.adaptive.partitioning.enable":
+			if b, ok := boolean(key, v); ok && !b {
+				fail(key, "false is not supported: the sticky partitioner is always adaptive")
+			}
+		case "security.protocol":
+			if !strings.EqualFold(v, "PLAINTEXT") {
+				fail(key, "%q is not supported: only PLAINTEXT is", v)
+			}
+		case "retries", "message.send.max.retries", "batch.num.messages", "queue.buffering.max.messages":
+			// Accepted and ignored (see the doc comment), once the value
+			// parses, so that a typo does not pass silently.
+			integer(key, v, 0, math.MaxInt32)
+		case "key.serializer", "value.serializer":
+			// Java class names: ignored; Go code uses TypedProducer.
+		default:
+			unknown = append(unknown, key)
+		}
+	}
+
+	if genericLevelSet && genericLevel != -1 {
+		if _, ok := levels[c.Compression]; ok {
+			fail("compression.level", "conflicts with compression.%v.level", c.Compression)
+		} else {
+			levels[c.Compression] = genericLevel
+		}
+	}
+	if l, ok := levels[c.Compression]; ok && !(c.Compression == compression.Gzip && l == -1) {
+		// Java's gzip default is spelled -1; ours is 0.
+		c.CompressionLevel = l
+	}
+	if !idemSet && (c.Acks != AcksAll || c.MaxInFlight > maxIdempotentInFlight) {
+		c.DisableIdempotence = true
+	}
+
+	if len(unknown) > 0 {
+		bad = append([]string{"unknown properties: " + strings.Join(unknown, ", ")}, bad...)
+	}
+	if len(bad) > 0 {
+		return Config{}, fmt.Errorf("%w: %s", ErrInvalidConfig, strings.Join(bad, "; "))
+	}
+	return c, nil
+}

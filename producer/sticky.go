@@ -1,0 +1,156 @@
+package producer
+
+import (
+	"math/rand/v2"
+	"sync/atomic"
+)
+
+// stickyPartitioner is the uniform sticky partitioner of KIP-794 for one
+// topic: it places records that their Partitioner left to it
+// (UnknownPartition). All records go to one partition, the sticky one, until
+// at least batchSize bytes were appended to it; then it switches to another
+// partition chosen at random. With a load function, the choice is adaptive,
+// as the Java client's partitioner.adaptive.partitioning.enable=true: the
+// weight of a partition is (max queue + 1 - its queue), so a partition with a
+// shorter queue (a faster broker) is chosen more often, and partitions
+// without a leader are skipped. Counting bytes rather than batches is what
+// makes it uniform: a slow broker does not get more records because its
+// batches fill up sooner (the flaw of KIP-480's sticky partitioner).
+//
+// It is safe for concurrent use without a lock: the sticky partition and the
+// bytes appended to it live in one atomic word. partition and appended do
+// not allocate.
+//
+// The load function, when not nil, returns the queue length of partition p
+// (the number of batches queued for it; any unit works if it is the same for
+// all partitions), or a negative number if p has no available leader. It is
+// called from Send's goroutine and must be cheap and safe for concurrent
+// use.
+//
+// Use from the Send path:
+//
+//	p := sp.partition(n, load)     // then append the record to p
+//	sp.appended(p, size, n, load)  // size: the bytes the record took
+type stickyPartitioner struct {
+	// state holds the sticky partition in its high 32 bits (as uint32;
+	// noSticky when none is chosen yet) and the bytes appended to it since
+	// it was chosen in its low 32 bits.
+	state     atomic.Uint64
+	batchSize uint64
+}
+
+const noSticky = uint64(0xffffffff) // int32(-1) in the high half
+
+func packSticky(p int32, produced uint64) uint64 { return uint64(uint32(p))<<32 | produced }
+
+func newStickyPartitioner(batchSize int) *stickyPartitioner {
+	if batchSize < 1 {
+		batchSize = 1
+	}
+	sp := &stickyPartitioner{batchSize: uint64(min(batchSize, 1<<30))}
+	sp.state.Store(noSticky << 32)
+	return sp
+}
+
+// partition returns the sticky partition, choosing one when there is none
+// yet, when it is out of range (numPartitions changed), or when load says it
+// has no leader and another partition has one. It returns UnknownPartition
+// only when numPartitions < 1.
+func (sp *stickyPartitioner) partition(numPartitions int32, load func(p int32) int) int32 {
+	if numPartitions < 1 {
+		return UnknownPartition
+	}
+	for {
+		st := sp.state.Load()
+		cur := int32(st >> 32)
+		if cur >= 0 && cur < numPartitions {
+			if load == nil || load(cur) >= 0 {
+				return cur
+			}
+			next, ok := sp.next(numPartitions, load)
+			if !ok {
+				return cur // no partition has a leader: stay
+			}
+			if sp.state.CompareAndSwap(st, packSticky(next, 0)) {
+				return next
+			}
+			continue
+		}
+		next, _ := sp.next(numPartitions, load)
+		if sp.state.CompareAndSwap(st, packSticky(next, 0)) {
+			return next
+		}
+	}
+}
+
+// appended records that bytes were appended to partition p, and switches to
+// the next partition once the sticky partition took at least batchSize
+// bytes. Bytes appended to a partition that is no longer the sticky one (a
+// concurrent Send switched first) are not counted.
+func (sp *stickyPartitioner) appended(p int32, bytes int, numPartitions int32, load func(p int32) int) {
+	if bytes <= 0 || p < 0 {
+		return
+	}
+	add := min(uint64(bytes), sp.batchSize)
+	for {
+		st := sp.state.Load()
+		if int32(st>>32) != p {
+			return
+		}
+		produced := st&0xffffffff + add
+		var nst uint64
+		if produced < sp.batchSize {
+			nst = packSticky(p, produced)
+		} else {
+			next, _ := sp.next(numPartitions, load)
+			nst = packSticky(next, 0)
+		}
+		if sp.state.CompareAndSwap(st, nst) {
+			return
+		}
+	}
+}
+
+// next picks a partition at random: uniformly without load, else weighted
+// by (max queue + 1 - queue) among the partitions with a leader. ok is false
+// when load reports no partition with a leader; then the pick is uniform
+// over all partitions. It makes two passes over the partitions and no
+// allocation; the second pass is a weighted reservoir sample, so a load that
+// changes between the passes still yields a valid pick.
+func (sp *stickyPartitioner) next(numPartitions int32, load func(p int32) int) (p int32, ok bool) {
+	if numPartitions < 1 {
+		return UnknownPartition, false
+	}
+	if load == nil {
+		return rand.Int32N(numPartitions), true
+	}
+	maxQueue := -1
+	for i := range numPartitions {
+		if q := load(i); q > maxQueue {
+			maxQueue = q
+		}
+	}
+	if maxQueue < 0 {
+		return rand.Int32N(numPartitions), false
+	}
+	var total uint64
+	chosen := int32(-1)
+	for i := range numPartitions {
+		q := load(i)
+		if q < 0 {
+			continue
+		}
+		w := uint64(1)
+		if q < maxQueue {
+			w = uint64(maxQueue-q) + 1
+		}
+		total += w
+		if rand.Uint64N(total) < w {
+			chosen = i
+		}
+	}
+	if chosen < 0 { // every leader vanished between the passes
+		return rand.Int32N(numPartitions), false
+	}
+	return chosen, true
+}
