@@ -1,0 +1,141 @@
+package compression
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
+)
+
+// A Compressor compresses record batches with one codec at one level.
+//
+// It is safe for concurrent use and meant to live as long as the producer:
+// stream encoders (gzip, lz4) are kept in a pool and reset for each call,
+// zstd shares one encoder whose EncodeAll runs up to GOMAXPROCS calls at
+// once, and snappy needs no state. In steady state AppendCompress allocates
+// nothing but the growth of dst and starts no goroutine. A Compressor holds
+// no goroutine either, so it has no Close.
+type Compressor struct {
+	t     Type
+	level int
+
+	gzipLevel int
+	lz4Level  lz4.CompressionLevel
+	pool      sync.Pool // *gzipEncoder or *lz4Encoder
+	zstd      *zstd.Encoder
+}
+
+// NewCompressor returns a Compressor for codec t at the given level. Level 0
+// selects the codec's default; the other accepted values follow Kafka's
+// compression.<codec>.level settings (KIP-390):
+//
+//   - None and Snappy have no levels: only 0 is accepted.
+//   - Gzip: 1 (fastest) to 9 (smallest); 0 or -1 (Kafka's default) mean 6,
+//     the Deflater default that Kafka uses.
+//   - LZ4: 1 to 17 as in Kafka, where 1 is LZ4's fast compressor and 2 to 17
+//     the high-compression one. Levels 2 to 9 map to pierrec/lz4 Level2 to
+//     Level9 and 10 to 17 are capped at Level9. The default (0) is the fast
+//     compressor, like librdkafka and franz-go; Kafka 3.8+'s Java default
+//     is 9, which compresses slightly better at a fraction of the speed (see
+//     the package benchmarks).
+//   - Zstd: -131072 to 22 as in Kafka; 0 means 3, Kafka's default. The
+//     pure-Go encoder has four speeds, chosen as zstd.EncoderLevelFromZstd
+//     does: below 3 fastest, 3-5 default, 6-9 better, 10 and up best.
+//
+// An unknown Type or a level outside these ranges fails with an error
+// wrapping ErrUnsupported.
+func NewCompressor(t Type, level int) (*Compressor, error) {
+	c := &Compressor{t: t, level: level}
+	badLevel := func(valid string) error {
+		return fmt.Errorf("compression: %w %s level %d (valid: %s)", ErrUnsupported, t, level, valid)
+	}
+	switch t {
+	case None, Snappy:
+		if level != 0 {
+			return nil, badLevel("0, " + t.String() + " has no levels")
+		}
+	case Gzip:
+		switch {
+		case level == 0 || level == -1:
+			c.gzipLevel = gzip.DefaultCompression
+		case level >= gzip.BestSpeed && level <= gzip.BestCompression:
+			c.gzipLevel = level
+		default:
+			return nil, badLevel("1 to 9, or 0 or -1 for the default 6")
+		}
+	case LZ4:
+		switch {
+		case level == 0 || level == 1:
+			c.lz4Level = lz4.Fast
+		case level >= 2 && level <= 17:
+			c.lz4Level = lz4.Level1 << (min(level, 9) - 1)
+		default:
+			return nil, badLevel("1 to 17, or 0 for the default (fast)")
+		}
+	case Zstd:
+		const minZstdLevel, maxZstdLevel = -131072, 22
+		if level < minZstdLevel || level > maxZstdLevel {
+			return nil, badLevel("-131072 to 22, or 0 for the default 3")
+		}
+		zl := level
+		if zl == 0 {
+			zl = 3
+		}
+		enc, err := zstd.NewWriter(nil,
+			zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(zl)),
+			// EncodeAll borrows one of these encoders per call; it starts
+			// no goroutine (only the unused streaming mode would).
+			zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)),
+			// An empty batch still becomes a valid frame, which every
+			// other zstd decoder reads.
+			zstd.WithZeroFrames(true),
+		)
+		if err != nil {
+			return nil, fmt.Errorf("compression: zstd encoder: %w", err)
+		}
+		c.zstd = enc
+	default:
+		return nil, fmt.Errorf("compression: %w type %s", ErrUnsupported, t)
+	}
+	return c, nil
+}
+
+// Type returns the codec c compresses with.
+func (c *Compressor) Type() Type { return c.t }
+
+// Level returns the level c was created with, as passed to NewCompressor
+// (0 for the codec's default).
+func (c *Compressor) Level() int { return c.level }
+
+// AppendCompress appends the compressed form of src to dst and returns the
+// extended slice, in the wire format Kafka expects for c's codec (for None,
+// src itself). dst and src must not overlap. An error comes only from the
+// underlying encoder, which does not fail on in-memory data in practice;
+// on error dst is returned with its original length.
+func (c *Compressor) AppendCompress(dst, src []byte) ([]byte, error) {
+	switch c.t {
+	case None:
+		return append(dst, src...), nil
+	case Gzip:
+		return c.appendGzip(dst, src)
+	case Snappy:
+		return appendSnappy(dst, src), nil
+	case LZ4:
+		return c.appendLZ4(dst, src)
+	case Zstd:
+		return c.zstd.EncodeAll(src, dst), nil
+	}
+	return dst, fmt.Errorf("compression: %w type %s", ErrUnsupported, c.t)
+}
+
+// appendWriter is an io.Writer that appends to a slice, so that stream
+// encoders write straight into the caller's dst.
+type appendWriter struct{ b []byte }
+
+func (w *appendWriter) Write(p []byte) (int, error) {
+	w.b = append(w.b, p...)
+	return len(p), nil
+}
