@@ -134,7 +134,8 @@ type Config struct {
 	// CompressionLevel is the codec's level (compression.gzip.level,
 	// compression.lz4.level, compression.zstd.level). Default 0, the
 	// codec's default level. Ranges, as in the Java client: gzip 1..9, lz4
-	// 1..17, zstd -131072..22; snappy and none have no levels.
+	// 1..17, zstd -131072..22; snappy and none have no levels (see
+	// compression.NewCompressor).
 	CompressionLevel int
 
 	// DeliveryTimeout bounds the time from Send to the record's success or
@@ -376,7 +377,9 @@ func (c Config) withDefaults() (Config, error) {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	if c.BufferPool == nil {
-		pool, err := bufferpool.New(bufferpool.Options{Size: c.BufferMemory, PooledSize: c.BatchSize})
+		pool, err := bufferpool.New(bufferpool.Options{
+			Size: c.BufferMemory, PooledSize: c.BatchSize, Logger: c.Logger,
+		})
 		if err != nil {
 			return Config{}, fmt.Errorf("%w: BufferPool: %w", ErrInvalidConfig, err)
 		}
@@ -385,28 +388,14 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-// checkCompression validates a codec and its level with the Java client's
-// ranges.
+// checkCompression validates a codec and its level with the compression
+// package's own rules (Kafka's ranges), so the two cannot drift apart.
 func checkCompression(t compression.Type, level int, fail func(field, format string, args ...any)) {
-	var lo, hi int
-	switch t {
-	case compression.None, compression.Snappy:
-	case compression.Gzip:
-		lo, hi = 1, 9
-	case compression.LZ4:
-		lo, hi = 1, 17
-	case compression.Zstd:
-		lo, hi = -131072, 22
-	default:
-		fail("Compression", "unknown codec %v", t)
-		return
-	}
-	if level == 0 {
-		return
-	}
-	if lo == 0 && hi == 0 {
-		fail("CompressionLevel", "%v has no levels, got %d", t, level)
-	} else if level < lo || level > hi {
-		fail("CompressionLevel", "%v levels are %d..%d, got %d", t, lo, hi, level)
+	if _, err := compression.NewCompressor(t, level); err != nil {
+		field := "CompressionLevel"
+		if _, terr := compression.NewCompressor(t, 0); terr != nil {
+			field = "Compression"
+		}
+		fail(field, "%v", err)
 	}
 }

@@ -67,10 +67,7 @@ type KafkaError = kerr.Error
 // Config.DeliveryTimeout; a caller can use IsRetriable to decide whether to
 // send a failed record again, knowing that a retriable error may still mean
 // the record was written (at-least-once). It returns false for nil.
-func IsRetriable(err error) bool {
-	var ke *KafkaError
-	return errors.As(err, &ke) && ke.Retriable
-}
+func IsRetriable(err error) bool { return kerr.IsRetriable(err) }
 
 // maxTopicLen is Kafka's limit on topic name length (Topic.MAX_NAME_LENGTH).
 const maxTopicLen = 249

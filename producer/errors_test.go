@@ -1,0 +1,120 @@
+package producer
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/samsa-go/samsa/bufferpool"
+	"github.com/samsa-go/samsa/internal/kerr"
+)
+
+// The producer re-exports the pool's sentinel, so a Send error from the pool
+// matches producer.ErrBufferExhausted.
+func TestErrBufferExhaustedIsThePoolsSentinel(t *testing.T) {
+	err := fmt.Errorf("waited 60s for 16384 bytes: %w", bufferpool.ErrBufferExhausted)
+	assert.ErrorIs(t, err, ErrBufferExhausted)
+	assert.Same(t, bufferpool.ErrBufferExhausted, ErrBufferExhausted)
+}
+
+func TestSentinelsAreDistinct(t *testing.T) {
+	all := []error{ErrBufferExhausted, ErrClosed, ErrRecordTooLarge, ErrDeliveryTimeout, ErrInvalidRecord, ErrInvalidConfig}
+	for i, a := range all {
+		for j, b := range all {
+			if i != j {
+				assert.NotErrorIs(t, a, b, "%v must not match %v", a, b)
+			}
+		}
+	}
+}
+
+func TestIsRetriable(t *testing.T) {
+	cases := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"plain error", errors.New("boom"), false},
+		{"retriable kafka error", kerr.NotLeaderOrFollower, true},
+		{"retriable with broker message", kerr.NotLeaderOrFollower.WithMessage("leader moved"), true},
+		{"wrapped by delivery timeout", fmt.Errorf("%w: last error: %w", ErrDeliveryTimeout, kerr.RequestTimedOut), true},
+		{"not retriable", kerr.TopicAuthorizationFailed, false},
+		{"from ForCode", kerr.ForCode(19), true}, // NOT_ENOUGH_REPLICAS
+		{"sentinel", ErrClosed, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, IsRetriable(tc.err))
+		})
+	}
+}
+
+// A user gets the code and name of a broker error from a future's error.
+func TestKafkaErrorAs(t *testing.T) {
+	err := fmt.Errorf("%w: %w", ErrDeliveryTimeout, kerr.TopicAuthorizationFailed.WithMessage("denied"))
+	var ke *KafkaError
+	require.ErrorAs(t, err, &ke)
+	assert.Equal(t, int16(29), ke.Code)
+	assert.Equal(t, "TOPIC_AUTHORIZATION_FAILED", ke.Name)
+	assert.False(t, ke.Retriable)
+	assert.ErrorIs(t, err, ErrDeliveryTimeout)
+}
+
+func TestValidateTopic(t *testing.T) {
+	cases := []struct {
+		name    string
+		topic   string
+		wantErr string // substring of the error; "" = valid
+	}{
+		{"simple", "orders", ""},
+		{"all legal characters", "a-Z_0.9", ""},
+		{"dots inside", "a..b", ""},
+		{"single dot prefix", ".hidden", ""},
+		{"max length", strings.Repeat("x", 249), ""},
+		{"empty", "", "empty topic name"},
+		{"too long", strings.Repeat("x", 250), "250 characters long"},
+		{"dot", ".", `"." is not allowed`},
+		{"dot dot", "..", `".." is not allowed`},
+		{"space", "my topic", `illegal character ' ' at byte 2`},
+		{"slash", "a/b", `illegal character '/'`},
+		{"non-ascii", "tópico", "illegal character"},
+		{"nul", "a\x00", "illegal character"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := validateTopic(tc.topic)
+			if tc.wantErr == "" {
+				assert.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.ErrorIs(t, err, ErrInvalidRecord)
+			assert.Contains(t, err.Error(), tc.wantErr)
+		})
+	}
+}
+
+func TestValidateTopicValidDoesNotAllocate(t *testing.T) {
+	topic := strings.Repeat("abc.DEF_123-", 20)
+	allocs := testing.AllocsPerRun(100, func() {
+		if validateTopic(topic) != nil {
+			t.Fatal("valid topic rejected")
+		}
+	})
+	assert.Zero(t, allocs)
+}
+
+func BenchmarkValidateTopic(b *testing.B) {
+	topic := "orders.eu-west-1_v2"
+	b.ReportAllocs()
+	for b.Loop() {
+		if validateTopic(topic) != nil {
+			b.Fatal("invalid")
+		}
+	}
+}
