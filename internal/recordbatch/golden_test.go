@@ -47,22 +47,22 @@ var goldenBatch = []byte{
 	0, 0, 0, 2, // RecordsCount 2
 
 	// record 0
-	0x12,     // Length 9 (zigzag 18)
-	0,        // Attributes
-	0,        // TimestampDelta 0
-	0,        // OffsetDelta 0
+	0x12,      // Length 9 (zigzag 18)
+	0,         // Attributes
+	0,         // TimestampDelta 0
+	0,         // OffsetDelta 0
 	0x02, 'k', // KeyLen 1, "k"
 	0x04, 'v', '1', // ValueLen 2, "v1"
 	0, // HeadersCount 0
 
 	// record 1
-	0x14, // Length 10 (zigzag 20)
-	0,    // Attributes
-	0x01, // TimestampDelta -1 (zigzag 1)
-	0x02, // OffsetDelta 1
-	0x01, // KeyLen -1: null key
-	0x00, // ValueLen 0: empty value
-	0x02, // HeadersCount 1
+	0x14,      // Length 10 (zigzag 20)
+	0,         // Attributes
+	0x01,      // TimestampDelta -1 (zigzag 1)
+	0x02,      // OffsetDelta 1
+	0x01,      // KeyLen -1: null key
+	0x00,      // ValueLen 0: empty value
+	0x02,      // HeadersCount 1
 	0x02, 'h', // HeaderKeyLen 1, "h"
 	0x02, 'x', // HeaderValueLen 1, "x"
 }
