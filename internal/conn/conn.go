@@ -1,0 +1,621 @@
+package conn
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-go/samsa/internal/kerr"
+)
+
+// Sentinel errors. Every error a Conn reports wraps one of these or an
+// error from the network (which also wraps kerr.NetworkException).
+var (
+	// ErrClosed is reported to requests still pending when Close is
+	// called, and to requests sent after Close.
+	ErrClosed = errors.New("conn: connection closed")
+
+	// ErrTimeout is reported when a request got no response within
+	// Config.RequestTimeout, or a write stalled that long. Kafka has no
+	// way to cancel a request, so a timeout breaks the connection and
+	// fails every pending request with an error wrapping ErrTimeout. For a
+	// Produce request the outcome is ambiguous: the broker may have
+	// written the batch.
+	ErrTimeout = errors.New("conn: request timed out")
+)
+
+const (
+	// maxResponseSize bounds one response, so that a peer that is not a
+	// Kafka broker (an HTTP or TLS server) cannot make us allocate
+	// gigabytes. 100 MiB, like franz-go's default BrokerMaxReadBytes.
+	maxResponseSize = 100 << 20
+	bufSize         = 64 << 10
+	apiVersionsKey  = 18
+	produceKey      = 0
+)
+
+// Config configures a connection. The zero value is usable: every field has a
+// default, written on the field.
+type Config struct {
+	// ClientID is sent in every request header. Default "samsa".
+	ClientID string
+
+	// SoftwareName and SoftwareVersion are sent in ApiVersions v3+
+	// (KIP-511). Default "samsa" and the samsa module version. Characters
+	// outside [a-zA-Z0-9.-] are replaced by '-', as brokers reject them.
+	SoftwareName, SoftwareVersion string
+
+	// DialTimeout bounds connection setup: the TCP (or Dialer) connect and
+	// the ApiVersions handshake. Default 10s.
+	DialTimeout time.Duration
+
+	// RequestTimeout is how long a written request may wait for its
+	// response (request.timeout.ms); it also bounds a stalled write.
+	// Default 30s. Requests held back by a KIP-219 throttle are not
+	// written yet and do not time out.
+	RequestTimeout time.Duration
+
+	// Dialer opens the network connection. Default: a net.Dialer. Use it
+	// for TLS (return a *tls.Conn) or tests.
+	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+
+	// Logger receives connection events (throttles at Info, breaks at
+	// Warn, dials at Debug). Default: discard.
+	Logger *slog.Logger
+
+	// OnThrottle, if set, is called from the reader goroutine each time a
+	// response carries ThrottleTimeMs > 0, with the broker address and the
+	// throttle. It must not block.
+	OnThrottle func(addr string, d time.Duration)
+
+	// MaxVersions caps the version used per API key. Default (nil):
+	// Produce is capped at v12, the last version that names topics (v13
+	// addresses them by topic id, KIP-516). A non-nil map replaces the
+	// default entirely.
+	MaxVersions map[int16]int16
+}
+
+func (cfg *Config) setDefaults() {
+	if cfg.ClientID == "" {
+		cfg.ClientID = "samsa"
+	}
+	if cfg.SoftwareName == "" {
+		cfg.SoftwareName = "samsa"
+	}
+	if cfg.SoftwareVersion == "" {
+		cfg.SoftwareVersion = moduleVersion()
+	}
+	cfg.SoftwareName = sanitizeSoftware(cfg.SoftwareName)
+	cfg.SoftwareVersion = sanitizeSoftware(cfg.SoftwareVersion)
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = 10 * time.Second
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 30 * time.Second
+	}
+	if cfg.Dialer == nil {
+		var d net.Dialer
+		cfg.Dialer = d.DialContext
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxVersions == nil {
+		cfg.MaxVersions = map[int16]int16{produceKey: 12}
+	}
+}
+
+// Conn is one pipelined connection to a broker. It is safe for concurrent
+// use. It owns two goroutines, a writer and a reader, that end when the
+// connection breaks or is closed.
+type Conn struct {
+	addr     string
+	cfg      Config
+	nc       net.Conn
+	format   *kmsg.RequestFormatter
+	versions []int16 // negotiated version per key, -1 if unusable
+
+	mu       sync.Mutex
+	queue    fifo // sent, not yet written; owned by the writer
+	inflight fifo // written, awaiting a response; owned by the reader
+	err      error
+
+	wake          chan struct{} // 1-buffered: Send → writer
+	done          chan struct{} // closed once err is set
+	throttleUntil atomic.Int64  // unix nanos; 0 if never throttled
+	corr          int32         // next correlation id; written under mu
+	wg            sync.WaitGroup
+}
+
+// pending is one request on its way through the connection.
+type pending struct {
+	req      kmsg.Request
+	fn       func(kmsg.Response, error)
+	corr     int32
+	deadline time.Time
+	noResp   bool // Produce with acks=0: the broker sends nothing back
+}
+
+var pendingPool = sync.Pool{New: func() any { return new(pending) }}
+
+func getPending() *pending { return pendingPool.Get().(*pending) }
+
+func putPending(p *pending) {
+	*p = pending{}
+	pendingPool.Put(p)
+}
+
+// Dial connects to addr, negotiates versions with ApiVersions and starts the
+// connection's reader and writer goroutines. ctx and Config.DialTimeout bound
+// the whole setup; ctx has no effect once Dial returns.
+//
+// Dial fails if the broker does not support Produce v3 or later (Kafka 0.11),
+// with an error wrapping kerr.UnsupportedVersion.
+func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
+	cfg.setDefaults()
+	dctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+	defer cancel()
+
+	nc, err := cfg.Dialer(dctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("conn: dial %s: %w: %w", addr, kerr.NetworkException, err)
+	}
+	c := &Conn{
+		addr:   addr,
+		cfg:    cfg,
+		nc:     nc,
+		format: kmsg.NewRequestFormatter(kmsg.FormatterClientID(cfg.ClientID)),
+		wake:   make(chan struct{}, 1),
+		done:   make(chan struct{}),
+	}
+
+	// A cancelled ctx interrupts the handshake by expiring the deadline.
+	stop := context.AfterFunc(dctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
+	if dl, ok := dctx.Deadline(); ok {
+		_ = nc.SetDeadline(dl)
+	}
+	err = c.negotiate()
+	if !stop() && err == nil {
+		err = dctx.Err()
+	}
+	if err != nil {
+		_ = nc.Close()
+		if cerr := dctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+			err = fmt.Errorf("%w (%w)", err, cerr)
+		}
+		return nil, err
+	}
+	_ = nc.SetDeadline(time.Time{})
+	if v := c.MaxVersion(produceKey); v < 3 {
+		_ = nc.Close()
+		return nil, fmt.Errorf("conn: %s: %w: the broker supports Produce up to v%d; samsa needs v3+ (Kafka 0.11+)", addr, kerr.UnsupportedVersion, v)
+	}
+	cfg.Logger.Debug("connected", "addr", addr, "produce_version", c.MaxVersion(produceKey))
+
+	c.wg.Add(2)
+	go c.writeLoop()
+	go c.readLoop()
+	return c, nil
+}
+
+// Addr returns the address Dial was given.
+func (c *Conn) Addr() string { return c.addr }
+
+// MaxVersion returns the version Send uses for key: the highest version both
+// kmsg and the broker support, capped by Config.MaxVersions; -1 if there is
+// none.
+func (c *Conn) MaxVersion(key int16) int16 {
+	if key < 0 || int(key) >= len(c.versions) {
+		return -1
+	}
+	return c.versions[key]
+}
+
+// Done returns a channel closed once the connection is broken or closed.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err returns why the connection broke (ErrClosed after Close), or nil while
+// it is usable.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// ThrottledUntil returns when the last KIP-219 throttle from this broker
+// ends, or the zero time if it never throttled. Writes are held until then.
+func (c *Conn) ThrottledUntil() time.Time {
+	n := c.throttleUntil.Load()
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+// Send queues req and returns at once; it never blocks on I/O. It sets req's
+// version to MaxVersion(req.Key()) (callers must not pin one), so req must not
+// be sent on two connections at the same time.
+//
+// done is called exactly once:
+//   - from the reader goroutine with the response (or a decode error), in the
+//     order requests were sent;
+//   - from the writer goroutine with (nil, nil) once a Produce request with
+//     Acks 0 is written, as the broker sends no response;
+//   - with an error wrapping ErrClosed, ErrTimeout or kerr.NetworkException
+//     when the connection is closed or breaks first, from the reader
+//     goroutine (the writer for an unflushed acks=0 request);
+//   - before Send returns, on the caller's goroutine, if the connection is
+//     already broken or the broker does not support req's key (an error
+//     wrapping kerr.UnsupportedVersion).
+//
+// done must not block for long and must not call Close. The caller bounds the
+// number of requests in flight; Send itself does not.
+func (c *Conn) Send(req kmsg.Request, done func(kmsg.Response, error)) {
+	v := c.MaxVersion(req.Key())
+	if v < 0 {
+		done(nil, fmt.Errorf("conn: %s: %w: the broker does not support %s", c.addr, kerr.UnsupportedVersion, kmsg.NameForKey(req.Key())))
+		return
+	}
+	req.SetVersion(v)
+	p := getPending()
+	p.req, p.fn = req, done
+	if pr, ok := req.(*kmsg.ProduceRequest); ok && pr.Acks == 0 {
+		p.noResp = true
+	}
+	c.mu.Lock()
+	if err := c.err; err != nil {
+		c.mu.Unlock()
+		putPending(p)
+		done(nil, err)
+		return
+	}
+	c.queue.push(p)
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+type result struct {
+	resp kmsg.Response
+	err  error
+}
+
+// Do sends req (as Send does) and waits for its response, ctx or the request
+// timeout. If ctx ends first Do returns ctx.Err(), but the request stays on
+// the wire and the broker may still process it: Kafka cannot cancel a request.
+// A Produce request with Acks 0 returns (nil, nil) once written.
+func (c *Conn) Do(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	ch := make(chan result, 1)
+	c.Send(req, func(resp kmsg.Response, err error) { ch <- result{resp, err} })
+	select {
+	case r := <-ch:
+		return r.resp, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Close closes the connection and fails every pending request with an error
+// wrapping ErrClosed, each exactly once. It returns after the connection's
+// goroutines have exited and every callback has returned. It is idempotent
+// and returns nil. It must not be called from a Send callback.
+func (c *Conn) Close() error {
+	c.fail(ErrClosed)
+	c.wg.Wait()
+	return nil
+}
+
+// fail marks the connection broken with err (the first error wins) and
+// closes the socket, which ends both goroutines. The reader then completes
+// everything pending, so callbacks keep running on the reader goroutine.
+func (c *Conn) fail(err error) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.err = err
+	close(c.done)
+	c.mu.Unlock()
+	_ = c.nc.Close()
+	if !errors.Is(err, ErrClosed) {
+		c.cfg.Logger.Warn("broker connection broken", "addr", c.addr, "err", err)
+	}
+}
+
+// brokenErr returns the error to report for an I/O error: the error that
+// already broke the connection if any (so Close reports ErrClosed, not "use
+// of closed network connection"), ErrTimeout for an expired deadline, and the
+// network error wrapped in kerr.NetworkException otherwise.
+func (c *Conn) brokenErr(ioErr error, what string) error {
+	c.mu.Lock()
+	err := c.err
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if errors.Is(ioErr, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("conn: %s: %s: %w after %v", c.addr, what, ErrTimeout, c.cfg.RequestTimeout)
+	}
+	return fmt.Errorf("conn: %s: %s: %w: %w", c.addr, what, kerr.NetworkException, ioErr)
+}
+
+// next pops the next request to write and, if it expects a response, moves
+// it to the in-flight queue with its correlation id and deadline. It returns
+// nil when the queue is empty or the connection is broken.
+func (c *Conn) next() *pending {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil || c.queue.len() == 0 {
+		return nil
+	}
+	p := c.queue.pop()
+	p.corr = c.corr
+	c.corr++
+	if !p.noResp {
+		p.deadline = time.Now().Add(c.cfg.RequestTimeout)
+		if c.inflight.len() == 0 {
+			_ = c.nc.SetReadDeadline(p.deadline)
+		}
+		c.inflight.push(p)
+	}
+	return p
+}
+
+func (c *Conn) writeLoop() {
+	defer c.wg.Done()
+	bw := bufio.NewWriterSize(c.nc, bufSize)
+	var (
+		buf       []byte
+		unflushed []*pending // acks=0 requests written since the last flush
+		timer     = time.NewTimer(time.Hour)
+	)
+	timer.Stop()
+	defer timer.Stop()
+
+	flush := func() bool {
+		if bw.Buffered() > 0 {
+			_ = c.nc.SetWriteDeadline(time.Now().Add(c.cfg.RequestTimeout))
+			if err := bw.Flush(); err != nil {
+				err = c.brokenErr(err, "write")
+				c.fail(err)
+				for _, p := range unflushed {
+					p.fn(nil, err)
+					putPending(p)
+				}
+				unflushed = unflushed[:0]
+				return false
+			}
+		}
+		for _, p := range unflushed {
+			p.fn(nil, nil)
+			putPending(p)
+		}
+		clear(unflushed)
+		unflushed = unflushed[:0]
+		return true
+	}
+
+	for {
+		select {
+		case <-c.wake:
+		case <-c.done:
+			return
+		}
+		for {
+			// KIP-219: send nothing while the broker throttles us.
+			if until := c.throttleUntil.Load(); until != 0 {
+				if d := time.Until(time.Unix(0, until)); d > 0 {
+					if !flush() {
+						return
+					}
+					timer.Reset(d)
+					select {
+					case <-timer.C:
+					case <-c.done:
+						return
+					}
+					continue // the throttle may have been extended
+				}
+			}
+			p := c.next()
+			if p == nil {
+				break
+			}
+			buf = c.format.AppendRequest(buf[:0], p.req, p.corr)
+			if len(buf) > bufSize {
+				// Large requests go straight to the socket; keep
+				// the write deadline fresh for them.
+				_ = c.nc.SetWriteDeadline(time.Now().Add(c.cfg.RequestTimeout))
+			}
+			if p.noResp {
+				unflushed = append(unflushed, p)
+			}
+			if _, err := bw.Write(buf); err != nil {
+				err = c.brokenErr(err, "write")
+				c.fail(err)
+				for _, p := range unflushed {
+					p.fn(nil, err)
+					putPending(p)
+				}
+				return
+			}
+		}
+		if !flush() {
+			return
+		}
+		if cap(buf) > 4*bufSize {
+			buf = nil // do not pin one huge request's buffer forever
+		}
+	}
+}
+
+func (c *Conn) readLoop() {
+	defer c.wg.Done()
+	br := bufio.NewReaderSize(c.nc, bufSize)
+	err := c.readResponses(br)
+	c.fail(err)
+	// The socket is closed and the writer moves nothing more to the
+	// in-flight queue (next returns nil once err is set): complete what is
+	// left, oldest first, on this goroutine.
+	c.mu.Lock()
+	err = c.err
+	inflight, queued := c.inflight.drain(), c.queue.drain()
+	c.mu.Unlock()
+	for _, list := range [2][]*pending{inflight, queued} {
+		for _, p := range list {
+			p.fn(nil, err)
+			putPending(p)
+		}
+	}
+}
+
+// readResponses reads responses until the connection fails, and returns the
+// error that broke it.
+func (c *Conn) readResponses(br *bufio.Reader) error {
+	var size [4]byte
+	for {
+		if _, err := io.ReadFull(br, size[:]); err != nil {
+			return c.brokenErr(err, "read")
+		}
+		n := int32(binary.BigEndian.Uint32(size[:]))
+		if n < 4 || n > maxResponseSize {
+			return fmt.Errorf("conn: %s: %w: invalid response size %d", c.addr, kerr.NetworkException, n)
+		}
+		body := make([]byte, n)
+		if _, err := io.ReadFull(br, body); err != nil {
+			return c.brokenErr(err, "read")
+		}
+		corr := int32(binary.BigEndian.Uint32(body))
+
+		c.mu.Lock()
+		if c.err != nil {
+			c.mu.Unlock()
+			return c.err
+		}
+		if c.inflight.len() == 0 {
+			c.mu.Unlock()
+			return fmt.Errorf("conn: %s: %w: response with correlation id %d, but no request in flight", c.addr, kerr.NetworkException, corr)
+		}
+		p := c.inflight.peek()
+		if p.corr != corr {
+			c.mu.Unlock()
+			return fmt.Errorf("conn: %s: %w: response correlation id %d, want %d (%s)", c.addr, kerr.NetworkException, corr, p.corr, kmsg.NameForKey(p.req.Key()))
+		}
+		c.inflight.pop()
+		if next := c.inflight.peek(); next != nil {
+			_ = c.nc.SetReadDeadline(next.deadline)
+		} else {
+			_ = c.nc.SetReadDeadline(time.Time{})
+		}
+		c.mu.Unlock()
+
+		resp, err := decodeResponse(p.req, body)
+		if err != nil {
+			err = fmt.Errorf("conn: %s: %w", c.addr, err)
+		} else {
+			c.noteThrottle(resp)
+		}
+		p.fn(resp, err)
+		putPending(p)
+	}
+}
+
+// decodeResponse decodes body (correlation id included) as the response to
+// req. A response that does not decode fails only its own request: the
+// framing is intact, so the connection stays usable.
+func decodeResponse(req kmsg.Request, body []byte) (kmsg.Response, error) {
+	resp := req.ResponseKind()
+	// ApiVersions responses always use header v0 (KIP-511).
+	flexible := resp.IsFlexible() && req.Key() != apiVersionsKey
+	_, rest, err := parseResponseHeader(body, flexible)
+	if err != nil {
+		return nil, err
+	}
+	if err := resp.ReadFrom(rest); err != nil {
+		return nil, fmt.Errorf("decode %s v%d response: %w", kmsg.NameForKey(req.Key()), req.GetVersion(), err)
+	}
+	return resp, nil
+}
+
+// noteThrottle applies KIP-219: a response that says the broker throttles
+// after responding holds our writes until the throttle has passed.
+func (c *Conn) noteThrottle(resp kmsg.Response) {
+	tr, ok := resp.(kmsg.ThrottleResponse)
+	if !ok {
+		return
+	}
+	ms, after := tr.Throttle()
+	if ms <= 0 {
+		return
+	}
+	d := time.Duration(ms) * time.Millisecond
+	if after {
+		until := time.Now().Add(d).UnixNano()
+		for {
+			cur := c.throttleUntil.Load()
+			if cur >= until || c.throttleUntil.CompareAndSwap(cur, until) {
+				break
+			}
+		}
+	}
+	c.cfg.Logger.Info("broker throttled requests", "addr", c.addr, "throttle", d, "api", kmsg.NameForKey(resp.Key()), "client_side", after)
+	if c.cfg.OnThrottle != nil {
+		c.cfg.OnThrottle(c.addr, d)
+	}
+}
+
+// fifo is a queue of pending requests that reuses its backing array.
+type fifo struct {
+	buf  []*pending
+	head int
+}
+
+func (q *fifo) len() int { return len(q.buf) - q.head }
+
+func (q *fifo) push(p *pending) {
+	if q.head > 0 && len(q.buf) == cap(q.buf) {
+		n := copy(q.buf, q.buf[q.head:])
+		clear(q.buf[n:])
+		q.buf, q.head = q.buf[:n], 0
+	}
+	q.buf = append(q.buf, p)
+}
+
+func (q *fifo) peek() *pending {
+	if q.head == len(q.buf) {
+		return nil
+	}
+	return q.buf[q.head]
+}
+
+func (q *fifo) pop() *pending {
+	p := q.buf[q.head]
+	q.buf[q.head] = nil
+	q.head++
+	if q.head == len(q.buf) {
+		q.buf, q.head = q.buf[:0], 0
+	}
+	return p
+}
+
+// drain removes and returns everything queued, oldest first.
+func (q *fifo) drain() []*pending {
+	out := append([]*pending(nil), q.buf[q.head:]...)
+	clear(q.buf)
+	q.buf, q.head = q.buf[:0], 0
+	return out
+}

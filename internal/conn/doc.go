@@ -1,0 +1,40 @@
+// Package conn is one pipelined connection to a Kafka broker.
+//
+// # Connecting
+//
+// Dial opens the connection (Config.Dialer, for TLS or tests) and runs the
+// ApiVersions handshake (v4 first; on UNSUPPORTED_VERSION with a v0 body it
+// retries once with the highest version the broker lists, as KIP-511 says).
+// Config.DialTimeout bounds both steps. From then on MaxVersion reports, per
+// API key, the highest version kmsg and the broker both support, and Send
+// uses it. Dial refuses brokers without Produce v3 (Kafka 0.11).
+//
+// # Pipelining
+//
+// Send queues a request and returns at once. One writer goroutine encodes
+// requests into a reused buffer (kmsg.RequestFormatter: api key, version,
+// correlation id, client id and, for flexible versions, the header's tagged
+// fields) and writes them through a bufio.Writer, flushing when the queue is
+// empty. One reader goroutine reads responses, matches each to the oldest
+// request in flight by correlation id (Kafka answers in order on a
+// connection; a mismatch breaks the connection) and calls its callback. No
+// lock is held across I/O and no goroutine is started per request.
+//
+// # Timeouts and failures
+//
+// A request written more than Config.RequestTimeout ago without a response
+// breaks the connection: Kafka cannot cancel a request, so the connection is
+// closed and every pending request fails with an error wrapping ErrTimeout.
+// A broken connection fails every pending request with an error wrapping
+// kerr.NetworkException and the cause; Close fails them with ErrClosed. In
+// every case each callback runs exactly once. Done and Err tell the owner
+// that the connection is gone; reconnecting (with Backoff) is the owner's job.
+//
+// # Throttling (KIP-219)
+//
+// When a response carries ThrottleTimeMs > 0 and its version says the broker
+// throttles after responding (Produce v6+, Metadata v6+, ...), the writer
+// holds further requests until the throttle has passed; they are not failed
+// and their timeout starts when they are written. Every throttle is logged
+// and reported to Config.OnThrottle; ThrottledUntil exposes the end.
+package conn

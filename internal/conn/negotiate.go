@@ -1,0 +1,170 @@
+package conn
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-go/samsa/internal/kerr"
+)
+
+// maxApiVersionsVersion is the ApiVersions version we start with: v3 added
+// the client software name and version (KIP-511) and flexible encoding; v4
+// changed only the error for an unsupported version.
+const maxApiVersionsVersion = 4
+
+// negotiate runs the ApiVersions handshake synchronously on c.nc, before the
+// goroutines start, and fills c.versions.
+//
+// KIP-511: a broker that does not know our ApiVersions version answers with
+// UNSUPPORTED_VERSION in a v0 body whose key list holds at least the
+// ApiVersions versions it supports; we then retry with the highest of them.
+func (c *Conn) negotiate() error {
+	br := bufio.NewReaderSize(c.nc, 4096)
+	version := min(int16(maxApiVersionsVersion), (*kmsg.ApiVersionsRequest)(nil).MaxVersion())
+	for attempt := 0; ; attempt++ {
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.Version = version
+		req.ClientSoftwareName = c.cfg.SoftwareName
+		req.ClientSoftwareVersion = c.cfg.SoftwareVersion
+		corr := c.corr
+		c.corr++
+		if _, err := c.nc.Write(c.format.AppendRequest(nil, req, corr)); err != nil {
+			return c.handshakeErr(err)
+		}
+		body, err := readFrame(br)
+		if err != nil {
+			return c.handshakeErr(err)
+		}
+		// ApiVersions responses always use header v0.
+		got, rest, err := parseResponseHeader(body, false)
+		if err != nil {
+			return fmt.Errorf("conn: %s: ApiVersions: %w", c.addr, err)
+		}
+		if got != corr {
+			return fmt.Errorf("conn: %s: %w: ApiVersions response correlation id %d, want %d", c.addr, kerr.NetworkException, got, corr)
+		}
+		resp := kmsg.NewPtrApiVersionsResponse()
+		resp.Version = version
+		// The error code is the first field of every version; with
+		// UNSUPPORTED_VERSION the rest of the body is v0.
+		if len(rest) >= 2 && int16(binary.BigEndian.Uint16(rest)) == kerr.UnsupportedVersion.Code {
+			resp.Version = 0
+		}
+		if err := resp.ReadFrom(rest); err != nil {
+			return fmt.Errorf("conn: %s: decode ApiVersions v%d response: %w", c.addr, resp.Version, err)
+		}
+		if resp.ErrorCode == kerr.UnsupportedVersion.Code && attempt == 0 {
+			next := int16(-1)
+			for _, k := range resp.ApiKeys {
+				if k.ApiKey == apiVersionsKey {
+					next = k.MaxVersion
+				}
+			}
+			if next < 0 || next >= version {
+				next = 0 // every broker answers ApiVersions v0
+			}
+			c.cfg.Logger.Debug("broker does not support our ApiVersions version; retrying", "addr", c.addr, "tried", version, "retry", next)
+			version = next
+			continue
+		}
+		if err := kerr.ForCode(resp.ErrorCode); err != nil {
+			return fmt.Errorf("conn: %s: ApiVersions v%d: %w", c.addr, version, err)
+		}
+		c.versions = negotiatedVersions(resp.ApiKeys, c.cfg.MaxVersions)
+		return nil
+	}
+}
+
+func (c *Conn) handshakeErr(err error) error {
+	return fmt.Errorf("conn: %s: ApiVersions handshake: %w: %w", c.addr, kerr.NetworkException, err)
+}
+
+// negotiatedVersions returns, per API key, the highest version that kmsg and
+// the broker both support, within caps; -1 where there is none.
+func negotiatedVersions(keys []kmsg.ApiVersionsResponseApiKey, caps map[int16]int16) []int16 {
+	n := 0
+	for _, k := range keys {
+		if int(k.ApiKey) >= n {
+			n = int(k.ApiKey) + 1
+		}
+	}
+	out := make([]int16, n)
+	for i := range out {
+		out[i] = -1
+	}
+	for _, k := range keys {
+		if k.ApiKey < 0 {
+			continue
+		}
+		ours := kmsg.RequestForKey(k.ApiKey)
+		if ours == nil {
+			continue
+		}
+		v := min(ours.MaxVersion(), k.MaxVersion)
+		if cp, ok := caps[k.ApiKey]; ok {
+			v = min(v, cp)
+		}
+		if v < k.MinVersion || v < 0 {
+			v = -1
+		}
+		out[k.ApiKey] = v
+	}
+	return out
+}
+
+// readFrame reads one size-prefixed frame and returns its body.
+func readFrame(r io.Reader) ([]byte, error) {
+	var size [4]byte
+	if _, err := io.ReadFull(r, size[:]); err != nil {
+		return nil, err
+	}
+	n := int32(binary.BigEndian.Uint32(size[:]))
+	if n < 4 || n > maxResponseSize {
+		return nil, fmt.Errorf("invalid response size %d (is this a Kafka listener?)", n)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return nil, err
+	}
+	return body, nil
+}
+
+// moduleVersion returns the samsa module version from the build info, or
+// "devel".
+func moduleVersion() string {
+	const path = "github.com/samsa-go/samsa"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Path == path && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			return bi.Main.Version
+		}
+		for _, d := range bi.Deps {
+			if d.Path == path {
+				return d.Version
+			}
+		}
+	}
+	return "devel"
+}
+
+// sanitizeSoftware makes s match the broker's pattern for client software
+// names and versions (KIP-511): [a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?
+func sanitizeSoftware(s string) string {
+	b := []byte(s)
+	for i, ch := range b {
+		ok := ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '-' || ch == '.'
+		if !ok {
+			b[i] = '-'
+		}
+	}
+	out := strings.Trim(string(b), "-.")
+	if out == "" {
+		return "unknown"
+	}
+	return out
+}
