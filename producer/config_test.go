@@ -1,0 +1,220 @@
+package producer
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/samsa-go/samsa/bufferpool"
+	"github.com/samsa-go/samsa/compression"
+)
+
+func TestAcks(t *testing.T) {
+	cases := []struct {
+		acks Acks
+		wire int16
+		name string
+	}{
+		{AcksAll, -1, "all"},
+		{AcksLeader, 1, "leader"},
+		{AcksNone, 0, "none"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.wire, tc.acks.Wire())
+			assert.Equal(t, tc.name, tc.acks.String())
+		})
+	}
+	var zero Acks
+	assert.Equal(t, AcksAll, zero, "the zero value is acks=all")
+}
+
+// The zero Config (plus brokers) gets the Java producer's defaults.
+func TestConfigDefaults(t *testing.T) {
+	c, err := Config{Brokers: []string{"localhost:9092"}}.withDefaults()
+	require.NoError(t, err)
+	assert.Equal(t, "samsa", c.ClientID)
+	assert.Equal(t, AcksAll, c.Acks)
+	assert.Equal(t, 5*time.Millisecond, c.Linger)
+	assert.Equal(t, 16384, c.BatchSize)
+	assert.Equal(t, int64(32<<20), c.BufferMemory)
+	assert.Equal(t, 60*time.Second, c.MaxBlock)
+	assert.Equal(t, 1<<20, c.MaxRequestSize)
+	assert.Equal(t, compression.None, c.Compression)
+	assert.Equal(t, 120*time.Second, c.DeliveryTimeout)
+	assert.Equal(t, 30*time.Second, c.RequestTimeout)
+	assert.Equal(t, 100*time.Millisecond, c.RetryBackoff)
+	assert.Equal(t, time.Second, c.RetryBackoffMax)
+	assert.Equal(t, 5, c.MaxInFlight)
+	assert.Equal(t, 5*time.Minute, c.MetadataMaxAge)
+	assert.Equal(t, 5*time.Minute, c.MetadataMaxIdle)
+	assert.False(t, c.DisableIdempotence)
+	assert.False(t, c.AutoCreateTopics)
+	assert.Equal(t, int32(-1), c.AutoCreatePartitions)
+	assert.Equal(t, int16(-1), c.AutoCreateReplicationFactor)
+	assert.Equal(t, 10*time.Second, c.DialTimeout)
+	assert.Equal(t, DefaultPartitioner(), c.Partitioner)
+	require.NotNil(t, c.Logger)
+	require.NotNil(t, c.BufferPool)
+	assert.Equal(t, int64(32<<20), c.BufferPool.Size())
+}
+
+// Settings where 0 is meaningful are asked for with a negative value, and
+// come out of withDefaults as 0.
+func TestConfigNegativeMeansZero(t *testing.T) {
+	c, err := Config{
+		Brokers:      []string{"b:1"},
+		Linger:       -1,
+		MaxBlock:     -time.Second,
+		RetryBackoff: -1,
+	}.withDefaults()
+	require.NoError(t, err)
+	assert.Zero(t, c.Linger)
+	assert.Zero(t, c.MaxBlock)
+	assert.Zero(t, c.RetryBackoff)
+}
+
+func TestConfigAdjustments(t *testing.T) {
+	cases := []struct {
+		name  string
+		in    Config
+		check func(t *testing.T, c Config)
+	}{
+		{
+			"delivery timeout raised to linger + request timeout",
+			Config{Linger: time.Minute, RequestTimeout: 90 * time.Second},
+			func(t *testing.T, c Config) { assert.Equal(t, 150*time.Second, c.DeliveryTimeout) },
+		},
+		{
+			"backoff above the default max raises the max",
+			Config{RetryBackoff: 5 * time.Second},
+			func(t *testing.T, c Config) {
+				assert.Equal(t, 5*time.Second, c.RetryBackoff)
+				assert.Equal(t, 5*time.Second, c.RetryBackoffMax)
+			},
+		},
+		{
+			"explicit max below backoff lowers the backoff (Java)",
+			Config{RetryBackoff: 5 * time.Second, RetryBackoffMax: 2 * time.Second},
+			func(t *testing.T, c Config) {
+				assert.Equal(t, 2*time.Second, c.RetryBackoff)
+				assert.Equal(t, 2*time.Second, c.RetryBackoffMax)
+			},
+		},
+		{
+			"explicit max below the default backoff",
+			Config{RetryBackoffMax: 50 * time.Millisecond},
+			func(t *testing.T, c Config) { assert.Equal(t, 50*time.Millisecond, c.RetryBackoff) },
+		},
+		{
+			"acks leader with idempotence disabled",
+			Config{Acks: AcksLeader, DisableIdempotence: true, MaxInFlight: 50},
+			func(t *testing.T, c Config) {
+				assert.Equal(t, AcksLeader, c.Acks)
+				assert.Equal(t, 50, c.MaxInFlight)
+			},
+		},
+		{
+			"compression level within range",
+			Config{Compression: compression.Zstd, CompressionLevel: -5},
+			func(t *testing.T, c Config) { assert.Equal(t, -5, c.CompressionLevel) },
+		},
+		{
+			"explicit auto-create settings kept",
+			Config{AutoCreateTopics: true, AutoCreatePartitions: 12, AutoCreateReplicationFactor: 3},
+			func(t *testing.T, c Config) {
+				assert.Equal(t, int32(12), c.AutoCreatePartitions)
+				assert.Equal(t, int16(3), c.AutoCreateReplicationFactor)
+			},
+		},
+		{
+			"ipv6 broker",
+			Config{Brokers: []string{"[::1]:9092"}},
+			func(t *testing.T, c Config) { assert.Equal(t, []string{"[::1]:9092"}, c.Brokers) },
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.in.Brokers == nil {
+				tc.in.Brokers = []string{"localhost:9092"}
+			}
+			c, err := tc.in.withDefaults()
+			require.NoError(t, err)
+			tc.check(t, c)
+		})
+	}
+}
+
+func TestConfigInvalid(t *testing.T) {
+	cases := []struct {
+		name string
+		in   Config
+		want []string // substrings of the error
+	}{
+		{"no brokers", Config{Brokers: []string{}}, []string{"Brokers: at least one"}},
+		{"broker without port", Config{Brokers: []string{"a:1", "localhost"}}, []string{`Brokers[1]: "localhost" is not host:port`}},
+		{"broker with bad port", Config{Brokers: []string{"a:http"}}, []string{`Brokers[0]: "a:http" has an invalid port`}},
+		{"unknown acks", Config{Acks: 7}, []string{"Acks: unknown value 7"}},
+		{"acks leader with idempotence", Config{Acks: AcksLeader}, []string{"Acks: idempotence requires AcksAll, got leader", "DisableIdempotence"}},
+		{"acks none with idempotence", Config{Acks: AcksNone}, []string{"Acks: idempotence requires AcksAll, got none"}},
+		{"too many in flight with idempotence", Config{MaxInFlight: 6}, []string{"MaxInFlight: idempotence allows at most 5, got 6", "DisableIdempotence"}},
+		{"negative batch size", Config{BatchSize: -1}, []string{"BatchSize: must not be negative"}},
+		{"batch larger than memory", Config{BatchSize: 2 << 20, BufferMemory: 1 << 20}, []string{"BatchSize: 2097152 is larger than BufferMemory (1048576)"}},
+		{"negative memory", Config{BufferMemory: -1}, []string{"BufferMemory: must not be negative"}},
+		{"negative request size", Config{MaxRequestSize: -1}, []string{"MaxRequestSize"}},
+		{"unknown codec", Config{Compression: 9}, []string{"Compression: "}},
+		{"gzip level", Config{Compression: compression.Gzip, CompressionLevel: 10}, []string{"CompressionLevel: "}},
+		{"snappy level", Config{Compression: compression.Snappy, CompressionLevel: 1}, []string{"CompressionLevel: "}},
+		{"delivery timeout too short", Config{DeliveryTimeout: 10 * time.Second}, []string{"DeliveryTimeout: 10s is less than Linger + RequestTimeout (5ms + 30s)"}},
+		{"negative delivery timeout", Config{DeliveryTimeout: -1}, []string{"DeliveryTimeout: must not be negative"}},
+		{"negative request timeout", Config{RequestTimeout: -1}, []string{"RequestTimeout"}},
+		{"negative backoff max", Config{RetryBackoffMax: -1}, []string{"RetryBackoffMax"}},
+		{"negative in flight", Config{MaxInFlight: -1}, []string{"MaxInFlight: must not be negative"}},
+		{"negative metadata age", Config{MetadataMaxAge: -1}, []string{"MetadataMaxAge"}},
+		{"negative metadata idle", Config{MetadataMaxIdle: -1}, []string{"MetadataMaxIdle"}},
+		{"bad partitions", Config{AutoCreatePartitions: -2}, []string{"AutoCreatePartitions: must be positive, or -1"}},
+		{"bad replication", Config{AutoCreateReplicationFactor: -3}, []string{"AutoCreateReplicationFactor"}},
+		{"negative dial timeout", Config{DialTimeout: -1}, []string{"DialTimeout"}},
+		{
+			"every problem at once",
+			Config{Brokers: []string{}, BatchSize: -1, MaxInFlight: 9},
+			[]string{"Brokers:", "BatchSize:", "MaxInFlight:"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.in.Brokers == nil {
+				tc.in.Brokers = []string{"localhost:9092"}
+			}
+			_, err := tc.in.withDefaults()
+			require.Error(t, err)
+			assert.ErrorIs(t, err, ErrInvalidConfig)
+			for _, w := range tc.want {
+				assert.Contains(t, err.Error(), w)
+			}
+		})
+	}
+}
+
+// A user's pool is used as is, and its size is the buffer memory.
+func TestConfigUsesGivenBufferPool(t *testing.T) {
+	pool, err := bufferpool.New(bufferpool.Options{Size: 1 << 20, PooledSize: 4096})
+	require.NoError(t, err)
+	c, err := Config{Brokers: []string{"b:9092"}, BufferPool: pool, BufferMemory: 5 << 30, BatchSize: 4096}.withDefaults()
+	require.NoError(t, err)
+	assert.Same(t, pool, c.BufferPool)
+	assert.Equal(t, int64(1<<20), c.BufferMemory)
+}
+
+// The default pool is sized by BufferMemory and recycles BatchSize buffers.
+func TestConfigDefaultPoolSizing(t *testing.T) {
+	c, err := Config{Brokers: []string{"b:9092"}, BufferMemory: 1 << 20, BatchSize: 1000}.withDefaults()
+	require.NoError(t, err)
+	assert.Equal(t, int64(1<<20), c.BufferPool.Size())
+	buf := c.BufferPool.TryAllocate(1000)
+	require.Len(t, buf, 1000)
+	assert.Equal(t, int64(1<<20-1000), c.BufferPool.Available())
+	c.BufferPool.Release(buf)
+}
