@@ -66,7 +66,7 @@ func decompress(codec int16, dst, src []byte, max int) ([]byte, error) {
 	out, err := compression.AppendDecompress(t, dst, src, max)
 	if err != nil {
 		if errors.Is(err, compression.ErrCorrupt) {
-			return out, fmt.Errorf("recordbatch: %w: %w", ErrCorrupt, err)
+			return out, fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
 		return out, fmt.Errorf("recordbatch: %w", err)
 	}
