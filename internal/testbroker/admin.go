@@ -1,0 +1,255 @@
+package testbroker
+
+import (
+	"math"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// KIP-599 applies its strict quota (refusal with THROTTLING_QUOTA_EXCEEDED)
+// from these versions on. Older versions cannot be refused gracefully: as
+// the KIP says, they are always accepted, the mutations are recorded, and
+// the client is throttled instead (the response carries the throttle time
+// and the connection is muted, or, before KIP-219, the response is
+// delayed).
+const (
+	createTopicsStrictVersion     = 6
+	createPartitionsStrictVersion = 3
+	deleteTopicsStrictVersion     = 5
+)
+
+// mutationQuota checks n partition mutations of client against the KIP-599
+// quota. It returns refused (the request must fail every topic with
+// THROTTLING_QUOTA_EXCEEDED) and the throttle time of the response.
+func (c *Cluster) mutationQuota(client string, n int64, strict bool) (refused bool, throttle time.Duration) {
+	if c.mutations == nil || n <= 0 {
+		return false, 0
+	}
+	if strict {
+		ok, wait := c.mutations.admit(client, float64(n))
+		return !ok, wait
+	}
+	return false, c.mutations.record(client, float64(n))
+}
+
+func msgPtr(s string) *string { return &s }
+
+// handleCreateTopics creates topics with Kafka's validation: INVALID_REQUEST
+// for a name repeated in the request, INVALID_TOPIC_EXCEPTION,
+// TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS (0 or below -1 partitions),
+// INVALID_REPLICATION_FACTOR (more than the brokers). -1 partitions means
+// Config.DefaultPartitions; ValidateOnly creates nothing and costs no
+// quota. The valid topics of a request are admitted or refused together by
+// the mutation quota.
+func handleCreateTopics(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
+	req := kreq.(*kmsg.CreateTopicsRequest)
+	c := cn.c
+	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+	seen := make(map[string]int, len(req.Topics))
+	for _, t := range req.Topics {
+		seen[t.Topic]++
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var mutations int64
+	valid := make([]bool, len(req.Topics))
+	nparts := make([]int32, len(req.Topics))
+	for i, t := range req.Topics {
+		rt := kmsg.NewCreateTopicsResponseTopic()
+		rt.Topic = t.Topic
+		n := t.NumPartitions
+		if n == -1 {
+			n = int32(len(t.ReplicaAssignment))
+			if n == 0 {
+				n = c.cfg.DefaultPartitions
+			}
+		}
+		rf := t.ReplicationFactor
+		if rf == -1 {
+			rf = int16(min(replicationFactor, len(c.brokers)))
+		}
+		switch {
+		case seen[t.Topic] > 1:
+			rt.ErrorCode, rt.ErrorMessage = ecInvalidRequest, msgPtr("topic named more than once in the request")
+		case validTopicName(t.Topic) != nil:
+			rt.ErrorCode, rt.ErrorMessage = ecInvalidTopic, msgPtr(validTopicName(t.Topic).Error())
+		case c.topics[t.Topic] != nil:
+			rt.ErrorCode, rt.ErrorMessage = ecTopicAlreadyExists, msgPtr("topic "+t.Topic+" already exists")
+		case n <= 0:
+			rt.ErrorCode, rt.ErrorMessage = ecInvalidPartitions, msgPtr("number of partitions must be larger than 0")
+		case rf <= 0 || int(rf) > len(c.brokers):
+			rt.ErrorCode, rt.ErrorMessage = ecInvalidReplicationFact, msgPtr("replication factor must be between 1 and the number of brokers")
+		default:
+			valid[i], nparts[i] = true, n
+			mutations += int64(n)
+			rt.NumPartitions, rt.ReplicationFactor = n, rf
+		}
+		if req.Version < 1 {
+			rt.ErrorMessage = nil
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	if req.ValidateOnly {
+		return result{resp: resp}
+	}
+	refused, throttle := c.mutationQuota(cn.clientID, mutations, req.Version >= createTopicsStrictVersion)
+	for i := range resp.Topics {
+		rt := &resp.Topics[i]
+		switch {
+		case !valid[i]:
+		case refused:
+			rt.ErrorCode, rt.ErrorMessage = ecThrottlingQuotaExceeded, msgPtr("controller mutation quota exceeded")
+			rt.NumPartitions, rt.ReplicationFactor = -1, -1
+		default:
+			t := c.createTopicLocked(rt.Topic, nparts[i])
+			rt.TopicID = t.id
+		}
+	}
+	return result{resp: resp, throttle: throttle}
+}
+
+// handleCreatePartitions grows topics: UNKNOWN_TOPIC_OR_PARTITION,
+// INVALID_PARTITIONS when the count does not grow, INVALID_REQUEST for a
+// repeated topic. The mutation count is the number of new partitions.
+func handleCreatePartitions(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
+	req := kreq.(*kmsg.CreatePartitionsRequest)
+	c := cn.c
+	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	seen := make(map[string]int, len(req.Topics))
+	for _, t := range req.Topics {
+		seen[t.Topic]++
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var mutations int64
+	valid := make([]bool, len(req.Topics))
+	for i, t := range req.Topics {
+		rt := kmsg.NewCreatePartitionsResponseTopic()
+		rt.Topic = t.Topic
+		tp := c.topics[t.Topic]
+		switch {
+		case seen[t.Topic] > 1:
+			rt.ErrorCode, rt.ErrorMessage = ecInvalidRequest, msgPtr("topic named more than once in the request")
+		case tp == nil:
+			rt.ErrorCode, rt.ErrorMessage = ecUnknownTopicOrPartition, msgPtr("unknown topic "+t.Topic)
+		case t.Count <= int32(len(tp.partitions)):
+			rt.ErrorCode, rt.ErrorMessage = ecInvalidPartitions, msgPtr("the partition count can only grow")
+		default:
+			valid[i] = true
+			mutations += int64(t.Count) - int64(len(tp.partitions))
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	if req.ValidateOnly {
+		return result{resp: resp}
+	}
+	refused, throttle := c.mutationQuota(cn.clientID, mutations, req.Version >= createPartitionsStrictVersion)
+	for i, t := range req.Topics {
+		rt := &resp.Topics[i]
+		switch {
+		case !valid[i]:
+		case refused:
+			rt.ErrorCode, rt.ErrorMessage = ecThrottlingQuotaExceeded, msgPtr("controller mutation quota exceeded")
+		default:
+			c.addPartitionsLocked(c.topics[t.Topic], t.Count)
+		}
+	}
+	return result{resp: resp, throttle: throttle}
+}
+
+// handleDeleteTopics deletes topics by name (or by id from v6):
+// UNKNOWN_TOPIC_OR_PARTITION or UNKNOWN_TOPIC_ID otherwise. The mutation
+// count is the number of partitions deleted.
+func handleDeleteTopics(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
+	req := kreq.(*kmsg.DeleteTopicsRequest)
+	c := cn.c
+	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
+	targets := req.Topics
+	if req.Version < 6 {
+		targets = make([]kmsg.DeleteTopicsRequestTopic, len(req.TopicNames))
+		for i, name := range req.TopicNames {
+			targets[i] = kmsg.NewDeleteTopicsRequestTopic()
+			targets[i].Topic = kmsg.StringPtr(name)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var mutations int64
+	found := make([]*topic, len(targets))
+	for i, t := range targets {
+		rt := kmsg.NewDeleteTopicsResponseTopic()
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		switch {
+		case t.Topic != nil:
+			found[i] = c.topics[*t.Topic]
+		case t.TopicID != [16]byte{}:
+			found[i] = c.topicIDs[t.TopicID]
+		}
+		if tp := found[i]; tp == nil {
+			rt.ErrorCode = ecUnknownTopicOrPartition
+			if t.Topic == nil {
+				rt.ErrorCode = ecUnknownTopicID
+			}
+		} else {
+			rt.Topic, rt.TopicID = kmsg.StringPtr(tp.name), tp.id
+			mutations += int64(len(tp.partitions))
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	refused, throttle := c.mutationQuota(cn.clientID, mutations, req.Version >= deleteTopicsStrictVersion)
+	for i, tp := range found {
+		rt := &resp.Topics[i]
+		switch {
+		case tp == nil:
+		case refused:
+			rt.ErrorCode, rt.ErrorMessage = ecThrottlingQuotaExceeded, msgPtr("controller mutation quota exceeded")
+		case c.topics[tp.name] == tp: // not deleted twice by one request
+			delete(c.topics, tp.name)
+			delete(c.topicIDs, tp.id)
+		}
+	}
+	return result{resp: resp, throttle: throttle}
+}
+
+// handleInitProducerID allocates producer ids. Without a transactional id
+// it always returns a new producer id with epoch 0, whatever id and epoch
+// the request carries, as Kafka's transaction coordinator does: an
+// idempotent producer bumps its epoch itself (KIP-360) and asks for a new id
+// only when the epoch is exhausted. With a transactional id, the id is kept
+// and every call bumps the epoch, fencing the previous one; a request
+// naming a producer id and epoch (v3+) that are not the current ones gets
+// INVALID_PRODUCER_EPOCH. Transactions themselves are not supported.
+func handleInitProducerID(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
+	req := kreq.(*kmsg.InitProducerIDRequest)
+	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+	ids := &cn.c.pids
+	ids.mu.Lock()
+	defer ids.mu.Unlock()
+	if req.TransactionalID == nil {
+		ids.next++
+		resp.ProducerID, resp.ProducerEpoch = ids.next, 0
+		return result{resp: resp}
+	}
+	if ids.transactional == nil {
+		ids.transactional = make(map[string]producerIDEpoch)
+	}
+	cur, ok := ids.transactional[*req.TransactionalID]
+	switch {
+	case !ok:
+		ids.next++
+		cur = producerIDEpoch{id: ids.next}
+	case req.ProducerID >= 0 && (req.ProducerID != cur.id || req.ProducerEpoch != cur.epoch):
+		resp.ErrorCode = ecInvalidProducerEpoch
+		resp.ProducerID, resp.ProducerEpoch = -1, -1
+		return result{resp: resp}
+	case cur.epoch >= math.MaxInt16-1:
+		ids.next++
+		cur = producerIDEpoch{id: ids.next}
+	default:
+		cur.epoch++
+	}
+	ids.transactional[*req.TransactionalID] = cur
+	resp.ProducerID, resp.ProducerEpoch = cur.id, cur.epoch
+	return result{resp: resp}
+}

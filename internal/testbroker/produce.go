@@ -1,0 +1,144 @@
+package testbroker
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// handleProduce appends each partition's batch to its log when this broker
+// leads the partition. The response reuses the connection's struct and
+// slices: the hot path allocates nothing per request once warm.
+func handleProduce(cn *conn, h *reqHeader, kreq kmsg.Request) result {
+	req := kreq.(*kmsg.ProduceRequest)
+	c := cn.c
+	resp := &cn.produceResp
+	resp.Version = req.Version
+	resp.ThrottleMillis = 0
+	resp.Brokers = resp.Brokers[:0]
+	resp.UnknownTags = kmsg.Tags{}
+	topics := resp.Topics[:0]
+
+	acksValid := req.Acks == -1 || req.Acks == 0 || req.Acks == 1
+	failed := false
+	now := c.cfg.Clock()
+	for i := range req.Topics {
+		t := &req.Topics[i]
+		var rt *kmsg.ProduceResponseTopic
+		topics, rt = growTopics(topics)
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		parts := rt.Partitions[:0]
+
+		c.mu.RLock()
+		var tp *topic
+		if req.Version >= 13 {
+			tp = c.topicIDs[t.TopicID]
+		} else {
+			tp = c.topics[t.Topic]
+		}
+		var tparts []*partition
+		if tp != nil {
+			tparts = tp.partitions
+		}
+		c.mu.RUnlock()
+
+		for j := range t.Partitions {
+			p := &t.Partitions[j]
+			var rp *kmsg.ProduceResponseTopicPartition
+			parts, rp = growPartitions(parts)
+			rp.Partition = p.Partition
+			rp.BaseOffset = -1
+			switch {
+			case !acksValid:
+				rp.ErrorCode = ecInvalidRequiredAcks
+			case tp == nil && req.Version >= 13:
+				rp.ErrorCode = ecUnknownTopicID
+			case p.Partition < 0 || int(p.Partition) >= len(tparts):
+				rp.ErrorCode = ecUnknownTopicOrPartition
+			default:
+				part := tparts[p.Partition]
+				if leader := part.leader.Load(); leader != cn.b.id {
+					rp.ErrorCode = ecNotLeaderOrFollower
+					if req.Version >= 10 { // KIP-951: point at the new leader
+						rp.CurrentLeader.LeaderID = leader
+						rp.CurrentLeader.LeaderEpoch = part.epoch.Load()
+						resp.Brokers = c.appendBrokerEndpoint(resp.Brokers, leader)
+					}
+					break
+				}
+				res := part.log.appendBatch(p.Records, now)
+				rp.ErrorCode = res.ErrorCode
+				rp.LogStartOffset = res.LogStartOffset
+				if res.ErrorCode == 0 {
+					rp.BaseOffset = res.BaseOffset
+					rp.LogAppendTime = res.LogAppendTime
+					if !res.Duplicate {
+						c.appended.notify()
+					}
+				} else if req.Version >= 8 && res.ErrorMessage != "" {
+					msg := res.ErrorMessage
+					rp.ErrorMessage = &msg
+				}
+			}
+			if rp.ErrorCode != 0 {
+				failed = true
+			}
+		}
+		rt.Partitions = parts
+	}
+	resp.Topics = topics
+
+	var throttle time.Duration
+	if c.produceQ != nil {
+		throttle = c.produceQ.record(cn.clientID, float64(h.size))
+	}
+	if req.Acks == 0 {
+		// No response; Kafka closes the connection on an error so that
+		// the client refreshes its metadata.
+		return result{closeConn: failed}
+	}
+	return result{resp: resp, throttle: throttle}
+}
+
+// growTopics appends a reset element to s, reusing the old element's
+// partition slice.
+func growTopics(s []kmsg.ProduceResponseTopic) ([]kmsg.ProduceResponseTopic, *kmsg.ProduceResponseTopic) {
+	if len(s) < cap(s) {
+		s = s[:len(s)+1]
+		e := &s[len(s)-1]
+		parts := e.Partitions[:0]
+		*e = kmsg.ProduceResponseTopic{Partitions: parts}
+		return s, e
+	}
+	s = append(s, kmsg.NewProduceResponseTopic())
+	return s, &s[len(s)-1]
+}
+
+func growPartitions(s []kmsg.ProduceResponseTopicPartition) ([]kmsg.ProduceResponseTopicPartition, *kmsg.ProduceResponseTopicPartition) {
+	if len(s) < cap(s) {
+		s = s[:len(s)+1]
+	} else {
+		s = append(s, kmsg.ProduceResponseTopicPartition{})
+	}
+	e := &s[len(s)-1]
+	e.ErrorRecords = e.ErrorRecords[:0]
+	*e = kmsg.ProduceResponseTopicPartition{ErrorRecords: e.ErrorRecords}
+	e.Default()
+	return s, e
+}
+
+// appendBrokerEndpoint adds broker id's endpoint to a KIP-951 list once.
+func (c *Cluster) appendBrokerEndpoint(bs []kmsg.ProduceResponseBroker, id int32) []kmsg.ProduceResponseBroker {
+	if id < 0 || int(id) >= len(c.brokers) {
+		return bs
+	}
+	for _, b := range bs {
+		if b.NodeID == id {
+			return bs
+		}
+	}
+	host, port := c.brokers[id].addr()
+	b := kmsg.NewProduceResponseBroker()
+	b.NodeID, b.Host, b.Port = id, host, port
+	return append(bs, b)
+}
