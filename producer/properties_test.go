@@ -1,0 +1,268 @@
+package producer
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/samsa-go/samsa/compression"
+)
+
+func TestConfigFromProperties(t *testing.T) {
+	cases := []struct {
+		name  string
+		props map[string]string
+		want  Config
+	}{
+		{"empty", map[string]string{}, Config{}},
+		{
+			"a typical Java config",
+			map[string]string{
+				"bootstrap.servers":                        "k1:9092, k2:9092,,",
+				"client.id":                                "billing",
+				"acks":                                     "all",
+				"linger.ms":                                "20",
+				"batch.size":                               "65536",
+				"buffer.memory":                            "67108864",
+				"max.block.ms":                             "5000",
+				"max.request.size":                         "2097152",
+				"compression.type":                         "zstd",
+				"compression.zstd.level":                   "7",
+				"compression.gzip.level":                   "3", // not the chosen codec: ignored
+				"delivery.timeout.ms":                      "90000",
+				"request.timeout.ms":                       "15000",
+				"retry.backoff.ms":                         "200",
+				"retry.backoff.max.ms":                     "2000",
+				"max.in.flight.requests.per.connection":    "3",
+				"metadata.max.age.ms":                      "60000",
+				"metadata.max.idle.ms":                     "120000",
+				"enable.idempotence":                       "true",
+				"socket.connection.setup.timeout.ms":       "3000",
+				"key.serializer":                           "org.apache.kafka.common.serialization.StringSerializer",
+				"value.serializer":                         "org.apache.kafka.common.serialization.ByteArraySerializer",
+				"retries":                                  "2147483647",
+				"partitioner.adaptive.partitioning.enable": "true",
+				"security.protocol":                        "PLAINTEXT",
+			},
+			Config{
+				Brokers:          []string{"k1:9092", "k2:9092"},
+				ClientID:         "billing",
+				Linger:           20 * time.Millisecond,
+				BatchSize:        65536,
+				BufferMemory:     64 << 20,
+				MaxBlock:         5 * time.Second,
+				MaxRequestSize:   2 << 20,
+				Compression:      compression.Zstd,
+				CompressionLevel: 7,
+				DeliveryTimeout:  90 * time.Second,
+				RequestTimeout:   15 * time.Second,
+				RetryBackoff:     200 * time.Millisecond,
+				RetryBackoffMax:  2 * time.Second,
+				MaxInFlight:      3,
+				MetadataMaxAge:   time.Minute,
+				MetadataMaxIdle:  2 * time.Minute,
+				DialTimeout:      3 * time.Second,
+			},
+		},
+		{
+			"zero values keep their Java meaning",
+			map[string]string{"linger.ms": "0", "max.block.ms": "0", "retry.backoff.ms": "0", "batch.size": "0"},
+			Config{Linger: -1, MaxBlock: -1, RetryBackoff: -1, BatchSize: 1},
+		},
+		{
+			"a typical librdkafka config",
+			map[string]string{
+				"metadata.broker.list":               "r1:9092",
+				"request.required.acks":              "1",
+				"queue.buffering.max.ms":             "10",
+				"queue.buffering.max.kbytes":         "1024",
+				"queue.buffering.max.messages":       "100000",
+				"batch.num.messages":                 "10000",
+				"compression.codec":                  "lz4",
+				"compression.level":                  "5",
+				"message.max.bytes":                  "1000000",
+				"message.timeout.ms":                 "300000",
+				"max.in.flight":                      "10",
+				"topic.metadata.refresh.interval.ms": "30000",
+				"message.send.max.retries":           "5",
+				"partitioner":                        "murmur2_random",
+			},
+			Config{
+				Brokers:            []string{"r1:9092"},
+				Acks:               AcksLeader,
+				Linger:             10 * time.Millisecond,
+				BufferMemory:       1 << 20,
+				Compression:        compression.LZ4,
+				CompressionLevel:   5,
+				MaxRequestSize:     1000000,
+				DeliveryTimeout:    5 * time.Minute,
+				MaxInFlight:        10,
+				MetadataMaxAge:     30 * time.Second,
+				DisableIdempotence: true, // acks=1 without enable.idempotence, as Java does
+			},
+		},
+		{
+			"acks spellings",
+			map[string]string{"acks": "-1"},
+			Config{Acks: AcksAll},
+		},
+		{
+			"acks=0 turns idempotence off when not asked for",
+			map[string]string{"acks": "0"},
+			Config{Acks: AcksNone, DisableIdempotence: true},
+		},
+		{
+			"many in flight turns idempotence off when not asked for",
+			map[string]string{"max.in.flight.requests.per.connection": "10"},
+			Config{MaxInFlight: 10, DisableIdempotence: true},
+		},
+		{
+			"explicit idempotence is kept even if it conflicts (New reports it)",
+			map[string]string{"acks": "1", "enable.idempotence": "true"},
+			Config{Acks: AcksLeader},
+		},
+		{
+			"idempotence off",
+			map[string]string{"enable.idempotence": "FALSE"},
+			Config{DisableIdempotence: true},
+		},
+		{
+			"gzip's Java default level -1 is our 0",
+			map[string]string{"compression.type": "gzip", "compression.gzip.level": "-1"},
+			Config{Compression: compression.Gzip},
+		},
+		{
+			"values are trimmed",
+			map[string]string{"linger.ms": " 7 ", "compression.type": " Snappy"},
+			Config{Linger: 7 * time.Millisecond, Compression: compression.Snappy},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ConfigFromProperties(tc.props)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestConfigFromPropertiesPartitioners(t *testing.T) {
+	cases := []struct {
+		name  string
+		props map[string]string
+		check func(t *testing.T, p Partitioner)
+	}{
+		{"java round robin", map[string]string{"partitioner.class": "org.apache.kafka.clients.producer.RoundRobinPartitioner"},
+			func(t *testing.T, p Partitioner) { assert.IsType(t, &roundRobin{}, p) }},
+		{"java default", map[string]string{"partitioner.class": "org.apache.kafka.clients.producer.internals.DefaultPartitioner"},
+			func(t *testing.T, p Partitioner) { assert.Nil(t, p) }},
+		{"ignore keys", map[string]string{"partitioner.ignore.keys": "true"},
+			func(t *testing.T, p Partitioner) {
+				got, err := p.Partition(&Record{Topic: "t", Key: []byte("k")}, 10)
+				require.NoError(t, err)
+				assert.Equal(t, UnknownPartition, got)
+			}},
+		{"do not ignore keys", map[string]string{"partitioner.ignore.keys": "false"},
+			func(t *testing.T, p Partitioner) { assert.Nil(t, p) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := ConfigFromProperties(tc.props)
+			require.NoError(t, err)
+			tc.check(t, c.Partitioner)
+		})
+	}
+}
+
+func TestConfigFromPropertiesErrors(t *testing.T) {
+	cases := []struct {
+		name  string
+		props map[string]string
+		want  []string // substrings of the error, in order
+	}{
+		{
+			"unknown keys listed sorted",
+			map[string]string{"zz.unknown": "1", "linger.ms": "5", "aa.unknown": "2", "sasl.mechanism": "PLAIN"},
+			[]string{"unknown properties: aa.unknown, sasl.mechanism, zz.unknown"},
+		},
+		{"not a number", map[string]string{"linger.ms": "5ms"}, []string{`linger.ms: "5ms" is not a number of milliseconds`}},
+		{"negative ms", map[string]string{"request.timeout.ms": "-1"}, []string{"request.timeout.ms"}},
+		{"zero request timeout", map[string]string{"request.timeout.ms": "0"}, []string{"request.timeout.ms: must be positive"}},
+		{"infinite delivery timeout", map[string]string{"message.timeout.ms": "0"}, []string{"message.timeout.ms: 0 (no timeout) is not supported"}},
+		{"float", map[string]string{"batch.size": "1.5"}, []string{`batch.size: "1.5" is not an integer`}},
+		{"overflow", map[string]string{"max.request.size": "9999999999"}, []string{"max.request.size"}},
+		{"bad bool", map[string]string{"enable.idempotence": "yes"}, []string{`enable.idempotence: "yes" is not true or false`}},
+		{"bad acks", map[string]string{"acks": "2"}, []string{`acks: "2" is not one of all, -1, 1, 0`}},
+		{"bad codec", map[string]string{"compression.type": "brotli"}, []string{`compression.type: "brotli" is not one of`}},
+		{"no brokers", map[string]string{"bootstrap.servers": " , "}, []string{"bootstrap.servers: no broker"}},
+		{
+			"aliases conflict",
+			map[string]string{"linger.ms": "5", "queue.buffering.max.ms": "10"},
+			[]string{"queue.buffering.max.ms: conflicts with linger.ms (both set Linger)"},
+		},
+		{
+			"custom java partitioner",
+			map[string]string{"partitioner.class": "com.example.MyPartitioner"},
+			[]string{`partitioner.class: "com.example.MyPartitioner" cannot be loaded in Go: set Config.Partitioner`},
+		},
+		{"librdkafka crc partitioner", map[string]string{"partitioner": "consistent_random"}, []string{"partitioner: \"consistent_random\" is not supported"}},
+		{"adaptive off", map[string]string{"partitioner.adaptive.partitioning.enable": "false"}, []string{"always adaptive"}},
+		{"tls", map[string]string{"security.protocol": "SSL"}, []string{`security.protocol: "SSL" is not supported`}},
+		{"ignored keys still parse", map[string]string{"retries": "many"}, []string{"retries"}},
+		{
+			"unknown keys first, then bad values",
+			map[string]string{"nope": "1", "acks": "x", "linger.ms": "y"},
+			[]string{"unknown properties: nope", "acks:", "linger.ms:"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ConfigFromProperties(tc.props)
+			require.Error(t, err)
+			assert.ErrorIs(t, err, ErrInvalidConfig)
+			msg := err.Error()
+			for _, w := range tc.want {
+				i := strings.Index(msg, w)
+				require.GreaterOrEqual(t, i, 0, "%q not in %q", w, msg)
+				msg = msg[i+len(w):]
+			}
+		})
+	}
+}
+
+// A Java config brought over unchanged gives a Config that New accepts.
+func TestConfigFromPropertiesThenDefaults(t *testing.T) {
+	c, err := ConfigFromProperties(map[string]string{
+		"bootstrap.servers": "localhost:9092",
+		"acks":              "1",
+		"linger.ms":         "0",
+	})
+	require.NoError(t, err)
+	c, err = c.withDefaults()
+	require.NoError(t, err)
+	assert.Zero(t, c.Linger)
+	assert.True(t, c.DisableIdempotence)
+}
+
+func ExampleConfigFromProperties() {
+	cfg, err := ConfigFromProperties(map[string]string{
+		"bootstrap.servers": "localhost:9092",
+		"linger.ms":         "10",
+		"compression.type":  "lz4",
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(cfg.Brokers, cfg.Linger, cfg.Compression)
+
+	_, err = ConfigFromProperties(map[string]string{"lingr.ms": "10", "acks": "2"})
+	fmt.Println(err)
+	// Output:
+	// [localhost:9092] 10ms lz4
+	// producer: invalid config: unknown properties: lingr.ms; acks: "2" is not one of all, -1, 1, 0
+}
