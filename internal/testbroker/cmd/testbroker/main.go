@@ -1,0 +1,76 @@
+// Command testbroker runs an in-process Kafka cluster (internal/testbroker)
+// as a process, for manual tests with kcat or any other client:
+//
+//	go run ./internal/testbroker/cmd/testbroker -brokers 3 -port 9092
+//
+// It prints the address of every broker, one per line, then serves until
+// SIGINT or SIGTERM. Topics are auto-created by Metadata with -partitions
+// partitions, and -topic creates some up front.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/samsa-go/samsa/internal/testbroker"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "testbroker:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("testbroker", flag.ContinueOnError)
+	brokers := fs.Int("brokers", testbroker.DefaultBrokers, "number of brokers")
+	host := fs.String("host", "127.0.0.1", "listen and advertised host")
+	port := fs.Int("port", 0, "port of broker 0; broker i listens on port+i (0: random ports)")
+	partitions := fs.Int("partitions", 1, "partitions of auto-created topics")
+	topics := fs.String("topic", "", "comma-separated topics to create at start")
+	sink := fs.Bool("sink", false, "validate and acknowledge produced batches without keeping them")
+	noAuto := fs.Bool("no-auto-create", false, "do not create topics named by Metadata requests")
+	verbose := fs.Bool("v", false, "log connections and errors to stderr")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	c, err := testbroker.New(testbroker.Config{
+		Brokers:                *brokers,
+		Host:                   *host,
+		BasePort:               *port,
+		DefaultPartitions:      int32(*partitions),
+		AllowAutoTopicCreation: !*noAuto,
+		Sink:                   *sink,
+		Logger:                 slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
+	})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if *topics != "" {
+		for _, name := range strings.Split(*topics, ",") {
+			if err := c.CreateTopic(strings.TrimSpace(name), int32(*partitions)); err != nil {
+				return err
+			}
+		}
+	}
+	for _, addr := range c.Addrs() {
+		fmt.Println(addr)
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	<-sig
+	signal.Stop(sig)
+	fmt.Fprintln(os.Stderr, "testbroker: stopping")
+	return nil
+}
