@@ -60,7 +60,6 @@ func reclaimLeak(t *tracker) {
 		if p.waiters.head != nil {
 			p.serveLocked()
 		}
-		p.avail.Store(p.availLocked())
 	}
 	p.mu.Unlock()
 	if leaked && p.logger != nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unsafe"
 	"weak"
@@ -22,10 +21,6 @@ type SimplePool struct {
 	leakDetect   bool
 	logger       *slog.Logger
 	self         weak.Pointer[SimplePool] // for leak cleanups, which must not keep the pool alive
-
-	// avail mirrors the available bytes for lock-free Available and
-	// IsOutOfMemory; written only under mu.
-	avail atomic.Int64
 
 	mu sync.Mutex
 	// nonPooled is the available memory not held on the free list; it is
@@ -66,7 +61,6 @@ func New(opts Options) (*SimplePool, error) {
 		logger:       opts.Logger,
 		nonPooled:    opts.Size,
 	}
-	p.avail.Store(opts.Size)
 	if p.leakDetect {
 		p.self = weak.Make(p)
 		p.tracked = make(map[uintptr]*tracker)
@@ -82,10 +76,15 @@ func (p *SimplePool) PooledSize() int { return p.pooledSize }
 
 // Available returns the bytes that can be allocated now, free-listed buffers
 // included. It is negative when the pool over-allocated.
-func (p *SimplePool) Available() int64 { return p.avail.Load() }
+func (p *SimplePool) Available() int64 {
+	p.mu.Lock()
+	a := p.availLocked()
+	p.mu.Unlock()
+	return a
+}
 
 // IsOutOfMemory reports whether Available() <= 0.
-func (p *SimplePool) IsOutOfMemory() bool { return p.avail.Load() <= 0 }
+func (p *SimplePool) IsOutOfMemory() bool { return p.Available() <= 0 }
 
 // Stats returns a consistent snapshot of the pool's metrics.
 func (p *SimplePool) Stats() Stats {
@@ -270,7 +269,6 @@ func (p *SimplePool) Release(buf []byte) {
 	if p.waiters.head != nil {
 		p.serveLocked()
 	}
-	p.avail.Store(p.availLocked())
 	p.mu.Unlock()
 }
 
@@ -315,7 +313,6 @@ func (p *SimplePool) takeLocked(size int) []byte {
 		}
 		p.nonPooled -= int64(size)
 	}
-	p.avail.Store(p.availLocked())
 	return buf
 }
 
