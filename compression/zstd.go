@@ -2,6 +2,7 @@ package compression
 
 import (
 	"errors"
+	"slices"
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
@@ -40,7 +41,9 @@ var zstdDecoders = sync.Pool{New: func() any {
 }}
 
 func appendUnzstd(dst, src []byte, maxSize int) ([]byte, error) {
-	limit := uint64(max(maxSize, 1))
+	// The decoder rejects a frame whose window exceeds its limit, and the
+	// smallest window is 1 KiB, even for an empty frame.
+	limit := uint64(max(maxSize, zstd.MinWindowSize))
 	var h zstd.Header
 	if err := h.Decode(src); err == nil && !h.Skippable {
 		if h.HasFCS && h.FrameContentSize > uint64(maxSize) {
@@ -59,15 +62,26 @@ func appendUnzstd(dst, src []byte, maxSize int) ([]byte, error) {
 		}
 		d.limit = limit
 	}
+	// DecodeAll compares part of its limit against len(dst), not against
+	// what it appended, so it decodes into the empty tail of dst; with the
+	// content size known, that tail already has room for all of it.
+	if h.HasFCS {
+		dst = slices.Grow(dst, int(h.FrameContentSize))
+	}
 	start := len(dst)
-	out, err := d.dec.DecodeAll(src, dst)
+	tail := dst[start:]
+	out, err := d.dec.DecodeAll(src, tail)
 	switch {
 	case errors.Is(err, zstd.ErrDecoderSizeExceeded), errors.Is(err, zstd.ErrWindowSizeExceeded):
-		return dst[:start], tooLarge(Zstd, maxSize)
+		return dst, tooLarge(Zstd, maxSize)
 	case err != nil:
-		return dst[:start], corrupt(Zstd, err)
-	case len(out)-start > maxSize:
-		return dst[:start], tooLarge(Zstd, maxSize)
+		return dst, corrupt(Zstd, err)
+	case len(out) > maxSize:
+		return dst, tooLarge(Zstd, maxSize)
+	case len(out) == 0:
+		return dst, nil
+	case cap(tail) > 0 && &out[0] == &tail[:1][0]:
+		return dst[:start+len(out)], nil // decoded in place
 	}
-	return out, nil
+	return append(dst, out...), nil
 }

@@ -1,0 +1,66 @@
+package compression_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/samsa-go/samsa/compression"
+)
+
+// TestMain fails the package if any test leaves a goroutine behind: no codec
+// may start one.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var allTypes = []compression.Type{compression.None, compression.Gzip, compression.Snappy, compression.LZ4, compression.Zstd}
+
+// records returns about size bytes of record-like data: JSON events with
+// keys, timestamps and a few recurring users, as a producer batches them.
+func records(size int) []byte {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	kinds := []string{"page_view", "click", "add_to_cart", "checkout", "login"}
+	var b []byte
+	for i := 0; len(b) < size; i++ {
+		b = fmt.Appendf(b, `{"id":%d,"ts":%d,"user":"user-%04d","type":%q,"path":"/products/%d","score":%.4f}`+"\n",
+			i, 1764420000000+int64(i)*int64(rnd.IntN(50)), rnd.IntN(50), kinds[rnd.IntN(len(kinds))], rnd.IntN(500), rnd.Float64())
+	}
+	return b[:size]
+}
+
+// random returns n incompressible bytes.
+func random(n int) []byte {
+	b := make([]byte, n)
+	_, _ = rand.NewChaCha8([32]byte{7}).Read(b)
+	return b
+}
+
+func mustCompressor(tb testing.TB, t compression.Type, level int) *compression.Compressor {
+	tb.Helper()
+	c, err := compression.NewCompressor(t, level)
+	if err != nil {
+		tb.Fatalf("NewCompressor(%s, %d): %v", t, level, err)
+	}
+	return c
+}
+
+func mustCompress(tb testing.TB, t compression.Type, src []byte) []byte {
+	tb.Helper()
+	out, err := mustCompressor(tb, t, 0).AppendCompress(nil, src)
+	if err != nil {
+		tb.Fatalf("%s: AppendCompress: %v", t, err)
+	}
+	return out
+}
+
+func readVector(tb testing.TB, name string) []byte {
+	tb.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "vectors", name))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package compression_test
+
+const raceEnabled = false
