@@ -17,7 +17,8 @@ type Serializer[T any] interface {
 // into a buffer the caller provides. TypedProducer uses it when available,
 // with a reused scratch buffer, so that serializing allocates nothing in the
 // steady state. AppendSerialize appends the encoding of v to dst and returns
-// the extended slice.
+// the extended slice; appending nothing gives an empty (not null) key or
+// value.
 type AppendSerializer[T any] interface {
 	Serializer[T]
 	AppendSerialize(dst []byte, topic string, v T) ([]byte, error)

@@ -1,0 +1,180 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+type order struct {
+	ID  int    `json:"id"`
+	SKU string `json:"sku"`
+}
+
+func TestTypedEncode(t *testing.T) {
+	ts := time.UnixMilli(1700000000000)
+	hdrs := []Header{{Key: "h", Value: []byte("v")}}
+	tp := NewTyped(&Producer{}, StringSerializer{}, JSONSerializer[order]{})
+	s := new(typedScratch)
+	err := tp.encode(s, &TypedRecord[string, order]{
+		Topic: "orders", Partition: 3, Headers: hdrs, Timestamp: ts,
+		Key: "customer-1", Value: order{ID: 1, SKU: "x"},
+	})
+	require.NoError(t, err)
+	assert.Equal(t, "orders", s.rec.Topic)
+	assert.Equal(t, int32(3), s.rec.Partition)
+	assert.Equal(t, hdrs, s.rec.Headers)
+	assert.Equal(t, ts, s.rec.Timestamp)
+	assert.Equal(t, "customer-1", string(s.rec.Key))
+	assert.JSONEq(t, `{"id":1,"sku":"x"}`, string(s.rec.Value))
+}
+
+func TestTypedKeysAndNulls(t *testing.T) {
+	cases := []struct {
+		name     string
+		encode   func(s *typedScratch) error
+		wantKey  []byte
+		wantNull bool
+	}{
+		{
+			"nil key serializer gives null keys",
+			func(s *typedScratch) error {
+				return NewTyped[int, string](&Producer{}, nil, StringSerializer{}).
+					encode(s, &TypedRecord[int, string]{Topic: "t", Key: 5, Value: "v"})
+			},
+			nil, true,
+		},
+		{
+			"nil []byte key stays null",
+			func(s *typedScratch) error {
+				return NewTyped(&Producer{}, BytesSerializer{}, StringSerializer{}).
+					encode(s, &TypedRecord[[]byte, string]{Topic: "t", Value: "v"})
+			},
+			nil, true,
+		},
+		{
+			"empty string key is empty, not null",
+			func(s *typedScratch) error {
+				return NewTyped(&Producer{}, StringSerializer{}, StringSerializer{}).
+					encode(s, &TypedRecord[string, string]{Topic: "t", Key: "", Value: "v"})
+			},
+			[]byte{}, false,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := new(typedScratch)
+			require.NoError(t, tc.encode(s))
+			assert.Equal(t, tc.wantNull, s.rec.Key == nil)
+			assert.Equal(t, tc.wantKey, s.rec.Key)
+			assert.Equal(t, "v", string(s.rec.Value))
+		})
+	}
+}
+
+// Key and value share the scratch buffer; a value that makes the buffer
+// grow must not disturb the key.
+func TestTypedKeySurvivesValueGrowth(t *testing.T) {
+	tp := NewTyped(&Producer{}, StringSerializer{}, StringSerializer{})
+	s := &typedScratch{buf: make([]byte, 0, 8)}
+	big := strings.Repeat("v", 1000)
+	require.NoError(t, tp.encode(s, &TypedRecord[string, string]{Topic: "t", Key: "key", Value: big}))
+	assert.Equal(t, "key", string(s.rec.Key))
+	assert.Equal(t, big, string(s.rec.Value))
+	assert.Equal(t, 3, cap(s.rec.Key), "the key is capped so that appends cannot overwrite the value")
+}
+
+func TestTypedSerializerErrorsFailTheFuture(t *testing.T) {
+	boom := errors.New("boom")
+	failing := SerializerFunc[int](func(string, int) ([]byte, error) { return nil, boom })
+	cases := []struct {
+		name string
+		tp   interface {
+			Send(ctx context.Context, topic string, key int, value int) *Future
+		}
+		want string
+	}{
+		{"key", NewTyped[int, int](&Producer{}, failing, JSONSerializer[int]{}), `topic "t": serializing the key: boom`},
+		{"value", NewTyped[int, int](&Producer{}, JSONSerializer[int]{}, failing), `topic "t": serializing the value: boom`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			md, err, ok := tc.tp.Send(context.Background(), "t", 1, 2).Result()
+			require.True(t, ok, "a serialization error completes the future at once")
+			assert.ErrorIs(t, err, ErrInvalidRecord)
+			assert.ErrorIs(t, err, boom)
+			assert.ErrorContains(t, err, tc.want)
+			assert.Equal(t, "t", md.Topic)
+			assert.Equal(t, int64(-1), md.Offset)
+		})
+	}
+}
+
+func TestTypedSerializerErrorCallsCallback(t *testing.T) {
+	boom := errors.New("boom")
+	tp := NewTyped(&Producer{}, StringSerializer{}, SerializerFunc[string](func(string, string) ([]byte, error) { return nil, boom }))
+	var got error
+	calls := 0
+	tp.SendCallback(context.Background(), &TypedRecord[string, string]{Topic: "t"}, func(_ RecordMetadata, err error) {
+		calls++
+		got = err
+	})
+	assert.Equal(t, 1, calls, "called once, before SendCallback returns")
+	assert.ErrorIs(t, got, boom)
+	assert.ErrorIs(t, got, ErrInvalidRecord)
+}
+
+func TestTypedNilRecord(t *testing.T) {
+	tp := NewTyped(&Producer{}, StringSerializer{}, StringSerializer{})
+	_, err, ok := tp.SendRecord(context.Background(), nil).Result()
+	require.True(t, ok)
+	assert.ErrorIs(t, err, ErrInvalidRecord)
+}
+
+func TestNewTypedNeedsValueSerializer(t *testing.T) {
+	assert.Panics(t, func() { NewTyped[string, string](&Producer{}, StringSerializer{}, nil) })
+	assert.Panics(t, func() { NewTyped[string, string](nil, StringSerializer{}, StringSerializer{}) })
+}
+
+// With append serializers, encoding reuses the scratch buffer: no
+// allocation per record.
+func TestTypedEncodeDoesNotAllocate(t *testing.T) {
+	tp := NewTyped(&Producer{}, StringSerializer{}, StringSerializer{})
+	rec := &TypedRecord[string, string]{Topic: "t", Key: "key", Value: "a value of some length"}
+	s := new(typedScratch) // not from the pool: -race makes sync.Pool drop items
+	allocs := testing.AllocsPerRun(100, func() {
+		if err := tp.encode(s, rec); err != nil {
+			t.Fatal(err)
+		}
+	})
+	assert.Zero(t, allocs)
+}
+
+// A huge record's buffer is not kept for reuse.
+func TestTypedDropsHugeScratch(t *testing.T) {
+	tp := NewTyped(&Producer{}, StringSerializer{}, StringSerializer{})
+	s := &typedScratch{}
+	require.NoError(t, tp.encode(s, &TypedRecord[string, string]{Topic: "t", Value: strings.Repeat("x", maxScratch+1)}))
+	tp.release(s)
+	assert.Nil(t, s.rec.Value, "references to the record are dropped on release")
+	got := tp.scratch.Get().(*typedScratch)
+	assert.Less(t, cap(got.buf), maxScratch)
+}
+
+func BenchmarkTypedEncode(b *testing.B) {
+	tp := NewTyped(&Producer{}, StringSerializer{}, StringSerializer{})
+	rec := &TypedRecord[string, string]{Topic: "t", Key: "customer-12345", Value: strings.Repeat("v", 100)}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			s := tp.scratch.Get().(*typedScratch)
+			_ = tp.encode(s, rec)
+			tp.release(s)
+		}
+	})
+}
