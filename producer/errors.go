@@ -87,7 +87,7 @@ func validateTopic(name string) error {
 		return fmt.Errorf("%w: topic name %q is not allowed", ErrInvalidRecord, name)
 	}
 	for i := 0; i < len(name); i++ {
-		if c := name[i]; !topicChar(c) {
+		if c := name[i]; !topicChars[c] {
 			return fmt.Errorf("%w: topic name %q has illegal character %q at byte %d (allowed: a-z A-Z 0-9 . _ -)",
 				ErrInvalidRecord, name, rune(c), i)
 		}
@@ -95,7 +95,11 @@ func validateTopic(name string) error {
 	return nil
 }
 
-func topicChar(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
-		c == '.' || c == '_' || c == '-'
-}
+// topicChars marks the bytes legal in a topic name: [a-zA-Z0-9._-].
+var topicChars = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			c == '.' || c == '_' || c == '-'
+	}
+	return t
+}()

@@ -114,9 +114,9 @@ func (sp *stickyPartitioner) appended(p int32, bytes int, numPartitions int32, l
 // next picks a partition at random: uniformly without load, else weighted
 // by (max queue + 1 - queue) among the partitions with a leader. ok is false
 // when load reports no partition with a leader; then the pick is uniform
-// over all partitions. It makes two passes over the partitions and no
-// allocation; the second pass is a weighted reservoir sample, so a load that
-// changes between the passes still yields a valid pick.
+// over all partitions. It makes two passes over the partitions, draws one
+// random number and allocates nothing: the first pass sums the weights, the
+// second finds the partition where the running sum passes the draw.
 func (sp *stickyPartitioner) next(numPartitions int32, load func(p int32) int) (p int32, ok bool) {
 	if numPartitions < 1 {
 		return UnknownPartition, false
@@ -124,33 +124,42 @@ func (sp *stickyPartitioner) next(numPartitions int32, load func(p int32) int) (
 	if load == nil {
 		return rand.Int32N(numPartitions), true
 	}
-	maxQueue := -1
-	for i := range numPartitions {
-		if q := load(i); q > maxQueue {
-			maxQueue = q
-		}
-	}
-	if maxQueue < 0 {
-		return rand.Int32N(numPartitions), false
-	}
-	var total uint64
-	chosen := int32(-1)
+	maxQueue, sumQueue, available := -1, 0, 0
 	for i := range numPartitions {
 		q := load(i)
 		if q < 0 {
 			continue
 		}
-		w := uint64(1)
-		if q < maxQueue {
-			w = uint64(maxQueue-q) + 1
-		}
-		total += w
-		if rand.Uint64N(total) < w {
-			chosen = i
-		}
+		available++
+		sumQueue += q
+		maxQueue = max(maxQueue, q)
 	}
-	if chosen < 0 { // every leader vanished between the passes
+	if available == 0 {
 		return rand.Int32N(numPartitions), false
 	}
-	return chosen, true
+	// Sum of (maxQueue + 1 - q) over the available partitions.
+	total := uint64(available)*uint64(maxQueue+1) - uint64(sumQueue)
+	draw := rand.Uint64N(total)
+	var running uint64
+	last := int32(-1)
+	for i := range numPartitions {
+		q := load(i)
+		if q < 0 {
+			continue
+		}
+		last = i
+		if q <= maxQueue {
+			running += uint64(maxQueue - q + 1)
+		} else {
+			running++ // the queue grew since the first pass
+		}
+		if running > draw {
+			return i, true
+		}
+	}
+	// The queues shrank, or leaders vanished, between the passes.
+	if last >= 0 {
+		return last, true
+	}
+	return rand.Int32N(numPartitions), false
 }
