@@ -70,9 +70,9 @@ const (
 	defaultMetadataMaxIdle = 5 * time.Minute
 	defaultDialTimeout     = 10 * time.Second // socket.connection.setup.timeout.ms
 
-	// maxIdempotentInFlight is the number of batches per partition a broker
+	// idempotenceMaxInFlight is the number of batches per partition a broker
 	// remembers for duplicate detection (KIP-98).
-	maxIdempotentInFlight = 5
+	idempotenceMaxInFlight = 5
 )
 
 // Config configures a Producer. The zero value of every field means its
@@ -329,9 +329,9 @@ func (c Config) withDefaults() (Config, error) {
 		if c.Acks != AcksAll {
 			fail("Acks", "idempotence requires AcksAll, got %v (set DisableIdempotence to use it)", c.Acks)
 		}
-		if c.MaxInFlight > maxIdempotentInFlight {
+		if c.MaxInFlight > idempotenceMaxInFlight {
 			fail("MaxInFlight", "idempotence allows at most %d, got %d (set DisableIdempotence to use more)",
-				maxIdempotentInFlight, c.MaxInFlight)
+				idempotenceMaxInFlight, c.MaxInFlight)
 		}
 	}
 	switch {

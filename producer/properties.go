@@ -330,7 +330,7 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 		// Java's gzip default is spelled -1; ours is 0.
 		c.CompressionLevel = l
 	}
-	if !idemSet && (c.Acks != AcksAll || c.MaxInFlight > maxIdempotentInFlight) {
+	if !idemSet && (c.Acks != AcksAll || c.MaxInFlight > idempotenceMaxInFlight) {
 		c.DisableIdempotence = true
 	}
 
