@@ -1,6 +1,7 @@
 package compression
 
 import (
+	"bytes"
 	"errors"
 	"slices"
 	"sync"
@@ -8,80 +9,174 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-// zstdDecoder is a pooled zstd decoder and the output limit it is currently
-// configured with.
+// zstd input is split into frames here, by walking the frame and block
+// headers, and each frame is decoded on its own:
 //
-// Decoding uses DecodeAll, which writes into dst directly and checks the
-// output size after each block (at most 128 KiB). The decoder's limit
-// (WithDecoderMaxMemory) is set per call, only when it changes. The same
-// option also bounds the declared window of a frame, and a legitimate frame
-// written by a streaming encoder may declare a window larger than its
-// content (2 MiB at Kafka's default level), so the decoder's limit is the
-// larger of maxSize and the first frame's window; AppendDecompress then
-// checks maxSize exactly. The window is honoured only up to zstdMaxWindow.
+//   - A frame that declares its content size (EncodeAll writes one, like
+//     librdkafka) is checked against what is left of maxSize before
+//     anything is allocated, then decoded with DecodeAll straight into dst,
+//     grown to exactly that size.
+//   - A frame without one (streaming encoders such as the Java client's
+//     ZstdOutputStream) is decoded as a stream through readCapped, which
+//     stops one byte past maxSize.
+//
+// Either way a pooled zstd.Decoder does the work. It has concurrency 1, so
+// it never starts a goroutine and needs no Close when the pool drops it.
+// Its stream mode keeps a ring buffer of one window (up to 8 MiB at the
+// levels Kafka clients use), reused across calls.
+
+// zstdMaxWindow is the largest frame window accepted beyond maxSize: 8 MiB,
+// the window of zstd levels up to 19. Frames with larger windows (levels
+// 20-22) decode only when maxSize is at least their window.
+const zstdMaxWindow = 8 << 20
+
+// zstdDecoder is a pooled decoder with the options it currently has: its
+// limit is the largest window it accepts (and, for DecodeAll, output size).
 type zstdDecoder struct {
 	dec   *zstd.Decoder
 	limit uint64
+	src   bytes.Reader
 }
 
-// zstdMaxWindow is the largest frame window accepted when it exceeds
-// maxSize: 8 MiB, what zstd levels up to 19 use. Frames with larger windows
-// decode only when maxSize covers the window.
-const zstdMaxWindow = 8 << 20
-
 var zstdDecoders = sync.Pool{New: func() any {
-	// Concurrency 1: one block decoder, no goroutines (those exist only for
-	// streaming, which we never use). Nothing to Close when the pool drops
-	// it.
-	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecodeBuffersBelow(0))
 	if err != nil {
-		panic("compression: zstd.NewReader with constant options failed: " + err.Error())
+		panic("compression: zstd.NewReader with constant options: " + err.Error())
 	}
 	return &zstdDecoder{dec: dec}
 }}
 
-func appendUnzstd(dst, src []byte, maxSize int) ([]byte, error) {
-	// The decoder rejects a frame whose window exceeds its limit, and the
-	// smallest window is 1 KiB, even for an empty frame.
-	limit := uint64(max(maxSize, zstd.MinWindowSize))
+var (
+	errZstdTruncated = errors.New("truncated zstd frame")
+	errZstdBlockType = errors.New("reserved zstd block type")
+)
+
+// zstdFrameLen returns the length of the frame at the start of src and its
+// decoded header.
+func zstdFrameLen(src []byte) (int, zstd.Header, error) {
 	var h zstd.Header
-	if err := h.Decode(src); err == nil && !h.Skippable {
-		if h.HasFCS && h.FrameContentSize > uint64(maxSize) {
-			return dst, tooLarge(Zstd, maxSize)
+	if err := h.Decode(src); err != nil {
+		return 0, h, err
+	}
+	if h.Skippable {
+		n := uint64(h.HeaderSize) + uint64(h.SkippableSize)
+		if n > uint64(len(src)) {
+			return 0, h, errZstdTruncated
 		}
-		if !h.SingleSegment && h.WindowSize > limit && h.WindowSize <= zstdMaxWindow {
+		return int(n), h, nil
+	}
+	pos := h.HeaderSize
+	for {
+		if len(src)-pos < 3 {
+			return 0, h, errZstdTruncated
+		}
+		bh := uint32(src[pos]) | uint32(src[pos+1])<<8 | uint32(src[pos+2])<<16
+		pos += 3
+		size := int(bh >> 3)
+		switch (bh >> 1) & 3 {
+		case 1: // RLE: one byte repeated size times
+			size = 1
+		case 3:
+			return 0, h, errZstdBlockType
+		}
+		if len(src)-pos < size {
+			return 0, h, errZstdTruncated
+		}
+		pos += size
+		if bh&1 == 1 { // last block
+			break
+		}
+	}
+	if h.HasCheckSum {
+		if len(src)-pos < 4 {
+			return 0, h, errZstdTruncated
+		}
+		pos += 4
+	}
+	return pos, h, nil
+}
+
+func appendUnzstd(dst, src []byte, maxSize int) ([]byte, error) {
+	d := zstdDecoders.Get().(*zstdDecoder)
+	defer func() {
+		d.src.Reset(nil)
+		zstdDecoders.Put(d)
+	}()
+	start := len(dst)
+	for len(src) > 0 {
+		n, h, err := zstdFrameLen(src)
+		if err != nil {
+			return dst[:start], corrupt(Zstd, err)
+		}
+		frame := src[:n]
+		src = src[n:]
+		if h.Skippable {
+			continue
+		}
+		budget := maxSize - (len(dst) - start)
+		if h.HasFCS && h.FrameContentSize > uint64(budget) {
+			return dst[:start], tooLarge(Zstd, maxSize)
+		}
+		// The decoder rejects windows above its limit, and the smallest
+		// window is 1 KiB, even for an empty frame.
+		limit := uint64(max(budget, zstd.MinWindowSize))
+		if h.WindowSize > limit {
+			if h.WindowSize > zstdMaxWindow {
+				return dst[:start], tooLarge(Zstd, maxSize)
+			}
 			limit = h.WindowSize
 		}
-	}
-	d := zstdDecoders.Get().(*zstdDecoder)
-	defer zstdDecoders.Put(d)
-	if d.limit != limit {
-		if err := d.dec.ResetWithOptions(nil, zstd.WithDecoderMaxMemory(limit)); err != nil {
-			d.limit = 0
-			return dst, corrupt(Zstd, err)
+		if d.limit != limit {
+			if err := d.dec.ResetWithOptions(nil, zstd.WithDecoderMaxMemory(limit)); err != nil {
+				d.limit = 0
+				return dst[:start], corrupt(Zstd, err)
+			}
+			d.limit = limit
 		}
-		d.limit = limit
+		if h.HasFCS {
+			size := int(h.FrameContentSize)
+			if cap(dst)-len(dst) < size {
+				// Double what was decoded so far, so that many small
+				// frames do not regrow dst each time; never past maxSize.
+				dst = slices.Grow(dst, max(size, min(len(dst)-start, budget)))
+			}
+			dst, err = appendZstdFrame(d.dec, dst, frame, size)
+		} else {
+			d.src.Reset(frame)
+			if err = d.dec.Reset(&d.src); err == nil {
+				dst, err = readCapped(dst, d.dec, Zstd, budget, 0)
+			}
+		}
+		switch {
+		case errors.Is(err, ErrTooLarge), errors.Is(err, ErrCorrupt):
+			return dst[:start], err
+		case errors.Is(err, zstd.ErrDecoderSizeExceeded), errors.Is(err, zstd.ErrWindowSizeExceeded):
+			return dst[:start], tooLarge(Zstd, maxSize)
+		case err != nil:
+			return dst[:start], corrupt(Zstd, err)
+		}
 	}
-	// DecodeAll compares part of its limit against len(dst), not against
-	// what it appended, so it decodes into the empty tail of dst; with the
-	// content size known, that tail already has room for all of it.
-	if h.HasFCS {
-		dst = slices.Grow(dst, int(h.FrameContentSize))
-	}
-	start := len(dst)
-	tail := dst[start:]
-	out, err := d.dec.DecodeAll(src, tail)
-	switch {
-	case errors.Is(err, zstd.ErrDecoderSizeExceeded), errors.Is(err, zstd.ErrWindowSizeExceeded):
-		return dst, tooLarge(Zstd, maxSize)
-	case err != nil:
-		return dst, corrupt(Zstd, err)
-	case len(out) > maxSize:
-		return dst, tooLarge(Zstd, maxSize)
-	case len(out) == 0:
-		return dst, nil
-	case cap(tail) > 0 && &out[0] == &tail[:1][0]:
-		return dst[:start+len(out)], nil // decoded in place
-	}
-	return append(dst, out...), nil
+	return dst, nil
 }
+
+// appendZstdFrame decodes one frame of known content size onto dst, which
+// should have room for it so that DecodeAll writes in place. DecodeAll compares part of its
+// limit against len(dst) rather than against what it appends, so it is
+// handed only the empty tail of dst.
+func appendZstdFrame(dec *zstd.Decoder, dst, frame []byte, size int) ([]byte, error) {
+	at := len(dst)
+	tail := dst[at:]
+	out, err := dec.DecodeAll(frame, tail)
+	switch {
+	case err != nil:
+		return dst, err
+	case len(out) != size: // DecodeAll checks this; be sure
+		return dst, zstd.ErrFrameSizeMismatch
+	case size == 0:
+		return dst, nil
+	case &out[0] != &tail[:1][0]:
+		return append(dst, out...), nil // not in place after all
+	}
+	return dst[:at+size], nil
+}
+
