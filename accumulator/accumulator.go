@@ -1,0 +1,192 @@
+package accumulator
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/samsa-go/samsa/bufferpool"
+	"github.com/samsa-go/samsa/internal/recordbatch"
+)
+
+// Config configures an Accumulator. Every field is required; the producer
+// fills them from its own Config.
+type Config struct {
+	// BatchSize is the size of a batch buffer (batch.size). A record larger
+	// than a batch gets a buffer of its own, sized to fit it.
+	BatchSize int
+
+	// MaxBatchSize is the largest batch a single record may need
+	// (max.request.size); a bigger record fails with ErrRecordTooLarge.
+	MaxBatchSize int
+
+	// Pool provides every byte of batch and parking memory.
+	Pool bufferpool.Pool
+
+	// MaxBlock bounds how long an append waits for pool memory
+	// (max.block.ms).
+	MaxBlock time.Duration
+}
+
+// Accumulator holds the records that Send has accepted and the IO goroutine
+// has not yet sent. It is generic over C, the per-record completion the
+// producer keeps (a future, a callback or a channel): a batch keeps one C per
+// record, in append order, without allocating per record.
+//
+// Send-side methods (Topic.Park, Partition.Append) are safe for concurrent
+// use and lock only the topic or the partition they touch. Everything else
+// (Events, Partition.Seal, Partition.NextSealed, Topic.MoveParked,
+// Topic.ExpireParked) is called by the producer's IO goroutine only.
+type Accumulator[C any] struct {
+	cfg Config
+
+	mu     sync.Mutex // guards events
+	events []Event[C]
+	kick   chan struct{}
+
+	batches sync.Pool // *Batch[C], with their Records slices kept
+
+	// overdraft is set while a batch of moved parked records lives outside
+	// the pool (at most one at a time).
+	overdraft atomic.Bool
+}
+
+// New returns an accumulator.
+func New[C any](cfg Config) *Accumulator[C] {
+	return &Accumulator[C]{cfg: cfg, kick: make(chan struct{}, 1)}
+}
+
+// Pool returns the pool the accumulator allocates from.
+func (a *Accumulator[C]) Pool() bufferpool.Pool { return a.cfg.Pool }
+
+// EventKind says what happened in an Event.
+type EventKind uint8
+
+const (
+	// Opened: a partition opened a new batch. The IO goroutine uses it to
+	// seal the batch when it has lingered, and to expire it.
+	Opened EventKind = iota + 1
+	// Sealed: a partition has sealed batches ready to send.
+	Sealed
+	// Parked: a topic whose partitions are unknown has parked records.
+	Parked
+)
+
+// Event is a change on the Send side that the IO goroutine must react to.
+type Event[C any] struct {
+	Kind      EventKind
+	Topic     *Topic[C]     // Parked
+	Partition *Partition[C] // Opened, Sealed
+	Batch     *Batch[C]     // Opened
+	Gen       uint64        // Opened: the batch's generation when opened
+}
+
+// Wake returns the channel that receives (coalesced) when events are
+// pending. The IO goroutine selects on it.
+func (a *Accumulator[C]) Wake() <-chan struct{} { return a.kick }
+
+// Kick wakes the IO goroutine without an event (for example after Flush).
+func (a *Accumulator[C]) Kick() {
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (a *Accumulator[C]) post(e Event[C]) {
+	a.mu.Lock()
+	a.events = append(a.events, e)
+	a.mu.Unlock()
+	a.Kick()
+}
+
+// Events moves the pending events into dst (which it resets) and returns it.
+// Handing back the previous slice lets the two swap without allocating.
+func (a *Accumulator[C]) Events(dst []Event[C]) []Event[C] {
+	clear(dst)
+	dst = dst[:0]
+	a.mu.Lock()
+	dst, a.events = a.events, dst
+	a.mu.Unlock()
+	return dst
+}
+
+// RecordTooLargeError is returned by appends for a record that could never
+// fit in a batch of MaxBatchSize bytes.
+type RecordTooLargeError struct {
+	Size, Max int
+}
+
+func (e *RecordTooLargeError) Error() string {
+	return fmt.Sprintf("record of %d bytes in its batch is larger than the maximum of %d (max.request.size)", e.Size, e.Max)
+}
+
+// CheckSize returns a *RecordTooLargeError if a record whose body is
+// bodySize bytes can never be sent.
+func (a *Accumulator[C]) CheckSize(bodySize int) error {
+	if n := recordbatch.SingleRecordBatchSize(bodySize); n > a.cfg.MaxBatchSize {
+		return &RecordTooLargeError{Size: n, Max: a.cfg.MaxBatchSize}
+	}
+	return nil
+}
+
+// bufferFor returns the buffer size a new batch needs to hold a record with
+// a body of bodySize bytes.
+func (a *Accumulator[C]) bufferFor(bodySize int) int {
+	return max(a.cfg.BatchSize, recordbatch.SingleRecordBatchSize(bodySize))
+}
+
+// allocate takes n bytes from the pool: waiting up to MaxBlock when wait is
+// set, failing at once otherwise.
+func (a *Accumulator[C]) allocate(ctx context.Context, n int, wait bool) ([]byte, error) {
+	if wait {
+		return a.cfg.Pool.Allocate(ctx, n, a.cfg.MaxBlock)
+	}
+	if buf := a.cfg.Pool.TryAllocate(n); buf != nil {
+		return buf, nil
+	}
+	return nil, fmt.Errorf("%w: %d bytes requested without waiting, %d available",
+		bufferpool.ErrBufferExhausted, n, a.cfg.Pool.Available())
+}
+
+func (a *Accumulator[C]) newBatch(p *Partition[C], buf []byte) *Batch[C] {
+	b, _ := a.batches.Get().(*Batch[C])
+	if b == nil {
+		b = new(Batch[C])
+	}
+	b.gen++
+	b.Partition = p
+	b.buf = buf
+	b.Builder.Reset(buf)
+	b.Created = time.Now()
+	return b
+}
+
+// Free returns a completed batch's memory to the pool and the batch to the
+// accumulator's free list. The caller must be done with every field of b,
+// its Records included.
+func (a *Accumulator[C]) Free(b *Batch[C]) {
+	if b.overdraft {
+		a.overdraft.Store(false)
+	} else {
+		a.cfg.Pool.Release(b.buf)
+	}
+	clear(b.Records)
+	gen := b.gen
+	*b = Batch[C]{Records: b.Records[:0], gen: gen}
+	a.batches.Put(b)
+}
+
+// NewDetachedBatch returns an empty batch of partition p with a buffer of
+// size bytes taken from the pool without waiting, or nil if the pool has no
+// memory. It is not queued anywhere: the IO goroutine uses it to split a
+// batch the broker found too large.
+func (a *Accumulator[C]) NewDetachedBatch(p *Partition[C], size int) *Batch[C] {
+	buf := a.cfg.Pool.TryAllocate(size)
+	if buf == nil {
+		return nil
+	}
+	return a.newBatch(p, buf)
+}

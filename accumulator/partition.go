@@ -1,0 +1,225 @@
+package accumulator
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/samsa-go/samsa/internal/recordbatch"
+)
+
+// Partition is one partition's queue: the open batch that Send appends to,
+// and the sealed batches waiting for the IO goroutine.
+type Partition[C any] struct {
+	Topic *Topic[C]
+	ID    int32
+
+	// IO is the IO goroutine's own state for this partition (leader,
+	// in-flight batches, sequences). Only that goroutine touches it.
+	IO any
+
+	acc *Accumulator[C]
+
+	mu      sync.Mutex
+	open    *Batch[C]
+	sealed  []*Batch[C] // FIFO
+	flagged bool        // a Sealed event is pending
+
+	queued     atomic.Int32 // batches open or sealed, not yet taken by the IO goroutine
+	leaderless atomic.Bool  // set by the IO goroutine while the partition has no leader
+}
+
+// NewPartition returns the queue of partition id of t. The IO goroutine
+// creates partitions when metadata arrives and publishes them with
+// Topic.SetPartitions.
+func (a *Accumulator[C]) NewPartition(t *Topic[C], id int32) *Partition[C] {
+	return &Partition[C]{Topic: t, ID: id, acc: a}
+}
+
+// Queued returns the number of batches open or waiting to be sent; the
+// adaptive partitioner (KIP-794) prefers partitions with shorter queues.
+func (p *Partition[C]) Queued() int { return int(p.queued.Load()) }
+
+// Load returns the partition's queue length for the adaptive partitioner,
+// or -1 while the partition has no known leader.
+func (p *Partition[C]) Load() int {
+	if p.leaderless.Load() {
+		return -1
+	}
+	return int(p.queued.Load())
+}
+
+// SetLeaderless records whether the partition lacks a leader (IO goroutine).
+func (p *Partition[C]) SetLeaderless(v bool) { p.leaderless.Store(v) }
+
+// Append appends a record to the partition's open batch. When the open batch
+// is full (or there is none) it seals it and opens a new one, with memory from
+// the pool: waiting up to MaxBlock if wait is set (only the pool wait honors
+// ctx), or failing at once with an error matching ErrBufferExhausted if not.
+// The caller has checked the record's size with CheckSize. On success c is
+// the record's completion, kept in the batch.
+func (p *Partition[C]) Append(ctx context.Context, ts int64, key, value []byte, headers []recordbatch.Header, c C, wait bool) error {
+	p.mu.Lock()
+	if b := p.open; b != nil && b.Builder.Append(ts, key, value, headers) {
+		b.Records = append(b.Records, c)
+		p.mu.Unlock()
+		return nil
+	}
+	p.mu.Unlock()
+
+	// Allocate outside the lock: other appends to this partition go on while
+	// this one waits for memory.
+	a := p.acc
+	buf, err := a.allocate(ctx, a.bufferFor(recordbatch.BodySize(key, value, headers)), wait)
+	if err != nil {
+		return err
+	}
+
+	p.mu.Lock()
+	if b := p.open; b != nil && b.Builder.Append(ts, key, value, headers) {
+		// Another append opened a batch with room while we waited.
+		b.Records = append(b.Records, c)
+		p.mu.Unlock()
+		a.cfg.Pool.Release(buf)
+		return nil
+	}
+	b := p.openLocked(buf)
+	if !b.Builder.Append(ts, key, value, headers) {
+		panic("accumulator: record does not fit in a buffer sized for it")
+	}
+	b.Records = append(b.Records, c)
+	p.mu.Unlock()
+	return nil
+}
+
+// appendBody is Append for a parked record, called by the IO goroutine:
+// it never waits for memory and reports false when the pool has none.
+func (p *Partition[C]) appendBody(ts int64, body []byte, c C) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if b := p.open; b != nil && b.Builder.AppendBody(ts, body) {
+		b.Records = append(b.Records, c)
+		return true
+	}
+	a := p.acc
+	size := max(a.cfg.BatchSize, recordbatch.SingleRecordBatchSize(len(body)))
+	buf := a.cfg.Pool.TryAllocate(size)
+	overdraft := false
+	if buf == nil {
+		// The pool may be full of parked records themselves: without
+		// memory for a batch they could never move and free it. One batch
+		// at a time may then live outside the pool, so the bound on record
+		// memory is the pool's size plus one batch.
+		if !a.overdraft.CompareAndSwap(false, true) {
+			return false
+		}
+		buf, overdraft = make([]byte, size), true
+	}
+	b := p.openLocked(buf)
+	b.overdraft = overdraft
+	if !b.Builder.AppendBody(ts, body) {
+		panic("accumulator: parked record does not fit in a buffer sized for it")
+	}
+	b.Records = append(b.Records, c)
+	return true
+}
+
+// openLocked seals the open batch, if any, and opens a new one in buf.
+func (p *Partition[C]) openLocked(buf []byte) *Batch[C] {
+	if p.open != nil {
+		p.sealLocked()
+	}
+	a := p.acc
+	b := a.newBatch(p, buf)
+	p.open = b
+	p.queued.Add(1)
+	a.post(Event[C]{Kind: Opened, Partition: p, Batch: b, Gen: b.gen})
+	return b
+}
+
+func (p *Partition[C]) sealLocked() {
+	p.sealed = append(p.sealed, p.open)
+	p.open = nil
+	if !p.flagged {
+		p.flagged = true
+		p.acc.post(Event[C]{Kind: Sealed, Partition: p})
+	}
+}
+
+// Seal seals b if it is still this partition's open batch in generation gen
+// (the IO goroutine calls it when b has lingered, or on Flush). It reports
+// whether it sealed.
+func (p *Partition[C]) Seal(b *Batch[C], gen uint64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.open != b || b.gen != gen || len(b.Records) == 0 {
+		return false
+	}
+	p.sealLocked()
+	return true
+}
+
+// SealOpen seals the open batch, whatever it is, if it has records.
+func (p *Partition[C]) SealOpen() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.open == nil || len(p.open.Records) == 0 {
+		return false
+	}
+	p.sealLocked()
+	return true
+}
+
+// NextSealed removes and returns the oldest sealed batch, or nil. The IO
+// goroutine owns the batch from then on.
+func (p *Partition[C]) NextSealed() *Batch[C] {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.sealed) == 0 {
+		p.flagged = false
+		return nil
+	}
+	b := p.sealed[0]
+	p.sealed[0] = nil
+	p.sealed = p.sealed[1:]
+	if len(p.sealed) == 0 {
+		p.sealed = p.sealed[:0:0]
+		p.flagged = false
+	}
+	p.queued.Add(-1)
+	return b
+}
+
+// PeekSealed returns the oldest sealed batch without removing it, or nil.
+func (p *Partition[C]) PeekSealed() *Batch[C] {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.sealed) == 0 {
+		return nil
+	}
+	return p.sealed[0]
+}
+
+// HasSealed reports whether a sealed batch is waiting.
+func (p *Partition[C]) HasSealed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.sealed) > 0
+}
+
+// TakeAll removes the open and sealed batches (for Close and for failing a
+// partition's records) and returns them, oldest first.
+func (p *Partition[C]) TakeAll(dst []*Batch[C]) []*Batch[C] {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	dst = append(dst, p.sealed...)
+	clear(p.sealed)
+	p.sealed = p.sealed[:0]
+	if p.open != nil {
+		dst = append(dst, p.open)
+		p.open = nil
+	}
+	p.flagged = false
+	p.queued.Store(0)
+	return dst
+}

@@ -1,0 +1,227 @@
+package accumulator
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/samsa-go/samsa/internal/recordbatch"
+)
+
+// Topic is one topic's state in the accumulator: its partitions once
+// metadata has arrived, and until then (or while earlier records are still
+// parked) its parking queue of uncompressed records, in Send order.
+type Topic[C any] struct {
+	Name string
+
+	acc *Accumulator[C]
+
+	// parts is published by the IO goroutine; nil while the topic's
+	// partitions are unknown.
+	parts atomic.Pointer[[]*Partition[C]]
+	// parking is set while parked records exist: appends must then park
+	// too, so that records keep their Send order.
+	parking atomic.Bool
+
+	mu     sync.Mutex // guards the fields below
+	chunks [][]byte   // parking memory from the pool, oldest first
+	parked []parkedRecord[C]
+	head   int // parked[head:] are still parked
+}
+
+type parkedRecord[C any] struct {
+	ts        int64
+	chunk     int32 // index into chunks
+	off, n    int32
+	partition int32 // the record's Partition field, for the manual partitioner
+	at        time.Time
+	c         C
+}
+
+// NewTopic returns the state of topic name. The producer keeps topics in its
+// own map.
+func (a *Accumulator[C]) NewTopic(name string) *Topic[C] {
+	return &Topic[C]{Name: name, acc: a}
+}
+
+// Partitions returns the topic's partitions, or nil while they are unknown
+// or while records are parked (the caller must then Park). It never blocks.
+func (t *Topic[C]) Partitions() []*Partition[C] {
+	if t.parking.Load() {
+		return nil
+	}
+	if ps := t.parts.Load(); ps != nil {
+		return *ps
+	}
+	return nil
+}
+
+// KnownPartitions returns the published partitions, parked records or not;
+// nil while unknown. For the IO goroutine.
+func (t *Topic[C]) KnownPartitions() []*Partition[C] {
+	if ps := t.parts.Load(); ps != nil {
+		return *ps
+	}
+	return nil
+}
+
+// SetPartitions publishes the topic's partitions (IO goroutine only). The
+// slice must not be changed afterwards; publish a new one when the partition
+// count grows.
+func (t *Topic[C]) SetPartitions(ps []*Partition[C]) {
+	t.parts.Store(&ps)
+}
+
+// Park parks a record whose topic has no known partitions yet, in an
+// uncompressed form, with memory from the pool (waiting up to MaxBlock if
+// wait is set). It returns parked=false without error if, once under the
+// topic's lock, the partitions turned out to be known and nothing is parked:
+// the caller then appends to a partition instead. partition is the record's
+// Partition field, kept for the manual partitioner.
+func (t *Topic[C]) Park(ctx context.Context, ts int64, key, value []byte, headers []recordbatch.Header, partition int32, c C, wait bool) (parked bool, err error) {
+	size := recordbatch.BodySize(key, value, headers)
+	var spare []byte
+	for {
+		t.mu.Lock()
+		if !t.parking.Load() && t.parts.Load() != nil {
+			t.mu.Unlock()
+			t.acc.cfg.Pool.Release(spare)
+			return false, nil
+		}
+		if spare != nil {
+			t.chunks = append(t.chunks, spare)
+			spare = nil
+		}
+		if n := len(t.chunks); n > 0 && cap(t.chunks[n-1])-len(t.chunks[n-1]) >= size {
+			chunk := t.chunks[n-1]
+			off := len(chunk)
+			t.chunks[n-1] = recordbatch.AppendBody(chunk, key, value, headers)
+			t.parked = append(t.parked, parkedRecord[C]{
+				ts: ts, chunk: int32(n - 1), off: int32(off), n: int32(size),
+				partition: partition, at: time.Now(), c: c,
+			})
+			first := !t.parking.Load()
+			t.parking.Store(true)
+			t.mu.Unlock()
+			if first {
+				t.acc.post(Event[C]{Kind: Parked, Topic: t})
+			}
+			return true, nil
+		}
+		t.mu.Unlock()
+		buf, err := t.acc.allocate(ctx, max(t.acc.cfg.BatchSize, size), wait)
+		if err != nil {
+			return false, err
+		}
+		spare = buf[:0]
+	}
+}
+
+// ParkedRecord is a parked record handed to MoveParked's function.
+type ParkedRecord struct {
+	Timestamp int64
+	// Body is the record's encoded body (recordbatch.AppendBody); it is
+	// valid only during the call.
+	Body []byte
+	// Partition is the record's Partition field.
+	Partition int32
+}
+
+// MoveParked moves parked records, oldest first, into partition batches
+// (IO goroutine only). place returns the partition of each record, or
+// ok=false to fail it with the error it returns; fail is then called with
+// the record's completion. Moving stops early when the pool has no memory
+// for a new batch; MoveParked then reports done=false and the IO goroutine
+// calls it again once memory is released. When every record has moved, the
+// topic stops parking and Send appends directly again.
+func (t *Topic[C]) MoveParked(place func(r ParkedRecord) (*Partition[C], error), fail func(c C, err error)) (done bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for t.head < len(t.parked) {
+		r := &t.parked[t.head]
+		body := t.chunks[r.chunk][r.off : r.off+r.n]
+		p, err := place(ParkedRecord{Timestamp: r.ts, Body: body, Partition: r.partition})
+		if err != nil {
+			fail(r.c, err)
+		} else if !p.appendBody(r.ts, body, r.c) {
+			return false
+		}
+		t.popLocked()
+	}
+	t.resetLocked()
+	return true
+}
+
+// ExpireParked fails, with fail, every record parked at or before deadline
+// (IO goroutine only), and returns when the oldest remaining record was
+// parked (zero if none remain).
+func (t *Topic[C]) ExpireParked(deadline time.Time, fail func(c C, parkedAt time.Time)) (oldest time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for t.head < len(t.parked) {
+		r := &t.parked[t.head]
+		if r.at.After(deadline) {
+			return r.at
+		}
+		fail(r.c, r.at)
+		t.popLocked()
+	}
+	t.resetLocked()
+	return time.Time{}
+}
+
+// FailParked fails every parked record (on Close).
+func (t *Topic[C]) FailParked(fail func(c C)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for t.head < len(t.parked) {
+		fail(t.parked[t.head].c)
+		t.popLocked()
+	}
+	t.resetLocked()
+}
+
+// OldestParked returns when the oldest parked record was parked, or the zero
+// time if none is.
+func (t *Topic[C]) OldestParked() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.head < len(t.parked) {
+		return t.parked[t.head].at
+	}
+	return time.Time{}
+}
+
+// popLocked drops the oldest parked record and releases the chunks that no
+// parked record uses any more. Chunk indexes stay valid because a freed chunk
+// is only set to nil; the chunk list is emptied by resetLocked.
+func (t *Topic[C]) popLocked() {
+	var zero parkedRecord[C]
+	done := t.parked[t.head].chunk
+	t.parked[t.head] = zero
+	t.head++
+	if t.head == len(t.parked) {
+		return // resetLocked frees everything
+	}
+	for i := done; i < t.parked[t.head].chunk; i++ {
+		t.acc.cfg.Pool.Release(t.chunks[i])
+		t.chunks[i] = nil
+	}
+}
+
+// resetLocked empties the queue once every record has left it and stops
+// parking.
+func (t *Topic[C]) resetLocked() {
+	for i, c := range t.chunks {
+		if c != nil {
+			t.acc.cfg.Pool.Release(c)
+			t.chunks[i] = nil
+		}
+	}
+	t.chunks = t.chunks[:0]
+	clear(t.parked)
+	t.parked = t.parked[:0]
+	t.head = 0
+	t.parking.Store(false)
+}
