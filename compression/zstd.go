@@ -179,4 +179,3 @@ func appendZstdFrame(dec *zstd.Decoder, dst, frame []byte, size int) ([]byte, er
 	}
 	return dst[:at+size], nil
 }
-
