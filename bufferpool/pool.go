@@ -120,8 +120,8 @@ type Stats struct {
 	FreeBuffers int
 	// Waiters is the number of Allocate calls waiting now.
 	Waiters int
-	// WaitTime is the total time Allocate calls spent waiting, whatever
-	// their outcome.
+	// WaitTime is the total time that Allocate calls which have returned
+	// spent waiting, whatever their outcome.
 	WaitTime time.Duration
 	// Exhausted counts Allocate calls that failed with ErrBufferExhausted.
 	Exhausted int64
