@@ -3,6 +3,7 @@ package producer
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -117,4 +118,23 @@ func BenchmarkValidateTopic(b *testing.B) {
 			b.Fatal("invalid")
 		}
 	}
+}
+
+// validateTopic agrees with Kafka's rule written as a regular expression,
+// and never panics.
+func FuzzValidateTopic(f *testing.F) {
+	for _, s := range []string{"orders", "", ".", "..", "a b", strings.Repeat("x", 249), strings.Repeat("x", 250), "é"} {
+		f.Add(s)
+	}
+	legal := regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
+	f.Fuzz(func(t *testing.T, name string) {
+		want := legal.MatchString(name) && name != "." && name != ".."
+		err := validateTopic(name)
+		if (err == nil) != want {
+			t.Fatalf("validateTopic(%q) = %v, want valid=%v", name, err, want)
+		}
+		if err != nil && !errors.Is(err, ErrInvalidRecord) {
+			t.Fatalf("error does not wrap ErrInvalidRecord: %v", err)
+		}
+	})
 }

@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -265,4 +266,34 @@ func ExampleConfigFromProperties() {
 	// Output:
 	// [localhost:9092] 10ms lz4
 	// producer: invalid config: unknown properties: lingr.ms; acks: "2" is not one of all, -1, 1, 0
+}
+
+// Any property, known or not, with any value, gives a Config or an error
+// wrapping ErrInvalidConfig; never a panic.
+func FuzzConfigFromProperties(f *testing.F) {
+	f.Add("linger.ms", "5")
+	f.Add("bootstrap.servers", "a:1,b:2")
+	f.Add("acks", "all")
+	f.Add("compression.type", "zstd")
+	f.Add("compression.level", "-1")
+	f.Add("batch.size", "0")
+	f.Add("max.block.ms", "9223372036855")
+	f.Add("partitioner.class", "")
+	f.Add("unknown", "")
+	f.Fuzz(func(t *testing.T, key, value string) {
+		c, err := ConfigFromProperties(map[string]string{key: value, "bootstrap.servers": "localhost:9092"})
+		if err != nil {
+			if !errors.Is(err, ErrInvalidConfig) {
+				t.Fatalf("error does not wrap ErrInvalidConfig: %v", err)
+			}
+			return
+		}
+		// What parses must not hold values the Config cannot represent.
+		if c.Linger < -1 || c.MaxBlock < -1 || c.RetryBackoff < -1 || c.BatchSize < 0 || c.BufferMemory < 0 {
+			t.Fatalf("bad config from %q=%q: %+v", key, value, c)
+		}
+		if _, err := c.withDefaults(); err != nil && !errors.Is(err, ErrInvalidConfig) {
+			t.Fatalf("withDefaults error does not wrap ErrInvalidConfig: %v", err)
+		}
+	})
 }
