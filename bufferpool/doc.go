@@ -40,7 +40,8 @@
 // the queue, and the one behind it is served if it fits.
 //
 // A producer passes its max.block.ms as maxWait and the caller's context as
-// ctx. A server reading requests (the test broker) calls TryAllocate and,
+// ctx; for a max.block.ms of 0 (never block) it calls TryAllocate instead
+// and, on nil, returns an error wrapping ErrBufferExhausted itself. A server reading requests (the test broker) calls TryAllocate and,
 // when that returns nil, Allocate with the connection's context and
 // maxWait 0: it sleeps without spinning, and the connections are served in
 // the order they asked.
