@@ -1,0 +1,694 @@
+package metadata
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-go/samsa/internal/conn"
+	"github.com/samsa-go/samsa/internal/kerr"
+)
+
+// Errors returned by Client methods.
+var (
+	// ErrClosed is returned by Do and DoController after Close.
+	ErrClosed = errors.New("metadata: client closed")
+	// ErrInvalidConfig wraps every error of New about a bad Config field.
+	ErrInvalidConfig = errors.New("metadata: invalid config")
+	// ErrNoBroker is wrapped by the error of a request that found no
+	// reachable broker, neither a known one nor a bootstrap address.
+	ErrNoBroker = errors.New("metadata: no reachable broker")
+)
+
+// newTopicBackoff is the first retry delay for a topic that is not usable
+// yet; it doubles per attempt up to Config.RetryBackoffMax. It is shorter
+// than RetryBackoff so that a topic created just before the first send
+// appears quickly (10, 20, 40, 80 ms, ...).
+const newTopicBackoff = 10 * time.Millisecond
+
+// staleAnswersAccepted is how many consecutive retriable topic errors for a
+// usable topic we treat as a stale broker before believing them (the topic
+// was deleted).
+const staleAnswersAccepted = 3
+
+// Config configures a Client.
+type Config struct {
+	// Bootstrap lists "host:port" addresses of brokers to start from
+	// (bootstrap.servers). Required. Names are resolved again at every
+	// dial, so a DNS name that moves is followed.
+	Bootstrap []string
+	// Conn configures every broker connection the client opens.
+	Conn conn.Config
+	// MaxAge is how often the topics in use are all fetched again
+	// (metadata.max.age.ms). Default 5m.
+	MaxAge time.Duration
+	// MaxIdle drops a topic that has not been Wanted or Touched for that
+	// long from the fetches and from the snapshot (metadata.max.idle.ms).
+	// Default 5m.
+	MaxIdle time.Duration
+	// RetryBackoff and RetryBackoffMax bound the exponential backoff with
+	// ±20% jitter (KIP-580) between fetches after a failure, and the rate
+	// of Trigger. Defaults 100ms and 1s (retry.backoff.ms,
+	// retry.backoff.max.ms). Topics that are not usable yet retry faster
+	// at first: 10ms, doubled per attempt, up to RetryBackoffMax.
+	RetryBackoff, RetryBackoffMax time.Duration
+	// Logger receives refresh events. Default: Conn.Logger, else discard.
+	Logger *slog.Logger
+}
+
+func (cfg *Config) validate() error {
+	if len(cfg.Bootstrap) == 0 {
+		return fmt.Errorf("%w: Bootstrap is empty", ErrInvalidConfig)
+	}
+	for _, a := range cfg.Bootstrap {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return fmt.Errorf("%w: Bootstrap address %q: %v", ErrInvalidConfig, a, err)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"MaxAge", cfg.MaxAge}, {"MaxIdle", cfg.MaxIdle}, {"RetryBackoff", cfg.RetryBackoff}, {"RetryBackoffMax", cfg.RetryBackoffMax}} {
+		if f.d < 0 {
+			return fmt.Errorf("%w: %s is negative (%v)", ErrInvalidConfig, f.name, f.d)
+		}
+	}
+	if cfg.MaxAge == 0 {
+		cfg.MaxAge = 5 * time.Minute
+	}
+	if cfg.MaxIdle == 0 {
+		cfg.MaxIdle = 5 * time.Minute
+	}
+	if cfg.RetryBackoff == 0 {
+		cfg.RetryBackoff = 100 * time.Millisecond
+	}
+	if cfg.RetryBackoffMax == 0 {
+		cfg.RetryBackoffMax = time.Second
+	}
+	if cfg.RetryBackoffMax < cfg.RetryBackoff {
+		return fmt.Errorf("%w: RetryBackoffMax %v is below RetryBackoff %v", ErrInvalidConfig, cfg.RetryBackoffMax, cfg.RetryBackoff)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = cfg.Conn.Logger
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Conn.Logger == nil {
+		cfg.Conn.Logger = cfg.Logger
+	}
+	return nil
+}
+
+// use marks a wanted topic as used; Want and Touch set it, the refresh
+// goroutine reads and clears it.
+type use struct {
+	used  atomic.Bool
+	since time.Time // when Want first asked for the topic
+}
+
+// topicState is the refresh goroutine's view of a wanted topic.
+type topicState struct {
+	use         *use
+	firstWanted time.Time
+	lastUsed    time.Time
+	attempts    int       // fetches that did not return it usable
+	stale       int       // consecutive retriable errors while usable
+	nextTry     time.Time // zero: not pending
+}
+
+// Client keeps the cluster metadata of the topics in use. It is safe for
+// concurrent use. It owns one refresh goroutine and the connections it uses
+// for Metadata (and for Do); Close ends both.
+type Client struct {
+	cfg Config
+
+	snap   atomic.Pointer[Snapshot]
+	wanted atomic.Pointer[map[string]*use] // copy on write, under wantMu
+	wantMu sync.Mutex
+
+	wake    chan struct{} // 1-buffered
+	updates chan struct{} // 1-buffered
+	trigger atomic.Bool
+
+	ctx       context.Context // cancelled by Close
+	cancel    context.CancelFunc
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+
+	connMu   sync.Mutex
+	conns    map[string]*conn.Conn // by address
+	lastGood string
+	closed   bool
+
+	// Owned by the refresh goroutine.
+	topics    map[string]*topicState
+	lastFull  time.Time
+	lastFetch time.Time
+	failures  int       // consecutive fetches that reached no broker
+	retryAt   time.Time // after a failure: no fetch before this
+}
+
+// New validates cfg and starts the refresh goroutine. It does no network
+// I/O: the first fetch happens when a topic is wanted (or on Do).
+func New(cfg Config) (*Client, error) {
+	cfg.Bootstrap = append([]string(nil), cfg.Bootstrap...)
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	c := &Client{
+		cfg:     cfg,
+		wake:    make(chan struct{}, 1),
+		updates: make(chan struct{}, 1),
+		conns:   map[string]*conn.Conn{},
+		topics:  map[string]*topicState{},
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.snap.Store(emptySnapshot)
+	empty := map[string]*use{}
+	c.wanted.Store(&empty)
+	c.wg.Add(1)
+	go c.loop()
+	return c, nil
+}
+
+// Snapshot returns the current snapshot; never nil (empty before the first
+// fetch). It is one atomic load.
+func (c *Client) Snapshot() *Snapshot { return c.snap.Load() }
+
+// Updates receives after each published snapshot. It has a buffer of one
+// and sends never block, so several updates may coalesce into one receive.
+func (c *Client) Updates() <-chan struct{} { return c.updates }
+
+// Want asks for topic's metadata: the refresh goroutine fetches it at once
+// and, while it is not usable, again with backoff. It never blocks; for a
+// topic already wanted it does not allocate. It also counts as a Touch.
+func (c *Client) Want(topic string) {
+	if u := (*c.wanted.Load())[topic]; u != nil {
+		if !u.used.Load() {
+			u.used.Store(true)
+		}
+		// Re-check: the refresh goroutine may have just dropped it
+		// as idle (it drops first, then looks at the flag).
+		if (*c.wanted.Load())[topic] == u {
+			return
+		}
+	}
+	c.wantMu.Lock()
+	m := *c.wanted.Load()
+	if m[topic] != nil {
+		c.wantMu.Unlock()
+		return
+	}
+	next := make(map[string]*use, len(m)+1)
+	for k, v := range m {
+		next[k] = v
+	}
+	u := &use{since: time.Now()}
+	u.used.Store(true)
+	next[topic] = u
+	c.wanted.Store(&next)
+	c.wantMu.Unlock()
+	c.kick()
+}
+
+// Touch marks topic as in use so that MaxIdle does not drop it. It never
+// blocks nor allocates; it does nothing for a topic that is not wanted.
+func (c *Client) Touch(topic string) {
+	if u := (*c.wanted.Load())[topic]; u != nil && !u.used.Load() {
+		u.used.Store(true)
+	}
+}
+
+// Trigger asks for a refresh of every wanted topic soon, for example after
+// NOT_LEADER_OR_FOLLOWER. It never blocks; calls coalesce, and refreshes
+// are at least RetryBackoff apart.
+func (c *Client) Trigger() {
+	c.trigger.Store(true)
+	c.kick()
+}
+
+func (c *Client) kick() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Close stops the refresh goroutine and closes the client's connections. It
+// is idempotent and returns after the goroutine has exited.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() {
+		c.cancel()
+		c.wg.Wait()
+		c.connMu.Lock()
+		c.closed = true
+		conns := c.conns
+		c.conns = nil
+		c.connMu.Unlock()
+		for _, cn := range conns {
+			_ = cn.Close()
+		}
+	})
+	return nil
+}
+
+func (c *Client) loop() {
+	defer c.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		now := time.Now()
+		c.syncTopics(now)
+		c.maybeFetch(now)
+		if c.ctx.Err() != nil {
+			return
+		}
+		d := time.Until(c.nextWake())
+		timer.Reset(max(d, 0))
+		select {
+		case <-c.wake:
+		case <-timer.C:
+		case <-c.ctx.Done():
+			return
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// syncTopics picks up new wanted topics, records use, and drops topics idle
+// for MaxIdle.
+func (c *Client) syncTopics(now time.Time) {
+	wanted := *c.wanted.Load()
+	for name, u := range wanted {
+		st := c.topics[name]
+		if st == nil || st.use != u {
+			st = &topicState{use: u, firstWanted: u.since, lastUsed: now, nextTry: now}
+			c.topics[name] = st
+		}
+		if u.used.Load() {
+			u.used.Store(false)
+			st.lastUsed = now
+		}
+	}
+	var idle []string
+	for name, st := range c.topics {
+		if wanted[name] != st.use {
+			delete(c.topics, name) // replaced or gone
+			continue
+		}
+		if now.Sub(st.lastUsed) >= c.cfg.MaxIdle {
+			idle = append(idle, name)
+		}
+	}
+	if len(idle) == 0 {
+		return
+	}
+	c.wantMu.Lock()
+	m := *c.wanted.Load()
+	next := make(map[string]*use, len(m))
+	for k, v := range m {
+		next[k] = v
+	}
+	for _, name := range idle {
+		delete(next, name)
+	}
+	c.wanted.Store(&next)
+	// A Want or Touch racing with the drop set the flag before it looked
+	// at the map again: keep those topics.
+	var kept, dropped []string
+	for _, name := range idle {
+		if m[name].used.Load() {
+			kept = append(kept, name)
+		} else {
+			dropped = append(dropped, name)
+			delete(c.topics, name)
+		}
+	}
+	if len(kept) > 0 {
+		restored := make(map[string]*use, len(next)+len(kept))
+		for k, v := range next {
+			restored[k] = v
+		}
+		for _, name := range kept {
+			u := m[name]
+			u.used.Store(false)
+			restored[name] = u
+			c.topics[name].lastUsed = now
+		}
+		c.wanted.Store(&restored)
+	}
+	c.wantMu.Unlock()
+	if len(dropped) == 0 {
+		return
+	}
+	c.cfg.Logger.Debug("dropping idle topics from metadata", "topics", dropped, "max_idle", c.cfg.MaxIdle)
+	old := c.snap.Load()
+	s := *old
+	s.Topics = make(map[string]*Topic, len(old.Topics))
+	for k, v := range old.Topics {
+		s.Topics[k] = v
+	}
+	for _, name := range dropped {
+		delete(s.Topics, name)
+	}
+	c.publish(&s, now)
+}
+
+// nextWake is when the loop must run again without being woken.
+func (c *Client) nextWake() time.Time {
+	next := time.Now().Add(c.cfg.MaxAge)
+	if len(c.topics) > 0 && !c.lastFull.IsZero() {
+		next = c.lastFull.Add(c.cfg.MaxAge)
+	}
+	for _, st := range c.topics {
+		if !st.nextTry.IsZero() && st.nextTry.Before(next) {
+			next = st.nextTry
+		}
+		if idle := st.lastUsed.Add(c.cfg.MaxIdle); idle.Before(next) {
+			next = idle
+		}
+	}
+	if c.trigger.Load() {
+		if t := c.lastFetch.Add(c.cfg.RetryBackoff); t.Before(next) {
+			next = t
+		}
+	}
+	if next.Before(c.retryAt) {
+		next = c.retryAt
+	}
+	return next
+}
+
+// maybeFetch fetches the topics that are due: all of them when MaxAge has
+// passed or a Trigger is due, else those not usable yet whose retry is due.
+func (c *Client) maybeFetch(now time.Time) {
+	if len(c.topics) == 0 || now.Before(c.retryAt) {
+		return
+	}
+	full := now.Sub(c.lastFull) >= c.cfg.MaxAge ||
+		(c.trigger.Load() && now.Sub(c.lastFetch) >= c.cfg.RetryBackoff)
+	var names []string
+	if full {
+		names = sortedNames(c.topics)
+	} else {
+		for _, name := range sortedNames(c.topics) {
+			if st := c.topics[name]; !st.nextTry.IsZero() && !now.Before(st.nextTry) {
+				names = append(names, name)
+			}
+		}
+		if len(names) == 0 {
+			return
+		}
+	}
+	if full {
+		c.trigger.Store(false)
+	}
+	resp, err := c.fetch(names)
+	now = time.Now()
+	c.lastFetch = now
+	if err != nil {
+		if c.ctx.Err() != nil {
+			return
+		}
+		c.failures++
+		wait := conn.Backoff(c.failures-1, c.cfg.RetryBackoff, c.cfg.RetryBackoffMax)
+		c.retryAt = now.Add(wait)
+		if full {
+			c.trigger.Store(true) // still owed
+		}
+		c.cfg.Logger.Warn("metadata fetch failed", "topics", names, "err", err, "retry_in", wait)
+		return
+	}
+	c.failures, c.retryAt = 0, time.Time{}
+	if full {
+		c.lastFull = now
+	}
+	c.apply(resp, names, now)
+}
+
+// apply merges a Metadata response for names into a new snapshot.
+func (c *Client) apply(resp *kmsg.MetadataResponse, names []string, now time.Time) {
+	old := c.snap.Load()
+	s := &Snapshot{
+		Brokers:      make(map[int32]Broker, len(resp.Brokers)),
+		Topics:       make(map[string]*Topic, len(c.topics)),
+		ControllerID: resp.ControllerID,
+		At:           now,
+	}
+	if resp.ClusterID != nil {
+		s.ClusterID = *resp.ClusterID
+	}
+	for _, b := range resp.Brokers {
+		br := Broker{NodeID: b.NodeID, Host: b.Host, Port: b.Port}
+		if b.Rack != nil {
+			br.Rack = *b.Rack
+		}
+		s.Brokers[b.NodeID] = br
+	}
+	if len(s.Brokers) == 0 {
+		s.Brokers = old.Brokers // a broker that lists nobody is not believed
+	}
+	for name, t := range old.Topics {
+		if c.topics[name] != nil {
+			s.Topics[name] = t
+		}
+	}
+	got := make(map[string]*kmsg.MetadataResponseTopic, len(resp.Topics))
+	for i := range resp.Topics {
+		if t := &resp.Topics[i]; t.Topic != nil {
+			got[*t.Topic] = t
+		}
+	}
+	for _, name := range names {
+		st := c.topics[name]
+		if st == nil {
+			continue
+		}
+		var fresh *Topic
+		if rt := got[name]; rt != nil {
+			fresh = topicFromResponse(rt)
+		} else {
+			fresh = &Topic{Name: name, Err: kerr.UnknownTopicOrPartition.WithMessage("the broker's Metadata response did not list the topic")}
+		}
+		fresh.Name = name
+		old := s.Topics[name]
+		var t *Topic
+		var taken bool
+		if st.stale+1 >= staleAnswersAccepted {
+			t, taken = fresh, true
+		} else {
+			t, taken = mergeTopic(old, fresh)
+		}
+		if !taken {
+			st.stale++
+			st.nextTry = now.Add(conn.Backoff(st.stale-1, newTopicBackoff, c.cfg.RetryBackoffMax))
+			continue
+		}
+		st.stale = 0
+		if t.Usable() {
+			st.attempts = 0
+			st.nextTry = time.Time{}
+		} else {
+			st.attempts++
+			backoff := conn.Backoff(st.attempts-1, newTopicBackoff, c.cfg.RetryBackoffMax)
+			if t.Err != nil && !kerr.IsRetriable(t.Err) {
+				// Authorization and invalid names do not fix
+				// themselves quickly.
+				backoff = c.cfg.RetryBackoffMax
+			}
+			st.nextTry = now.Add(backoff)
+			if st.attempts == 1 || st.attempts%10 == 0 {
+				c.cfg.Logger.Info("topic metadata not usable yet", "topic", name, "err", t.Err, "attempts", st.attempts)
+			}
+		}
+		t.FirstWanted, t.Attempts = st.firstWanted, st.attempts
+		s.Topics[name] = t
+	}
+	c.publish(s, now)
+}
+
+func (c *Client) publish(s *Snapshot, now time.Time) {
+	s.At = now
+	c.snap.Store(s)
+	select {
+	case c.updates <- struct{}{}:
+	default:
+	}
+}
+
+// fetch sends one Metadata request for names to some broker.
+func (c *Client) fetch(names []string) (*kmsg.MetadataResponse, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	req.AllowAutoTopicCreation = false
+	req.Topics = make([]kmsg.MetadataRequestTopic, 0, len(names))
+	for _, n := range names {
+		t := kmsg.NewMetadataRequestTopic()
+		t.Topic = kmsg.StringPtr(n)
+		req.Topics = append(req.Topics, t)
+	}
+	resp, err := c.do(c.ctx, req, -1)
+	if err != nil {
+		return nil, err
+	}
+	return resp.(*kmsg.MetadataResponse), nil
+}
+
+// Do sends req to some reachable broker and returns its response: the
+// broker used last if it is still connected, else the known brokers in
+// random order, else the bootstrap addresses in random order. A request
+// that fails because its connection broke is tried on the next broker, so
+// use Do only for requests that are safe to repeat (Metadata,
+// InitProducerId, CreateTopics). Kafka errors inside the response are the
+// caller's to read. It returns ctx.Err() when ctx ends, ErrClosed after
+// Close, and an error wrapping ErrNoBroker when no broker answered.
+func (c *Client) Do(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	ctx, stop := c.joinCtx(ctx)
+	defer stop()
+	return c.do(ctx, req, -1)
+}
+
+// DoController is Do, sent to the controller of the last snapshot when it
+// is known (for CreateTopics; with KRaft any broker forwards to the
+// controller), else to any broker.
+func (c *Client) DoController(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	ctx, stop := c.joinCtx(ctx)
+	defer stop()
+	return c.do(ctx, req, c.Snapshot().ControllerID)
+}
+
+// joinCtx returns ctx, also cancelled by Close.
+func (c *Client) joinCtx(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(c.ctx, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// candidates lists the addresses to try, in order, without duplicates.
+func (c *Client) candidates(prefer int32) []string {
+	snap := c.Snapshot()
+	var out []string
+	seen := map[string]bool{}
+	add := func(a string) {
+		if a != "" && !seen[a] {
+			seen[a] = true
+			out = append(out, a)
+		}
+	}
+	if b, ok := snap.Brokers[prefer]; ok && prefer >= 0 {
+		add(b.Addr())
+	}
+	c.connMu.Lock()
+	add(c.lastGood)
+	c.connMu.Unlock()
+	known := make([]string, 0, len(snap.Brokers))
+	for _, b := range snap.Brokers {
+		known = append(known, b.Addr())
+	}
+	rand.Shuffle(len(known), func(i, j int) { known[i], known[j] = known[j], known[i] })
+	for _, a := range known {
+		add(a)
+	}
+	boot := append([]string(nil), c.cfg.Bootstrap...)
+	rand.Shuffle(len(boot), func(i, j int) { boot[i], boot[j] = boot[j], boot[i] })
+	for _, a := range boot {
+		add(a)
+	}
+	return out
+}
+
+func (c *Client) do(ctx context.Context, req kmsg.Request, prefer int32) (kmsg.Response, error) {
+	var errs []error
+	for _, addr := range c.candidates(prefer) {
+		cn, err := c.connTo(ctx, addr)
+		if err == nil {
+			var resp kmsg.Response
+			resp, err = cn.Do(ctx, req)
+			if err == nil {
+				c.connMu.Lock()
+				c.lastGood = addr
+				c.connMu.Unlock()
+				return resp, nil
+			}
+			if ctx.Err() == nil && cn.Err() == nil {
+				// Not the connection's fault (a decode error,
+				// an unsupported API): another broker would
+				// not do better.
+				return nil, err
+			}
+			if ctx.Err() == nil {
+				c.dropConn(addr, cn)
+			}
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			if c.ctx.Err() != nil {
+				return nil, ErrClosed
+			}
+			return nil, cerr
+		}
+		errs = append(errs, err)
+	}
+	return nil, fmt.Errorf("%w: %w", ErrNoBroker, errors.Join(errs...))
+}
+
+// connTo returns the open connection to addr, dialing one if needed. The
+// lock is not held while dialing.
+func (c *Client) connTo(ctx context.Context, addr string) (*conn.Conn, error) {
+	c.connMu.Lock()
+	if c.closed {
+		c.connMu.Unlock()
+		return nil, ErrClosed
+	}
+	if cn := c.conns[addr]; cn != nil {
+		select {
+		case <-cn.Done():
+			delete(c.conns, addr)
+		default:
+			c.connMu.Unlock()
+			return cn, nil
+		}
+	}
+	c.connMu.Unlock()
+
+	cn, err := conn.Dial(ctx, addr, c.cfg.Conn)
+	if err != nil {
+		return nil, err
+	}
+	c.connMu.Lock()
+	defer c.connMu.Unlock()
+	if c.closed {
+		_ = cn.Close()
+		return nil, ErrClosed
+	}
+	if other := c.conns[addr]; other != nil && other.Err() == nil {
+		_ = cn.Close() // lost a dial race
+		return other, nil
+	}
+	c.conns[addr] = cn
+	return cn, nil
+}
+
+func (c *Client) dropConn(addr string, cn *conn.Conn) {
+	c.connMu.Lock()
+	if c.conns[addr] == cn {
+		delete(c.conns, addr)
+	}
+	if c.lastGood == addr {
+		c.lastGood = ""
+	}
+	c.connMu.Unlock()
+	_ = cn.Close()
+}

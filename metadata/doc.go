@@ -1,0 +1,49 @@
+// Package metadata keeps the cluster metadata a producer needs: brokers,
+// and for each topic in use its partitions, leaders and leader epochs.
+//
+// # Snapshots
+//
+// The cache is an immutable *Snapshot behind an atomic pointer. Snapshot()
+// is one atomic load and lookups in it allocate nothing, so the send path
+// never locks. A new snapshot is published after every fetch (and when idle
+// topics are dropped); Updates() then receives, coalesced.
+//
+// # Wanted topics
+//
+// A producer fetches only the topics it uses, by name, with
+// AllowAutoTopicCreation false. Want(topic) adds a topic (non-blocking; no
+// allocation when already wanted); the refresh goroutine fetches it at
+// once. A topic that is not usable yet (UNKNOWN_TOPIC_OR_PARTITION, no
+// partitions, LEADER_NOT_AVAILABLE) stays wanted and is fetched again after
+// 10ms, 20ms, 40ms ... up to RetryBackoffMax, with ±20% jitter; its Topic in
+// the snapshot carries the error, FirstWanted and Attempts so that the
+// producer can fail records parked for it with an error that names it.
+// Non-retriable topic errors (TOPIC_AUTHORIZATION_FAILED) retry at
+// RetryBackoffMax. Touch(topic) marks use; a topic neither Wanted nor
+// Touched for MaxIdle is dropped.
+//
+// # Refreshing
+//
+// Every MaxAge all wanted topics are fetched again; Trigger() asks for that
+// sooner (after NOT_LEADER_OR_FOLLOWER, for example), at most once per
+// RetryBackoff. Leader-epoch rule: a partition answered with an older
+// LeaderEpoch than the one we hold comes from a stale broker and is
+// ignored; a retriable error for a topic we hold as usable is ignored up to
+// three times in a row for the same reason.
+//
+// # Brokers and bootstrap
+//
+// Requests go to the broker used last while its connection lives, else to
+// the known brokers in random order, else to the Bootstrap addresses in
+// random order. Addresses are dialed by name, so DNS is resolved again on
+// every dial: when every known broker has failed, the bootstrap names are
+// resolved afresh (KIP-899's rebootstrap). When nothing answers, the fetch
+// is retried with exponential backoff from RetryBackoff to RetryBackoffMax.
+// Do and DoController use the same connections for other requests
+// (InitProducerId, CreateTopics).
+//
+// # Goroutines
+//
+// New starts one refresh goroutine and does no network I/O; Close stops it
+// and closes the connections.
+package metadata
