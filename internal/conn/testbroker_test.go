@@ -1,0 +1,85 @@
+package conn
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-go/samsa/internal/testbroker"
+)
+
+// TestAgainstTestbroker runs the handshake, a request and a KIP-219 throttle
+// against the in-process cluster.
+func TestAgainstTestbroker(t *testing.T) {
+	cl, err := testbroker.New(testbroker.Config{Brokers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.CreateTopic("t", 3); err != nil {
+		t.Fatal(err)
+	}
+	var throttles atomic.Int32
+	c := dial(t, cl.Addrs()[0], Config{OnThrottle: func(string, time.Duration) { throttles.Add(1) }})
+	if v := c.MaxVersion(0); v < 3 || v > 12 {
+		t.Fatalf("Produce version %d", v)
+	}
+	remove := cl.Intercept(testbroker.Interceptor{Keys: []int16{3}, Times: 1, Throttle: 100 * time.Millisecond})
+	defer remove()
+	resp, err := c.Do(context.Background(), metadataReq("t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mr := resp.(*kmsg.MetadataResponse)
+	if len(mr.Topics) != 1 || len(mr.Topics[0].Partitions) != 3 || mr.ThrottleMillis != 100 {
+		t.Fatalf("metadata %+v", mr)
+	}
+	if throttles.Load() != 1 || c.ThrottledUntil().IsZero() {
+		t.Fatalf("throttle not recorded: %d calls, until %v", throttles.Load(), c.ThrottledUntil())
+	}
+	// The next request waits out the throttle and then succeeds.
+	if _, err := c.Do(context.Background(), metadataReq("t")); err != nil {
+		t.Fatal(err)
+	}
+	if time.Now().Before(c.ThrottledUntil()) {
+		t.Fatal("request answered before the throttle ended")
+	}
+}
+
+// Example shows a connection's lifecycle against the in-process cluster.
+func Example() {
+	cl, err := testbroker.New(testbroker.Config{Brokers: 1})
+	if err != nil {
+		panic(err)
+	}
+	defer cl.Close()
+	_ = cl.CreateTopic("orders", 2)
+
+	c, err := Dial(context.Background(), cl.Addrs()[0], Config{ClientID: "example"})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+
+	req := kmsg.NewPtrMetadataRequest()
+	t := kmsg.NewMetadataRequestTopic()
+	t.Topic = kmsg.StringPtr("orders")
+	req.Topics = append(req.Topics, t)
+
+	done := make(chan struct{})
+	c.Send(req, func(resp kmsg.Response, err error) {
+		defer close(done)
+		if err != nil {
+			fmt.Println("error:", err)
+			return
+		}
+		mr := resp.(*kmsg.MetadataResponse)
+		fmt.Println(*mr.Topics[0].Topic, "has", len(mr.Topics[0].Partitions), "partitions")
+	})
+	<-done
+	// Output: orders has 2 partitions
+}
