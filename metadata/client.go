@@ -148,6 +148,9 @@ type Client struct {
 	conns    map[string]*conn.Conn // by address
 	lastGood string
 	closed   bool
+	// rebootstrap makes the next request skip the known brokers
+	// (REBOOTSTRAP_REQUIRED).
+	rebootstrap bool
 
 	// Owned by the refresh goroutine.
 	topics    map[string]*topicState
@@ -544,7 +547,17 @@ func (c *Client) fetch(names []string) (*kmsg.MetadataResponse, error) {
 	if err != nil {
 		return nil, err
 	}
-	return resp.(*kmsg.MetadataResponse), nil
+	mr := resp.(*kmsg.MetadataResponse)
+	if err := kerr.ForCode(mr.ErrorCode); err != nil {
+		// Metadata v13+ (KIP-1102): REBOOTSTRAP_REQUIRED means our
+		// view of the cluster is too old; start again from Bootstrap.
+		c.connMu.Lock()
+		c.lastGood = ""
+		c.rebootstrap = errors.Is(err, kerr.RebootstrapRequired)
+		c.connMu.Unlock()
+		return nil, fmt.Errorf("metadata: Metadata response: %w", err)
+	}
+	return mr, nil
 }
 
 // Do sends req to some reachable broker and returns its response: the
@@ -593,10 +606,14 @@ func (c *Client) candidates(prefer int32) []string {
 	}
 	c.connMu.Lock()
 	add(c.lastGood)
+	skipKnown := c.rebootstrap
+	c.rebootstrap = false
 	c.connMu.Unlock()
 	known := make([]string, 0, len(snap.Brokers))
 	for _, b := range snap.Brokers {
-		known = append(known, b.Addr())
+		if !skipKnown {
+			known = append(known, b.Addr())
+		}
 	}
 	rand.Shuffle(len(known), func(i, j int) { known[i], known[j] = known[j], known[i] })
 	for _, a := range known {
