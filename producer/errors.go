@@ -19,9 +19,10 @@ var (
 	// same value as bufferpool.ErrBufferExhausted.
 	ErrBufferExhausted = bufferpool.ErrBufferExhausted
 
-	// ErrClosed is returned by Send, and by Flush, after Close has been
-	// called. Records still buffered when Close gives up waiting complete
-	// their futures with an error wrapping ErrClosed.
+	// ErrClosed fails a record sent after Close has been called (through
+	// its Future, callback or delivery channel, at once). Records still
+	// buffered when Close gives up waiting for them also fail with an error
+	// wrapping ErrClosed.
 	ErrClosed = errors.New("producer: closed")
 
 	// ErrRecordTooLarge completes a record's future when the record, once
@@ -39,10 +40,11 @@ var (
 	// errors.Is and errors.As also match that cause.
 	ErrDeliveryTimeout = errors.New("producer: delivery timeout")
 
-	// ErrInvalidRecord completes a record's future (or is returned by Send)
-	// when the record cannot be produced as given: a nil record, an empty
-	// or invalid topic name, a partition out of range for the manual
-	// partitioner, or a serializer that failed.
+	// ErrInvalidRecord fails a record that cannot be produced as given: a
+	// nil record, an empty or invalid topic name, a partition out of range
+	// (ManualPartitioner, or a custom Partitioner's answer), a Partitioner
+	// error, or a TypedProducer serializer error. It surfaces through the
+	// record's Future or callback, before the record takes buffer memory.
 	ErrInvalidRecord = errors.New("producer: invalid record")
 
 	// ErrInvalidConfig is returned by New and by ConfigFromProperties when a
