@@ -26,7 +26,12 @@ func zigzag(v int64) uint64 { return uint64(v<<1) ^ uint64(v>>63) }
 func varintLen(v int64) int { return (bits.Len64(zigzag(v)|1) + 6) / 7 }
 
 // appendVarint appends v as a zigzag varint.
-func appendVarint(dst []byte, v int64) []byte { return binary.AppendUvarint(dst, zigzag(v)) }
+func appendVarint(dst []byte, v int64) []byte {
+	if u := zigzag(v); u < 0x80 { // the common case: deltas, counts, short lengths
+		return append(dst, byte(u))
+	}
+	return binary.AppendUvarint(dst, zigzag(v))
+}
 
 // bytesSize is the encoded size of a nullable byte string: its varint length
 // (-1 for nil) followed by its bytes.

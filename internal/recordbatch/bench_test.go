@@ -1,0 +1,149 @@
+package recordbatch
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/samsa-go/samsa/bufferpool"
+)
+
+const benchBatchSize = 16384 // batch.size default
+
+// BenchmarkAppend appends 100-byte records to 16 KiB batches whose buffers
+// come from a bufferpool, as the accumulator does. One op is one record.
+func BenchmarkAppend(b *testing.B) {
+	value := make([]byte, 100)
+	for i := range value {
+		value[i] = byte('a' + i%26)
+	}
+	key := []byte("user-12345")
+	body := AppendBody(nil, key, value, nil)
+	cases := []struct {
+		name   string
+		append func(bl *Builder, ts int64) bool
+	}{
+		{"100B", func(bl *Builder, ts int64) bool { return bl.Append(ts, key, value, nil) }},
+		{"100B-body", func(bl *Builder, ts int64) bool { return bl.AppendBody(ts, body) }},
+	}
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			pool, err := bufferpool.New(bufferpool.Options{Size: 1 << 20, PooledSize: benchBatchSize})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var bl Builder
+			buf := pool.TryAllocate(benchBatchSize)
+			bl.Reset(buf)
+			ts := int64(1_700_000_000_000)
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0 := cpuSeconds()
+			for i := 0; i < b.N; i++ {
+				ts++
+				for !tc.append(&bl, ts) {
+					pool.Release(buf)
+					buf = pool.TryAllocate(benchBatchSize)
+					bl.Reset(buf)
+				}
+			}
+			b.StopTimer()
+			reportRate(b, float64(b.N), cpuSeconds()-cpu0)
+			pool.Release(buf)
+		})
+	}
+}
+
+// benchBuilder returns an open builder holding a full 16 KiB batch of
+// JSON-like records.
+func benchBuilder(b *testing.B) Builder {
+	var bl Builder
+	bl.Reset(make([]byte, 0, benchBatchSize))
+	for i := 0; ; i++ {
+		key := fmt.Appendf(nil, "user-%d", i%50)
+		value := fmt.Appendf(nil, `{"user":%d,"event":"page_view","path":"/products/%d","ts":%d,"ok":true}`, i%50, i%17, 1_700_000_000_000+i)
+		if !bl.Append(1_700_000_000_000+int64(i), key, value, []Header{{Key: "trace", Value: fmt.Appendf(nil, "%08x", i)}}) {
+			break
+		}
+	}
+	return bl
+}
+
+func BenchmarkFinish(b *testing.B) {
+	for _, ct := range allCodecs {
+		b.Run(ct.String(), func(b *testing.B) {
+			c := mustCompressor(b, ct)
+			tmpl := benchBuilder(b)
+			work := make([]byte, 0, tmpl.Cap())
+			var scratch []byte
+			b.SetBytes(int64(tmpl.Len()))
+			b.ReportAllocs()
+			var out int
+			for i := 0; i < b.N; i++ {
+				bl := tmpl
+				bl.buf = append(work[:0], tmpl.buf...)
+				batch, s, err := bl.Finish(c, scratch)
+				if err != nil {
+					b.Fatal(err)
+				}
+				scratch, out = s, len(batch)
+			}
+			b.ReportMetric(float64(out)/float64(tmpl.Len()), "ratio")
+		})
+	}
+}
+
+func BenchmarkStamp(b *testing.B) {
+	bl := benchBuilder(b)
+	batch, _, err := bl.Finish(nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(batch)))
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		Stamp(batch, 1, 0, int32(i))
+	}
+}
+
+func BenchmarkDecode(b *testing.B) {
+	for _, ct := range allCodecs {
+		bl := benchBuilder(b)
+		n := bl.NumRecords()
+		size := bl.Len()
+		batch, _, err := bl.Finish(mustCompressor(b, ct), nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		Stamp(batch, 1, 0, 0)
+		for _, mode := range []string{"decode", "validate"} {
+			b.Run(ct.String()+"/"+mode, func(b *testing.B) {
+				var d Decoder
+				b.SetBytes(int64(size))
+				b.ReportAllocs()
+				cpu0 := cpuSeconds()
+				for i := 0; i < b.N; i++ {
+					if mode == "decode" {
+						_, _, err = d.Decode(batch, 1<<20)
+					} else {
+						_, err = d.Validate(batch, 1<<20)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				reportRate(b, float64(b.N)*float64(n), cpuSeconds()-cpu0)
+			})
+		}
+	}
+}
+
+// reportRate reports records per second of wall time and, when measured, per
+// second of process CPU time: the per-core rate, which a loaded machine
+// does not distort (it is conservative: it includes GC and other threads).
+func reportRate(b *testing.B, records, cpu float64) {
+	b.ReportMetric(records/b.Elapsed().Seconds(), "records/s")
+	if cpu > 0 {
+		b.ReportMetric(records/cpu, "records/cpu-s")
+	}
+}
