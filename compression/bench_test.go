@@ -1,0 +1,83 @@
+package compression_test
+
+import (
+	"testing"
+
+	"github.com/samsa-go/samsa/compression"
+)
+
+// The benchmarks compress and decompress 64 KiB of record-like JSON, a
+// typical batch. SetBytes counts uncompressed bytes, so MB/s is
+// comparable between codecs and directions.
+
+var benchLevels = []struct {
+	name  string
+	t     compression.Type
+	level int
+}{
+	{"none", compression.None, 0},
+	{"gzip", compression.Gzip, 0},
+	{"gzip-1", compression.Gzip, 1},
+	{"snappy", compression.Snappy, 0},
+	{"lz4", compression.LZ4, 0},
+	{"lz4-9", compression.LZ4, 9},
+	{"zstd", compression.Zstd, 0},
+	{"zstd-1", compression.Zstd, 1},
+}
+
+func BenchmarkCompress(b *testing.B) {
+	src := records(64 << 10)
+	for _, bc := range benchLevels {
+		b.Run(bc.name, func(b *testing.B) {
+			c := mustCompressor(b, bc.t, bc.level)
+			dst, err := c.AppendCompress(nil, src)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(src)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if dst, err = c.AppendCompress(dst[:0], src); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(src))/float64(len(dst)), "ratio")
+		})
+	}
+}
+
+func BenchmarkDecompress(b *testing.B) {
+	src := records(64 << 10)
+	for _, bc := range benchLevels {
+		b.Run(bc.name, func(b *testing.B) {
+			z, err := mustCompressor(b, bc.t, bc.level).AppendCompress(nil, src)
+			if err != nil {
+				b.Fatal(err)
+			}
+			dst := make([]byte, 0, len(src))
+			b.SetBytes(int64(len(src)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if dst, err = compression.AppendDecompress(bc.t, dst[:0], z, len(src)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkDecompressZstdStreamed decodes a frame without content size,
+// as the Java client writes them, which takes the streaming path.
+func BenchmarkDecompressZstdStreamed(b *testing.B) {
+	z := readVector(b, "records.json.stream.zst")
+	want := readVector(b, "records.json")
+	dst := make([]byte, 0, len(want))
+	b.SetBytes(int64(len(want)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var err error
+		if dst, err = compression.AppendDecompress(compression.Zstd, dst[:0], z, len(want)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
