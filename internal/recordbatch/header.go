@@ -45,7 +45,9 @@ const Magic = 2
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // BatchHeader holds the fields of a record batch v2 header, as ParseHeader
-// reads them.
+// reads them; the package documentation describes each one. Attributes
+// hold the raw bits; Compression, Transactional, Control and LogAppendTime
+// read them.
 type BatchHeader struct {
 	BaseOffset           int64
 	Length               int32 // bytes after the Length field
