@@ -33,6 +33,10 @@ func (c *Cluster) mutationQuota(client string, n int64, strict bool) (refused bo
 	return false, c.mutations.record(client, float64(n))
 }
 
+// maxTopicPartitions caps the partitions of a topic, so that no request
+// can make the broker allocate without bound.
+const maxTopicPartitions = 1 << 14
+
 func msgPtr(s string) *string { return &s }
 
 // handleCreateTopics creates topics with Kafka's validation: INVALID_REQUEST
@@ -76,8 +80,10 @@ func handleCreateTopics(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
 			rt.ErrorCode, rt.ErrorMessage = ecInvalidTopic, msgPtr(validTopicName(t.Topic).Error())
 		case c.topics[t.Topic] != nil:
 			rt.ErrorCode, rt.ErrorMessage = ecTopicAlreadyExists, msgPtr("topic "+t.Topic+" already exists")
-		case n <= 0:
-			rt.ErrorCode, rt.ErrorMessage = ecInvalidPartitions, msgPtr("number of partitions must be larger than 0")
+		case n <= 0 || n > maxTopicPartitions:
+			rt.ErrorCode, rt.ErrorMessage = ecInvalidPartitions, msgPtr("number of partitions must be between 1 and 16384")
+		case !c.roomLocked(mutations + int64(n)):
+			rt.ErrorCode, rt.ErrorMessage = ecInvalidPartitions, msgPtr("the cluster holds at most 65536 partitions")
 		case rf <= 0 || int(rf) > len(c.brokers):
 			rt.ErrorCode, rt.ErrorMessage = ecInvalidReplicationFact, msgPtr("replication factor must be between 1 and the number of brokers")
 		default:
@@ -133,8 +139,10 @@ func handleCreatePartitions(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
 			rt.ErrorCode, rt.ErrorMessage = ecInvalidRequest, msgPtr("topic named more than once in the request")
 		case tp == nil:
 			rt.ErrorCode, rt.ErrorMessage = ecUnknownTopicOrPartition, msgPtr("unknown topic "+t.Topic)
-		case t.Count <= int32(len(tp.partitions)):
-			rt.ErrorCode, rt.ErrorMessage = ecInvalidPartitions, msgPtr("the partition count can only grow")
+		case t.Count <= int32(len(tp.partitions)) || t.Count > maxTopicPartitions:
+			rt.ErrorCode, rt.ErrorMessage = ecInvalidPartitions, msgPtr("the partition count can only grow, up to 16384")
+		case !c.roomLocked(mutations + int64(t.Count) - int64(len(tp.partitions))):
+			rt.ErrorCode, rt.ErrorMessage = ecInvalidPartitions, msgPtr("the cluster holds at most 65536 partitions")
 		default:
 			valid[i] = true
 			mutations += int64(t.Count) - int64(len(tp.partitions))
@@ -205,8 +213,7 @@ func handleDeleteTopics(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
 		case refused:
 			rt.ErrorCode, rt.ErrorMessage = ecThrottlingQuotaExceeded, msgPtr("controller mutation quota exceeded")
 		case c.topics[tp.name] == tp: // not deleted twice by one request
-			delete(c.topics, tp.name)
-			delete(c.topicIDs, tp.id)
+			c.deleteTopicLocked(tp)
 		}
 	}
 	return result{resp: resp, throttle: throttle}

@@ -59,7 +59,7 @@ type Config struct {
 	BasePort int
 	// DefaultPartitions is the partition count of auto-created topics and
 	// of CreateTopics requests asking for -1 (default 1, like Kafka's
-	// num.partitions).
+	// num.partitions). A topic has at most 16384 partitions.
 	DefaultPartitions int32
 	// AllowAutoTopicCreation lets a Metadata request create the unknown
 	// topics it names when the request allows it (Kafka's
@@ -122,8 +122,8 @@ func (cfg *Config) setDefaults() error {
 	if cfg.DefaultPartitions == 0 {
 		cfg.DefaultPartitions = 1
 	}
-	if cfg.DefaultPartitions < 0 {
-		return fmt.Errorf("%w: DefaultPartitions %d < 0", ErrInvalidConfig, cfg.DefaultPartitions)
+	if cfg.DefaultPartitions < 0 || cfg.DefaultPartitions > maxTopicPartitions {
+		return fmt.Errorf("%w: DefaultPartitions %d is not in [1, %d]", ErrInvalidConfig, cfg.DefaultPartitions, maxTopicPartitions)
 	}
 	if cfg.MaxMessageBytes == 0 {
 		cfg.MaxMessageBytes = DefaultMaxMessageBytes
@@ -176,6 +176,7 @@ type Cluster struct {
 	topics     map[string]*topic
 	topicIDs   map[[16]byte]*topic
 	nextLeader int32
+	numParts   int // partitions of all topics, at most maxClusterPartitions
 
 	pids producerIDs
 
@@ -290,9 +291,9 @@ func (c *Cluster) isClosed() bool {
 }
 
 // CreateTopic creates a topic with the given number of partitions (<= 0:
-// Config.DefaultPartitions), with leaders spread round-robin across the
-// running brokers. It returns [ErrTopicExists] for an existing topic and an
-// error for an invalid name. Producers see the topic at their next Metadata
+// Config.DefaultPartitions; at most 16384), with leaders spread round-robin
+// across the running brokers. It returns [ErrTopicExists] for an existing
+// topic and an error for an invalid name or partition count. Producers see the topic at their next Metadata
 // request.
 func (c *Cluster) CreateTopic(name string, partitions int32) error {
 	if err := validTopicName(name); err != nil {
@@ -301,10 +302,16 @@ func (c *Cluster) CreateTopic(name string, partitions int32) error {
 	if partitions <= 0 {
 		partitions = c.cfg.DefaultPartitions
 	}
+	if partitions > maxTopicPartitions {
+		return fmt.Errorf("testbroker: %d partitions for topic %q: at most %d", partitions, name, maxTopicPartitions)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.topics[name]; ok {
 		return fmt.Errorf("%w: %q", ErrTopicExists, name)
+	}
+	if !c.roomLocked(int64(partitions)) {
+		return fmt.Errorf("testbroker: topic %q: the cluster holds at most %d partitions", name, maxClusterPartitions)
 	}
 	c.createTopicLocked(name, partitions)
 	return nil
@@ -324,9 +331,26 @@ func (c *Cluster) createTopicLocked(name string, partitions int32) *topic {
 	return t
 }
 
+// maxClusterPartitions caps the partitions of all topics, so that no
+// sequence of requests can make the broker allocate without bound.
+const maxClusterPartitions = 1 << 16
+
+// roomLocked reports whether n more partitions fit in the cluster.
+func (c *Cluster) roomLocked(n int64) bool {
+	return int64(c.numParts)+n <= maxClusterPartitions
+}
+
+// deleteTopicLocked removes t.
+func (c *Cluster) deleteTopicLocked(t *topic) {
+	delete(c.topics, t.name)
+	delete(c.topicIDs, t.id)
+	c.numParts -= len(t.partitions)
+}
+
 // addPartitionsLocked grows t to n partitions, spreading the new leaders.
 func (c *Cluster) addPartitionsLocked(t *topic, n int32) {
 	for int32(len(t.partitions)) < n {
+		c.numParts++
 		p := &partition{log: newPartitionLog(logConfig{
 			Sink:            c.cfg.Sink,
 			MaxMessageBytes: c.cfg.MaxMessageBytes,
@@ -357,8 +381,7 @@ func (c *Cluster) DeleteTopic(name string) error {
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownTopic, name)
 	}
-	delete(c.topics, name)
-	delete(c.topicIDs, t.id)
+	c.deleteTopicLocked(t)
 	return nil
 }
 
@@ -372,7 +395,7 @@ func (c *Cluster) AddPartitions(name string, count int32) error {
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownTopic, name)
 	}
-	if count <= int32(len(t.partitions)) {
+	if count <= int32(len(t.partitions)) || count > maxTopicPartitions || !c.roomLocked(int64(count)-int64(len(t.partitions))) {
 		return fmt.Errorf("testbroker: topic %q has %d partitions, cannot grow to %d", name, len(t.partitions), count)
 	}
 	c.addPartitionsLocked(t, count)

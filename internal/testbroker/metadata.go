@@ -79,7 +79,7 @@ func handleMetadata(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
 		switch {
 		case rt.Topic == nil || validTopicName(*rt.Topic) != nil:
 			mt.ErrorCode = ecInvalidTopic
-		case autoCreate:
+		case autoCreate && c.roomLocked(int64(c.cfg.DefaultPartitions)):
 			c.createTopicLocked(*rt.Topic, c.cfg.DefaultPartitions)
 			created += c.cfg.DefaultPartitions
 			mt.ErrorCode = ecLeaderNotAvailable

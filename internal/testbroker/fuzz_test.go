@@ -1,0 +1,146 @@
+package testbroker
+
+import (
+	"bytes"
+	"encoding/binary"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// discardConn is a net.Conn that swallows writes, for driving a conn's
+// request path without a socket.
+type discardConn struct{}
+
+func (discardConn) Read([]byte) (int, error)         { return 0, io.EOF }
+func (discardConn) Write(b []byte) (int, error)      { return len(b), nil }
+func (discardConn) Close() error                     { return nil }
+func (discardConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
+func (discardConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
+func (discardConn) SetDeadline(time.Time) error      { return nil }
+func (discardConn) SetReadDeadline(time.Time) error  { return nil }
+func (discardConn) SetWriteDeadline(time.Time) error { return nil }
+
+// seedRequests returns well-formed requests (without the size prefix) of
+// every served API at a few versions, for the fuzz corpus.
+func seedRequests(t testing.TB) [][]byte {
+	batch := testBatch{n: 2}.build(t)
+	var seeds [][]byte
+	add := func(req kmsg.Request, versions ...int16) {
+		for _, v := range versions {
+			req.SetVersion(v)
+			b := kmsg.NewRequestFormatter(kmsg.FormatterClientID("fuzz")).AppendRequest(nil, req, 1)
+			seeds = append(seeds, b[4:])
+		}
+	}
+	add(produceRequest(9, -1, "t", map[int32][]byte{0: batch}), 3, 9, 11)
+	add(fetchRequest(11, "t", 0, 0, -1, 0), 4, 11, 12)
+	md := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr("auto")
+	md.Topics = append(md.Topics, rt)
+	md.AllowAutoTopicCreation = true
+	add(md, 0, 4, 9, 12)
+	add(kmsg.NewPtrApiVersionsRequest(), 0, 3)
+	add(kmsg.NewPtrInitProducerIDRequest(), 0, 4)
+	add(createTopicsRequest(0, "n", 2, 3), 0, 5, 7)
+	lo := kmsg.NewPtrListOffsetsRequest()
+	lot := kmsg.NewListOffsetsRequestTopic()
+	lot.Topic = "t"
+	lot.Partitions = append(lot.Partitions, kmsg.NewListOffsetsRequestTopicPartition())
+	lo.Topics = append(lo.Topics, lot)
+	add(lo, 1, 6)
+	cp := kmsg.NewPtrCreatePartitionsRequest()
+	cpt := kmsg.NewCreatePartitionsRequestTopic()
+	cpt.Topic, cpt.Count = "t", 3
+	cp.Topics = append(cp.Topics, cpt)
+	add(cp, 0, 2)
+	dt := kmsg.NewPtrDeleteTopicsRequest()
+	dt.TopicNames = []string{"n-0"}
+	add(dt, 0, 4)
+	return seeds
+}
+
+// FuzzRequest feeds arbitrary bytes to a connection's request path
+// (header parsing, decoding, dispatch, handlers, response encoding): it may
+// return an error, which closes the connection, but must never panic.
+func FuzzRequest(f *testing.F) {
+	for _, s := range seedRequests(f) {
+		f.Add(s)
+		f.Add(s[:len(s)/2])
+	}
+	c, err := New(Config{Brokers: 1, AllowAutoTopicCreation: true})
+	require.NoError(f, err)
+	defer c.Close()
+	require.NoError(f, c.CreateTopic("t", 2))
+	var mu sync.Mutex // one conn's scratch state is single-goroutine
+	cn := newConn(c.brokers[0], discardConn{})
+	cn.cancel() // waits (long polls, throttles) end at once
+	f.Fuzz(func(t *testing.T, req []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		_ = cn.handle(req)
+	})
+}
+
+// TestMalformedRequestsCloseConnection: over TCP, each malformed request
+// closes its connection with a logged error; the broker keeps serving.
+func TestMalformedRequestsCloseConnection(t *testing.T) {
+	var logs syncBuffer
+	c := newTestCluster(t, Config{Brokers: 1, SocketRequestMaxBytes: 1 << 20,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	frame := func(body []byte) []byte {
+		return binary.BigEndian.AppendUint32(nil, uint32(len(body))) // size prefix
+	}
+	valid := seedRequests(t)[0]
+	cases := []struct {
+		name string
+		raw  []byte
+	}{
+		{"negative size", []byte{0xff, 0xff, 0xff, 0xf0}},
+		{"size above socket.request.max.bytes", binary.BigEndian.AppendUint32(nil, 2<<20)},
+		{"shorter than a header", append(frame([]byte{0, 3, 0}), 0, 3, 0)},
+		{"client id overruns", append(frame(make([]byte, 12)), 0, 3, 0, 1, 0, 0, 0, 1, 0x7f, 0, 0, 0)},
+		{"unknown key", append(frame(make([]byte, 12)), 0x0f, 0xff, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0)},
+		{"unsupported version", append(frame(make([]byte, 12)), 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0)},
+		{"truncated body", append(frame(valid[:len(valid)-7]), valid[:len(valid)-7]...)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := dialBroker(t, c.Addrs()[0], "bad")
+			_, err := w.nc.Write(tc.raw)
+			require.NoError(t, err)
+			_ = w.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+			_, err = w.br.ReadByte()
+			assert.ErrorIs(t, err, io.EOF, "connection closed")
+
+			ok := dialBroker(t, c.Addrs()[0], "good")
+			assert.Zero(t, ok.request(kmsg.NewPtrApiVersionsRequest()).(*kmsg.ApiVersionsResponse).ErrorCode)
+		})
+	}
+	assert.Contains(t, logs.String(), "closing connection")
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
