@@ -1,0 +1,20 @@
+module github.com/samsa-go/samsa/interop
+
+go 1.26.0
+
+require (
+	github.com/samsa-go/samsa v0.0.0
+	github.com/stretchr/testify v1.12.1
+	github.com/twmb/franz-go v1.22.3
+	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
+	github.com/twmb/franz-go/pkg/kmsg v1.15.1
+	go.uber.org/goleak v1.3.0
+)
+
+require (
+	github.com/klauspost/compress v1.20.4 // indirect
+	github.com/pierrec/lz4/v4 v4.1.33 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+)
+
+replace github.com/samsa-go/samsa => ../

@@ -1,0 +1,100 @@
+package interop
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
+
+	"github.com/samsa-go/samsa/internal/testbroker"
+)
+
+// TestMain fails the package if a test leaves a goroutine behind: every
+// cluster and client a test starts must be closed by its cleanup.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// testTimeout bounds every test of this package; nothing here should come
+// near it on a healthy machine.
+const testTimeout = 60 * time.Second
+
+// testContext returns a context that ends with the test or after
+// testTimeout.
+func testContext(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// startCluster starts a test broker cluster that the test's cleanup closes.
+func startCluster(t *testing.T, cfg testbroker.Config) *testbroker.Cluster {
+	t.Helper()
+	c, err := testbroker.New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, c.Close()) })
+	return c
+}
+
+// newClient returns a kgo client seeded with the cluster's brokers, with
+// short backoffs so that retries do not slow the tests down. The test's
+// cleanup closes it (before the cluster, as cleanups run last in, first
+// out).
+func newClient(t *testing.T, c *testbroker.Cluster, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	base := []kgo.Opt{
+		kgo.SeedBrokers(c.Addrs()...),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 20 * time.Millisecond }),
+		kgo.MetadataMinAge(20 * time.Millisecond),
+		kgo.RetryTimeout(20 * time.Second),
+	}
+	cl, err := kgo.NewClient(append(base, opts...)...)
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// consumeN reads records of topic from the start with a fresh kgo consumer
+// until it has n of them, and fails the test if they do not come within the
+// test's context or if a fetch fails.
+func consumeN(t *testing.T, c *testbroker.Cluster, topic string, n int, opts ...kgo.Opt) []*kgo.Record {
+	t.Helper()
+	ctx := testContext(t)
+	opts = append([]kgo.Opt{
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(100 * time.Millisecond),
+	}, opts...)
+	cl := newClient(t, c, opts...)
+	defer cl.Close()
+	var out []*kgo.Record
+	for len(out) < n {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("consumed %d of %d records of %s before the deadline: %v", len(out), n, topic, err)
+		}
+		fs.EachError(func(topic string, p int32, err error) {
+			t.Fatalf("fetch error on %s/%d: %v", topic, p, err)
+		})
+		out = append(out, fs.Records()...)
+	}
+	require.Len(t, out, n, "more records than produced")
+	return out
+}
+
+// brokerRecords returns every record the cluster stores for topic, across
+// its partitions.
+func brokerRecords(t *testing.T, c *testbroker.Cluster, topic string, partitions int32) map[int32][]testbroker.Record {
+	t.Helper()
+	out := make(map[int32][]testbroker.Record)
+	for p := int32(0); p < partitions; p++ {
+		recs, err := c.Records(topic, p)
+		require.NoError(t, err)
+		out[p] = recs
+	}
+	return out
+}
