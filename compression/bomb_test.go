@@ -6,6 +6,7 @@ import (
 	"errors"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -119,4 +120,32 @@ func totalAlloc() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.TotalAlloc
+}
+
+// TestZstdDecoderReusableAfterStoppedStream protects against a hang: a
+// pooled zstd decoder whose stream was cut short at maxSize used to keep
+// its only block decoder, so the next DecodeAll on it waited forever.
+func TestZstdDecoderReusableAfterStoppedStream(t *testing.T) {
+	const maxSize = 16 << 20 // the same limit for every call keeps the decoder's options as they are
+	streamed := bombs(t)["zstd stream frames"].src // no content size: stream path, cut at maxSize
+	sized := readVector(t, "records.json.zst")     // content size: DecodeAll path
+	want := readVector(t, "records.json")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 5 {
+			if _, err := compression.AppendDecompress(compression.Zstd, nil, streamed, maxSize); !errors.Is(err, compression.ErrTooLarge) {
+				t.Errorf("stream bomb: err = %v, want ErrTooLarge", err)
+			}
+			out, err := compression.AppendDecompress(compression.Zstd, nil, sized, maxSize)
+			if err != nil || !bytes.Equal(out, want) {
+				t.Errorf("sized frame after a stopped stream: err = %v", err)
+			}
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("zstd decoding hung")
+	}
 }

@@ -146,6 +146,10 @@ func appendUnzstd(dst, src []byte, maxSize int) ([]byte, error) {
 			if err = d.dec.Reset(&d.src); err == nil {
 				dst, err = readCapped(dst, d.dec, Zstd, budget, 0)
 			}
+			// A stream stopped before its end keeps the decoder's only
+			// block decoder, and DecodeAll would wait for it forever.
+			// Reset hands it back.
+			_ = d.dec.Reset(nil)
 		}
 		switch {
 		case errors.Is(err, ErrTooLarge), errors.Is(err, ErrCorrupt):
