@@ -191,7 +191,13 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 	}
 	if err != nil {
 		_ = nc.Close()
-		if cerr := dctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		cerr := dctx.Err()
+		if dl, ok := dctx.Deadline(); cerr == nil && ok && !time.Now().Before(dl) {
+			// The socket deadline (set to dctx's) can fire just
+			// before dctx's own timer.
+			cerr = context.DeadlineExceeded
+		}
+		if cerr != nil && !errors.Is(err, cerr) {
 			err = fmt.Errorf("%w (%w)", err, cerr)
 		}
 		return nil, err
