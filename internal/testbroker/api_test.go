@@ -397,3 +397,37 @@ func TestUnsupportedRequestClosesConnection(t *testing.T) {
 	w2 := dialBroker(t, c.Addrs()[0], "y")
 	assert.Zero(t, w2.request(kmsg.NewPtrApiVersionsRequest()).(*kmsg.ApiVersionsResponse).ErrorCode)
 }
+
+// TestIdempotentProduceOverTheWire: a retried idempotent batch is answered
+// with its original offset and not appended twice; a gap in sequences gets
+// OUT_OF_ORDER_SEQUENCE_NUMBER.
+func TestIdempotentProduceOverTheWire(t *testing.T) {
+	c := newTestCluster(t, Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	w := dialBroker(t, c.Addrs()[0], "idem")
+	init := w.request(kmsg.NewPtrInitProducerIDRequest()).(*kmsg.InitProducerIDResponse)
+	require.Zero(t, init.ErrorCode)
+	pid, epoch := init.ProducerID, init.ProducerEpoch
+
+	steps := []struct {
+		seq, n     int32
+		code       int16
+		baseOffset int64
+	}{
+		{seq: 0, n: 3, baseOffset: 0},
+		{seq: 3, n: 2, baseOffset: 3},
+		{seq: 0, n: 3, baseOffset: 0}, // retry of the first batch
+		{seq: 7, n: 1, code: codeOutOfOrderSequence, baseOffset: -1},
+		{seq: 5, n: 1, baseOffset: 5},
+	}
+	for i, st := range steps {
+		b := testBatch{n: int(st.n), idem: true, pid: pid, epoch: epoch, seq: st.seq}.build(t)
+		resp := w.request(produceRequest(11, -1, "t", map[int32][]byte{0: b})).(*kmsg.ProduceResponse)
+		p := resp.Topics[0].Partitions[0]
+		assert.Equal(t, st.code, p.ErrorCode, "step %d", i)
+		assert.Equal(t, st.baseOffset, p.BaseOffset, "step %d", i)
+	}
+	n, err := c.NumBatches("t", 0)
+	require.NoError(t, err)
+	assert.Equal(t, 3, n)
+}

@@ -89,7 +89,7 @@ func (cn *conn) serve() {
 		err = cn.handle(buf)
 		cn.c.mem.release(buf, &cn.scratch)
 		if err != nil {
-			if !errors.Is(err, errDropped) && !errors.Is(err, errNoResponse) {
+			if !errors.Is(err, errDropped) && !errors.Is(err, errNoResponse) && cn.ctx.Err() == nil {
 				cn.c.log.Warn("testbroker: closing connection", "broker", cn.b.id,
 					"remote", cn.nc.RemoteAddr().String(), "err", err)
 			}
