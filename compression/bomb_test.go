@@ -126,7 +126,7 @@ func totalAlloc() uint64 {
 // pooled zstd decoder whose stream was cut short at maxSize used to keep
 // its only block decoder, so the next DecodeAll on it waited forever.
 func TestZstdDecoderReusableAfterStoppedStream(t *testing.T) {
-	const maxSize = 16 << 20 // the same limit for every call keeps the decoder's options as they are
+	const maxSize = 16 << 20                       // the same limit for every call keeps the decoder's options as they are
 	streamed := bombs(t)["zstd stream frames"].src // no content size: stream path, cut at maxSize
 	sized := readVector(t, "records.json.zst")     // content size: DecodeAll path
 	want := readVector(t, "records.json")

@@ -170,6 +170,10 @@ func TestMaxSizeIsExact(t *testing.T) {
 		if _, err := compression.AppendDecompress(ty, nil, z, len(src)); err != nil {
 			t.Errorf("%s: maxSize = output size: %v", ty, err)
 		}
+		// dst with room for exactly maxSize bytes, as a caller who knows the size allocates it.
+		if out, err := compression.AppendDecompress(ty, make([]byte, 0, len(src)), z, len(src)); err != nil || !bytes.Equal(out, src) {
+			t.Errorf("%s: dst sized exactly: err = %v", ty, err)
+		}
 		out, err := compression.AppendDecompress(ty, []byte("keep"), z, len(src)-1)
 		if !errors.Is(err, compression.ErrTooLarge) {
 			t.Errorf("%s: maxSize = output size - 1: err = %v, want ErrTooLarge", ty, err)

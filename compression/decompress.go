@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 )
 
 // AppendDecompress appends the decompressed form of src, compressed with
@@ -63,26 +62,39 @@ func corrupt(t Type, err error) error {
 }
 
 // readCapped appends everything r produces to dst, failing with ErrTooLarge
-// as soon as more than maxSize bytes have come out. It never grows dst
-// beyond len(dst)+maxSize+1 bytes; hint, the expected output size, only
-// sizes the first growth.
+// as soon as more than maxSize bytes have come out. It grows dst to at most
+// len(dst)+maxSize+1 bytes, the last one only to tell an overrun from the
+// end; hint, the expected output size, only sizes the first growth.
 func readCapped(dst []byte, r io.Reader, t Type, maxSize, hint int) ([]byte, error) {
 	start := len(dst)
-	limit := start + maxSize + 1 // one byte more than allowed, to see an overrun
+	limit := start + maxSize
 	if hint <= 0 {
 		hint = 4 << 10
 	}
 	for empty := 0; ; {
-		if len(dst) == cap(dst) {
-			grow := max(hint, len(dst)-start) // at least double what we have
-			grow = min(grow, limit-len(dst))
-			dst = slices.Grow(dst, grow)
+		var buf []byte
+		switch {
+		case len(dst) < cap(dst):
+			buf = dst[len(dst):min(cap(dst), limit+1)]
+		case len(dst) == limit:
+			// Full, and dst has no spare byte: probe for one more byte
+			// rather than copy dst to make room.
+			buf = make([]byte, 1)
+		default:
+			// Double what was decoded so far, never past the limit; the
+			// growth that reaches the limit takes the probe byte along.
+			n := min(max(hint, len(dst)-start), limit-len(dst))
+			if len(dst)+n == limit {
+				n++
+			}
+			dst = grow(dst, n)
+			buf = dst[len(dst):min(cap(dst), limit+1)]
 		}
-		n, err := r.Read(dst[len(dst):min(cap(dst), limit)])
-		dst = dst[:len(dst)+n]
-		if len(dst)-start > maxSize {
+		n, err := r.Read(buf)
+		if len(dst)+n > limit {
 			return dst[:start], tooLarge(t, maxSize)
 		}
+		dst = dst[:len(dst)+n] // n > 0 only when buf is dst's spare room
 		switch {
 		case err == io.EOF:
 			return dst, nil
@@ -96,4 +108,16 @@ func readCapped(dst []byte, r io.Reader, t Type, maxSize, hint int) ([]byte, err
 			}
 		}
 	}
+}
+
+// grow returns dst with room for n more bytes. Unlike slices.Grow, it
+// allocates exactly that much, so that a caller doubling its output up to
+// a limit never allocates past the limit.
+func grow(dst []byte, n int) []byte {
+	if cap(dst)-len(dst) >= n {
+		return dst
+	}
+	grown := make([]byte, len(dst), len(dst)+n)
+	copy(grown, dst)
+	return grown
 }

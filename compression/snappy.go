@@ -74,7 +74,10 @@ func appendSnappyBlock(dst, block []byte, start, maxSize int) ([]byte, error) {
 		return dst, tooLarge(Snappy, maxSize)
 	}
 	at := len(dst)
-	dst = slices.Grow(dst, n)
+	if cap(dst)-at < n {
+		// Double what was decoded so far, never past maxSize.
+		dst = grow(dst, max(n, min(at-start, maxSize-(at-start))))
+	}
 	if _, err := s2.Decode(dst[at:at+n], block); err != nil {
 		return dst[:at], corrupt(Snappy, err)
 	}

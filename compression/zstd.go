@@ -3,7 +3,6 @@ package compression
 import (
 	"bytes"
 	"errors"
-	"slices"
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
@@ -138,7 +137,7 @@ func appendUnzstd(dst, src []byte, maxSize int) ([]byte, error) {
 			if cap(dst)-len(dst) < size {
 				// Double what was decoded so far, so that many small
 				// frames do not regrow dst each time; never past maxSize.
-				dst = slices.Grow(dst, max(size, min(len(dst)-start, budget)))
+				dst = grow(dst, max(size, min(len(dst)-start, budget)))
 			}
 			dst, err = appendZstdFrame(d.dec, dst, frame, size)
 		} else {
@@ -152,9 +151,9 @@ func appendUnzstd(dst, src []byte, maxSize int) ([]byte, error) {
 			_ = d.dec.Reset(nil)
 		}
 		switch {
-		case errors.Is(err, ErrTooLarge), errors.Is(err, ErrCorrupt):
+		case errors.Is(err, ErrCorrupt):
 			return dst[:start], err
-		case errors.Is(err, zstd.ErrDecoderSizeExceeded), errors.Is(err, zstd.ErrWindowSizeExceeded):
+		case errors.Is(err, ErrTooLarge), errors.Is(err, zstd.ErrDecoderSizeExceeded), errors.Is(err, zstd.ErrWindowSizeExceeded):
 			return dst[:start], tooLarge(Zstd, maxSize)
 		case err != nil:
 			return dst[:start], corrupt(Zstd, err)
