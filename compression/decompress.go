@@ -12,21 +12,23 @@ import (
 //
 // maxSize caps the number of bytes appended. Decompression stops as soon as
 // the output would exceed it and fails with an error wrapping ErrTooLarge,
-// so a compression bomb costs about maxSize bytes of memory plus a small
-// codec-dependent slack (one LZ4 block, one zstd block, one snappy chunk),
-// never the size it claims. A negative maxSize counts as 0.
+// so a compression bomb costs about maxSize bytes of memory (see "Memory
+// and goroutines" in the package documentation for the small slack), never
+// the size it claims. A negative maxSize counts as 0. Output of exactly
+// maxSize bytes is accepted.
 //
 // Malformed input, including empty input for a codec other than None,
 // fails with an error wrapping ErrCorrupt; an unknown t with one wrapping
-// ErrUnsupported. On error, dst is returned with its original length.
+// ErrUnsupported. On error, dst is returned with its original length and
+// content.
 //
 // Snappy input may be in xerial framing or a single raw snappy block. Gzip
-// input may hold several members, zstd input several frames, and LZ4 input
-// several frames; their outputs are concatenated.
+// input may hold several members, and LZ4 and zstd input several frames;
+// their outputs are concatenated.
 //
 // AppendDecompress is safe for concurrent use. Decoders come from
-// package-level pools, so steady-state calls allocate only the growth of
-// dst (for zstd, see the package documentation) and start no goroutine.
+// package-level pools, so steady-state calls allocate nothing but the
+// growth of dst, and start no goroutine.
 func AppendDecompress(t Type, dst, src []byte, maxSize int) ([]byte, error) {
 	maxSize = max(maxSize, 0)
 	if t != None && len(src) == 0 {

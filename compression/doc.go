@@ -53,15 +53,30 @@
 // # Memory and goroutines
 //
 // Encoders and decoders are reused: gzip and lz4 stream encoders live in a
-// per-Compressor pool, zstd shares one encoder per Compressor, and
-// decoders live in package-level pools. Steady-state calls allocate only
-// what dst needs to grow, and no call starts a goroutine, so nothing needs
-// closing.
+// per-Compressor pool, zstd shares one encoder per Compressor, and decoders
+// live in package-level pools. Steady-state calls allocate only what dst
+// needs to grow, and no call starts a goroutine, so nothing needs closing.
+// Pass a dst with spare capacity (a recycled buffer) to avoid even that.
 //
-// Decompression stops as soon as the output passes maxSize. The memory a
-// bomb can cost is maxSize plus a bounded slack: one LZ4 block (at most
-// 4 MiB), one snappy chunk, or for zstd one 128 KiB block plus the slice
-// growth of dst. A zstd frame whose declared window exceeds maxSize (a
-// streaming encoder declares its window even for small content) is
-// decoded with a limit of up to 8 MiB and then checked against maxSize.
+// Decompression grows dst by doubling, up to maxSize+1 bytes, and stops
+// as soon as the output passes maxSize, so a bomb costs about 2*maxSize
+// bytes of allocation in all plus a bounded slack:
+//
+//   - LZ4: one block buffer of the frame's block size (at most 4 MiB).
+//   - Snappy: nothing; each chunk's size is checked before it is decoded.
+//   - Gzip: the 32 KiB deflate window.
+//   - Zstd: frames that declare their content size are checked before
+//     decoding. Frames that do not are streamed through a ring buffer of
+//     one window, kept with the pooled decoder. A window larger than
+//     maxSize is accepted up to 8 MiB (zstd levels up to 19; the Java
+//     client declares 2 MiB at its default level), larger ones only when
+//     maxSize covers them, otherwise the frame fails with ErrTooLarge.
+//
+// # Compatibility notes
+//
+//   - Snappy decoding uses the S2 decoder, which also accepts S2's
+//     extensions of the snappy block format. Output is plain snappy.
+//   - LZ4 and snappy output carries no checksum of its own, so a flipped
+//     bit may decode to wrong data without error; Kafka's batch CRC-32C
+//     detects it. Gzip and zstd check their own checksums.
 package compression

@@ -163,9 +163,9 @@ func appendUnzstd(dst, src []byte, maxSize int) ([]byte, error) {
 }
 
 // appendZstdFrame decodes one frame of known content size onto dst, which
-// should have room for it so that DecodeAll writes in place. DecodeAll compares part of its
-// limit against len(dst) rather than against what it appends, so it is
-// handed only the empty tail of dst.
+// should have room for it so that DecodeAll writes in place. DecodeAll
+// compares part of its limit against len(dst) rather than against what it
+// appends, so it is handed only the empty tail of dst.
 func appendZstdFrame(dec *zstd.Decoder, dst, frame []byte, size int) ([]byte, error) {
 	at := len(dst)
 	tail := dst[at:]
