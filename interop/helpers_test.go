@@ -2,6 +2,8 @@ package interop
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,4 +99,29 @@ func brokerRecords(t *testing.T, c *testbroker.Cluster, topic string, partitions
 		out[p] = recs
 	}
 	return out
+}
+
+// valuePad pads the values of produceValues so that every codec shrinks
+// them (kgo sends a batch uncompressed when compressing does not help).
+var valuePad = strings.Repeat("x", 100)
+
+// produceValues produces values "v0"+valuePad to "v<n-1>"+valuePad, each
+// with a header i=<index>, to partition 0 of topic with kgo, five records
+// per batch.
+func produceValues(t *testing.T, c *testbroker.Cluster, topic string, n int, opts ...kgo.Opt) {
+	t.Helper()
+	opts = append([]kgo.Opt{kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner())}, opts...)
+	cl := newClient(t, c, opts...)
+	defer cl.Close()
+	ctx := testContext(t)
+	for i := 0; i < n; i += 5 {
+		var recs []*kgo.Record
+		for j := i; j < i+5 && j < n; j++ {
+			recs = append(recs, &kgo.Record{
+				Value:   []byte("v" + strconv.Itoa(j) + valuePad),
+				Headers: []kgo.RecordHeader{{Key: "i", Value: []byte(strconv.Itoa(j))}},
+			})
+		}
+		require.NoError(t, cl.ProduceSync(ctx, recs...).FirstErr())
+	}
 }
