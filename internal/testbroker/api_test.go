@@ -431,3 +431,19 @@ func TestIdempotentProduceOverTheWire(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 3, n)
 }
+
+// TestFetchEmptyRecordsNotNull: a partition without data gets an empty
+// record set, not a null one, which librdkafka rejects ("invalid
+// MessageSetSize -1") and then never reaches the end of the partition.
+func TestFetchEmptyRecordsNotNull(t *testing.T) {
+	c := newTestCluster(t, Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	w := dialBroker(t, c.Addrs()[0], "empty")
+	for _, v := range []int16{4, 11, 12} {
+		resp := w.request(fetchRequest(v, "t", 0, 0, -1, 0)).(*kmsg.FetchResponse)
+		fp := resp.Topics[0].Partitions[0]
+		require.Zero(t, fp.ErrorCode)
+		assert.NotNil(t, fp.RecordBatches, "v%d: null record set", v)
+		assert.Empty(t, fp.RecordBatches)
+	}
+}

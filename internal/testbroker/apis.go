@@ -142,6 +142,7 @@ func errorResponse(req kmsg.Request, code int16) kmsg.Response {
 				rp := kmsg.NewFetchResponseTopicPartition()
 				rp.Partition = p.Partition
 				rp.HighWatermark = -1
+				rp.RecordBatches = noRecords
 				rt.Partitions = append(rt.Partitions, rp)
 			}
 			resp.Topics = append(resp.Topics, rt)
@@ -233,7 +234,7 @@ func setErrorCode(resp kmsg.Response, code int16) {
 			for j := range r.Topics[i].Partitions {
 				p := &r.Topics[i].Partitions[j]
 				p.ErrorCode = code
-				p.RecordBatches = nil
+				p.RecordBatches = noRecords
 			}
 		}
 	case *kmsg.ListOffsetsResponse:

@@ -51,6 +51,11 @@ func handleFetch(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
 	}
 }
 
+// noRecords is the empty record set of a partition without data: Kafka
+// sends an empty, not a null, byte array, and librdkafka rejects a null
+// one ("invalid MessageSetSize -1").
+var noRecords = []byte{}
+
 // buildFetch builds one fetch response; n is the bytes of records in it,
 // failed whether a partition got an error.
 func (c *Cluster) buildFetch(self int32, req *kmsg.FetchRequest) (resp *kmsg.FetchResponse, n int, failed bool) {
@@ -78,6 +83,7 @@ func (c *Cluster) buildFetch(self int32, req *kmsg.FetchRequest) (resp *kmsg.Fet
 			rp := kmsg.NewFetchResponseTopicPartition()
 			rp.Partition = p.Partition
 			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+			rp.RecordBatches = noRecords
 			switch {
 			case tp == nil && req.Version >= 13:
 				rp.ErrorCode = ecUnknownTopicID
@@ -100,11 +106,8 @@ func (c *Cluster) buildFetch(self int32, req *kmsg.FetchRequest) (resp *kmsg.Fet
 				case p.CurrentLeaderEpoch > epoch:
 					rp.ErrorCode = ecUnknownLeaderEpoch
 				default:
-					maxBytes := min(int64(p.PartitionMaxBytes), remaining)
-					if n > 0 && maxBytes <= 0 {
-						maxBytes = 0
-					}
-					batches, hw, logStart, code := part.log.fetch(p.FetchOffset, int32(max(maxBytes, 0)))
+					maxBytes := max(min(int64(p.PartitionMaxBytes), remaining), 0)
+					batches, hw, logStart, code := part.log.fetch(p.FetchOffset, int32(maxBytes))
 					rp.ErrorCode = code
 					rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hw, hw, logStart
 					size := 0
