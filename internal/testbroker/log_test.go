@@ -516,3 +516,41 @@ func BenchmarkAppendStore(b *testing.B) {
 		})
 	}
 }
+
+// FuzzAppendBatch feeds arbitrary record sets to a partition log: it must
+// never panic, a rejected batch must leave the log unchanged, and an
+// accepted one must advance the high watermark by its record count and read
+// back.
+func FuzzAppendBatch(f *testing.F) {
+	for _, tb := range []testBatch{
+		{n: 3},
+		{n: 2, codec: compression.Gzip, headers: []kmsg.Header{{Key: "h", Value: []byte("v")}}},
+		{n: 4, codec: compression.Snappy},
+		{n: 1, codec: compression.LZ4},
+		{n: 5, codec: compression.Zstd, idem: true, pid: 3, seq: 0},
+		{n: 2, idem: true, pid: 3, seq: 5},
+	} {
+		f.Add(tb.build(f), false)
+		f.Add(tb.build(f), true)
+	}
+	f.Add([]byte{}, false)
+	f.Add(make([]byte, 61), false)
+	f.Fuzz(func(t *testing.T, raw []byte, sink bool) {
+		l := newPartitionLog(logConfig{Sink: sink, MaxUncompressedBytes: 1 << 20})
+		// A first batch from producer 3 so that sequences are checked too.
+		require.Equal(t, codeNone, l.appendBatch(testBatch{n: 5, idem: true, pid: 3}.build(t), t0).ErrorCode)
+		res := l.appendBatch(raw, t0)
+		hw := l.highWatermark()
+		if res.ErrorCode != codeNone || res.Duplicate {
+			assert.Equal(t, int64(5), hw, "a rejected or duplicate batch must not be appended")
+			return
+		}
+		assert.Equal(t, int64(5), res.BaseOffset)
+		assert.Equal(t, 5+int64(res.NumRecords), hw)
+		if !sink {
+			recs, err := l.records()
+			require.NoError(t, err, "an accepted batch must decode")
+			assert.Len(t, recs, int(hw))
+		}
+	})
+}
