@@ -2,6 +2,7 @@ package accumulator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -28,7 +29,15 @@ type Config struct {
 	// MaxBlock bounds how long an append waits for pool memory
 	// (max.block.ms).
 	MaxBlock time.Duration
+
+	// Closing, when done, ends every wait for pool memory with an error
+	// wrapping ErrClosing (the producer is closing). Optional.
+	Closing context.Context
 }
+
+// ErrClosing is returned (wrapped) by appends whose wait for memory was
+// ended by Config.Closing.
+var ErrClosing = errors.New("accumulator: closing")
 
 // Accumulator holds the records that Send has accepted and the IO goroutine
 // has not yet sent. It is generic over C, the per-record completion the
@@ -81,6 +90,7 @@ type Event[C any] struct {
 	Partition *Partition[C] // Opened, Sealed
 	Batch     *Batch[C]     // Opened
 	Gen       uint64        // Opened: the batch's generation when opened
+	At        time.Time     // Opened: when the batch was opened
 }
 
 // Wake returns the channel that receives (coalesced) when events are
@@ -141,11 +151,22 @@ func (a *Accumulator[C]) bufferFor(bodySize int) int {
 // allocate takes n bytes from the pool: waiting up to MaxBlock when wait is
 // set, failing at once otherwise.
 func (a *Accumulator[C]) allocate(ctx context.Context, n int, wait bool) ([]byte, error) {
-	if wait {
-		return a.cfg.Pool.Allocate(ctx, n, a.cfg.MaxBlock)
-	}
 	if buf := a.cfg.Pool.TryAllocate(n); buf != nil {
 		return buf, nil
+	}
+	if wait {
+		if a.cfg.Closing == nil {
+			return a.cfg.Pool.Allocate(ctx, n, a.cfg.MaxBlock)
+		}
+		// Waiting is the slow path: it may allocate.
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(a.cfg.Closing, cancel)()
+		buf, err := a.cfg.Pool.Allocate(ctx, n, a.cfg.MaxBlock)
+		if err != nil && a.cfg.Closing.Err() != nil {
+			return nil, fmt.Errorf("%w: %w", ErrClosing, err)
+		}
+		return buf, err
 	}
 	return nil, fmt.Errorf("%w: %d bytes requested without waiting, %d available",
 		bufferpool.ErrBufferExhausted, n, a.cfg.Pool.Available())
@@ -156,11 +177,12 @@ func (a *Accumulator[C]) newBatch(p *Partition[C], buf []byte) *Batch[C] {
 	if b == nil {
 		b = new(Batch[C])
 	}
-	b.gen++
+	b.gen.Add(1)
 	b.Partition = p
 	b.buf = buf
 	b.Builder.Reset(buf)
 	b.Created = time.Now()
+	b.BaseSequence = -1
 	return b
 }
 
@@ -174,8 +196,11 @@ func (a *Accumulator[C]) Free(b *Batch[C]) {
 		a.cfg.Pool.Release(b.buf)
 	}
 	clear(b.Records)
-	gen := b.gen
-	*b = Batch[C]{Records: b.Records[:0], gen: gen}
+	recs := b.Records[:0]
+	b.gen.Add(1) // stale references (the IO goroutine's queues) see it is gone
+	b.Partition, b.Builder, b.Records, b.Created = nil, recordbatch.Builder{}, recs, time.Time{}
+	b.Raw, b.Attempts, b.BaseSequence, b.Uncompressed = nil, 0, -1, 0
+	b.buf, b.overdraft = nil, false
 	a.batches.Put(b)
 }
 

@@ -1,6 +1,7 @@
 package accumulator
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/samsa-go/samsa/internal/recordbatch"
@@ -31,13 +32,13 @@ type Batch[C any] struct {
 	Uncompressed int
 
 	buf       []byte
-	gen       uint64 // bumped each time the struct is reused
-	overdraft bool   // buf is not pool memory (see Partition.appendBody)
+	gen       atomic.Uint64 // bumped each time the struct is reused
+	overdraft bool          // buf is not pool memory (see Partition.appendBody)
 }
 
 // Gen returns the batch's generation: it changes every time the struct is
 // reused, so that a stale reference can be told from the current batch.
-func (b *Batch[C]) Gen() uint64 { return b.gen }
+func (b *Batch[C]) Gen() uint64 { return b.gen.Load() }
 
 // NumRecords returns the number of records in the batch.
 func (b *Batch[C]) NumRecords() int { return len(b.Records) }

@@ -133,7 +133,7 @@ func (p *Partition[C]) openLocked(buf []byte) *Batch[C] {
 	b := a.newBatch(p, buf)
 	p.open = b
 	p.queued.Add(1)
-	a.post(Event[C]{Kind: Opened, Partition: p, Batch: b, Gen: b.gen})
+	a.post(Event[C]{Kind: Opened, Partition: p, Batch: b, Gen: b.gen.Load(), At: b.Created})
 	return b
 }
 
@@ -152,7 +152,7 @@ func (p *Partition[C]) sealLocked() {
 func (p *Partition[C]) Seal(b *Batch[C], gen uint64) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.open != b || b.gen != gen || len(b.Records) == 0 {
+	if p.open != b || b.gen.Load() != gen || len(b.Records) == 0 {
 		return false
 	}
 	p.sealLocked()

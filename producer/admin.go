@@ -1,0 +1,165 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-go/samsa/internal/kerr"
+)
+
+// idempotence is the IO goroutine's idempotent-producer state (KIP-98,
+// KIP-360): the producer id and epoch that stamp every batch.
+type idempotence struct {
+	producerID int64 // -1 until InitProducerId answered
+	epoch      int16
+	requesting bool
+	needBump   bool // a sequence gap or error: bump the epoch before sending more
+	failures   int
+	retryAt    time.Time
+}
+
+func (i *idempotence) ready() bool {
+	return i.producerID >= 0 && !i.needBump && !i.requesting
+}
+
+// ensureProducerID sends InitProducerId when the producer has no id yet, or
+// when it must bump its epoch (KIP-360: with the current id and epoch) once
+// nothing is in flight. The answer is handled on the IO goroutine.
+func (s *sink) ensureProducerID() {
+	id := s.idem
+	if id == nil || id.requesting || (id.producerID >= 0 && !id.needBump) {
+		return
+	}
+	if id.needBump && s.inflight > 0 {
+		return // bump once every answer is in
+	}
+	if s.now.Before(id.retryAt) || !s.hasWork() {
+		return
+	}
+	id.requesting = true
+	req := kmsg.NewPtrInitProducerIDRequest()
+	req.TransactionTimeoutMillis = int32(s.cfg.DeliveryTimeout / time.Millisecond)
+	req.ProducerID, req.ProducerEpoch = id.producerID, id.epoch
+	timeout := s.cfg.RequestTimeout
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		resp, err := s.p.meta.Do(ctx, req)
+		s.post(func() { s.handleProducerID(resp, err) })
+	}()
+}
+
+// post runs f on the IO goroutine, unless the producer is closing.
+func (s *sink) post(f func()) {
+	select {
+	case s.admin <- f:
+	case <-s.p.quit:
+	}
+}
+
+// hasWork reports whether anything waits to be sent.
+func (s *sink) hasWork() bool {
+	for _, br := range s.brokers {
+		if len(br.ready) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *sink) handleProducerID(r kmsg.Response, err error) {
+	id := s.idem
+	id.requesting = false
+	if err == nil {
+		resp := r.(*kmsg.InitProducerIDResponse)
+		err = kerr.ForCode(resp.ErrorCode)
+		if err == nil {
+			bumped := id.producerID >= 0
+			id.producerID, id.epoch = resp.ProducerID, resp.ProducerEpoch
+			id.needBump, id.failures = false, 0
+			s.resetSequences()
+			s.p.log.Debug("idempotent producer id", "id", id.producerID, "epoch", id.epoch, "bumped", bumped)
+			return
+		}
+		if errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.ProducerFenced) {
+			// The broker cannot bump this id: start over with a new one.
+			id.producerID, id.epoch = -1, -1
+		}
+	}
+	id.failures++
+	id.retryAt = s.now.Add(s.backoff(id.failures))
+	s.p.log.Warn("InitProducerId failed; retrying", "err", err, "attempt", id.failures)
+}
+
+// resetSequences restarts every partition's sequence at 0 for a new producer
+// id or epoch; batches waiting to be resent get new sequences when they go
+// out again, in their original order.
+func (s *sink) resetSequences() {
+	for _, t := range s.topics {
+		for _, ip := range t.parts {
+			ip.nextSeq = 0
+			for _, b := range ip.retry {
+				b.BaseSequence = -1
+			}
+		}
+	}
+}
+
+// maybeCreateTopic sends CreateTopics for a topic the cluster does not know,
+// when Config.AutoCreateTopics is set. A KIP-599 THROTTLING_QUOTA_EXCEEDED
+// answer is retried after its ThrottleTimeMs.
+func (s *sink) maybeCreateTopic(t *ioTopic) {
+	if !s.cfg.AutoCreateTopics || t.creating || s.now.Before(t.createAt) || !errors.Is(t.err, kerr.UnknownTopicOrPartition) {
+		return
+	}
+	t.creating = true
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = int32(s.cfg.RequestTimeout / time.Millisecond)
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic = t.name
+	rt.NumPartitions = s.cfg.AutoCreatePartitions
+	rt.ReplicationFactor = s.cfg.AutoCreateReplicationFactor
+	req.Topics = append(req.Topics, rt)
+	timeout := s.cfg.RequestTimeout
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		resp, err := s.p.meta.DoController(ctx, req)
+		s.post(func() { s.handleCreateTopic(t, resp, err) })
+	}()
+}
+
+func (s *sink) handleCreateTopic(t *ioTopic, r kmsg.Response, err error) {
+	t.creating = false
+	var wait time.Duration
+	if err == nil {
+		resp := r.(*kmsg.CreateTopicsResponse)
+		for _, rt := range resp.Topics {
+			if rt.Topic != t.name {
+				continue
+			}
+			err = kerr.ForCode(rt.ErrorCode)
+			if errors.Is(err, kerr.ThrottlingQuotaExceeded) {
+				wait = time.Duration(resp.ThrottleMillis) * time.Millisecond
+			}
+		}
+	}
+	switch {
+	case err == nil, errors.Is(err, kerr.TopicAlreadyExists):
+		s.p.log.Info("created topic", "topic", t.name)
+		s.p.meta.Want(t.name)
+		s.p.meta.Trigger()
+		return
+	case wait > 0:
+		s.p.log.Info("topic creation throttled (KIP-599)", "topic", t.name, "throttle", wait)
+		s.p.stats.throttled.Add(int64(wait))
+	default:
+		wait = s.backoff(3)
+		s.p.log.Warn("cannot create topic", "topic", t.name, "err", fmt.Errorf("%w", err))
+	}
+	t.createAt = s.now.Add(wait)
+}

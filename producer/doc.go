@@ -1,0 +1,43 @@
+// Package producer is samsa's asynchronous, non-blocking Kafka producer.
+//
+// # Sending
+//
+//	p, err := producer.New(producer.Config{Brokers: []string{"127.0.0.1:9092"}})
+//	f := p.Send(ctx, &producer.Record{Topic: "events", Key: k, Value: v})
+//	md, err := f.Wait(ctx) // RecordMetadata{Topic, Partition, Offset, Timestamp}
+//	err = p.Close(ctx)     // flush, then release connections and goroutines
+//
+// Send returns a Future at once. It never waits for metadata (KIP-286): when
+// the topic's partitions are not known yet, the record is parked in the
+// topic's queue and sent, in Send order, once they are. The only time Send
+// blocks is while the buffer pool (Config.BufferMemory) is full, and then for
+// at most Config.MaxBlock; TrySend never blocks. Every error, including bad
+// input, comes back through the Future, which completes exactly once.
+//
+// The other ways to learn a record's outcome are SendCallback (no allocation
+// per record; callbacks run on the producer's completion goroutine), SendTo
+// (a delivery channel) and TypedProducer (generic serialization).
+//
+// # Configuration
+//
+// Config holds the Java client's settings as Go fields, each with its Java
+// default; ConfigFromProperties reads Java or librdkafka property names.
+// Idempotence is on by default (KIP-679): retries never duplicate or reorder
+// records within a partition.
+//
+// # Goroutines
+//
+// A producer runs one IO goroutine, which owns all network state: it seals
+// batches that have lingered, moves parked records, compresses batches,
+// groups them per leader into Produce requests and handles the answers; and
+// one completion goroutine, which completes futures and runs callbacks. Each
+// broker connection has a reader and a writer goroutine. Close stops them
+// all.
+//
+// # Errors
+//
+// Futures fail with errors that match the sentinels of this package with
+// errors.Is (ErrInvalidRecord, ErrRecordTooLarge, ErrBufferExhausted,
+// ErrDeliveryTimeout, ErrClosed) or a *KafkaError carrying the broker's code,
+// found with errors.As. IsRetriable tells retriable Kafka errors apart.
+package producer

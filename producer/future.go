@@ -1,0 +1,123 @@
+package producer
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Future is the outcome of one Send: it completes exactly once, when the
+// record is acknowledged or has failed.
+//
+// A Future costs one allocation; its Done channel is made only if Done (or
+// Wait before completion) is called. All methods are safe for concurrent use.
+type Future struct {
+	mu   sync.Mutex
+	done bool
+	ch   chan struct{}
+	md   RecordMetadata
+	err  error
+}
+
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// Done returns a channel that is closed once the record is acknowledged or
+// has failed.
+func (f *Future) Done() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ch == nil {
+		if f.done {
+			return closedChan
+		}
+		f.ch = make(chan struct{})
+	}
+	return f.ch
+}
+
+// Wait waits for the record's outcome or for ctx to end. It returns the
+// record's metadata, or the error the record failed with. If ctx ends first
+// it returns ctx.Err(), and the record stays in the producer: cancelling a
+// wait does not cancel the record.
+func (f *Future) Wait(ctx context.Context) (RecordMetadata, error) {
+	if md, err, ok := f.result(); ok {
+		return md, err
+	}
+	select {
+	case <-f.Done():
+		md, err, _ := f.result()
+		return md, err
+	case <-ctx.Done():
+		return RecordMetadata{}, ctx.Err()
+	}
+}
+
+// Result returns the outcome without waiting; ok is false while the record
+// is still pending.
+func (f *Future) Result() (md RecordMetadata, err error, ok bool) { return f.result() }
+
+func (f *Future) result() (RecordMetadata, error, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.md, f.err, f.done
+}
+
+func (f *Future) complete(md RecordMetadata, err error) {
+	f.mu.Lock()
+	if f.done {
+		f.mu.Unlock()
+		panic("producer: future completed twice")
+	}
+	f.md, f.err, f.done = md, err, true
+	ch := f.ch
+	f.mu.Unlock()
+	if ch != nil {
+		close(ch)
+	}
+}
+
+// Result is what SendTo delivers on its channel for each record.
+type Result struct {
+	// Record is the record given to SendTo. The producer keeps the pointer
+	// (not its Key, Value or Headers, which Send copied) until the Result is
+	// delivered.
+	Record *Record
+	// Metadata is set when Err is nil.
+	Metadata RecordMetadata
+	// Err is why the record failed, or nil.
+	Err error
+}
+
+// completion is how a record's outcome is delivered: exactly one of fut, cb
+// and ch is set.
+type completion struct {
+	fut *Future
+	cb  func(RecordMetadata, error)
+	ch  chan<- Result
+	rec *Record // for ch
+	ts  int64   // the record's timestamp, Unix milliseconds
+}
+
+// deliver completes c. It runs on the completion goroutine, or on the
+// caller's goroutine for errors found by Send itself.
+func (c *completion) deliver(md RecordMetadata, err error) {
+	if err == nil {
+		if md.Timestamp.IsZero() { // not LogAppendTime
+			md.Timestamp = time.UnixMilli(c.ts)
+		}
+	} else {
+		md.Offset = -1
+	}
+	switch {
+	case c.fut != nil:
+		c.fut.complete(md, err)
+	case c.cb != nil:
+		c.cb(md, err)
+	case c.ch != nil:
+		c.ch <- Result{Record: c.rec, Metadata: md, Err: err}
+	}
+}

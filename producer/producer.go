@@ -1,0 +1,382 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/samsa-go/samsa/accumulator"
+	"github.com/samsa-go/samsa/bufferpool"
+	"github.com/samsa-go/samsa/compression"
+	"github.com/samsa-go/samsa/internal/conn"
+	"github.com/samsa-go/samsa/internal/recordbatch"
+	"github.com/samsa-go/samsa/metadata"
+)
+
+// Producer sends records to Kafka asynchronously. Create it with New; it is
+// safe for concurrent use. Every Send variant returns at once (blocking only
+// while the buffer pool is full, for at most Config.MaxBlock); the outcome
+// comes later through a Future, a callback or a channel.
+type Producer struct {
+	cfg        Config
+	log        *slog.Logger
+	pool       bufferpool.Pool
+	acc        *accumulator.Accumulator[completion]
+	meta       *metadata.Client
+	compressor *compression.Compressor
+
+	topics sync.Map // string → *topicState
+
+	// unfinished counts records accepted by Send and not yet completed.
+	unfinished atomic.Int64
+	flushMu    sync.Mutex
+	flushDone  chan struct{} // closed when unfinished reaches 0; nil when nobody waits
+	flushing   atomic.Int32  // Flush calls in progress: the IO goroutine seals at once
+
+	// memWanted is set by the IO goroutine when moving parked records ran
+	// out of pool memory; the completer then wakes it when memory is freed.
+	memWanted atomic.Bool
+	stats     counters
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+	quit      chan struct{} // closed to stop the IO goroutine
+	stopWaits context.CancelFunc
+	ioDone    chan struct{}
+	completer *completer
+}
+
+// topicState is a topic as Send sees it.
+type topicState struct {
+	acc    *accumulator.Topic[completion]
+	sticky *stickyPartitioner
+}
+
+// New validates cfg, applies its defaults and starts the producer's IO and
+// completion goroutines. It does no network I/O: brokers are contacted in
+// the background, so New succeeds even when none is reachable yet. The
+// error wraps ErrInvalidConfig and names every bad field.
+func New(cfg Config) (*Producer, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	comp, err := compression.NewCompressor(cfg.Compression, cfg.CompressionLevel)
+	if err != nil {
+		return nil, fmt.Errorf("%w: Compression: %w", ErrInvalidConfig, err)
+	}
+	p := &Producer{
+		cfg:        cfg,
+		log:        cfg.Logger,
+		pool:       cfg.BufferPool,
+		compressor: comp,
+		quit:       make(chan struct{}),
+		ioDone:     make(chan struct{}),
+	}
+	connCfg := conn.Config{
+		ClientID:       cfg.ClientID,
+		DialTimeout:    cfg.DialTimeout,
+		RequestTimeout: cfg.RequestTimeout,
+		Logger:         cfg.Logger,
+		OnThrottle: func(addr string, d time.Duration) {
+			p.stats.throttled.Add(int64(d))
+			p.log.Info("broker throttled the producer (KIP-219)", "broker", addr, "throttle", d)
+		},
+	}
+	p.meta, err = metadata.New(metadata.Config{
+		Bootstrap:       cfg.Brokers,
+		Conn:            connCfg,
+		MaxAge:          cfg.MetadataMaxAge,
+		MaxIdle:         cfg.MetadataMaxIdle,
+		RetryBackoff:    cfg.RetryBackoff,
+		RetryBackoffMax: cfg.RetryBackoffMax,
+		Logger:          cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	closing, stopWaits := context.WithCancel(context.Background())
+	p.stopWaits = stopWaits
+	p.acc = accumulator.New[completion](accumulator.Config{
+		BatchSize:    cfg.BatchSize,
+		MaxBatchSize: min(cfg.MaxRequestSize, int(p.pool.Size())),
+		Pool:         p.pool,
+		MaxBlock:     cfg.MaxBlock,
+		Closing:      closing,
+	})
+	p.completer = newCompleter(p)
+	s := newSink(p, connCfg)
+	go p.completer.run()
+	go func() {
+		defer close(p.ioDone)
+		s.run()
+	}()
+	return p, nil
+}
+
+// Send buffers rec and returns a Future for its outcome. It never blocks on
+// metadata: when rec's topic is not known yet, the record is parked and sent
+// once the topic's partitions are known. It blocks only while the buffer
+// pool is full, for at most Config.MaxBlock or until ctx ends; ctx has no
+// effect once Send has returned.
+//
+// Errors come through the Future: ErrInvalidRecord (nil record, bad topic,
+// partition out of range, partitioner error), ErrRecordTooLarge,
+// ErrBufferExhausted (pool full for MaxBlock), ctx.Err() (ctx ended while
+// waiting for memory), ErrClosed, ErrDeliveryTimeout, or a *KafkaError.
+func (p *Producer) Send(ctx context.Context, rec *Record) *Future {
+	f := new(Future)
+	p.send(ctx, rec, completion{fut: f}, true)
+	return f
+}
+
+// TrySend is Send without any blocking: when the buffer pool has no memory
+// for the record it fails at once with ErrBufferExhausted.
+func (p *Producer) TrySend(ctx context.Context, rec *Record) *Future {
+	f := new(Future)
+	p.send(ctx, rec, completion{fut: f}, false)
+	return f
+}
+
+// SendCallback is Send with a callback instead of a Future, the
+// allocation-free path. fn is called exactly once with the record's metadata
+// or error. It runs on the producer's completion goroutine, one callback at a
+// time, in order within each partition; a slow callback delays the others
+// (and the memory of their batches), so hand long work to another
+// goroutine. For an error found by SendCallback itself (invalid record,
+// buffer exhausted, closed producer) fn runs on the caller's goroutine before
+// SendCallback returns. Flush returns only after the callbacks of the records
+// sent before it have returned.
+func (p *Producer) SendCallback(ctx context.Context, rec *Record, fn func(RecordMetadata, error)) {
+	if fn == nil {
+		fn = func(RecordMetadata, error) {}
+	}
+	p.send(ctx, rec, completion{cb: fn}, true)
+}
+
+// SendTo is Send with a delivery channel, for pipelines that collect every
+// outcome in one goroutine (like confluent-kafka-go's delivery channel). One
+// Result per record is sent on results, from the completion goroutine; the
+// channel must be drained, because a full channel holds up every completion
+// (and the buffer memory behind it) until it has room. An error found by
+// SendTo itself is sent from the caller's goroutine before SendTo returns,
+// so an unbuffered channel must have a receiver running elsewhere.
+func (p *Producer) SendTo(ctx context.Context, rec *Record, results chan<- Result) {
+	p.send(ctx, rec, completion{ch: results, rec: rec}, true)
+}
+
+func (p *Producer) send(ctx context.Context, rec *Record, c completion, wait bool) {
+	if err := p.checkRecord(rec); err != nil {
+		c.deliver(p.failedMetadata(rec), err)
+		return
+	}
+	if rec.Timestamp.IsZero() {
+		c.ts = time.Now().UnixMilli()
+	} else {
+		c.ts = rec.Timestamp.UnixMilli()
+	}
+	if err := p.acc.CheckSize(recordbatch.BodySize(rec.Key, rec.Value, rec.Headers)); err != nil {
+		c.deliver(p.failedMetadata(rec), fmt.Errorf("%w: topic %q: %w", ErrRecordTooLarge, rec.Topic, err))
+		return
+	}
+	t := p.topic(rec.Topic)
+	p.unfinished.Add(1)
+	if err := p.append(ctx, t, rec, c, wait); err != nil {
+		if errors.Is(err, accumulator.ErrClosing) {
+			err = fmt.Errorf("%w: %w", ErrClosed, err)
+		}
+		c.deliver(p.failedMetadata(rec), err)
+		p.finished(1)
+	}
+}
+
+func (p *Producer) checkRecord(rec *Record) error {
+	if rec == nil {
+		return fmt.Errorf("%w: nil record", ErrInvalidRecord)
+	}
+	if err := validateTopic(rec.Topic); err != nil {
+		return err
+	}
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	return nil
+}
+
+func (p *Producer) failedMetadata(rec *Record) RecordMetadata {
+	md := RecordMetadata{Partition: -1, Offset: -1}
+	if rec != nil {
+		md.Topic = rec.Topic
+	}
+	return md
+}
+
+func (p *Producer) topic(name string) *topicState {
+	if t, ok := p.topics.Load(name); ok {
+		return t.(*topicState)
+	}
+	t := &topicState{acc: p.acc.NewTopic(name), sticky: newStickyPartitioner(p.cfg.BatchSize)}
+	actual, _ := p.topics.LoadOrStore(name, t)
+	return actual.(*topicState)
+}
+
+// append puts the record in its partition's batch, or parks it.
+func (p *Producer) append(ctx context.Context, t *topicState, rec *Record, c completion, wait bool) error {
+	parts := t.acc.Partitions()
+	if parts == nil {
+		parked, err := t.acc.Park(ctx, c.ts, rec.Key, rec.Value, rec.Headers, rec.Partition, c, wait)
+		if err != nil {
+			return err
+		}
+		if parked {
+			p.meta.Want(rec.Topic)
+			return nil
+		}
+		// The partitions became known while we took the lock.
+		if parts = t.acc.KnownPartitions(); parts == nil {
+			return errors.New("producer: internal error: topic neither parked nor known")
+		}
+	}
+	n := int32(len(parts))
+	part, err := p.cfg.Partitioner.Partition(rec, n)
+	if err != nil {
+		return err
+	}
+	load := func(i int32) int { return parts[i].Load() }
+	sticky := part == UnknownPartition
+	if sticky {
+		part = t.sticky.partition(n, load)
+	}
+	if part < 0 || part >= n {
+		return checkPartition(rec.Topic, part, n)
+	}
+	if err := parts[part].Append(ctx, c.ts, rec.Key, rec.Value, rec.Headers, c, wait); err != nil {
+		return err
+	}
+	if sticky {
+		t.sticky.appended(part, recordbatch.BodySize(rec.Key, rec.Value, rec.Headers), n, load)
+	}
+	return nil
+}
+
+// finished marks n records as completed and wakes Flush when none is left.
+func (p *Producer) finished(n int64) {
+	if p.unfinished.Add(-n) != 0 {
+		return
+	}
+	p.flushMu.Lock()
+	if p.flushDone != nil && p.unfinished.Load() == 0 {
+		close(p.flushDone)
+		p.flushDone = nil
+	}
+	p.flushMu.Unlock()
+}
+
+// Flush sends every buffered record at once, without waiting for Linger,
+// and waits until every record sent before Flush was called, and any sent
+// while it waits, is acknowledged or has failed, and its callback has
+// returned. It returns ctx.Err() if ctx ends first (records are not
+// affected), and ErrClosed after Close.
+func (p *Producer) Flush(ctx context.Context) error {
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	return p.flush(ctx)
+}
+
+func (p *Producer) flush(ctx context.Context) error {
+	p.flushing.Add(1)
+	defer p.flushing.Add(-1)
+	for {
+		idle := p.whenIdle()
+		if idle == closedChan {
+			return nil
+		}
+		p.acc.Kick()
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// whenIdle returns a channel closed once no record is buffered (closed
+// already if none is).
+func (p *Producer) whenIdle() <-chan struct{} {
+	p.flushMu.Lock()
+	defer p.flushMu.Unlock()
+	if p.unfinished.Load() == 0 {
+		return closedChan
+	}
+	if p.flushDone == nil {
+		p.flushDone = make(chan struct{})
+	}
+	return p.flushDone
+}
+
+// Close flushes (as Flush does, bounded by ctx), then stops the producer:
+// records still buffered when ctx ends fail with ErrClosed, connections are
+// closed, and the producer's goroutines exit before Close returns. Send
+// after Close fails with ErrClosed. Close is safe to call more than once; later
+// calls return the first call's result.
+func (p *Producer) Close(ctx context.Context) error {
+	p.closeOnce.Do(func() {
+		p.closed.Store(true)
+		flushErr := p.flush(ctx)
+		p.stopWaits() // Sends still waiting for memory fail with ErrClosed
+		close(p.quit)
+		<-p.ioDone
+		p.completer.stop()
+		if err := p.meta.Close(); err != nil && flushErr == nil {
+			flushErr = err
+		}
+		p.closeErr = flushErr
+	})
+	return p.closeErr
+}
+
+// Stats is a snapshot of the producer's state, for progress reports.
+type Stats struct {
+	// Buffered is the number of records accepted and not yet completed.
+	Buffered int64
+	// BufferUsed is the pool memory in use, in bytes.
+	BufferUsed int64
+	// BufferSize is the pool's size in bytes.
+	BufferSize int64
+	// InFlight is the number of Produce requests awaiting an answer.
+	InFlight int64
+	// Batches counts the batches sent successfully, and BatchBytes their
+	// bytes on the wire; UncompressedBytes is their size before compression.
+	Batches, BatchBytes, UncompressedBytes int64
+	// Retries counts batches sent again after a retriable error.
+	Retries int64
+	// Throttled is the total throttle time the brokers asked for.
+	Throttled time.Duration
+}
+
+type counters struct {
+	inflight, batches, batchBytes, uncompressed, retries atomic.Int64
+	throttled                                            atomic.Int64 // nanoseconds
+}
+
+// Stats returns a snapshot of the producer's counters. It is cheap and safe
+// to call from any goroutine, for example for a progress bar.
+func (p *Producer) Stats() Stats {
+	return Stats{
+		Buffered:          p.unfinished.Load(),
+		BufferUsed:        p.pool.Size() - p.pool.Available(),
+		BufferSize:        p.pool.Size(),
+		InFlight:          p.stats.inflight.Load(),
+		Batches:           p.stats.batches.Load(),
+		BatchBytes:        p.stats.batchBytes.Load(),
+		UncompressedBytes: p.stats.uncompressed.Load(),
+		Retries:           p.stats.retries.Load(),
+		Throttled:         time.Duration(p.stats.throttled.Load()),
+	}
+}

@@ -1,0 +1,1060 @@
+package producer
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-go/samsa/accumulator"
+	"github.com/samsa-go/samsa/internal/conn"
+	"github.com/samsa-go/samsa/internal/kerr"
+	"github.com/samsa-go/samsa/internal/recordbatch"
+	"github.com/samsa-go/samsa/metadata"
+)
+
+type batch = accumulator.Batch[completion]
+
+// sink is the producer's IO goroutine: the only owner of everything below.
+// It reacts to accumulator events (batches opened, sealed, records parked),
+// metadata updates, broker responses and timers; it seals lingering batches,
+// moves parked records, compresses, groups batches per leader into Produce
+// requests, and hands finished batches to the completer. It never blocks on
+// I/O: dials, metadata and InitProducerId run in short-lived goroutines (one
+// per dial or request, never per record or batch) that post their results
+// back, and connections call back into channels.
+type sink struct {
+	p       *Producer
+	cfg     *Config
+	connCfg conn.Config
+
+	brokers map[int32]*ioBroker
+	topics  map[string]*ioTopic
+
+	events  []accumulator.Event[completion]
+	lingerQ []opened // batches by open time, for linger
+	expireQ []opened // batches by open time, for delivery timeout
+	parked  map[*ioTopic]struct{}
+
+	responses chan produceResponse
+	dials     chan dialResult
+	admin     chan func() // results of InitProducerId and CreateTopics, run on the IO goroutine
+
+	timer   *time.Timer
+	scratch []byte
+	now     time.Time
+
+	// Idempotence (nil state when disabled).
+	idem *idempotence
+
+	inflight int // Produce requests in flight, all brokers
+}
+
+type opened struct {
+	part *accumulator.Partition[completion]
+	b    *batch
+	gen  uint64
+	at   time.Time
+}
+
+type ioTopic struct {
+	name     string
+	ts       *topicState
+	id       [16]byte
+	parts    []*ioPart
+	err      error     // last metadata error
+	creating bool      // CreateTopics in progress
+	createAt time.Time // next CreateTopics attempt
+}
+
+type ioPart struct {
+	topic  *ioTopic
+	acc    *accumulator.Partition[completion]
+	leader int32 // -1 unknown
+	epoch  int32
+
+	retry      []*batch // batches to resend, oldest first
+	inflight   []*batch // in flight, in send order
+	failures   int // consecutive retriable failures, for backoff
+	backoff    time.Time
+	lastErr    error
+	readyOn    int32 // the broker whose ready list holds it, or -1
+	nextSeq    int32
+	hasSealed  bool // the accumulator announced sealed batches
+	pendingOut []*batch
+}
+
+type ioBroker struct {
+	id       int32
+	addr     string
+	conn     *conn.Conn
+	dialing  bool
+	failures int
+	backoff  time.Time
+	inflight int
+	ready    []*ioPart
+}
+
+type produceResponse struct {
+	broker  *ioBroker
+	conn    *conn.Conn
+	batches []*batch
+	resp    kmsg.Response
+	err     error
+}
+
+type dialResult struct {
+	broker *ioBroker
+	conn   *conn.Conn
+	err    error
+}
+
+func newSink(p *Producer, connCfg conn.Config) *sink {
+	s := &sink{
+		p:         p,
+		cfg:       &p.cfg,
+		connCfg:   connCfg,
+		brokers:   make(map[int32]*ioBroker),
+		topics:    make(map[string]*ioTopic),
+		parked:    make(map[*ioTopic]struct{}),
+		responses: make(chan produceResponse, 64),
+		dials:     make(chan dialResult, 8),
+		admin:     make(chan func(), 8),
+		timer:     time.NewTimer(time.Hour),
+	}
+	if !p.cfg.DisableIdempotence {
+		s.idem = &idempotence{producerID: -1, epoch: -1}
+	}
+	return s
+}
+
+func (s *sink) run() {
+	defer s.shutdown()
+	for {
+		select {
+		case <-s.p.quit:
+			return
+		case <-s.p.acc.Wake():
+		case r := <-s.responses:
+			s.now = time.Now()
+			s.handleResponse(r)
+		case d := <-s.dials:
+			s.handleDial(d)
+		case f := <-s.admin:
+			f()
+		case <-s.p.meta.Updates():
+			s.now = time.Now()
+			s.applyMetadata()
+		case <-s.timer.C:
+		}
+		s.step()
+	}
+}
+
+// step does everything that may have become possible.
+func (s *sink) step() {
+	s.now = time.Now()
+	s.drainEvents()
+	s.sealLingered()
+	s.moveParked()
+	s.expire()
+	s.ensureProducerID()
+	s.sendAll()
+	s.resetTimer()
+}
+
+func (s *sink) drainEvents() {
+	s.events = s.p.acc.Events(s.events)
+	for _, e := range s.events {
+		switch e.Kind {
+		case accumulator.Opened:
+			o := opened{part: e.Partition, b: e.Batch, gen: e.Gen, at: e.At}
+			s.lingerQ = append(s.lingerQ, o)
+			s.expireQ = append(s.expireQ, o)
+		case accumulator.Sealed:
+			ip := e.Partition.IO.(*ioPart)
+			ip.hasSealed = true
+			s.markReady(ip)
+		case accumulator.Parked:
+			t := s.topicFor(e.Topic.Name)
+			s.parked[t] = struct{}{}
+			s.p.meta.Want(t.name)
+			// The snapshot may already hold the topic: Send asked for it
+			// before this event was drained, and its update came first.
+			s.applyMetadata()
+		}
+	}
+}
+
+// topicFor returns the IO goroutine's state of a topic the producer knows.
+func (s *sink) topicFor(name string) *ioTopic {
+	if t := s.topics[name]; t != nil {
+		return t
+	}
+	t := &ioTopic{name: name, ts: s.p.topic(name)}
+	s.topics[name] = t
+	return t
+}
+
+// sealLingered seals batches that have waited Linger (all of them while a
+// Flush is in progress or the producer is closing).
+func (s *sink) sealLingered() {
+	all := s.p.flushing.Load() > 0
+	i := 0
+	for ; i < len(s.lingerQ); i++ {
+		o := s.lingerQ[i]
+		if !all && s.now.Sub(o.at) < s.cfg.Linger {
+			break
+		}
+		if o.part.Seal(o.b, o.gen) {
+			ip := o.part.IO.(*ioPart)
+			ip.hasSealed = true
+			s.markReady(ip)
+		}
+	}
+	s.lingerQ = popFront(s.lingerQ, i)
+}
+
+func popFront[T any](q []T, n int) []T {
+	if n == 0 {
+		return q
+	}
+	clear(q[:n])
+	q = q[n:]
+	if len(q) == 0 {
+		return q[:0:0]
+	}
+	return q
+}
+
+// markReady lists ip on its leader's ready list.
+func (s *sink) markReady(ip *ioPart) {
+	if ip.leader < 0 || ip.readyOn == ip.leader {
+		return
+	}
+	br := s.brokers[ip.leader]
+	if br == nil {
+		return
+	}
+	ip.readyOn = br.id
+	br.ready = append(br.ready, ip)
+}
+
+// applyMetadata updates brokers, partitions and leaders from the newest
+// snapshot.
+func (s *sink) applyMetadata() {
+	snap := s.p.meta.Snapshot()
+	for id, b := range snap.Brokers {
+		br := s.brokers[id]
+		addr := b.Addr()
+		if br == nil {
+			br = &ioBroker{id: id, addr: addr}
+			s.brokers[id] = br
+		} else if br.addr != addr {
+			br.addr = addr
+			if br.conn != nil {
+				go br.conn.Close()
+				br.conn = nil
+			}
+		}
+	}
+	for _, t := range s.topics {
+		s.applyTopic(t, snap)
+	}
+}
+
+// applyTopic updates t from snap, if snap has it.
+func (s *sink) applyTopic(t *ioTopic, snap *metadata.Snapshot) {
+	mt := snap.Topics[t.name]
+	if mt == nil {
+		return
+	}
+	if mt.Err != nil || len(mt.Partitions) == 0 {
+		t.err = mt.Err
+		if t.err == nil {
+			t.err = kerr.LeaderNotAvailable
+		}
+		s.maybeCreateTopic(t)
+		return
+	}
+	t.err = nil
+	t.id = mt.ID
+	s.updatePartitions(t, mt)
+}
+
+func (s *sink) updatePartitions(t *ioTopic, mt *metadata.Topic) {
+	n := len(mt.Partitions)
+	if n > len(t.parts) {
+		accParts := make([]*accumulator.Partition[completion], n)
+		copy(accParts, t.ts.acc.KnownPartitions())
+		for i := len(t.parts); i < n; i++ {
+			ap := s.p.acc.NewPartition(t.ts.acc, int32(i))
+			ip := &ioPart{topic: t, acc: ap, leader: -1, epoch: -1, readyOn: -1}
+			ap.IO = ip
+			ap.SetLeaderless(true)
+			accParts[i] = ap
+			t.parts = append(t.parts, ip)
+		}
+		t.ts.acc.SetPartitions(accParts)
+	}
+	for i := range mt.Partitions {
+		mp := &mt.Partitions[i]
+		ip := t.parts[mp.ID]
+		if mp.LeaderEpoch >= 0 && ip.epoch >= 0 && mp.LeaderEpoch < ip.epoch {
+			continue // stale
+		}
+		leader := mp.Leader
+		if mp.Err != nil || s.brokers[leader] == nil {
+			leader = -1
+		}
+		ip.epoch = mp.LeaderEpoch
+		if leader != ip.leader {
+			ip.leader = leader
+			ip.backoff = time.Time{}
+		}
+		ip.acc.SetLeaderless(leader < 0)
+		if ip.hasSealed || len(ip.retry) > 0 {
+			s.markReady(ip)
+		}
+	}
+	// Ready lists may still hold partitions that moved; sendAll skips them.
+}
+
+// moveParked moves parked records of topics whose partitions are known.
+func (s *sink) moveParked() {
+	for t := range s.parked {
+		if len(t.parts) == 0 {
+			s.maybeCreateTopic(t)
+			continue
+		}
+		parts := t.ts.acc.KnownPartitions()
+		n := int32(len(parts))
+		load := func(i int32) int { return parts[i].Load() }
+		done := t.ts.acc.MoveParked(func(r accumulator.ParkedRecord) (*accumulator.Partition[completion], error) {
+			key, value := bodyKeyValue(r.Body)
+			rec := Record{Topic: t.name, Partition: r.Partition, Key: key, Value: value, Timestamp: timeFromMillis(r.Timestamp)}
+			part, err := s.cfg.Partitioner.Partition(&rec, n)
+			if err != nil {
+				return nil, err
+			}
+			if part == UnknownPartition {
+				part = t.ts.sticky.partition(n, load)
+				t.ts.sticky.appended(part, len(r.Body), n, load)
+			}
+			if err := checkPartition(t.name, part, n); err != nil {
+				return nil, err
+			}
+			return parts[part], nil
+		}, func(c completion, err error) {
+			s.p.completer.push(outcome{single: &c, md: RecordMetadata{Topic: t.name, Partition: -1, Offset: -1}, err: err})
+		})
+		if done {
+			delete(s.parked, t)
+		} else {
+			s.p.memWanted.Store(true)
+		}
+	}
+}
+
+// bodyKeyValue reads the key and value of an encoded record body.
+func bodyKeyValue(body []byte) (key, value []byte) {
+	key, body = readVarBytes(body)
+	value, _ = readVarBytes(body)
+	return key, value
+}
+
+func readVarBytes(b []byte) (v, rest []byte) {
+	n, w := binary.Varint(b)
+	if w <= 0 {
+		return nil, nil
+	}
+	b = b[w:]
+	if n < 0 || int(n) > len(b) {
+		return nil, b
+	}
+	return b[:n:n], b[n:]
+}
+
+func timeFromMillis(ms int64) time.Time { return time.UnixMilli(ms) }
+
+// expire fails what has waited longer than DeliveryTimeout without being in
+// flight: parked records, and batches that never got (back) to a broker.
+func (s *sink) expire() {
+	dt := s.cfg.DeliveryTimeout
+	deadline := s.now.Add(-dt)
+	for t := range s.parked {
+		if oldest := t.ts.acc.OldestParked(); oldest.IsZero() || oldest.After(deadline) {
+			continue
+		}
+		cause := t.err
+		if cause == nil {
+			cause = kerr.UnknownTopicOrPartition
+		}
+		t.ts.acc.ExpireParked(deadline, func(c completion, at time.Time) {
+			err := fmt.Errorf("%w: topic %q: no partitions known after %v: %w", ErrDeliveryTimeout, t.name, dt, cause)
+			s.p.completer.push(outcome{single: &c, md: RecordMetadata{Topic: t.name, Partition: -1, Offset: -1}, err: err})
+		})
+		if t.ts.acc.OldestParked().IsZero() {
+			delete(s.parked, t)
+		}
+	}
+	i := 0
+	for ; i < len(s.expireQ); i++ {
+		o := s.expireQ[i]
+		if o.at.After(deadline) {
+			break
+		}
+		if o.b.Gen() == o.gen {
+			s.expirePart(o.part.IO.(*ioPart), deadline)
+		}
+	}
+	s.expireQ = popFront(s.expireQ, i)
+}
+
+// expirePart fails ip's batches created before deadline that are not in
+// flight: they are the oldest, at the front of the retry list and then of the
+// accumulator's sealed queue.
+func (s *sink) expirePart(ip *ioPart, deadline time.Time) {
+	for len(ip.retry) > 0 && !ip.retry[0].Created.After(deadline) {
+		b := ip.retry[0]
+		ip.retry = popFront(ip.retry, 1)
+		s.fail(ip, b, s.timeoutErr(ip, b))
+	}
+	if len(ip.retry) > 0 {
+		return
+	}
+	for {
+		b := ip.acc.PeekSealed()
+		if b == nil || b.Created.After(deadline) {
+			return
+		}
+		ip.acc.NextSealed()
+		s.fail(ip, b, s.timeoutErr(ip, b))
+	}
+}
+
+func (s *sink) timeoutErr(ip *ioPart, b *batch) error {
+	what := "no leader available"
+	if ip.leader >= 0 {
+		what = fmt.Sprintf("not acknowledged by broker %d", ip.leader)
+	}
+	err := fmt.Errorf("%w: %d records for %s[%d] expired after %v: %s",
+		ErrDeliveryTimeout, len(b.Records), ip.topic.name, ip.acc.ID, s.cfg.DeliveryTimeout, what)
+	if ip.lastErr != nil {
+		err = fmt.Errorf("%w (last error: %w)", err, ip.lastErr)
+	}
+	return err
+}
+
+// fail completes b with err. A batch that carried an idempotent sequence
+// and may not have been written leaves a gap in the partition's sequence;
+// the producer then bumps its epoch (KIP-360) before sending more.
+func (s *sink) fail(ip *ioPart, b *batch, err error) {
+	if s.idem != nil && b.BaseSequence >= 0 {
+		s.idem.needBump = true
+	}
+	s.p.completer.push(outcome{batch: b, baseOffset: -1, appendTime: -1, err: err})
+}
+
+func (s *sink) succeed(b *batch, baseOffset, appendTime int64) {
+	s.p.stats.batches.Add(1)
+	s.p.stats.batchBytes.Add(int64(len(b.Raw)))
+	s.p.stats.uncompressed.Add(int64(b.Uncompressed))
+	s.p.completer.push(outcome{batch: b, baseOffset: baseOffset, appendTime: appendTime})
+}
+
+// sendAll writes as many Produce requests as the in-flight limits allow.
+func (s *sink) sendAll() {
+	if s.idem != nil && !s.idem.ready() {
+		return
+	}
+	for _, br := range s.brokers {
+		if len(br.ready) == 0 {
+			continue
+		}
+		if br.conn == nil {
+			s.dial(br)
+			continue
+		}
+		for br.inflight < s.cfg.MaxInFlight && len(br.ready) > 0 {
+			if !s.sendOne(br) {
+				break
+			}
+		}
+	}
+}
+
+func (s *sink) dial(br *ioBroker) {
+	if br.dialing || s.now.Before(br.backoff) {
+		return
+	}
+	br.dialing = true
+	addr, cfg := br.addr, s.connCfg
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.DialTimeout+time.Second)
+		defer cancel()
+		c, err := conn.Dial(ctx, addr, cfg)
+		select {
+		case s.dials <- dialResult{broker: br, conn: c, err: err}:
+		case <-s.p.quit:
+			if c != nil {
+				c.Close()
+			}
+		}
+	}()
+}
+
+func (s *sink) handleDial(d dialResult) {
+	br := d.broker
+	br.dialing = false
+	select {
+	case <-s.p.quit:
+		if d.conn != nil {
+			d.conn.Close()
+		}
+		return
+	default:
+	}
+	if d.err != nil {
+		br.failures++
+		br.backoff = time.Now().Add(s.backoff(br.failures))
+		s.p.log.Warn("cannot connect to broker", "broker", br.id, "addr", br.addr, "err", d.err)
+		s.p.meta.Trigger()
+		return
+	}
+	if v := d.conn.MaxVersion(kmsg.Produce.Int16()); v < 3 {
+		d.conn.Close()
+		br.failures++
+		br.backoff = time.Now().Add(s.backoff(br.failures))
+		s.p.log.Error("broker does not support Produce v3+ (Kafka 0.11+ is required)", "broker", br.id, "addr", br.addr)
+		return
+	}
+	br.failures = 0
+	br.conn = d.conn
+}
+
+// backoff returns the wait before attempt n (1-based): RetryBackoff doubled
+// per attempt, capped at RetryBackoffMax, with ±20% jitter (KIP-580).
+func (s *sink) backoff(n int) time.Duration {
+	return conn.Backoff(n, s.cfg.RetryBackoff, s.cfg.RetryBackoffMax)
+}
+
+// sendOne builds and writes one Produce request for br from its ready
+// partitions. It reports false when nothing could be sent.
+func (s *sink) sendOne(br *ioBroker) bool {
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks = s.cfg.Acks.Wire()
+	req.TimeoutMillis = int32(s.cfg.RequestTimeout / time.Millisecond)
+	var batches []*batch
+	size := 0
+	topicIdx := map[string]int{}
+	keep := br.ready[:0]
+	for i, ip := range br.ready {
+		if ip.readyOn != br.id {
+			continue // listed again on its new leader
+		}
+		if ip.leader != br.id {
+			ip.readyOn = -1
+			continue
+		}
+		b, more := s.nextBatch(ip, s.cfg.MaxRequestSize-size, len(batches) == 0)
+		if b != nil {
+			ti, ok := topicIdx[ip.topic.name]
+			if !ok {
+				ti = len(req.Topics)
+				topicIdx[ip.topic.name] = ti
+				rt := kmsg.NewProduceRequestTopic()
+				rt.Topic, rt.TopicID = ip.topic.name, ip.topic.id
+				req.Topics = append(req.Topics, rt)
+			}
+			rp := kmsg.NewProduceRequestTopicPartition()
+			rp.Partition = ip.acc.ID
+			rp.Records = b.Raw
+			req.Topics[ti].Partitions = append(req.Topics[ti].Partitions, rp)
+			batches = append(batches, b)
+			size += len(b.Raw)
+			ip.inflight = append(ip.inflight, b)
+		}
+		if more {
+			keep = append(keep, ip)
+		} else {
+			ip.readyOn = -1
+		}
+		if size >= s.cfg.MaxRequestSize {
+			keep = append(keep, br.ready[i+1:]...)
+			break
+		}
+	}
+	clear(br.ready[len(keep):])
+	br.ready = keep
+	if len(batches) == 0 {
+		return false
+	}
+	// Rotate so that the next request starts with other partitions.
+	if len(br.ready) > 1 {
+		br.ready = append(br.ready[1:], br.ready[0])
+	}
+	br.inflight++
+	s.inflight++
+	s.p.stats.inflight.Add(1)
+	c := br.conn
+	c.Send(req, func(resp kmsg.Response, err error) {
+		r := produceResponse{broker: br, conn: c, batches: batches, resp: resp, err: err}
+		select {
+		case s.responses <- r:
+		default:
+			// Full, or called synchronously by Send on this goroutine
+			// (a connection already broken): never block the IO loop.
+			go func() { s.responses <- r }()
+		}
+	})
+	return true
+}
+
+// nextBatch returns ip's next batch to send if it may send one now and it
+// fits in room bytes (any size if first), and whether ip may have more.
+func (s *sink) nextBatch(ip *ioPart, room int, first bool) (b *batch, more bool) {
+	if s.now.Before(ip.backoff) {
+		return nil, true
+	}
+	if len(ip.retry) > 0 {
+		// Resend in order, one at a time, once nothing else is in flight.
+		if len(ip.inflight) > 0 {
+			return nil, false
+		}
+		b = ip.retry[0]
+		if len(b.Raw) > room && !first {
+			return nil, true
+		}
+		ip.retry = popFront(ip.retry, 1)
+		if s.idem != nil && b.BaseSequence < 0 {
+			s.sequence(ip, b)
+		}
+		b.Attempts++
+		s.p.stats.retries.Add(1)
+		return b, len(ip.retry) > 0 || ip.hasSealed
+	}
+	if s.idem != nil && len(ip.inflight) >= idempotenceMaxInFlight {
+		return nil, false
+	}
+	nb := ip.acc.PeekSealed()
+	if nb == nil {
+		ip.hasSealed = false
+		return nil, false
+	}
+	if err := s.finish(nb); err != nil {
+		ip.acc.NextSealed()
+		s.fail(ip, nb, err)
+		return nil, true
+	}
+	if len(nb.Raw) > room && !first {
+		return nil, true
+	}
+	ip.acc.NextSealed()
+	if s.idem != nil {
+		s.sequence(ip, nb)
+	} else {
+		recordbatch.Stamp(nb.Raw, -1, -1, -1)
+	}
+	nb.Attempts++
+	return nb, true
+}
+
+// finish compresses a sealed batch once.
+func (s *sink) finish(b *batch) error {
+	if b.Raw != nil {
+		return nil
+	}
+	b.Uncompressed = b.Builder.Len()
+	raw, scratch, err := b.Builder.Finish(s.p.compressor, s.scratch)
+	s.scratch = scratch
+	if err != nil {
+		return err
+	}
+	b.Raw = raw
+	return nil
+}
+
+// sequence gives b the partition's next idempotent sequence.
+func (s *sink) sequence(ip *ioPart, b *batch) {
+	b.BaseSequence = ip.nextSeq
+	ip.nextSeq += int32(len(b.Records))
+	if ip.nextSeq < 0 {
+		ip.nextSeq &= 0x7fffffff // sequences wrap to 0 after MaxInt32
+	}
+	recordbatch.Stamp(b.Raw, s.idem.producerID, s.idem.epoch, b.BaseSequence)
+}
+
+
+func (s *sink) handleResponse(r produceResponse) {
+	br := r.broker
+	br.inflight--
+	s.inflight--
+	s.p.stats.inflight.Add(-1)
+	for _, b := range r.batches {
+		b.Partition.IO.(*ioPart).landed(b)
+	}
+	if r.err != nil {
+		// The connection failed: every batch of the request may or may
+		// not have been written. Retry them all (idempotence makes that
+		// safe), reconnect, and refresh metadata.
+		if br.conn == r.conn && br.conn != nil {
+			go br.conn.Close()
+			br.conn = nil
+			br.failures++
+			br.backoff = s.now.Add(s.backoff(br.failures))
+		}
+		s.p.meta.Trigger()
+		for _, b := range r.batches {
+			s.retryOrFail(b.Partition.IO.(*ioPart), b, r.err)
+		}
+		return
+	}
+	if r.resp == nil { // acks=0: no answer comes
+		for _, b := range r.batches {
+			s.succeed(b, -1, -1)
+		}
+		return
+	}
+	resp := r.resp.(*kmsg.ProduceResponse)
+	for _, b := range r.batches {
+		ip := b.Partition.IO.(*ioPart)
+		if rp := findPartition(resp, ip); rp == nil {
+			s.retryOrFail(ip, b, fmt.Errorf("broker %d did not answer for %s[%d]", br.id, ip.topic.name, ip.acc.ID))
+		} else {
+			s.handlePartition(br, ip, b, rp)
+		}
+		// A partition waiting for its in-flight batches (to resend in
+		// order, or at the idempotent limit) may send again.
+		if len(ip.retry) > 0 || ip.hasSealed {
+			s.markReady(ip)
+		}
+	}
+}
+
+func findPartition(resp *kmsg.ProduceResponse, ip *ioPart) *kmsg.ProduceResponseTopicPartition {
+	for i := range resp.Topics {
+		rt := &resp.Topics[i]
+		if rt.Topic != ip.topic.name && (resp.Version < 13 || rt.TopicID != ip.topic.id) {
+			continue
+		}
+		for j := range rt.Partitions {
+			if rt.Partitions[j].Partition == ip.acc.ID {
+				return &rt.Partitions[j]
+			}
+		}
+	}
+	return nil
+}
+
+func (s *sink) handlePartition(br *ioBroker, ip *ioPart, b *batch, rp *kmsg.ProduceResponseTopicPartition) {
+	err := kerr.ForCode(rp.ErrorCode)
+	switch {
+	case err == nil, errors.Is(err, kerr.DuplicateSequenceNumber):
+		ip.failures = 0
+		ip.lastErr = nil
+		s.succeed(b, rp.BaseOffset, rp.LogAppendTime)
+		return
+	case errors.Is(err, kerr.MessageTooLarge) && len(b.Records) > 1:
+		// Kafka accepts smaller batches: split this one and resend its
+		// halves in order.
+		if halves, serr := s.split(b); serr == nil {
+			ip.retry = append(halves, ip.retry...)
+			s.markReady(ip)
+			return
+		}
+	}
+	msg := ""
+	if rp.ErrorMessage != nil {
+		msg = ": " + *rp.ErrorMessage
+	}
+	err = fmt.Errorf("%s[%d] on broker %d: %w%s", ip.topic.name, ip.acc.ID, br.id, err, msg)
+	if kerr.IsRetriable(err) || isSequenceError(err) {
+		if needsMetadata(err) {
+			ip.leader = -1 // wait for the new leader
+			if cl := rp.CurrentLeader; cl.LeaderID >= 0 && cl.LeaderEpoch > ip.epoch && s.brokers[cl.LeaderID] != nil {
+				ip.leader, ip.epoch = cl.LeaderID, cl.LeaderEpoch // KIP-951
+			}
+			ip.acc.SetLeaderless(ip.leader < 0)
+			s.p.meta.Trigger()
+		}
+		if isSequenceError(err) && s.idem != nil && !ip.hasEarlier(b) {
+			// A real gap or lost producer state, not the echo of an
+			// earlier batch being retried: bump the epoch (KIP-360).
+			s.idem.needBump = true
+			s.p.log.Info("sequence error; bumping the producer epoch", "topic", ip.topic.name, "partition", ip.acc.ID, "err", err)
+		}
+		s.retryOrFail(ip, b, err)
+		return
+	}
+	s.fail(ip, b, err)
+}
+
+// landed removes b from ip's in-flight list once its answer (or failure)
+// is in.
+func (ip *ioPart) landed(b *batch) {
+	for i, x := range ip.inflight {
+		if x == b {
+			ip.inflight = slices.Delete(ip.inflight, i, i+1)
+			return
+		}
+	}
+}
+
+// hasEarlier reports whether a batch sent before b is still unacknowledged:
+// in flight or waiting to be resent.
+func (ip *ioPart) hasEarlier(b *batch) bool {
+	for _, x := range ip.inflight {
+		if before(x, b) {
+			return true
+		}
+	}
+	for _, x := range ip.retry {
+		if before(x, b) {
+			return true
+		}
+	}
+	return false
+}
+
+func needsMetadata(err error) bool {
+	for _, e := range []error{kerr.NotLeaderOrFollower, kerr.UnknownTopicOrPartition, kerr.LeaderNotAvailable,
+		kerr.NetworkException, kerr.KafkaStorageError, kerr.FencedLeaderEpoch, kerr.UnknownLeaderEpoch} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+func isSequenceError(err error) bool {
+	return errors.Is(err, kerr.OutOfOrderSequenceNumber) || errors.Is(err, kerr.UnknownProducerID)
+}
+
+// retryOrFail queues b to be sent again, in sequence order, unless its
+// delivery timeout has passed.
+func (s *sink) retryOrFail(ip *ioPart, b *batch, err error) {
+	ip.lastErr = err
+	s.p.log.Debug("retrying batch", "topic", ip.topic.name, "partition", ip.acc.ID, "records", len(b.Records), "attempts", b.Attempts, "err", err)
+	if s.now.Sub(b.Created) >= s.cfg.DeliveryTimeout {
+		s.fail(ip, b, fmt.Errorf("%w: %d records for %s[%d] not acknowledged after %v; the outcome is unknown, the last error was: %w",
+			ErrDeliveryTimeout, len(b.Records), ip.topic.name, ip.acc.ID, s.cfg.DeliveryTimeout, err))
+		return
+	}
+	ip.failures++
+	ip.backoff = s.now.Add(s.backoff(ip.failures))
+	// Keep retries ordered by sequence (or creation) so that they go out in
+	// their original order.
+	i := len(ip.retry)
+	for i > 0 && before(b, ip.retry[i-1]) {
+		i--
+	}
+	ip.retry = append(ip.retry, nil)
+	copy(ip.retry[i+1:], ip.retry[i:])
+	ip.retry[i] = b
+	s.markReady(ip)
+}
+
+func before(a, b *batch) bool {
+	if a.BaseSequence >= 0 && b.BaseSequence >= 0 {
+		return a.BaseSequence < b.BaseSequence
+	}
+	return a.Created.Before(b.Created)
+}
+
+// split decodes b and rebuilds its records into two batches of half the
+// records each, with memory from the pool (non-blocking).
+func (s *sink) split(b *batch) ([]*batch, error) {
+	dec, err := recordbatch.Decode(b.Raw, s.cfg.MaxRequestSize*4)
+	if err != nil {
+		return nil, err
+	}
+	half := len(dec.Records) / 2
+	parts := [][]recordbatch.Record{dec.Records[:half], dec.Records[half:]}
+	comps := [][]completion{b.Records[:half], b.Records[half:]}
+	out := make([]*batch, 0, 2)
+	for i, recs := range parts {
+		size := recordbatch.HeaderSize
+		for _, r := range recs {
+			size += recordbatch.SingleRecordBatchSize(len(r.Body))
+		}
+		nb := s.p.acc.NewDetachedBatch(b.Partition, size)
+		if nb == nil {
+			for _, x := range out {
+				s.p.acc.Free(x)
+			}
+			return nil, errors.New("no buffer memory to split the batch")
+		}
+		for _, r := range recs {
+			if !nb.Builder.AppendBody(r.Timestamp, r.Body) {
+				panic("producer: split batch overflow")
+			}
+		}
+		nb.Records = append(nb.Records, comps[i]...)
+		nb.Created = b.Created
+		nb.BaseSequence = -1
+		if err := s.finish(nb); err != nil {
+			return nil, err
+		}
+		out = append(out, nb)
+	}
+	// The halves own the completions now; b's memory goes back.
+	b.Records = b.Records[:0]
+	s.p.acc.Free(b)
+	return out, nil
+}
+
+func (s *sink) resetTimer() {
+	next := s.now.Add(time.Hour)
+	if len(s.lingerQ) > 0 {
+		if t := s.lingerQ[0].at.Add(s.cfg.Linger); t.Before(next) {
+			next = t
+		}
+	}
+	if len(s.expireQ) > 0 {
+		if t := s.expireQ[0].at.Add(s.cfg.DeliveryTimeout); t.Before(next) {
+			next = t
+		}
+	}
+	for t := range s.parked {
+		if at := t.ts.acc.OldestParked(); !at.IsZero() {
+			if d := at.Add(s.cfg.DeliveryTimeout); d.Before(next) {
+				next = d
+			}
+		}
+		if t.err != nil && s.cfg.AutoCreateTopics && !t.creating && t.createAt.Before(next) {
+			next = t.createAt
+		}
+	}
+	for _, br := range s.brokers {
+		if len(br.ready) == 0 {
+			continue
+		}
+		if br.conn == nil && br.backoff.After(s.now) && br.backoff.Before(next) {
+			next = br.backoff
+		}
+		for _, ip := range br.ready {
+			if ip.backoff.After(s.now) && ip.backoff.Before(next) {
+				next = ip.backoff
+			}
+		}
+	}
+	if s.idem != nil && s.idem.retryAt.After(s.now) && s.idem.retryAt.Before(next) {
+		next = s.idem.retryAt
+	}
+	d := max(next.Sub(s.now), 0)
+	s.timer.Reset(d + time.Duration(rand.Int64N(int64(time.Millisecond)/4)))
+}
+
+// shutdown runs when the IO goroutine stops (Close): it fails everything
+// still buffered with ErrClosed, waits for requests in flight, and closes the
+// connections.
+func (s *sink) shutdown() {
+	s.timer.Stop()
+	s.now = time.Now()
+	s.drainEvents()
+	// Close the connections (which fails what they still hold) while
+	// collecting the answers of requests in flight, so that their batches
+	// complete with what the broker said, or with ErrClosed if it said
+	// nothing.
+	for _, br := range s.brokers {
+		if br.conn != nil {
+			go br.conn.Close()
+			br.conn = nil
+		}
+	}
+	for s.inflight > 0 {
+		select {
+		case r := <-s.responses:
+			s.handleResponseClosing(r)
+		case d := <-s.dials:
+			if d.conn != nil {
+				d.conn.Close()
+			}
+		}
+	}
+	// Fail what is still buffered. A Send that passed its closed check just
+	// before Close may still be appending: keep failing until every record
+	// the producer accepted is completed.
+	for {
+		s.drainEvents()
+		s.failBuffered()
+		idle := s.p.whenIdle()
+		select {
+		case <-idle:
+		case <-s.p.acc.Wake():
+			continue
+		}
+		break
+	}
+	for {
+		select {
+		case d := <-s.dials:
+			if d.conn != nil {
+				d.conn.Close()
+			}
+			continue
+		default:
+		}
+		break
+	}
+}
+
+// failBuffered fails every buffered record with ErrClosed (shutdown only).
+func (s *sink) failBuffered() {
+	closedErr := fmt.Errorf("%w: the record was not sent before Close returned", ErrClosed)
+	var all []*batch
+	s.p.topics.Range(func(k, v any) bool {
+		ts := v.(*topicState)
+		ts.acc.FailParked(func(c completion) {
+			s.p.completer.push(outcome{single: &c, md: RecordMetadata{Topic: ts.acc.Name, Partition: -1, Offset: -1}, err: closedErr})
+		})
+		for _, ap := range ts.acc.KnownPartitions() {
+			ip := ap.IO.(*ioPart)
+			for _, b := range ip.retry {
+				s.p.completer.push(outcome{batch: b, baseOffset: -1, appendTime: -1, err: closedErr})
+			}
+			ip.retry = nil
+			all = ap.TakeAll(all[:0])
+			for _, b := range all {
+				s.p.completer.push(outcome{batch: b, baseOffset: -1, appendTime: -1, err: closedErr})
+			}
+		}
+		return true
+	})
+}
+
+// handleResponseClosing completes in-flight batches during shutdown: success
+// completes them, anything else fails them with the error (no retries).
+func (s *sink) handleResponseClosing(r produceResponse) {
+	s.inflight--
+	r.broker.inflight--
+	s.p.stats.inflight.Add(-1)
+	for _, b := range r.batches {
+		ip := b.Partition.IO.(*ioPart)
+		ip.landed(b)
+		if r.err != nil {
+			s.fail(ip, b, fmt.Errorf("%w: closing while the request was in flight: %w", ErrClosed, r.err))
+			continue
+		}
+		if r.resp == nil {
+			s.succeed(b, -1, -1)
+			continue
+		}
+		rp := findPartition(r.resp.(*kmsg.ProduceResponse), ip)
+		if rp == nil {
+			s.fail(ip, b, fmt.Errorf("%w: no answer for %s[%d]", ErrClosed, ip.topic.name, ip.acc.ID))
+			continue
+		}
+		if err := kerr.ForCode(rp.ErrorCode); err != nil && !errors.Is(err, kerr.DuplicateSequenceNumber) {
+			s.fail(ip, b, fmt.Errorf("%w: %s[%d]: %w", ErrClosed, ip.topic.name, ip.acc.ID, err))
+			continue
+		}
+		s.succeed(b, rp.BaseOffset, rp.LogAppendTime)
+	}
+}
