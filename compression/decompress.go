@@ -66,8 +66,10 @@ func corrupt(t Type, err error) error {
 // readCapped appends everything r produces to dst, failing with ErrTooLarge
 // as soon as more than maxSize bytes have come out. It grows dst to at most
 // len(dst)+maxSize+1 bytes, the last one only to tell an overrun from the
-// end; hint, the expected output size, only sizes the first growth.
-func readCapped(dst []byte, r io.Reader, t Type, maxSize, hint int) ([]byte, error) {
+// end; hint, the expected output size, only sizes the first growth. probe
+// is a 1-byte buffer for when dst has no spare byte for that check; it
+// lives in the pooled decoder, so that it costs no allocation.
+func readCapped(dst []byte, r io.Reader, t Type, maxSize, hint int, probe []byte) ([]byte, error) {
 	start := len(dst)
 	limit := start + maxSize
 	if hint <= 0 {
@@ -81,7 +83,7 @@ func readCapped(dst []byte, r io.Reader, t Type, maxSize, hint int) ([]byte, err
 		case len(dst) == limit:
 			// Full, and dst has no spare byte: probe for one more byte
 			// rather than copy dst to make room.
-			buf = make([]byte, 1)
+			buf = probe[:1]
 		default:
 			// Double what was decoded so far, never past the limit; the
 			// growth that reaches the limit takes the probe byte along.

@@ -42,8 +42,9 @@ func (c *Compressor) appendGzip(dst, src []byte) ([]byte, error) {
 
 // gzipDecoder is a pooled gzip reader with the bytes.Reader it reads from.
 type gzipDecoder struct {
-	src bytes.Reader
-	zr  gzip.Reader
+	src   bytes.Reader
+	zr    gzip.Reader
+	probe [1]byte
 }
 
 var gzipDecoders = sync.Pool{New: func() any { return new(gzipDecoder) }}
@@ -65,5 +66,5 @@ func appendGunzip(dst, src []byte, maxSize int) ([]byte, error) {
 	if len(src) >= 4 {
 		hint = int(min(binary.LittleEndian.Uint32(src[len(src)-4:]), uint32(min(len(src), 1<<22))*1032))
 	}
-	return readCapped(dst, &d.zr, Gzip, maxSize, hint)
+	return readCapped(dst, &d.zr, Gzip, maxSize, hint, d.probe[:])
 }

@@ -53,8 +53,9 @@ func (c *Compressor) appendLZ4(dst, src []byte) ([]byte, error) {
 // from. Reading blocks one at a time, it holds at most one block (up to
 // 4 MiB, from pierrec/lz4's own pool) besides the output.
 type lz4Decoder struct {
-	src bytes.Reader
-	zr  *lz4.Reader
+	src   bytes.Reader
+	zr    *lz4.Reader
+	probe [1]byte
 }
 
 var lz4Decoders = sync.Pool{New: func() any {
@@ -68,7 +69,7 @@ func appendUnlz4(dst, src []byte, maxSize int) ([]byte, error) {
 	d := lz4Decoders.Get().(*lz4Decoder)
 	d.src.Reset(src)
 	d.zr.Reset(&d.src)
-	out, err := readCapped(dst, d.zr, LZ4, maxSize, 0)
+	out, err := readCapped(dst, d.zr, LZ4, maxSize, 0, d.probe[:])
 	d.zr.Reset(nil) // returns the block buffer to pierrec/lz4's pool
 	d.src.Reset(nil)
 	lz4Decoders.Put(d)

@@ -35,6 +35,7 @@ type zstdDecoder struct {
 	dec   *zstd.Decoder
 	limit uint64
 	src   bytes.Reader
+	probe [1]byte
 }
 
 var zstdDecoders = sync.Pool{New: func() any {
@@ -143,7 +144,7 @@ func appendUnzstd(dst, src []byte, maxSize int) ([]byte, error) {
 		} else {
 			d.src.Reset(frame)
 			if err = d.dec.Reset(&d.src); err == nil {
-				dst, err = readCapped(dst, d.dec, Zstd, budget, 0)
+				dst, err = readCapped(dst, d.dec, Zstd, budget, 0, d.probe[:])
 			}
 			// A stream stopped before its end keeps the decoder's only
 			// block decoder, and DecodeAll would wait for it forever.

@@ -80,7 +80,7 @@ type ioPart struct {
 
 	retry      []*batch // batches to resend, oldest first
 	inflight   []*batch // in flight, in send order
-	failures   int // consecutive retriable failures, for backoff
+	failures   int      // consecutive retriable failures, for backoff
 	backoff    time.Time
 	lastErr    error
 	readyOn    int32 // the broker whose ready list holds it, or -1
@@ -689,7 +689,6 @@ func (s *sink) sequence(ip *ioPart, b *batch) {
 	}
 	recordbatch.Stamp(b.Raw, s.idem.producerID, s.idem.epoch, b.BaseSequence)
 }
-
 
 func (s *sink) handleResponse(r produceResponse) {
 	br := r.broker

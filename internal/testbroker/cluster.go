@@ -477,7 +477,8 @@ func (c *Cluster) RestartBroker(id int32) error {
 	if b.running() {
 		return nil
 	}
-	if err := b.listen(int(b.port)); err != nil {
+	_, port := b.addr()
+	if err := b.listen(int(port)); err != nil {
 		return err
 	}
 	c.mu.Lock()

@@ -39,6 +39,7 @@ type conn struct {
 	produceResp kmsg.ProduceResponse
 	mutedUntil  time.Time // KIP-219: no read before this time
 	timer       *time.Timer
+	hdr         reqHeader // the request being handled
 }
 
 // reqHeader is a parsed request header (v1 or v2).
@@ -166,10 +167,12 @@ func skipTags(b []byte) ([]byte, error) {
 // handle decodes one request, runs it through the interceptors and its
 // handler, and writes the response. A returned error closes the connection.
 func (cn *conn) handle(buf []byte) error {
-	h, body, err := cn.parseHeader(buf)
+	hdr, body, err := cn.parseHeader(buf)
 	if err != nil {
 		return err
 	}
+	cn.hdr = hdr // on the conn: a pointer to a local would escape
+	h := &cn.hdr
 	if h.key >= 0 && h.key <= maxAPIKey {
 		cn.b.requests[h.key].Add(1)
 	}
@@ -182,7 +185,7 @@ func (cn *conn) handle(buf []byte) error {
 			// The v0 fallback: answer v0 with UNSUPPORTED_VERSION and the
 			// supported versions, so the client retries with one it and
 			// we know.
-			return cn.write(&h, unsupportedAPIVersions(), false)
+			return cn.write(h, unsupportedAPIVersions(), false)
 		}
 		return fmt.Errorf("%s v%d is not supported (v%d to v%d are)", kmsg.NameForKey(h.key), h.version, a.min, a.max)
 	}
@@ -202,7 +205,7 @@ func (cn *conn) handle(buf []byte) error {
 	if err != nil {
 		return fmt.Errorf("decoding %s v%d: %w", kmsg.NameForKey(h.key), h.version, err)
 	}
-	return cn.process(&h, a, req)
+	return cn.process(h, a, req)
 }
 
 // result is what a handler produces.

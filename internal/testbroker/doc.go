@@ -55,8 +55,10 @@
 // has taken effect: a Produce appended and answered REQUEST_TIMED_OUT, or a
 // dropped connection, is an ambiguous outcome). It matches by API key,
 // broker, predicate and probability, once, N times or until removed.
-// Metadata is made slow or failing with an interceptor on key 3; Produce is
-// stalled entirely with Stall on key 0, and released by removing it.
+// Metadata is made slow with Delay on key 3, and failing with Drop (the
+// client sees a network error) or ErrorCode (every topic it names gets the
+// code); Produce is stalled entirely with Stall on key 0, and released by
+// removing the interceptor.
 //
 // Runtime operations: [Cluster.StopBroker] (its partitions move to the
 // other running brokers, as a controlled shutdown would),
