@@ -265,8 +265,9 @@ func TestSteadyStateAllocations(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+		exact := make([]byte, 0, len(src)) // no spare byte: the overrun probe must not allocate either
 		decompressAllocs := testing.AllocsPerRun(50, func() {
-			if _, err := compression.AppendDecompress(ty, dst[:0], z, len(src)); err != nil {
+			if _, err := compression.AppendDecompress(ty, exact[:0], z, len(src)); err != nil {
 				t.Fatal(err)
 			}
 		})
