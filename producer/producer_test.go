@@ -438,3 +438,60 @@ func (m *runtimeMem) read() {
 	runtime.ReadMemStats(&ms)
 	m.heap = int64(ms.HeapAlloc)
 }
+
+// TestSlowMetadataNeverBlocksSend: with Metadata answers delayed, Send still
+// returns at once and every record is delivered once metadata arrives.
+func TestSlowMetadataNeverBlocksSend(t *testing.T) {
+	c := newCluster(t, testbroker.Config{})
+	require.NoError(t, c.CreateTopic("slowmeta", 3))
+	remove := c.Intercept(testbroker.Interceptor{Keys: []int16{3}, Delay: 500 * time.Millisecond})
+	defer remove()
+	p := newProducer(t, c, Config{})
+	fs := make([]*Future, 1000)
+	start := time.Now()
+	for i := range fs {
+		fs[i] = p.Send(context.Background(), &Record{Topic: "slowmeta", Value: []byte(fmt.Sprint(i))})
+	}
+	require.Less(t, time.Since(start), 400*time.Millisecond, "Send waited for metadata")
+	waitAll(t, fs)
+}
+
+// TestSendContextEndsTheWaitForMemory: a Send blocked on a full pool fails
+// with its context's error when the context ends, and nothing else is
+// disturbed.
+func TestSendContextEndsTheWaitForMemory(t *testing.T) {
+	c := newCluster(t, testbroker.Config{})
+	require.NoError(t, c.CreateTopic("ctx", 1))
+	remove := c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Stall: true})
+	defer remove()
+	p := newProducer(t, c, Config{BufferMemory: 64 << 10, BatchSize: 16 << 10, MaxBlock: time.Minute, Linger: -1})
+	value := bytes.Repeat([]byte("v"), 8<<10)
+	var fs []*Future
+	for range 8 { // fill the pool: each 8 KiB record takes a 16 KiB batch; TrySends past 64 KiB fail at once
+		fs = append(fs, p.TrySend(context.Background(), &Record{Topic: "ctx", Value: value}))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	var blocked *Future
+	for time.Since(start) < 10*time.Second {
+		f := p.Send(ctx, &Record{Topic: "ctx", Value: value})
+		if _, err, done := f.Result(); done && err != nil {
+			blocked = f
+			break
+		}
+		fs = append(fs, f)
+	}
+	require.NotNil(t, blocked)
+	_, err := blocked.Wait(context.Background())
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, time.Since(start), 5*time.Second, "the context, not MaxBlock, ended the wait")
+	remove()
+	for _, f := range fs {
+		if _, err, _ := f.Result(); err != nil {
+			continue // a TrySend that found the pool full
+		}
+		_, err := f.Wait(context.Background())
+		require.NoError(t, err)
+	}
+}

@@ -571,6 +571,7 @@ func (s *sink) sendOne(br *ioBroker) bool {
 				rt := kmsg.NewProduceRequestTopic()
 				rt.Topic, rt.TopicID = ip.topic.name, ip.topic.id
 				req.Topics = append(req.Topics, rt)
+				s.p.meta.Touch(ip.topic.name) // in use: keep it in metadata refreshes
 			}
 			rp := kmsg.NewProduceRequestTopicPartition()
 			rp.Partition = ip.acc.ID
