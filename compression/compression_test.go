@@ -277,3 +277,29 @@ func TestSteadyStateAllocations(t *testing.T) {
 		}
 	}
 }
+
+// TestZstdKeepsOneEncoderPerConcurrentCall protects memory: a zstd encoder
+// at level 6 holds about 20 MiB, and one goroutine compressing in a loop
+// must not leave one such encoder per CPU behind.
+func TestZstdKeepsOneEncoderPerConcurrentCall(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(8))
+	src := records(64 << 10)
+	before := heapInUse()
+	c := mustCompressor(t, compression.Zstd, 6)
+	for range 32 {
+		if _, err := c.AppendCompress(nil, src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if retained := heapInUse() - before; retained > 40<<20 {
+		t.Errorf("one goroutine's zstd compressions retain %d MiB", retained>>20)
+	}
+	runtime.KeepAlive(c)
+}
+
+func heapInUse() int64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
+}

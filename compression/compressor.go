@@ -14,10 +14,10 @@ import (
 //
 // It is safe for concurrent use and meant to live as long as the producer:
 // stream encoders (gzip, lz4) are kept in a pool and reset for each call,
-// zstd shares one encoder whose EncodeAll runs up to GOMAXPROCS calls at
-// once, and snappy needs no state. In steady state AppendCompress allocates
-// nothing but the growth of dst and starts no goroutine. A Compressor holds
-// no goroutine either, so it has no Close.
+// zstd keeps one encoder per concurrent caller (see appendZstd), and snappy
+// needs no state. In steady state AppendCompress allocates nothing but the
+// growth of dst and starts no goroutine. A Compressor holds no goroutine
+// either, so it has no Close.
 type Compressor struct {
 	t     Type
 	level int
@@ -25,7 +25,8 @@ type Compressor struct {
 	gzipLevel int
 	lz4Level  lz4.CompressionLevel
 	pool      sync.Pool // *gzipEncoder or *lz4Encoder
-	zstd      *zstd.Encoder
+	zstdLevel zstd.EncoderLevel
+	zstdFree  chan *zstd.Encoder // idle encoders, at most GOMAXPROCS
 }
 
 // NewCompressor returns a Compressor for codec t at the given level. Level 0
@@ -84,19 +85,13 @@ func NewCompressor(t Type, level int) (*Compressor, error) {
 		if zl == 0 {
 			zl = 3
 		}
-		enc, err := zstd.NewWriter(nil,
-			zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(zl)),
-			// EncodeAll borrows one of these encoders per call; it starts
-			// no goroutine (only the unused streaming mode would).
-			zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)),
-			// An empty batch still becomes a valid frame, which every
-			// other zstd decoder reads.
-			zstd.WithZeroFrames(true),
-		)
+		c.zstdLevel = zstd.EncoderLevelFromZstd(zl)
+		c.zstdFree = make(chan *zstd.Encoder, runtime.GOMAXPROCS(0))
+		enc, err := c.newZstdEncoder()
 		if err != nil {
 			return nil, fmt.Errorf("compression: zstd encoder: %w", err)
 		}
-		c.zstd = enc
+		c.zstdFree <- enc
 	default:
 		return nil, fmt.Errorf("compression: %w type %s", ErrUnsupported, t)
 	}
@@ -126,7 +121,7 @@ func (c *Compressor) AppendCompress(dst, src []byte) ([]byte, error) {
 	case LZ4:
 		return c.appendLZ4(dst, src)
 	case Zstd:
-		return c.zstd.EncodeAll(src, dst), nil
+		return c.appendZstd(dst, src)
 	}
 	return dst, fmt.Errorf("compression: %w type %s", ErrUnsupported, c.t)
 }

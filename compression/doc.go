@@ -53,7 +53,9 @@
 // # Memory and goroutines
 //
 // Encoders and decoders are reused: gzip and lz4 stream encoders live in a
-// per-Compressor pool, zstd shares one encoder per Compressor, and decoders
+// per-Compressor pool, zstd encoders in a per-Compressor free list that
+// keeps one encoder per concurrent caller (a zstd encoder holds 0.7 MiB at
+// level 1, 1.7 MiB at 3, 20 MiB at 6-9 and 50 MiB at 10+), and decoders
 // live in package-level pools. Steady-state calls allocate only what dst
 // needs to grow, and no call starts a goroutine, so nothing needs closing.
 // Pass a dst with spare capacity (a recycled buffer) to avoid even that.
