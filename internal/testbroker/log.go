@@ -72,27 +72,19 @@ const defaultMaxMessageBytes = 1024*1024 + 12
 
 const defaultMaxUncompressedBytes = 64 << 20
 
-// Header layout of a record batch v2 (see KAFKA-FACTS.md); the log reads
-// the fields it needs straight from the bytes on the hot path.
+// Byte offsets in a record batch v2 header of the fields the log checks or
+// rewrites in place (see KAFKA-FACTS.md); recordbatch.ParseHeader reads the
+// rest.
 const (
-	bOffBaseOffset      = 0
-	bOffLength          = 8
-	bOffLeaderEpoch     = 12
-	bOffMagic           = 16
-	bOffCRC             = 17
-	bOffAttributes      = 21
-	bOffLastOffsetDelta = 23
-	bOffMaxTimestamp    = 35
-	bOffProducerID      = 43
-	bOffProducerEpoch   = 51
-	bOffBaseSequence    = 53
-	bOffNumRecords      = 57
-	batchHeaderSize     = recordbatch.HeaderSize
-	batchLogOverhead    = 12 // BaseOffset + Length
+	bOffBaseOffset   = 0
+	bOffLeaderEpoch  = 12
+	bOffCRC          = 17
+	bOffAttributes   = 21 // the CRC covers everything from here on
+	bOffMaxTimestamp = 35
+	batchLogOverhead = 12 // BaseOffset + Length
 
 	attrCodecMask     = 0x07
 	attrLogAppendTime = 0x08
-	attrControl       = 0x20
 )
 
 var castagnoliTable = crc32.MakeTable(crc32.Castagnoli)
@@ -187,8 +179,8 @@ func (l *partitionLog) appendBatch(raw []byte, now time.Time) appendResult {
 		}
 	}
 
-	firstSeq := h.baseSequence
-	lastSeq := lastSequence(firstSeq, h.lastOffsetDelta)
+	firstSeq := h.BaseSequence
+	lastSeq := lastSequence(firstSeq, h.LastOffsetDelta)
 	appendTime := int64(-1)
 	if l.cfg.LogAppendTime {
 		appendTime = now.UnixMilli()
@@ -210,10 +202,10 @@ func (l *partitionLog) appendBatch(raw []byte, now time.Time) appendResult {
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	seq := l.producers.check(h.producerID, h.producerEpoch, firstSeq, lastSeq)
+	seq := l.producers.check(h.ProducerID, h.ProducerEpoch, firstSeq, lastSeq)
 	if seq.duplicate {
 		return appendResult{BaseOffset: seq.dup.firstOffset, LogAppendTime: appendTime,
-			LogStartOffset: l.logStart, Duplicate: true, NumRecords: h.numRecords}
+			LogStartOffset: l.logStart, Duplicate: true, NumRecords: h.NumRecords}
 	}
 	if seq.code != codeNone {
 		res := failed(seq.code, "%s", seq.msg)
@@ -221,9 +213,9 @@ func (l *partitionLog) appendBatch(raw []byte, now time.Time) appendResult {
 		return res
 	}
 	base := l.next
-	last := base + int64(h.lastOffsetDelta)
+	last := base + int64(h.LastOffsetDelta)
 	l.next = last + 1
-	l.producers.record(h.producerID, h.producerEpoch, batchMeta{firstSeq: firstSeq, lastSeq: lastSeq, firstOffset: base, lastOffset: last})
+	l.producers.record(h.ProducerID, h.ProducerEpoch, batchMeta{firstSeq: firstSeq, lastSeq: lastSeq, firstOffset: base, lastOffset: last})
 	if l.cfg.Sink {
 		l.appended++
 	} else {
@@ -237,78 +229,51 @@ func (l *partitionLog) appendBatch(raw []byte, now time.Time) appendResult {
 		}
 		l.batches = append(l.batches, storedBatch{baseOffset: base, lastOffset: last, raw: stored, timestamps: timestamps})
 	}
-	return appendResult{BaseOffset: base, LogAppendTime: appendTime, LogStartOffset: l.logStart, NumRecords: h.numRecords}
-}
-
-// frameHeader holds the header fields appendBatch needs.
-type frameHeader struct {
-	attributes      uint16
-	lastOffsetDelta int32
-	producerID      int64
-	producerEpoch   int16
-	baseSequence    int32
-	numRecords      int32
+	return appendResult{BaseOffset: base, LogAppendTime: appendTime, LogStartOffset: l.logStart, NumRecords: h.NumRecords}
 }
 
 // validateFrame runs steps 1 to 7 (see the top of the file). It allocates
 // nothing on success.
-func (l *partitionLog) validateFrame(raw []byte) (frameHeader, appendResult, bool) {
-	var h frameHeader
+func (l *partitionLog) validateFrame(raw []byte) (recordbatch.BatchHeader, appendResult, bool) {
 	if len(raw) == 0 {
-		return h, failed(codeInvalidRecord, "produce requests v3+ must hold one record batch per partition; got none"), false
+		return recordbatch.BatchHeader{}, failed(codeInvalidRecord, "produce requests v3+ must hold one record batch per partition; got none"), false
 	}
-	if len(raw) <= bOffMagic {
-		return h, failed(codeCorruptMessage, "record set of %d bytes is too short for a batch header", len(raw)), false
+	h, err := recordbatch.ParseHeader(raw)
+	switch {
+	case errors.Is(err, recordbatch.ErrBadMagic):
+		return h, failed(codeInvalidRecord, "produce requests v3+ may only hold record batches with magic 2; got magic %d", h.Magic), false
+	case err != nil: // too short, Length too small for a header, or truncated
+		return h, failed(codeCorruptMessage, "%v", err), false
 	}
-	be := binary.BigEndian
-	length := int32(be.Uint32(raw[bOffLength:]))
-	if magic := int8(raw[bOffMagic]); magic != recordbatch.Magic {
-		return h, failed(codeInvalidRecord, "produce requests v3+ may only hold record batches with magic 2; got magic %d", magic), false
-	}
-	if length < batchHeaderSize-batchLogOverhead {
-		return h, failed(codeCorruptMessage, "batch length %d is smaller than the batch header", length), false
-	}
-	size := int64(length) + batchLogOverhead
-	if size > int64(len(raw)) {
-		return h, failed(codeCorruptMessage, "batch length %d but only %d bytes follow the length field (truncated)", length, len(raw)-batchLogOverhead), false
-	}
-	if size < int64(len(raw)) {
+	if size := int64(h.Length) + batchLogOverhead; size < int64(len(raw)) {
 		return h, failed(codeInvalidRecord, "produce requests v3+ may hold exactly one record batch per partition; %d bytes follow the first batch", int64(len(raw))-size), false
 	}
-	if base := int64(be.Uint64(raw[bOffBaseOffset:])); base != 0 {
-		return h, failed(codeInvalidRecord, "the base offset of a produced batch must be 0, got %d", base), false
+	if h.BaseOffset != 0 {
+		return h, failed(codeInvalidRecord, "the base offset of a produced batch must be 0, got %d", h.BaseOffset), false
 	}
-	if size > int64(l.cfg.MaxMessageBytes) {
+	if size := len(raw); size > int(l.cfg.MaxMessageBytes) {
 		return h, failed(codeMessageTooLarge, "batch of %d bytes is larger than max.message.bytes %d", size, l.cfg.MaxMessageBytes), false
 	}
-	if want, got := be.Uint32(raw[bOffCRC:]), crc32.Checksum(raw[bOffAttributes:], castagnoliTable); want != got {
-		return h, failed(codeCorruptMessage, "record batch CRC-32C mismatch: header says %#08x, bytes give %#08x", want, got), false
+	if got := crc32.Checksum(raw[bOffAttributes:], castagnoliTable); got != h.CRC {
+		return h, failed(codeCorruptMessage, "record batch CRC-32C mismatch: header says %#08x, bytes give %#08x", h.CRC, got), false
 	}
-	h = frameHeader{
-		attributes:      be.Uint16(raw[bOffAttributes:]),
-		lastOffsetDelta: int32(be.Uint32(raw[bOffLastOffsetDelta:])),
-		producerID:      int64(be.Uint64(raw[bOffProducerID:])),
-		producerEpoch:   int16(be.Uint16(raw[bOffProducerEpoch:])),
-		baseSequence:    int32(be.Uint32(raw[bOffBaseSequence:])),
-		numRecords:      int32(be.Uint32(raw[bOffNumRecords:])),
-	}
-	if codec := h.attributes & attrCodecMask; codec > uint16(compression.Zstd) {
+	if codec := h.Attributes & attrCodecMask; codec > int16(compression.Zstd) {
 		return h, failed(codeUnsupportedCompression, "unknown compression codec %d", codec), false
 	}
-	if h.lastOffsetDelta < 0 {
-		return h, failed(codeInvalidRecord, "batch has an invalid offset range: last offset delta %d", h.lastOffsetDelta), false
+	if h.LastOffsetDelta < 0 {
+		return h, failed(codeInvalidRecord, "batch has an invalid offset range: last offset delta %d", h.LastOffsetDelta), false
 	}
-	if h.numRecords <= 0 {
-		return h, failed(codeInvalidRecord, "invalid record count %d", h.numRecords), false
+	if h.NumRecords <= 0 {
+		return h, failed(codeInvalidRecord, "invalid record count %d", h.NumRecords), false
 	}
-	if int64(h.numRecords) != int64(h.lastOffsetDelta)+1 {
-		return h, failed(codeInvalidRecord, "record count %d does not match the offset range [0, %d]", h.numRecords, h.lastOffsetDelta), false
+	if int64(h.NumRecords) != int64(h.LastOffsetDelta)+1 {
+		return h, failed(codeInvalidRecord, "record count %d does not match the offset range [0, %d]", h.NumRecords, h.LastOffsetDelta), false
 	}
-	if h.attributes&attrControl != 0 {
+	if h.Control() {
 		return h, failed(codeInvalidRecord, "clients may not write control batches"), false
 	}
-	if h.producerID >= 0 && h.baseSequence < 0 {
-		return h, failed(codeInvalidRecord, "idempotent batch of producer id %d has invalid base sequence %d", h.producerID, h.baseSequence), false
+	if h.ProducerID >= 0 && h.BaseSequence < 0 {
+		return h, failed(codeInvalidRecord, "idempotent batch of producer id %d has invalid base sequence %d", h.ProducerID, h.BaseSequence), false
 	}
 	return h, appendResult{}, true
 }
