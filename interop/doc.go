@@ -1,5 +1,44 @@
-// Package interop holds tests of samsa's components against other Kafka
-// implementations: franz-go's kgo client and kfake broker, and librdkafka
-// through kcat. It is a module of its own so that those dependencies never
-// reach the library's users.
+// Package interop tests samsa's components against Kafka implementations
+// that samsa did not write: franz-go's kgo client and kfake broker, and
+// librdkafka through kcat. It has no code of its own, only tests.
+//
+// # Why a separate module
+//
+// interop has its own go.mod (module github.com/samsa-go/samsa/interop, with
+// a replace directive pointing at the repository root), so that franz-go's
+// client and kfake never become dependencies of the library's users. Being
+// under github.com/samsa-go/samsa/, it may import the library's internal
+// packages, such as internal/testbroker. kfake builds only with franz-go
+// v1.22.3 and kmsg v1.15.1, the versions both modules pin.
+//
+// # Running
+//
+//	cd interop && go test -race ./...
+//
+// The root Makefile's test target runs it with every other module. The
+// librdkafka tests need the kcat binary (Debian: apt-get install kcat):
+// without it they are skipped, except when the CI environment variable is
+// set, where they fail; .ci/run installs kcat.
+//
+// # What is covered
+//
+//   - kgo against internal/testbroker, one test per API: Produce with every
+//     codec and acks=all (idempotent), acks=leader and acks=none, Fetch and
+//     ListOffsets through kgo consumers, Metadata (topic ids, auto
+//     creation), CreateTopics, CreatePartitions, DeleteTopics,
+//     InitProducerId, ApiVersions (including the v0 fallback),
+//     NOT_LEADER_OR_FOLLOWER with the KIP-951 current leader, throttling
+//     (produce quota, KIP-599 mutation quota) seen by kgo's throttle hook,
+//     and the fault injection the producer's tests rely on.
+//   - An idempotent kgo producer through a broker restart, leader moves
+//     and connections dropped after appends: every record stored once, in
+//     order.
+//   - kcat producing (every codec, plain and idempotent) and consuming
+//     (every codec, from the start and from an offset) against the test
+//     broker.
+//   - A kgo round trip against kfake.
+//
+// Every test starts its own in-process cluster on random loopback ports,
+// closes it, and is bounded by timeouts; TestMain checks that no goroutine
+// is left behind.
 package interop
