@@ -20,8 +20,8 @@ import (
 //  1. framing: an empty record set, or one that does not hold exactly one
 //     whole batch, gets INVALID_RECORD (more than one batch) or
 //     CORRUPT_MESSAGE (truncated, or a length too small for a header);
-//  2. magic 2, as Produce v3+ requires: INVALID_RECORD otherwise (Kafka
-//     2.5+ maps its InvalidRecordException to INVALID_RECORD, 87);
+//  2. magic 2, as Produce v3+ requires: INVALID_RECORD otherwise (since
+//     KIP-467 Kafka maps its InvalidRecordException to INVALID_RECORD, 87);
 //  3. base offset 0, as clients must send it: INVALID_RECORD;
 //  4. size: 12+Length above MaxMessageBytes gets MESSAGE_TOO_LARGE;
 //  5. CRC-32C over attributes..end: CORRUPT_MESSAGE on a mismatch;
