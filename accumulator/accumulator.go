@@ -200,7 +200,7 @@ func (a *Accumulator[C]) Free(b *Batch[C]) {
 	b.gen.Add(1) // stale references (the IO goroutine's queues) see it is gone
 	b.Partition, b.Builder, b.Records, b.Created = nil, recordbatch.Builder{}, recs, time.Time{}
 	b.Raw, b.Attempts, b.BaseSequence, b.Uncompressed = nil, 0, -1, 0
-	b.buf, b.overdraft = nil, false
+	b.buf, b.overdraft, b.Ambiguous = nil, false, false
 	a.batches.Put(b)
 }
 

@@ -30,6 +30,9 @@ type Batch[C any] struct {
 	BaseSequence int32
 	// Uncompressed is the size of the records before compression.
 	Uncompressed int
+	// Ambiguous is set when an attempt ended without a clear answer (a
+	// timeout, a broken connection): the batch may have been written.
+	Ambiguous bool
 
 	buf       []byte
 	gen       atomic.Uint64 // bumped each time the struct is reused

@@ -18,6 +18,7 @@ type idempotence struct {
 	epoch      int16
 	requesting bool
 	needBump   bool // a sequence gap or error: bump the epoch before sending more
+	needNewID  bool // the id was fenced: ask for a new one, not a bump
 	failures   int
 	retryAt    time.Time
 }
@@ -44,6 +45,9 @@ func (s *sink) ensureProducerID() {
 	req := kmsg.NewPtrInitProducerIDRequest()
 	req.TransactionTimeoutMillis = int32(s.cfg.DeliveryTimeout / time.Millisecond)
 	req.ProducerID, req.ProducerEpoch = id.producerID, id.epoch
+	if id.needNewID {
+		req.ProducerID, req.ProducerEpoch = -1, -1
+	}
 	timeout := s.cfg.RequestTimeout
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -80,7 +84,7 @@ func (s *sink) handleProducerID(r kmsg.Response, err error) {
 		if err == nil {
 			bumped := id.producerID >= 0
 			id.producerID, id.epoch = resp.ProducerID, resp.ProducerEpoch
-			id.needBump, id.failures = false, 0
+			id.needBump, id.needNewID, id.failures = false, false, 0
 			s.resetSequences()
 			s.p.log.Debug("idempotent producer id", "id", id.producerID, "epoch", id.epoch, "bumped", bumped)
 			return
@@ -98,13 +102,26 @@ func (s *sink) handleProducerID(r kmsg.Response, err error) {
 // resetSequences restarts every partition's sequence at 0 for a new producer
 // id or epoch; batches waiting to be resent get new sequences when they go
 // out again, in their original order.
+//
+// A batch whose earlier attempt may have been written cannot be sent again
+// under the new epoch: the broker could not recognize it as a duplicate. It
+// fails with ErrOutcomeUnknown instead.
 func (s *sink) resetSequences() {
 	for _, t := range s.topics {
 		for _, ip := range t.parts {
 			ip.nextSeq = 0
+			keep := ip.retry[:0]
 			for _, b := range ip.retry {
 				b.BaseSequence = -1
+				if b.Ambiguous {
+					s.fail(ip, b, fmt.Errorf("%s[%d]: the producer epoch was bumped while the batch's earlier attempt was unresolved: %w",
+						ip.topic.name, ip.acc.ID, ip.lastErr))
+					continue
+				}
+				keep = append(keep, b)
 			}
+			clear(ip.retry[len(keep):])
+			ip.retry = keep
 		}
 	}
 }

@@ -217,6 +217,15 @@ type Config struct {
 	// Logger receives the producer's logs. Default: none (a discarding
 	// logger).
 	Logger *slog.Logger
+
+	// OnDataLoss, when set, is called (on the IO goroutine: it must return
+	// quickly) when a broker reports a log start offset beyond an offset it
+	// had acknowledged to this producer: records that were acknowledged are
+	// no longer in the partition (deleted by retention or DeleteRecords, or
+	// lost by the cluster). It is called once per partition each time the
+	// log start moves past the last acknowledged offset. Default: the event
+	// is only logged at Warn level.
+	OnDataLoss func(*DataLossError)
 }
 
 // withDefaults validates c and returns it with every default applied and

@@ -47,6 +47,13 @@ var (
 	// record's Future or callback, before the record takes buffer memory.
 	ErrInvalidRecord = errors.New("producer: invalid record")
 
+	// ErrOutcomeUnknown is wrapped, together with the error that ended
+	// the record (ErrDeliveryTimeout, ErrClosed, ...), when the record may
+	// or may not have been written: a request timed out or a connection
+	// broke after the batch was sent, and no later attempt settled it.
+	// Errors without it mean the record was definitely not written.
+	ErrOutcomeUnknown = errors.New("producer: outcome unknown, the record may have been written")
+
 	// ErrInvalidConfig is returned by New and by ConfigFromProperties when a
 	// setting is invalid. The message names every bad field (or property)
 	// and says why.
@@ -105,3 +112,20 @@ var topicChars = func() (t [256]bool) {
 	}
 	return t
 }()
+
+// DataLossError describes acknowledged records that are no longer in their
+// partition: the broker's log start offset moved past the last offset it
+// acknowledged to this producer. See Config.OnDataLoss.
+type DataLossError struct {
+	Topic     string
+	Partition int32
+	// LastAcked is the highest offset acknowledged to this producer.
+	LastAcked int64
+	// LogStart is the partition's log start offset the broker reported.
+	LogStart int64
+}
+
+func (e *DataLossError) Error() string {
+	return fmt.Sprintf("producer: %s[%d]: acknowledged records up to offset %d are no longer in the log (log start offset %d)",
+		e.Topic, e.Partition, e.LastAcked, e.LogStart)
+}

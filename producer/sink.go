@@ -85,6 +85,7 @@ type ioPart struct {
 	lastErr    error
 	readyOn    int32 // the broker whose ready list holds it, or -1
 	nextSeq    int32
+	lastAcked  int64 // highest acknowledged offset, -1 before the first
 	hasSealed  bool // the accumulator announced sealed batches
 	pendingOut []*batch
 }
@@ -294,7 +295,7 @@ func (s *sink) updatePartitions(t *ioTopic, mt *metadata.Topic) {
 		copy(accParts, t.ts.acc.KnownPartitions())
 		for i := len(t.parts); i < n; i++ {
 			ap := s.p.acc.NewPartition(t.ts.acc, int32(i))
-			ip := &ioPart{topic: t, acc: ap, leader: -1, epoch: -1, readyOn: -1}
+			ip := &ioPart{topic: t, acc: ap, leader: -1, epoch: -1, readyOn: -1, lastAcked: -1}
 			ap.IO = ip
 			ap.SetLeaderless(true)
 			accParts[i] = ap
@@ -457,6 +458,9 @@ func (s *sink) timeoutErr(ip *ioPart, b *batch) error {
 func (s *sink) fail(ip *ioPart, b *batch, err error) {
 	if s.idem != nil && b.BaseSequence >= 0 {
 		s.idem.needBump = true
+	}
+	if b.Ambiguous && !errors.Is(err, ErrOutcomeUnknown) {
+		err = fmt.Errorf("%w (%w)", err, ErrOutcomeUnknown)
 	}
 	s.p.completer.push(outcome{batch: b, baseOffset: -1, appendTime: -1, err: err})
 }
@@ -711,6 +715,7 @@ func (s *sink) handleResponse(r produceResponse) {
 		}
 		s.p.meta.Trigger()
 		for _, b := range r.batches {
+			b.Ambiguous = true // it may have reached the broker
 			s.retryOrFail(b.Partition.IO.(*ioPart), b, r.err)
 		}
 		return
@@ -754,11 +759,25 @@ func findPartition(resp *kmsg.ProduceResponse, ip *ioPart) *kmsg.ProduceResponse
 
 func (s *sink) handlePartition(br *ioBroker, ip *ioPart, b *batch, rp *kmsg.ProduceResponseTopicPartition) {
 	err := kerr.ForCode(rp.ErrorCode)
+	s.checkLogStart(ip, rp.LogStartOffset)
 	switch {
 	case err == nil, errors.Is(err, kerr.DuplicateSequenceNumber):
 		ip.failures = 0
 		ip.lastErr = nil
+		if n := int64(len(b.Records)); rp.BaseOffset >= 0 && rp.BaseOffset+n-1 > ip.lastAcked {
+			ip.lastAcked = rp.BaseOffset + n - 1
+		}
 		s.succeed(b, rp.BaseOffset, rp.LogAppendTime)
+		return
+	case errors.Is(err, kerr.RequestTimedOut), errors.Is(err, kerr.NotEnoughReplicasAfterAppend):
+		b.Ambiguous = true // the broker may have appended it
+	case s.idem != nil && (errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.ProducerFenced)):
+		// Fatal for this producer id: the batch was not written. Get a new
+		// id, then resend (KIP-360).
+		s.idem.needNewID = true
+		s.idem.needBump = true
+		s.p.log.Warn("producer id fenced; getting a new one", "topic", ip.topic.name, "partition", ip.acc.ID, "err", err)
+		s.retryOrFail(ip, b, fmt.Errorf("%s[%d] on broker %d: %w", ip.topic.name, ip.acc.ID, br.id, err))
 		return
 	case errors.Is(err, kerr.MessageTooLarge) && len(b.Records) > 1:
 		// Kafka accepts smaller batches: split this one and resend its
@@ -793,6 +812,21 @@ func (s *sink) handlePartition(br *ioBroker, ip *ioPart, b *batch, rp *kmsg.Prod
 		return
 	}
 	s.fail(ip, b, err)
+}
+
+// checkLogStart reports acknowledged records that left the log: the
+// broker's log start offset moved past the last offset it acknowledged.
+func (s *sink) checkLogStart(ip *ioPart, logStart int64) {
+	if ip.lastAcked < 0 || logStart <= ip.lastAcked {
+		return
+	}
+	e := &DataLossError{Topic: ip.topic.name, Partition: ip.acc.ID, LastAcked: ip.lastAcked, LogStart: logStart}
+	ip.lastAcked = logStart - 1 // report each move once
+	s.p.log.Warn("acknowledged records are no longer in the log", "topic", e.Topic, "partition", e.Partition,
+		"last_acked", e.LastAcked, "log_start", e.LogStart)
+	if s.cfg.OnDataLoss != nil {
+		s.cfg.OnDataLoss(e)
+	}
 }
 
 // landed removes b from ip's in-flight list once its answer (or failure)
