@@ -86,7 +86,7 @@ type ioPart struct {
 	readyOn    int32 // the broker whose ready list holds it, or -1
 	nextSeq    int32
 	lastAcked  int64 // highest acknowledged offset, -1 before the first
-	hasSealed  bool // the accumulator announced sealed batches
+	hasSealed  bool  // the accumulator announced sealed batches
 	pendingOut []*batch
 }
 
