@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -27,9 +28,10 @@ func (i *idempotence) ready() bool {
 	return i.producerID >= 0 && !i.needBump && !i.requesting
 }
 
-// ensureProducerID sends InitProducerId when the producer has no id yet, or
-// when it must bump its epoch (KIP-360: with the current id and epoch) once
-// nothing is in flight. The answer is handled on the IO goroutine.
+// ensureProducerID gets the producer an id with InitProducerId when it has
+// none (or was fenced), and bumps its epoch after a sequence gap once nothing
+// is in flight (KIP-360). InitProducerId answers are handled on the IO
+// goroutine.
 func (s *sink) ensureProducerID() {
 	id := s.idem
 	if id == nil || id.requesting || (id.producerID >= 0 && !id.needBump) {
@@ -37,6 +39,16 @@ func (s *sink) ensureProducerID() {
 	}
 	if id.needBump && s.inflight > 0 {
 		return // bump once every answer is in
+	}
+	if id.needBump && !id.needNewID && id.producerID >= 0 && id.epoch < math.MaxInt16 {
+		// An idempotent (non-transactional) producer bumps its epoch itself,
+		// as the Java client does (KIP-360): the broker accepts a newer
+		// epoch whose sequences start at 0.
+		id.epoch++
+		id.needBump = false
+		s.resetSequences()
+		s.p.log.Info("bumped the producer epoch", "id", id.producerID, "epoch", id.epoch)
+		return
 	}
 	if s.now.Before(id.retryAt) || !s.hasWork() {
 		return

@@ -901,6 +901,11 @@ func before(a, b *batch) bool {
 	return a.Created.Before(b.Created)
 }
 
+// maxRecordOverhead bounds what a record adds to its body in a batch: its
+// length (5-byte varint), attributes (1), timestamp delta (10) and offset
+// delta (5).
+const maxRecordOverhead = 21
+
 // split decodes b and rebuilds its records into two batches of half the
 // records each, with memory from the pool (non-blocking).
 func (s *sink) split(b *batch) ([]*batch, error) {
@@ -915,7 +920,7 @@ func (s *sink) split(b *batch) ([]*batch, error) {
 	for i, recs := range parts {
 		size := recordbatch.HeaderSize
 		for _, r := range recs {
-			size += recordbatch.SingleRecordBatchSize(len(r.Body))
+			size += len(r.Body) + maxRecordOverhead
 		}
 		nb := s.p.acc.NewDetachedBatch(b.Partition, size)
 		if nb == nil {
@@ -931,9 +936,15 @@ func (s *sink) split(b *batch) ([]*batch, error) {
 		}
 		nb.Records = append(nb.Records, comps[i]...)
 		nb.Created = b.Created
-		nb.BaseSequence = -1
+		nb.Attempts = b.Attempts
 		if err := s.finish(nb); err != nil {
 			return nil, err
+		}
+		// The broker refused b, so its halves take over its sequences:
+		// they keep their place among the partition's batches.
+		if b.BaseSequence >= 0 {
+			nb.BaseSequence = b.BaseSequence + int32(i*half)
+			recordbatch.Stamp(nb.Raw, s.idem.producerID, s.idem.epoch, nb.BaseSequence)
 		}
 		out = append(out, nb)
 	}
