@@ -1,0 +1,198 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/samsa-go/samsa/compression"
+	"github.com/samsa-go/samsa/producer"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	var usage usageError
+	switch {
+	case err == nil:
+	case errors.Is(err, flag.ErrHelp):
+	case errors.As(err, &usage):
+		fmt.Fprintln(os.Stderr, "producer:", err)
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "producer:", err)
+		os.Exit(1)
+	}
+}
+
+// usageError is a bad command line; main exits with status 2 for it.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+// options are the parsed command line.
+type options struct {
+	brokers     []string // empty: start the embedded cluster
+	topic       string
+	partitions  int
+	records     int64
+	recordSize  int
+	keys        int
+	compression compression.Type
+	acks        producer.Acks
+	linger      time.Duration
+	batchSize   int
+	idempotent  bool
+	json        bool
+}
+
+// minRecordSize is the smallest value: it holds the record's sequence
+// number, which the verification reads back.
+const minRecordSize = 8
+
+func parseOptions(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("producer", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: go run ./examples/producer [flags]\n\n"+
+			"Produces records with samsa, to an embedded 3-broker cluster unless -brokers is given,\n"+
+			"verifies them and prints a summary. It exits with status 1 if any record failed.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	brokers := fs.String("brokers", "", "comma-separated `host:port` list of a real Kafka cluster; empty starts an embedded one (3 brokers) and reads the records back")
+	fs.StringVar(&o.topic, "topic", "samsa-example", "topic to produce to")
+	fs.IntVar(&o.partitions, "partitions", 12, "partitions of the topic when the example creates it (always on the embedded cluster; on a real one only if it does not exist)")
+	fs.Int64Var(&o.records, "records", 1_000_000, "number of records to produce")
+	fs.IntVar(&o.recordSize, "record-size", 100, fmt.Sprintf("value size in `bytes` (at least %d)", minRecordSize))
+	fs.IntVar(&o.keys, "keys", 10_000, "number of distinct keys, used in turn; 0 sends records without keys")
+	codec := fs.String("compression", "lz4", "codec: none, gzip, snappy, lz4 or zstd")
+	acks := fs.String("acks", "all", "acks: all (-1), leader (1) or none (0)")
+	fs.DurationVar(&o.linger, "linger", 5*time.Millisecond, "how long a batch waits for more records (0: send at once)")
+	fs.IntVar(&o.batchSize, "batch-size", 64<<10, "batch size in `bytes`")
+	fs.BoolVar(&o.idempotent, "idempotent", true, "idempotent producer; turned off by default when -acks is not all")
+	fs.BoolVar(&o.json, "json", false, "print the summary as one JSON object on stdout, and no progress bar")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return o, err
+		}
+		return o, usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return o, usageError{fmt.Sprintf("unexpected arguments: %q", fs.Args())}
+	}
+
+	var bad []string
+	if *brokers != "" {
+		for b := range strings.SplitSeq(*brokers, ",") {
+			if b = strings.TrimSpace(b); b != "" {
+				o.brokers = append(o.brokers, b)
+			}
+		}
+	}
+	if o.records <= 0 {
+		bad = append(bad, fmt.Sprintf("-records must be positive, got %d", o.records))
+	}
+	if o.recordSize < minRecordSize {
+		bad = append(bad, fmt.Sprintf("-record-size must be at least %d, got %d", minRecordSize, o.recordSize))
+	}
+	if o.keys < 0 {
+		bad = append(bad, fmt.Sprintf("-keys must not be negative, got %d", o.keys))
+	}
+	if o.partitions <= 0 {
+		bad = append(bad, fmt.Sprintf("-partitions must be positive, got %d", o.partitions))
+	}
+	if o.linger < 0 {
+		bad = append(bad, fmt.Sprintf("-linger must not be negative, got %v", o.linger))
+	}
+	if o.batchSize <= 0 {
+		bad = append(bad, fmt.Sprintf("-batch-size must be positive, got %d", o.batchSize))
+	}
+	var err error
+	if o.compression, err = compression.ParseType(*codec); err != nil {
+		bad = append(bad, "-compression: "+err.Error())
+	}
+	switch strings.ToLower(strings.TrimSpace(*acks)) {
+	case "all", "-1":
+		o.acks = producer.AcksAll
+	case "leader", "1":
+		o.acks = producer.AcksLeader
+	case "none", "0":
+		o.acks = producer.AcksNone
+	default:
+		bad = append(bad, fmt.Sprintf("-acks %q is not all, leader or none", *acks))
+	}
+	idemSet := false
+	fs.Visit(func(f *flag.Flag) { idemSet = idemSet || f.Name == "idempotent" })
+	if !idemSet && o.acks != producer.AcksAll {
+		o.idempotent = false // as the Java client does when acks is set alone
+	}
+	if len(bad) > 0 {
+		return o, usageError{strings.Join(bad, "; ")}
+	}
+	return o, nil
+}
+
+// config returns the producer's Config for o.
+func (o options) config(brokers []string) producer.Config {
+	linger := o.linger
+	if linger == 0 {
+		linger = -1 // Config spells "no linger" negative
+	}
+	return producer.Config{
+		Brokers:              brokers,
+		ClientID:             "samsa-example",
+		Acks:                 o.acks,
+		Linger:               linger,
+		BatchSize:            o.batchSize,
+		Compression:          o.compression,
+		DisableIdempotence:   !o.idempotent,
+		AutoCreateTopics:     true,
+		AutoCreatePartitions: int32(o.partitions),
+	}
+}
+
+// run is the whole program: it parses args, produces, verifies, and writes
+// the summary to stdout. Progress goes to stderr when it is a terminal and
+// -json is not given. The error is non-nil when the command line is bad,
+// when any record failed, or when the verification found a problem.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseOptions(args, stderr)
+	if err != nil {
+		return err
+	}
+	var progressOut io.Writer
+	if !o.json && isTerminal(stderr) {
+		progressOut = stderr
+	}
+	s, err := produce(ctx, o, progressOut)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		err = s.writeJSON(stdout)
+	} else {
+		err = s.writeText(stdout)
+	}
+	if err != nil {
+		return err
+	}
+	return s.err()
+}
+
+// isTerminal reports whether w is a character device, such as a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

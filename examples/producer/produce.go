@@ -1,0 +1,303 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/samsa-go/samsa/internal/testbroker"
+	"github.com/samsa-go/samsa/producer"
+)
+
+// sendSampleMask picks the records whose Send call is timed: one in 64,
+// so that reading the clock twice does not slow the loop down.
+const sendSampleMask = 63
+
+// closeTimeout bounds Close after the run: Flush has already waited for
+// every record, so this only matters after an interrupt.
+const closeTimeout = 10 * time.Second
+
+// produce runs the workload described by o and returns its summary. The
+// error is for setup failures (the cluster or the producer could not
+// start); failed records and verification problems are in the summary.
+func produce(ctx context.Context, o options, progressOut io.Writer) (*summary, error) {
+	s := &summary{
+		Topic:       o.topic,
+		Compression: o.compression.String(),
+		Acks:        o.acks.String(),
+		Idempotent:  o.idempotent,
+		Keys:        o.keys,
+		RecordSize:  o.recordSize,
+		Sent:        o.records,
+	}
+	brokers := o.brokers
+	var cluster *testbroker.Cluster
+	if len(brokers) == 0 {
+		var err error
+		cluster, err = testbroker.New(testbroker.Config{Brokers: 3})
+		if err != nil {
+			return nil, fmt.Errorf("starting the embedded cluster: %w", err)
+		}
+		defer cluster.Close()
+		if err := cluster.CreateTopic(o.topic, int32(o.partitions)); err != nil {
+			return nil, fmt.Errorf("creating topic %q: %w", o.topic, err)
+		}
+		brokers = cluster.Addrs()
+		s.Cluster = fmt.Sprintf("embedded, %d brokers", len(brokers))
+		s.Partitions = o.partitions
+	} else {
+		s.Cluster = fmt.Sprint(brokers)
+	}
+
+	p, err := producer.New(o.config(brokers))
+	if err != nil {
+		return nil, err
+	}
+	keys := makeKeys(o.keys)
+	t := newTracker(o.records, len(keys))
+
+	var bar *progressBar
+	if progressOut != nil {
+		bar = startProgress(progressOut, p, &t.acked, &t.failed, o.records, int64(o.recordSize)+avgKeyLen(keys))
+	}
+
+	start := time.Now()
+	interrupted := sendAll(ctx, p, o, keys, t)
+	flushErr := p.Flush(ctx)
+	elapsed := time.Since(start)
+	stats := p.Stats()
+
+	closeCtx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	closeErr := p.Close(closeCtx)
+	cancel()
+	if bar != nil {
+		bar.stop()
+	}
+
+	s.fill(t, stats, elapsed)
+	switch {
+	case interrupted || flushErr != nil:
+		s.Interrupted = true
+		s.problem(fmt.Sprintf("interrupted after %d of %d records were sent", t.sent.Load(), o.records))
+	case closeErr != nil:
+		s.problem("Close: " + closeErr.Error())
+	}
+	t.check(s, o)
+	if cluster != nil && !s.Interrupted {
+		rb := readBack(cluster, o.topic, o.partitions, o.records, keys, o.recordSize)
+		s.ReadBack = true
+		s.ReadBackRecords = rb.records
+		if msg := rb.problem(); msg != "" {
+			s.problem("read back: " + msg)
+		}
+		s.PerKeyOrderVerified = s.PerKeyOrderVerified && rb.orderOK()
+	}
+	s.Verified = len(s.Problems) == 0
+	return s, nil
+}
+
+// sendAll sends o.records records through SendCallback, one goroutine, no
+// allocation per record. Record i carries i (big-endian) in its first 8
+// value bytes and, with keys, key i mod len(keys). It reports whether ctx
+// ended first.
+func sendAll(ctx context.Context, p *producer.Producer, o options, keys [][]byte, t *tracker) bool {
+	value := makeValue(o.recordSize)
+	rec := &producer.Record{Topic: o.topic, Value: value}
+	for seq := range o.records {
+		if seq&1023 == 0 && ctx.Err() != nil {
+			return true
+		}
+		binary.BigEndian.PutUint64(value, uint64(seq))
+		if len(keys) > 0 {
+			rec.Key = keys[seq%int64(len(keys))]
+		}
+		pd := t.slot()
+		sent := t.now()
+		pd.seq, pd.sent = seq, sent
+		p.SendCallback(ctx, rec, pd.fn) // pd may be recycled from here on
+		if seq&sendSampleMask == 0 {
+			t.sendLat.record(time.Duration(t.now() - sent))
+		}
+		t.sent.Store(seq + 1)
+	}
+	return false
+}
+
+// makeKeys returns n distinct keys "key-0" ... "key-<n-1>".
+func makeKeys(n int) [][]byte {
+	keys := make([][]byte, n)
+	for i := range keys {
+		keys[i] = strconv.AppendInt([]byte("key-"), int64(i), 10)
+	}
+	return keys
+}
+
+func avgKeyLen(keys [][]byte) int64 {
+	if len(keys) == 0 {
+		return 0
+	}
+	var n int64
+	for _, k := range keys {
+		n += int64(len(k))
+	}
+	return n / int64(len(keys))
+}
+
+// makeValue returns a value of size bytes: room for the sequence number,
+// then random capital letters, the same for every record, like Kafka's
+// kafka-producer-perf-test payload.
+func makeValue(size int) []byte {
+	r := rand.New(rand.NewPCG(6, 29))
+	v := make([]byte, size)
+	for i := minRecordSize; i < size; i++ {
+		v[i] = 'A' + byte(r.IntN(26))
+	}
+	return v
+}
+
+// tracker collects the outcome of every record. Its callbacks run on the
+// producer's completion goroutine, one at a time, except those for records
+// that Send itself rejected, which run on the sending goroutine: so the
+// success path (latency histogram, order state) is touched by one
+// goroutine only, and the failure path uses atomics and a mutex.
+type tracker struct {
+	base  time.Time
+	slots sync.Pool // *pending
+
+	sent, acked, failed atomic.Int64
+
+	errMu    sync.Mutex
+	firstErr error
+
+	sendLat histogram // the sending goroutine's
+
+	// Completion goroutine only (read after Flush).
+	ackLat     histogram
+	keyPart    []int32 // per key: its partition, -1 before its first ack
+	keyLastSeq []int64 // per key: sequence number of its last ack
+	partLast   []partLast
+	disorder   int64
+	firstOrder string
+}
+
+// partLast is the last acknowledged record of a partition.
+type partLast struct {
+	seen        bool
+	seq, offset int64
+}
+
+// pending is a record between SendCallback and its callback. It carries
+// the record's sequence number and send time to the callback; fn is its
+// done method, bound once, so that a recycled pending costs no allocation.
+type pending struct {
+	t    *tracker
+	seq  int64
+	sent int64 // t.now() at Send
+	fn   func(producer.RecordMetadata, error)
+}
+
+func newTracker(records int64, keys int) *tracker {
+	t := &tracker{base: time.Now(), keyPart: make([]int32, keys), keyLastSeq: make([]int64, keys)}
+	for i := range t.keyPart {
+		t.keyPart[i] = -1
+		t.keyLastSeq[i] = -1
+	}
+	t.slots.New = func() any {
+		pd := &pending{t: t}
+		pd.fn = pd.done
+		return pd
+	}
+	return t
+}
+
+// now is the monotonic time since the tracker started, in nanoseconds.
+func (t *tracker) now() int64 { return int64(time.Since(t.base)) }
+
+func (t *tracker) slot() *pending { return t.slots.Get().(*pending) }
+
+func (pd *pending) done(md producer.RecordMetadata, err error) {
+	t, seq, sent := pd.t, pd.seq, pd.sent
+	t.slots.Put(pd)
+	if err != nil {
+		t.fail(err)
+		return
+	}
+	t.ackLat.record(time.Duration(t.now() - sent))
+	t.observe(seq, md)
+	t.acked.Add(1)
+}
+
+func (t *tracker) fail(err error) {
+	t.failed.Add(1)
+	t.errMu.Lock()
+	if t.firstErr == nil {
+		t.firstErr = err
+	}
+	t.errMu.Unlock()
+}
+
+// observe checks an acknowledgement against the ones before it: within a
+// partition, callbacks come in Send order with increasing offsets, and all
+// records of a key go to one partition.
+func (t *tracker) observe(seq int64, md producer.RecordMetadata) {
+	if md.Partition < 0 {
+		t.disordered(fmt.Sprintf("record %d acknowledged with partition %d", seq, md.Partition))
+		return
+	}
+	if int(md.Partition) >= len(t.partLast) {
+		t.partLast = append(t.partLast, make([]partLast, int(md.Partition)+1-len(t.partLast))...)
+	}
+	pl := &t.partLast[md.Partition]
+	if pl.seen {
+		switch {
+		case seq < pl.seq:
+			t.disordered(fmt.Sprintf("partition %d: record %d acknowledged after record %d", md.Partition, seq, pl.seq))
+		case md.Offset >= 0 && md.Offset <= pl.offset:
+			t.disordered(fmt.Sprintf("partition %d: record %d got offset %d, not above record %d's %d",
+				md.Partition, seq, md.Offset, pl.seq, pl.offset))
+		}
+	}
+	*pl = partLast{seen: true, seq: seq, offset: md.Offset}
+	if n := int64(len(t.keyPart)); n > 0 {
+		k := seq % n
+		switch {
+		case t.keyPart[k] >= 0 && t.keyPart[k] != md.Partition:
+			t.disordered(fmt.Sprintf("key %d: record %d went to partition %d, earlier ones to %d", k, seq, md.Partition, t.keyPart[k]))
+		case seq < t.keyLastSeq[k]:
+			t.disordered(fmt.Sprintf("key %d: record %d acknowledged after record %d", k, seq, t.keyLastSeq[k]))
+		}
+		t.keyPart[k], t.keyLastSeq[k] = md.Partition, seq
+	}
+}
+
+func (t *tracker) disordered(msg string) {
+	if t.disorder == 0 {
+		t.firstOrder = msg
+	}
+	t.disorder++
+}
+
+// check adds to s what the producer saw: every record acknowledged, in
+// order. It runs after Flush, so the completion goroutine's writes are
+// visible.
+func (t *tracker) check(s *summary, o options) {
+	if n := t.failed.Load(); n > 0 {
+		t.errMu.Lock()
+		s.FirstError = t.firstErr.Error()
+		t.errMu.Unlock()
+		s.problem(fmt.Sprintf("%d records failed, the first with: %s", n, s.FirstError))
+	}
+	if acked, failed := t.acked.Load(), t.failed.Load(); !s.Interrupted && acked+failed != o.records {
+		s.problem(fmt.Sprintf("%d records acknowledged and %d failed, of %d sent", acked, failed, o.records))
+	}
+	s.PerKeyOrderVerified = t.disorder == 0 && !s.Interrupted
+	if t.disorder > 0 {
+		s.problem(fmt.Sprintf("%d acknowledgements out of order, the first: %s", t.disorder, t.firstOrder))
+	}
+}

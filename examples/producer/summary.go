@@ -1,0 +1,191 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/samsa-go/samsa/producer"
+)
+
+// summary is the result of a run, printed as text or as one JSON object
+// (-json). Durations in JSON are nanoseconds; MB are 10^6 bytes.
+type summary struct {
+	Cluster     string `json:"cluster"`
+	Topic       string `json:"topic"`
+	Partitions  int    `json:"partitions,omitempty"` // embedded cluster only
+	Compression string `json:"compression"`
+	Acks        string `json:"acks"`
+	Idempotent  bool   `json:"idempotent"`
+	Keys        int    `json:"keys"`
+	RecordSize  int    `json:"record_size"`
+
+	// Sent is the number of records the run meant to send; Records were
+	// acknowledged, Failed failed.
+	Sent    int64 `json:"sent"`
+	Records int64 `json:"records"`
+	Failed  int64 `json:"failed"`
+	// Bytes is the payload (keys and values) of the acknowledged records.
+	Bytes int64 `json:"bytes"`
+	// Batches, BatchBytes and UncompressedBytes are the producer's
+	// Stats: batches sent, their bytes on the wire, and before
+	// compression; CompressionRatio is UncompressedBytes / BatchBytes.
+	Batches           int64   `json:"batches"`
+	BatchBytes        int64   `json:"batch_bytes"`
+	UncompressedBytes int64   `json:"uncompressed_bytes"`
+	CompressionRatio  float64 `json:"compression_ratio"`
+	Retries           int64   `json:"retries"`
+
+	// Elapsed runs from the first Send to the end of Flush.
+	Elapsed       time.Duration `json:"elapsed_ns"`
+	RecordsPerSec float64       `json:"records_per_sec"`
+	MBPerSec      float64       `json:"mb_per_sec"`
+	// SendLatency is the time spent in SendCallback (one record in 64);
+	// AckLatency is from SendCallback to the record's callback (every
+	// acknowledged record).
+	SendLatency latency `json:"send_latency_ns"`
+	AckLatency  latency `json:"ack_latency_ns"`
+
+	// Verified is true when nothing below went wrong: every record was
+	// acknowledged, in order, and (embedded cluster) read back exactly once.
+	Verified bool `json:"verified"`
+	// PerKeyOrderVerified is true when each key's records stayed in one
+	// partition and in Send order, as acknowledged and, when ReadBack, as
+	// stored.
+	PerKeyOrderVerified bool `json:"per_key_order_verified"`
+	// ReadBack is true when the records were read back from the embedded
+	// cluster; ReadBackRecords is how many were found.
+	ReadBack        bool     `json:"read_back"`
+	ReadBackRecords int64    `json:"read_back_records"`
+	Interrupted     bool     `json:"interrupted,omitempty"`
+	FirstError      string   `json:"first_error,omitempty"`
+	Problems        []string `json:"problems,omitempty"`
+}
+
+// latency holds quantiles of a latency histogram, in nanoseconds.
+type latency struct {
+	P50     time.Duration `json:"p50"`
+	P99     time.Duration `json:"p99"`
+	Max     time.Duration `json:"max"`
+	Samples uint64        `json:"samples"`
+}
+
+func latencyOf(h *histogram) latency {
+	return latency{P50: h.quantile(0.5), P99: h.quantile(0.99), Max: h.quantile(1), Samples: h.count()}
+}
+
+func (s *summary) problem(msg string) { s.Problems = append(s.Problems, msg) }
+
+// fill copies the tracker's counts and the producer's stats into s.
+func (s *summary) fill(t *tracker, st producer.Stats, elapsed time.Duration) {
+	s.Records = t.acked.Load()
+	s.Failed = t.failed.Load()
+	s.Bytes = s.Records * int64(s.RecordSize)
+	if s.Keys > 0 {
+		// Record i has key "key-<i mod keys>": count the key bytes of the
+		// acknowledged records as if they were the first ones.
+		s.Bytes += keyBytes(s.Records, s.Keys)
+	}
+	s.Batches, s.BatchBytes, s.UncompressedBytes, s.Retries = st.Batches, st.BatchBytes, st.UncompressedBytes, st.Retries
+	if st.BatchBytes > 0 {
+		s.CompressionRatio = float64(st.UncompressedBytes) / float64(st.BatchBytes)
+	}
+	s.Elapsed = elapsed
+	if sec := elapsed.Seconds(); sec > 0 {
+		s.RecordsPerSec = float64(s.Records) / sec
+		s.MBPerSec = float64(s.Bytes) / sec / 1e6
+	}
+	s.SendLatency = latencyOf(&t.sendLat)
+	s.AckLatency = latencyOf(&t.ackLat)
+}
+
+// keyBytes returns the total length of the keys of records 0 to n-1, whose
+// keys are "key-<i mod keys>".
+func keyBytes(n int64, keys int) int64 {
+	var total int64
+	full, rest := n/int64(keys), n%int64(keys)
+	for i := range int64(keys) {
+		l := int64(len("key-")) + int64(len(fmt.Sprint(i)))
+		c := full
+		if i < rest {
+			c++
+		}
+		total += l * c
+	}
+	return total
+}
+
+// err is the run's outcome for the exit status: nil when verified.
+func (s *summary) err() error {
+	if s.Verified {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", errNotVerified, strings.Join(s.Problems, "; "))
+}
+
+// errNotVerified is the error of a run where a record failed or the
+// verification found a problem.
+var errNotVerified = errors.New("not verified")
+
+func (s *summary) writeJSON(w io.Writer) error {
+	return json.NewEncoder(w).Encode(s)
+}
+
+func (s *summary) writeText(w io.Writer) error {
+	var b strings.Builder
+	line := func(label, format string, args ...any) {
+		fmt.Fprintf(&b, "  %-13s", label)
+		fmt.Fprintf(&b, format, args...)
+		b.WriteByte('\n')
+	}
+	where := s.Cluster
+	if s.Partitions > 0 {
+		where += fmt.Sprintf(", %d partitions", s.Partitions)
+	}
+	fmt.Fprintf(&b, "samsa producer: %d records to %q (%s)\n", s.Sent, s.Topic, where)
+	keys := "no keys"
+	if s.Keys > 0 {
+		keys = fmt.Sprintf("%d keys", s.Keys)
+	}
+	idem := "idempotent"
+	if !s.Idempotent {
+		idem = "not idempotent"
+	}
+	line("settings", "%d-byte values, %s, %s, acks=%s, %s", s.RecordSize, keys, s.Compression, s.Acks, idem)
+	line("records", "%d acknowledged, %d failed", s.Records, s.Failed)
+	line("bytes", "%.1f MB of keys and values", float64(s.Bytes)/1e6)
+	line("batches", "%d, %s on the wire from %s: compression ratio %.2f, %d retries",
+		s.Batches, humanBytes(s.BatchBytes), humanBytes(s.UncompressedBytes), s.CompressionRatio, s.Retries)
+	line("throughput", "%.0f records/s, %.1f MB/s (%v)", s.RecordsPerSec, s.MBPerSec, s.Elapsed.Round(time.Millisecond))
+	line("send latency", "p50 %v  p99 %v", roundLatency(s.SendLatency.P50), roundLatency(s.SendLatency.P99))
+	line("ack latency", "p50 %v  p99 %v  max %v", roundLatency(s.AckLatency.P50), roundLatency(s.AckLatency.P99), roundLatency(s.AckLatency.Max))
+	switch {
+	case !s.Verified:
+		line("verified", "NO")
+		for _, p := range s.Problems {
+			line("", "%s", p)
+		}
+	case s.ReadBack:
+		order := "; order per key kept"
+		if s.Keys == 0 {
+			order = ""
+		}
+		line("verified", "yes: read back %d records, each once%s", s.ReadBackRecords, order)
+	default:
+		line("verified", "yes, as acknowledged (records not read back from a real cluster)")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// roundLatency keeps three significant digits.
+func roundLatency(d time.Duration) time.Duration {
+	for r := time.Duration(1); ; r *= 10 {
+		if d < 1000*r {
+			return d.Round(r)
+		}
+	}
+}
