@@ -64,7 +64,7 @@ func produce(ctx context.Context, o options, progressOut io.Writer) (*summary, e
 
 	var bar *progressBar
 	if progressOut != nil {
-		bar = startProgress(progressOut, p, &t.acked, &t.failed, o.records, int64(o.recordSize)+avgKeyLen(keys))
+		bar = startProgress(progressOut, p.Stats, &t.acked, &t.failed, o.records, int64(o.recordSize)+avgKeyLen(keys))
 	}
 
 	start := time.Now()
@@ -90,6 +90,11 @@ func produce(ctx context.Context, o options, progressOut io.Writer) (*summary, e
 	}
 	t.check(s, o)
 	if cluster != nil && !s.Interrupted {
+		if o.acks == producer.AcksNone {
+			// Records completed once written to the connection: give the
+			// brokers a moment to append them.
+			waitForRecords(ctx, cluster, o.topic, o.partitions, s.Records)
+		}
 		rb := readBack(cluster, o.topic, o.partitions, o.records, keys, o.recordSize)
 		s.ReadBack = true
 		s.ReadBackRecords = rb.records
@@ -301,3 +306,23 @@ func (t *tracker) check(s *summary, o options) {
 		s.problem(fmt.Sprintf("%d acknowledgements out of order, the first: %s", t.disorder, t.firstOrder))
 	}
 }
+
+// waitForRecords waits, for at most readBackWait, until the partitions of
+// topic hold n records.
+func waitForRecords(ctx context.Context, c *testbroker.Cluster, topic string, partitions int, n int64) {
+	deadline := time.Now().Add(readBackWait)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		var total int64
+		for part := range int32(partitions) {
+			hw, _ := c.HighWatermark(topic, part)
+			total += hw
+		}
+		if total >= n {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// readBackWait bounds waitForRecords.
+const readBackWait = 5 * time.Second

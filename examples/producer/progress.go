@@ -18,7 +18,7 @@ const progressInterval = 150 * time.Millisecond
 // stop.
 type progressBar struct {
 	w         io.Writer
-	p         *producer.Producer
+	stats     func() producer.Stats
 	acked     *atomic.Int64
 	failed    *atomic.Int64
 	total     int64
@@ -29,8 +29,10 @@ type progressBar struct {
 	lastWidth int
 }
 
-func startProgress(w io.Writer, p *producer.Producer, acked, failed *atomic.Int64, total, recBytes int64) *progressBar {
-	b := &progressBar{w: w, p: p, acked: acked, failed: failed, total: total, recBytes: recBytes,
+// startProgress starts redrawing the progress of total records on w: done
+// is acked + failed, stats gives the producer's buffer and in-flight state.
+func startProgress(w io.Writer, stats func() producer.Stats, acked, failed *atomic.Int64, total, recBytes int64) *progressBar {
+	b := &progressBar{w: w, stats: stats, acked: acked, failed: failed, total: total, recBytes: recBytes,
 		start: time.Now(), done: make(chan struct{})}
 	b.wg.Go(b.loop)
 	return b
@@ -58,7 +60,7 @@ func (b *progressBar) stop() {
 }
 
 func (b *progressBar) draw() {
-	line := progressLine(b.acked.Load()+b.failed.Load(), b.total, b.recBytes, time.Since(b.start), b.p.Stats())
+	line := progressLine(b.acked.Load()+b.failed.Load(), b.total, b.recBytes, time.Since(b.start), b.stats())
 	// Pad over a longer previous line instead of relying on terminal
 	// escapes.
 	pad := max(b.lastWidth-len(line), 0)

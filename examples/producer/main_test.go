@@ -1,0 +1,268 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/samsa-go/samsa/internal/testbroker"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// testRecords keeps each run short under -race.
+const testRecords = 3000
+
+// runJSON runs the example with -json and the given flags and decodes its
+// summary. err is run's error.
+func runJSON(t *testing.T, ctx context.Context, args ...string) (summary, string, error) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	err := run(ctx, append([]string{"-json"}, args...), &stdout, &stderr)
+	var s summary
+	if stdout.Len() > 0 {
+		require.Equal(t, 1, strings.Count(stdout.String(), "\n"), "one JSON object on one line")
+		require.NoError(t, json.Unmarshal(stdout.Bytes(), &s), stdout.String())
+	}
+	return s, stderr.String(), err
+}
+
+func TestRunEmbedded(t *testing.T) {
+	n := strconv.Itoa(testRecords)
+	cases := []struct {
+		name        string
+		args        []string
+		keys        int
+		compression string
+		acks        string
+		idempotent  bool
+	}{
+		{"defaults", nil, 10000, "lz4", "all", true},
+		{"unkeyed", []string{"-keys", "0"}, 0, "lz4", "all", true},
+		{"none", []string{"-compression", "none"}, 10000, "none", "all", true},
+		{"gzip", []string{"-compression", "gzip"}, 10000, "gzip", "all", true},
+		{"snappy", []string{"-compression", "snappy"}, 10000, "snappy", "all", true},
+		{"lz4 unkeyed", []string{"-compression", "lz4", "-keys", "0"}, 0, "lz4", "all", true},
+		{"zstd few keys", []string{"-compression", "zstd", "-keys", "7"}, 7, "zstd", "all", true},
+		{"acks leader", []string{"-acks", "1"}, 10000, "lz4", "leader", false},
+		{"acks none", []string{"-acks", "none", "-keys", "0"}, 0, "lz4", "none", false},
+		{"not idempotent", []string{"-idempotent=false", "-linger", "0", "-batch-size", "1024"}, 10000, "lz4", "all", false},
+		{"big records", []string{"-record-size", "5000", "-records", "200"}, 10000, "lz4", "all", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"-records", n, "-partitions", "4"}, tc.args...)
+			s, stderr, err := runJSON(t, t.Context(), args...)
+			require.NoError(t, err)
+			assert.Empty(t, stderr, "no progress bar with -json")
+
+			want := int64(testRecords)
+			if tc.name == "big records" {
+				want = 200
+			}
+			assert.Equal(t, want, s.Sent)
+			assert.Equal(t, want, s.Records)
+			assert.Zero(t, s.Failed)
+			assert.True(t, s.Verified, "problems: %q", s.Problems)
+			assert.True(t, s.PerKeyOrderVerified)
+			assert.True(t, s.ReadBack)
+			assert.Equal(t, want, s.ReadBackRecords)
+			assert.Empty(t, s.Problems)
+			assert.Equal(t, tc.keys, s.Keys)
+			assert.Equal(t, tc.compression, s.Compression)
+			assert.Equal(t, tc.acks, s.Acks)
+			assert.Equal(t, tc.idempotent, s.Idempotent)
+			assert.Equal(t, "embedded, 3 brokers", s.Cluster)
+			assert.Equal(t, 4, s.Partitions)
+
+			assert.Positive(t, s.Batches)
+			assert.GreaterOrEqual(t, s.Bytes, want*int64(s.RecordSize))
+			if tc.compression == "none" {
+				assert.InDelta(t, 1, s.CompressionRatio, 0.01)
+			} else {
+				// Every value repeats the same letters after its sequence
+				// number, so every codec compresses well.
+				assert.Greater(t, s.CompressionRatio, 2.0)
+			}
+			assert.Positive(t, s.RecordsPerSec)
+			assert.Positive(t, s.MBPerSec)
+			assert.Positive(t, s.Elapsed)
+			assert.Equal(t, uint64(want), s.AckLatency.Samples, "every acknowledged record is timed")
+			assert.Equal(t, uint64((want+sendSampleMask)/(sendSampleMask+1)), s.SendLatency.Samples)
+			for _, l := range []latency{s.SendLatency, s.AckLatency} {
+				assert.LessOrEqual(t, l.P50, l.P99)
+				assert.LessOrEqual(t, l.P99, l.Max)
+			}
+			if tc.acks != "none" {
+				assert.Positive(t, s.AckLatency.P50)
+			}
+		})
+	}
+}
+
+func TestRunText(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	err := run(t.Context(), []string{"-records", "1000", "-keys", "10"}, &stdout, &stderr)
+	require.NoError(t, err)
+	assert.Empty(t, stderr.String(), "no progress bar when stderr is not a terminal")
+	out := stdout.String()
+	for _, want := range []string{
+		`samsa producer: 1000 records to "samsa-example" (embedded, 3 brokers, 12 partitions)`,
+		"settings     100-byte values, 10 keys, lz4, acks=all, idempotent",
+		"records      1000 acknowledged, 0 failed",
+		"bytes        0.1 MB of keys and values",
+		"compression ratio ",
+		"throughput   ",
+		"send latency p50 ",
+		"ack latency  p50 ",
+		"verified     yes: read back 1000 records, each once; order per key kept",
+	} {
+		assert.Contains(t, out, want)
+	}
+}
+
+// A real cluster (here a test broker given with -brokers): the topic is
+// auto-created, nothing is read back, and the summary says so.
+func TestRunRealCluster(t *testing.T) {
+	c, err := testbroker.New(testbroker.Config{Brokers: 2})
+	require.NoError(t, err)
+	defer c.Close()
+	s, _, err := runJSON(t, t.Context(), "-brokers", strings.Join(c.Addrs(), ","), "-topic", "real", "-partitions", "3", "-records", "2000")
+	require.NoError(t, err)
+	assert.True(t, s.Verified, "%q", s.Problems)
+	assert.True(t, s.PerKeyOrderVerified)
+	assert.False(t, s.ReadBack)
+	assert.Equal(t, int64(2000), s.Records)
+	assert.Equal(t, "["+strings.Join(c.Addrs(), " ")+"]", s.Cluster)
+
+	var total int64
+	for part := range int32(3) {
+		hw, err := c.HighWatermark("real", part)
+		require.NoError(t, err)
+		total += hw
+	}
+	assert.Equal(t, int64(2000), total, "the auto-created topic has every record")
+}
+
+// A broker that rejects every batch for good: every record fails, the
+// summary says so, and run returns an error (main exits 1).
+func TestRunFailedRecords(t *testing.T) {
+	c, err := testbroker.New(testbroker.Config{Brokers: 1})
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.CreateTopic("denied", 2))
+	remove := c.Intercept(testbroker.Interceptor{Keys: []int16{0}, ErrorCode: 29}) // TOPIC_AUTHORIZATION_FAILED
+	defer remove()
+
+	s, _, err := runJSON(t, t.Context(), "-brokers", c.Addrs()[0], "-topic", "denied", "-records", "500")
+	require.ErrorIs(t, err, errNotVerified)
+	assert.Contains(t, err.Error(), "500 records failed")
+	assert.Equal(t, int64(500), s.Failed)
+	assert.Zero(t, s.Records)
+	assert.False(t, s.Verified)
+	assert.Contains(t, s.FirstError, "TOPIC_AUTHORIZATION_FAILED")
+}
+
+// An interrupt (the context ends) stops sending; the summary reports it and
+// run fails.
+func TestRunInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	s, _, err := runJSON(t, ctx, "-records", "1000")
+	require.ErrorIs(t, err, errNotVerified)
+	assert.True(t, s.Interrupted)
+	assert.False(t, s.Verified)
+	assert.False(t, s.ReadBack)
+}
+
+func TestRunUsage(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		want string // in the error; "" for -help
+	}{
+		{"help", []string{"-help"}, ""},
+		{"unknown flag", []string{"-nope"}, "flag provided but not defined: -nope"},
+		{"extra argument", []string{"extra"}, `unexpected arguments: ["extra"]`},
+		{"records", []string{"-records", "0"}, "-records must be positive, got 0"},
+		{"record size", []string{"-record-size", "4"}, "-record-size must be at least 8, got 4"},
+		{"keys", []string{"-keys", "-1"}, "-keys must not be negative"},
+		{"partitions", []string{"-partitions", "0"}, "-partitions must be positive"},
+		{"linger", []string{"-linger", "-1ms"}, "-linger must not be negative"},
+		{"batch size", []string{"-batch-size", "0"}, "-batch-size must be positive"},
+		{"compression", []string{"-compression", "brotli"}, `-compression: compression: unsupported type "brotli"`},
+		{"acks", []string{"-acks", "2"}, `-acks "2" is not all, leader or none`},
+		{"several", []string{"-records", "-5", "-acks", "x"}, "-records must be positive, got -5; -acks"},
+		{"idempotent with acks=1", []string{"-acks", "1", "-idempotent", "-records", "1"}, "idempotence requires AcksAll"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(t.Context(), tc.args, &stdout, &stderr)
+			require.Error(t, err)
+			assert.Empty(t, stdout.String())
+			if tc.want == "" {
+				assert.ErrorIs(t, err, flag.ErrHelp)
+				assert.Contains(t, stderr.String(), "Usage: go run ./examples/producer")
+				assert.Contains(t, stderr.String(), "-record-size bytes")
+				return
+			}
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func TestOptionsIdempotenceFollowsAcks(t *testing.T) {
+	cases := []struct {
+		args []string
+		want bool
+	}{
+		{nil, true},
+		{[]string{"-acks", "leader"}, false},
+		{[]string{"-acks", "0"}, false},
+		{[]string{"-acks", "all", "-idempotent=false"}, false},
+		{[]string{"-acks", "-1"}, true},
+	}
+	for _, tc := range cases {
+		o, err := parseOptions(tc.args, &bytes.Buffer{})
+		require.NoError(t, err, "%q", tc.args)
+		assert.Equal(t, tc.want, o.idempotent, "%q", tc.args)
+		assert.Equal(t, !tc.want, o.config([]string{"b:1"}).DisableIdempotence, "%q", tc.args)
+	}
+}
+
+func TestOptionsConfig(t *testing.T) {
+	o, err := parseOptions([]string{"-linger", "0", "-batch-size", "1000", "-compression", "ZSTD", "-partitions", "5"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	cfg := o.config([]string{"h:1"})
+	assert.Negative(t, cfg.Linger, "linger 0 is Config's negative: no linger")
+	assert.Equal(t, 1000, cfg.BatchSize)
+	assert.Equal(t, "zstd", cfg.Compression.String())
+	assert.True(t, cfg.AutoCreateTopics)
+	assert.Equal(t, int32(5), cfg.AutoCreatePartitions)
+	assert.Equal(t, []string{"h:1"}, cfg.Brokers)
+
+	o, err = parseOptions([]string{"-brokers", " a:1, b:2 ,,"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a:1", "b:2"}, o.brokers)
+	assert.Equal(t, 5*time.Millisecond, o.linger)
+}
+
+func TestIsTerminal(t *testing.T) {
+	assert.False(t, isTerminal(&bytes.Buffer{}))
+	f, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	require.NoError(t, err)
+	defer f.Close()
+	assert.False(t, isTerminal(f), "a regular file is not a terminal")
+}
