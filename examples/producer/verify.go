@@ -36,11 +36,25 @@ func (r *readBackResult) orderOK() bool { return r.misplaced == 0 && r.disorder 
 // problem returns "" when every record was read back once, intact and in
 // order, or else a sentence naming what went wrong.
 func (r *readBackResult) problem() string {
-	if r.duplicates+r.missing+r.corrupt+r.misplaced+r.disorder == 0 {
+	var found []string
+	for _, c := range []struct {
+		n    int64
+		what string
+	}{
+		{r.duplicates, "duplicated"},
+		{r.missing, "missing"},
+		{r.corrupt, "corrupt"},
+		{r.misplaced, "in the wrong partition"},
+		{r.disorder, "out of order"},
+	} {
+		if c.n > 0 {
+			found = append(found, fmt.Sprintf("%d %s", c.n, c.what))
+		}
+	}
+	if len(found) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%d read, %d duplicated, %d missing, %d corrupt, %d in the wrong partition, %d out of order (first: %s)",
-		r.records, r.duplicates, r.missing, r.corrupt, r.misplaced, r.disorder, strings.Join(r.first, "; "))
+	return fmt.Sprintf("%d read: %s (first: %s)", r.records, strings.Join(found, ", "), strings.Join(r.first, "; "))
 }
 
 // readBack reads every partition of topic from the embedded cluster and
