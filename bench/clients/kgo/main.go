@@ -1,0 +1,84 @@
+// Command kgo is the peer benchmark's client for franz-go (pkg/kgo). The
+// harness (cmd/peerbench) runs it; see package workload for its flags and
+// output.
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/samsa-go/samsa/bench/internal/workload"
+)
+
+func main() { workload.Main("kgo", &client{}) }
+
+type client struct {
+	spec    workload.Spec
+	payload *workload.Payload
+	cl      *kgo.Client
+}
+
+func (c *client) Notes() string {
+	return "idempotent (default); murmur2 for keys, uniform bytes sticky for null keys (default); Produce with a promise, one *kgo.Record per record"
+}
+
+func codec(name string) (kgo.CompressionCodec, error) {
+	switch name {
+	case "none":
+		return kgo.NoCompression(), nil
+	case "lz4":
+		return kgo.Lz4Compression(), nil
+	case "zstd":
+		return kgo.ZstdCompression(), nil
+	}
+	return kgo.CompressionCodec{}, fmt.Errorf("unknown compression %q", name)
+}
+
+func (c *client) Open(ctx context.Context, spec workload.Spec, brokers []string, p *workload.Payload) error {
+	cc, err := codec(spec.Compression)
+	if err != nil {
+		return err
+	}
+	c.spec, c.payload = spec, p
+	c.cl, err = kgo.NewClient(
+		kgo.SeedBrokers(brokers...),
+		kgo.DefaultProduceTopic(spec.Topic()),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(workload.Linger),
+		kgo.ProducerBatchMaxBytes(workload.BatchBytes),
+		kgo.ProducerBatchCompression(cc),
+		kgo.MaxBufferedBytes(workload.BufferBytes),
+		kgo.MaxBufferedRecords(workload.MaxBufferedRecords),
+	)
+	if err != nil {
+		return err
+	}
+	if err := c.cl.ProduceSync(ctx, &kgo.Record{Key: p.Key(0), Value: p.Value(0)}).FirstErr(); err != nil {
+		return fmt.Errorf("warm-up record: %w", err)
+	}
+	return nil
+}
+
+func (c *client) Produce(ctx context.Context, cnt *workload.Counter) {
+	done := func(_ *kgo.Record, err error) {
+		if err != nil {
+			cnt.Fail(1, err)
+			return
+		}
+		cnt.Ack()
+	}
+	for i := range c.spec.Records {
+		// kgo keeps the record until its promise runs, so each needs its own.
+		c.cl.Produce(ctx, &kgo.Record{Key: c.payload.Key(i), Value: c.payload.Value(i)}, done)
+	}
+	if err := c.cl.Flush(ctx); err != nil {
+		cnt.Fail(c.spec.Records-int(cnt.Done()), fmt.Errorf("flush: %w", err))
+	}
+}
+
+func (c *client) Close() error {
+	c.cl.Close()
+	return nil
+}

@@ -1,0 +1,70 @@
+// Command samsa is the peer benchmark's client for samsa (this
+// repository's producer). The harness (cmd/peerbench) runs it; see package
+// workload for its flags and output.
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/samsa-go/samsa/bench/internal/workload"
+	"github.com/samsa-go/samsa/compression"
+	"github.com/samsa-go/samsa/producer"
+)
+
+func main() { workload.Main("samsa", &client{}) }
+
+type client struct {
+	spec    workload.Spec
+	payload *workload.Payload
+	p       *producer.Producer
+}
+
+func (c *client) Notes() string {
+	return "idempotent (default); murmur2 for keys, uniform sticky for null keys (default); SendCallback"
+}
+
+func (c *client) Open(ctx context.Context, spec workload.Spec, brokers []string, p *workload.Payload) error {
+	codec, err := compression.ParseType(spec.Compression)
+	if err != nil {
+		return err
+	}
+	c.spec, c.payload = spec, p
+	c.p, err = producer.New(producer.Config{
+		Brokers:        brokers,
+		Acks:           producer.AcksAll,
+		Linger:         workload.Linger,
+		BatchSize:      workload.BatchBytes,
+		MaxRequestSize: workload.MaxRequestBytes,
+		BufferMemory:   workload.BufferBytes,
+		Compression:    codec,
+	})
+	if err != nil {
+		return err
+	}
+	_, err = c.p.Send(ctx, &producer.Record{Topic: spec.Topic(), Key: p.Key(0), Value: p.Value(0)}).Wait(ctx)
+	if err != nil {
+		return fmt.Errorf("warm-up record: %w", err)
+	}
+	return nil
+}
+
+func (c *client) Produce(ctx context.Context, cnt *workload.Counter) {
+	done := func(_ producer.RecordMetadata, err error) {
+		if err != nil {
+			cnt.Fail(1, err)
+			return
+		}
+		cnt.Ack()
+	}
+	rec := producer.Record{Topic: c.spec.Topic()}
+	for i := range c.spec.Records {
+		rec.Key, rec.Value = c.payload.Key(i), c.payload.Value(i)
+		c.p.SendCallback(ctx, &rec, done) // Send copies Key and Value
+	}
+	if err := c.p.Flush(ctx); err != nil {
+		cnt.Fail(c.spec.Records-int(cnt.Done()), fmt.Errorf("flush: %w", err))
+	}
+}
+
+func (c *client) Close() error { return c.p.Close(context.Background()) }

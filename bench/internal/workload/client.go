@@ -1,0 +1,149 @@
+package workload
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime/pprof"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// Client is one producer library under test, driven by Main in a process
+// of its own.
+type Client interface {
+	// Open creates the producer for spec with the shared knobs, produces
+	// one warm-up record and waits for its acknowledgment, so that
+	// connections and metadata are in place before the clock starts.
+	Open(ctx context.Context, spec Spec, brokers []string, p *Payload) error
+	// Produce sends spec.Records records, record i with p.Key(i) and
+	// p.Value(i), as fast as the library allows, and returns once every
+	// one is acknowledged or failed, counting them in c.
+	Produce(ctx context.Context, c *Counter)
+	// Close releases the producer.
+	Close() error
+	// Notes says which of the client's own defaults the run relies on
+	// (idempotence, partitioner, delivery path), for the report.
+	Notes() string
+}
+
+// Counter counts acknowledged and failed records; safe for concurrent use.
+type Counter struct {
+	acked, failed atomic.Int64
+	first         atomic.Pointer[string]
+}
+
+// Ack counts one acknowledged record.
+func (c *Counter) Ack() { c.acked.Add(1) }
+
+// AckN counts n acknowledged records.
+func (c *Counter) AckN(n int) { c.acked.Add(int64(n)) }
+
+// Fail counts n failed records and keeps the first error.
+func (c *Counter) Fail(n int, err error) {
+	c.failed.Add(int64(n))
+	if err == nil {
+		err = errors.New("unknown error")
+	}
+	s := err.Error()
+	c.first.CompareAndSwap(nil, &s)
+}
+
+// Err returns the first error counted by Fail, or nil.
+func (c *Counter) Err() error {
+	if p := c.first.Load(); p != nil {
+		return errors.New(*p)
+	}
+	return nil
+}
+
+// Done returns the number of records acknowledged or failed so far.
+func (c *Counter) Done() int64 { return c.acked.Load() + c.failed.Load() }
+
+// Main runs a client binary: it parses the flags, runs the workload through
+// c and prints a Result as one JSON line on stdout. It exits with status 1,
+// the error on stderr, when the client cannot be set up; failed records are
+// counted in the Result instead.
+func Main(name string, c Client) {
+	if err := run(name, c, os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.Exit(1)
+	}
+}
+
+func run(name string, c Client, args []string, stdout io.Writer) (err error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	brokers := fs.String("brokers", "", "comma-separated bootstrap brokers (required)")
+	wname := fs.String("workload", "", "workload name (required)")
+	records := fs.Int("records", DefaultRecords, "records to produce")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the timed phase to this file")
+	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *brokers == "" {
+		return errors.New("-brokers is required")
+	}
+	spec, err := ByName(*wname, *records)
+	if err != nil {
+		return err
+	}
+	if err := spec.Validate(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+
+	payload := NewPayload(spec)
+	setup := time.Now()
+	if err := c.Open(ctx, spec, strings.Split(*brokers, ","), payload); err != nil {
+		return fmt.Errorf("open: %w", err)
+	}
+	defer func() {
+		if cerr := c.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("close: %w", cerr)
+		}
+	}()
+	setupTime := time.Since(setup)
+
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
+	var cnt Counter
+	start := time.Now()
+	c.Produce(ctx, &cnt)
+	wall := time.Since(start)
+	if *cpuprofile != "" {
+		pprof.StopCPUProfile()
+	}
+
+	res := Result{
+		Client:     name,
+		Workload:   spec.Name,
+		Records:    spec.Records,
+		Acked:      cnt.acked.Load(),
+		Errors:     cnt.failed.Load(),
+		WallNanos:  wall.Nanoseconds(),
+		SetupNanos: setupTime.Nanoseconds(),
+		Notes:      c.Notes(),
+	}
+	if p := cnt.first.Load(); p != nil {
+		res.FirstError = *p
+	}
+	if missing := int64(spec.Records) - res.Acked - res.Errors; missing != 0 && res.FirstError == "" {
+		res.FirstError = fmt.Sprintf("%d records neither acknowledged nor failed", missing)
+	}
+	_, err = stdout.Write(res.Encode())
+	return err
+}

@@ -1,0 +1,25 @@
+// Package workload defines what every client of the peer benchmark
+// produces, and the shell that runs one client in a process of its own.
+//
+// # Workloads
+//
+// All returns the four workloads (100-byte values without
+// compression, with lz4, 1 KiB keyed values with zstd, and 100-byte keyed
+// values over 10 000 partitions). Payload makes their keys and values once,
+// from a fixed seed, before the clock starts; values are text-like so that
+// compression has work to do.
+//
+// # Shared knobs
+//
+// Linger (5 ms), BatchBytes (1 MiB), BufferBytes, MaxRequestBytes and
+// MaxBufferedRecords are the settings every client maps onto its own
+// options; acks=all everywhere.
+//
+// # Client processes
+//
+// A client binary implements Client and calls Main. Main creates the
+// producer and gets one warm-up record acknowledged (untimed), then times
+// Produce from the first send to the last acknowledgment, and prints a
+// Result as one JSON line. The harness (package harness) reads it and adds
+// the process's CPU time and peak RSS from getrusage.
+package workload
