@@ -25,8 +25,8 @@ type client struct {
 	topic   string
 
 	cnt      atomic.Pointer[workload.Counter] // where drain counts reports
-	progress chan struct{}     // 1-buffered: a delivery report arrived
-	drained  chan struct{}     // closed when drain returns
+	progress chan struct{}                    // 1-buffered: a delivery report arrived
+	drained  chan struct{}                    // closed when drain returns
 }
 
 func (c *client) Notes() string {

@@ -45,7 +45,7 @@ func newClient() *client {
 }
 
 func (c *client) Notes() string {
-	return fmt.Sprintf("no idempotence (none in kafka-go); Hash (FNV-1a) balancer for keys, RoundRobin for null keys (default); Async Writer with Completion, %d messages per WriteMessages, BatchSize (count) %d", chunkSize, c.batchCount())
+	return fmt.Sprintf("no idempotence (none in kafka-go); Hash (FNV-1a) balancer for keys, RoundRobin for null keys (default); Async Writer with Completion, %d messages per WriteMessages, BatchSize (a message count) = min(1 MiB / value size, 2 × records per partition + 16), in flight bounded to %d MiB", chunkSize, workload.BufferBytes>>20)
 }
 
 func codec(name string) (kafka.Compression, error) {

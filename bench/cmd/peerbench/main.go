@@ -1,0 +1,118 @@
+// Command peerbench runs the same workloads through samsa, franz-go (kgo),
+// IBM/sarama, segmentio/kafka-go and confluent-kafka-go, each client in a
+// process of its own, against one testbroker process in sink mode, and
+// prints a Markdown table of the median records/s, CPU ns per record, peak
+// RSS and the ratios to samsa. Run it from bench/:
+//
+//	go run ./cmd/peerbench               # full run: 4 workloads × 1M records × 3 runs
+//	go run ./cmd/peerbench -quick        # 100 000 records, 1 run
+//	go run ./cmd/peerbench -clients samsa,kgo -workloads 100B-lz4 -records 200000
+//	go run ./cmd/peerbench -cpuprofile /tmp/prof   # CPU profiles of samsa's runs
+//
+// Progress goes to stderr, the table to stdout (or the JSON report with
+// -json). The exit status is 1 when a run fails or a target is not met
+// only with -strict; failures are always listed under the table.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/samsa-go/samsa/bench/internal/harness"
+	"github.com/samsa-go/samsa/bench/internal/workload"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "peerbench:", err)
+		os.Exit(1)
+	}
+}
+
+func list(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func run() error {
+	var names []string
+	for _, s := range workload.All(0) {
+		names = append(names, s.Name)
+	}
+	clients := flag.String("clients", strings.Join(harness.Clients, ","), "comma-separated clients to run (samsa is always run)")
+	workloads := flag.String("workloads", strings.Join(names, ","), "comma-separated workloads to run")
+	records := flag.Int("records", workload.DefaultRecords, "records per workload and run")
+	runs := flag.Int("runs", 3, "runs of each client per workload, interleaved")
+	quick := flag.Bool("quick", false, "smoke test: 100 000 records and 1 run unless -records or -runs are given")
+	asJSON := flag.Bool("json", false, "print the report as JSON instead of Markdown")
+	timeout := flag.Duration("timeout", 10*time.Minute, "bound on one client run")
+	bindir := flag.String("bindir", "", "build the binaries here (default: a temporary directory)")
+	cpuprofile := flag.String("cpuprofile", "", "write CPU profiles of the -profile clients' runs to this directory")
+	profile := flag.String("profile", harness.Ours, "comma-separated clients to profile with -cpuprofile")
+	strict := flag.Bool("strict", false, "exit with status 1 when a run fails or a target against kgo is not met")
+	flag.Parse()
+
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *quick {
+		if !set["records"] {
+			*records = 100_000
+		}
+		if !set["runs"] {
+			*runs = 1
+		}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	rep, err := harness.Run(ctx, harness.Options{
+		Clients:    list(*clients),
+		Workloads:  list(*workloads),
+		Records:    *records,
+		Runs:       *runs,
+		Timeout:    *timeout,
+		BinDir:     *bindir,
+		ProfileDir: *cpuprofile,
+		Profile:    list(*profile),
+		Log:        os.Stderr,
+	})
+	if rep == nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else if err := rep.WriteMarkdown(os.Stdout); err != nil {
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	if *strict {
+		for _, w := range rep.Workloads {
+			if ok, verdict := w.Target(); !ok {
+				return fmt.Errorf("workload %s: %s", w.Spec.Name, verdict)
+			}
+			for _, s := range w.Clients {
+				if s.OK != len(s.Runs) {
+					return fmt.Errorf("workload %s: %s: %d of %d runs failed", w.Spec.Name, s.Client, len(s.Runs)-s.OK, len(s.Runs))
+				}
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,201 @@
+package harness
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"strings"
+
+	"github.com/samsa-go/samsa/bench/internal/workload"
+)
+
+// The issue's targets against Baseline on every workload.
+const (
+	// TargetCPURatio is the highest acceptable ours/kgo CPU per record.
+	TargetCPURatio = 0.7
+	// TargetThroughputRatio is the lowest acceptable ours/kgo records/s.
+	TargetThroughputRatio = 1.3
+)
+
+func numCPU() int { return runtime.NumCPU() }
+
+// median returns the median of xs (the mean of the middle two for an even
+// count), or 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// summarize sets the medians from the successful runs.
+func (s *Summary) summarize() {
+	var rps, cpu, rss []float64
+	for _, r := range s.Runs {
+		if !r.OK() {
+			continue
+		}
+		rps = append(rps, r.RecordsPerSec)
+		cpu = append(cpu, r.CPUNsPerRecord)
+		rss = append(rss, float64(r.PeakRSSBytes))
+	}
+	s.OK = len(rps)
+	s.RecordsPerSec, s.CPUNsPerRecord, s.PeakRSSBytes = median(rps), median(cpu), int64(median(rss))
+}
+
+// ratios sets every summary's ratios to ours.
+func (w *WorkloadReport) ratios() {
+	ours := w.summary(Ours)
+	for i := range w.Clients {
+		s := &w.Clients[i]
+		if ours == nil || ours.OK == 0 || s.OK == 0 {
+			continue
+		}
+		s.ThroughputRatio = ours.RecordsPerSec / s.RecordsPerSec
+		s.CPURatio = ours.CPUNsPerRecord / s.CPUNsPerRecord
+	}
+}
+
+func (w *WorkloadReport) summary(client string) *Summary {
+	for i := range w.Clients {
+		if w.Clients[i].Client == client {
+			return &w.Clients[i]
+		}
+	}
+	return nil
+}
+
+// Target reports whether ours meets the issue's targets against Baseline on
+// this workload, and says why in words. ok is false when either has no
+// successful run.
+func (w *WorkloadReport) Target() (ok bool, verdict string) {
+	base := w.summary(Baseline)
+	if base == nil || base.OK == 0 || w.summary(Ours) == nil || w.summary(Ours).OK == 0 {
+		return false, fmt.Sprintf("no comparison with %s (a client has no successful run)", Baseline)
+	}
+	cpuOK := base.CPURatio <= TargetCPURatio
+	rpsOK := base.ThroughputRatio >= TargetThroughputRatio
+	word := func(b bool) string {
+		if b {
+			return "met"
+		}
+		return "NOT met"
+	}
+	return cpuOK && rpsOK, fmt.Sprintf("throughput %.2f× %s (target ≥ %.1f: %s), CPU/record %.2f× %s (target ≤ %.1f: %s)",
+		base.ThroughputRatio, Baseline, TargetThroughputRatio, word(rpsOK),
+		base.CPURatio, Baseline, TargetCPURatio, word(cpuOK))
+}
+
+// Describe returns the workload in words: "1000000 × 100 B, unkeyed, no
+// compression, 8 partitions".
+func Describe(s workload.Spec) string {
+	keys := "unkeyed"
+	if s.Keys > 0 {
+		keys = fmt.Sprintf("%d keys", s.Keys)
+	}
+	comp := s.Compression
+	if comp == "none" {
+		comp = "no compression"
+	}
+	size := fmt.Sprintf("%d B", s.ValueSize)
+	if s.ValueSize%1024 == 0 {
+		size = fmt.Sprintf("%d KiB", s.ValueSize/1024)
+	}
+	return fmt.Sprintf("%d × %s, %s, %s, %d partitions", s.Records, size, keys, comp, s.Partitions)
+}
+
+// WriteMarkdown writes the report as Markdown: one table of medians for all
+// workloads, the verdict on the targets per workload, failures, and the
+// clients' notes.
+func (r *Report) WriteMarkdown(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Peer benchmark, %s, %d CPUs, %s: median of %d runs per client, %d records per run, one testbroker process in sink mode (acks=all, linger 5 ms, batch 1 MiB). Took %s.\n\n",
+		r.Started.Format("2006-01-02"), r.CPUs, r.GoVersion, r.Runs, r.Records, r.Duration.Round(1e9))
+	b.WriteString("| workload | client | records/s | CPU ns/record | peak RSS | throughput ours/peer | CPU ours/peer | ok runs |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, wr := range r.Workloads {
+		for _, s := range wr.Clients {
+			if s.OK == 0 {
+				fmt.Fprintf(&b, "| %s | %s | failed | | | | | 0/%d |\n", wr.Spec.Name, s.Client, len(s.Runs))
+				continue
+			}
+			ratio := func(x float64) string {
+				if x == 0 {
+					return "–"
+				}
+				return fmt.Sprintf("%.2f", x)
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %.1f MiB | %s | %s | %d/%d |\n",
+				wr.Spec.Name, s.Client, thousands(s.RecordsPerSec), thousands(s.CPUNsPerRecord),
+				float64(s.PeakRSSBytes)/(1<<20), ratio(s.ThroughputRatio), ratio(s.CPURatio), s.OK, len(s.Runs))
+		}
+	}
+	b.WriteString("\nWorkloads:\n\n")
+	for _, wr := range r.Workloads {
+		_, verdict := wr.Target()
+		fmt.Fprintf(&b, "- %s: %s. Against %s: %s.\n", wr.Spec.Name, Describe(wr.Spec), Baseline, verdict)
+	}
+	b.WriteString("\nrecords/s is records / (first send to last ack), timed inside each client after a warm-up record. " +
+		"CPU ns/record is the client process's user+system time (getrusage) over the records, start-up, connection setup and warm-up included; " +
+		"peak RSS is the process's maxrss. Ratios are ours/peer: throughput > 1 and CPU < 1 favour samsa.\n")
+	var fails []string
+	for _, wr := range r.Workloads {
+		if wr.Error != "" {
+			fails = append(fails, fmt.Sprintf("- %s: %s", wr.Spec.Name, wr.Error))
+		}
+		for _, s := range wr.Clients {
+			for _, run := range s.Runs {
+				if !run.OK() {
+					fails = append(fails, fmt.Sprintf("- %s, %s, run %d: %s", wr.Spec.Name, s.Client, run.Run, oneLine(run.Error)))
+				}
+			}
+		}
+	}
+	if len(fails) > 0 {
+		b.WriteString("\nFailures:\n\n" + strings.Join(fails, "\n") + "\n")
+	}
+	if len(r.Notes) > 0 {
+		b.WriteString("\nClients:\n\n")
+		for _, c := range Clients {
+			if n, ok := r.Notes[c]; ok {
+				fmt.Fprintf(&b, "- %s: %s.\n", c, n)
+			}
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// thousands formats x rounded to an integer with thin separators:
+// 1234567 → "1,234,567".
+func thousands(x float64) string {
+	s := fmt.Sprintf("%.0f", x)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var out []byte
+	for i := range len(s) {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			out = append(out, ',')
+		}
+		out = append(out, s[i])
+	}
+	if neg {
+		return "-" + string(out)
+	}
+	return string(out)
+}
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ⏎ ")
+	if len(s) > 600 {
+		s = s[:600] + "…"
+	}
+	return s
+}
