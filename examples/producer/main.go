@@ -17,6 +17,11 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	go func() {
+		// After the first interrupt, a second one kills the program.
+		<-ctx.Done()
+		stop()
+	}()
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	var usage usageError
@@ -24,7 +29,9 @@ func main() {
 	case err == nil:
 	case errors.Is(err, flag.ErrHelp):
 	case errors.As(err, &usage):
-		fmt.Fprintln(os.Stderr, "producer:", err)
+		if !usage.printed {
+			fmt.Fprintln(os.Stderr, "producer:", err)
+		}
 		os.Exit(2)
 	default:
 		fmt.Fprintln(os.Stderr, "producer:", err)
@@ -33,7 +40,12 @@ func main() {
 }
 
 // usageError is a bad command line; main exits with status 2 for it.
-type usageError struct{ msg string }
+// printed is set when the flag package has already shown it, with the
+// usage.
+type usageError struct {
+	msg     string
+	printed bool
+}
 
 func (e usageError) Error() string { return e.msg }
 
@@ -83,10 +95,10 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		if errors.Is(err, flag.ErrHelp) {
 			return o, err
 		}
-		return o, usageError{err.Error()}
+		return o, usageError{msg: err.Error(), printed: true}
 	}
 	if fs.NArg() > 0 {
-		return o, usageError{fmt.Sprintf("unexpected arguments: %q", fs.Args())}
+		return o, usageError{msg: fmt.Sprintf("unexpected arguments: %q", fs.Args())}
 	}
 
 	var bad []string
@@ -135,7 +147,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		o.idempotent = false // as the Java client does when acks is set alone
 	}
 	if len(bad) > 0 {
-		return o, usageError{strings.Join(bad, "; ")}
+		return o, usageError{msg: strings.Join(bad, "; ")}
 	}
 	return o, nil
 }
