@@ -72,13 +72,13 @@ func produce(ctx context.Context, o options, progressOut io.Writer) (*summary, e
 	flushErr := p.Flush(ctx)
 	elapsed := time.Since(start)
 	stats := p.Stats()
+	if bar != nil {
+		bar.stop()
+	}
 
 	closeCtx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	closeErr := p.Close(closeCtx)
 	cancel()
-	if bar != nil {
-		bar.stop()
-	}
 
 	s.fill(t, stats, elapsed)
 	switch {
