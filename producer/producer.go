@@ -180,13 +180,18 @@ func (p *Producer) send(ctx context.Context, rec *Record, c completion, wait boo
 	} else {
 		c.ts = rec.Timestamp.UnixMilli()
 	}
-	if err := p.acc.CheckSize(recordbatch.BodySize(rec.Key, rec.Value, rec.Headers)); err != nil {
+	size := recordbatch.BodySize(rec.Key, rec.Value, rec.Headers)
+	if err := p.acc.CheckSize(size); err != nil {
 		c.deliver(p.failedMetadata(rec), fmt.Errorf("%w: topic %q: %w", ErrRecordTooLarge, rec.Topic, err))
 		return
 	}
-	t := p.topic(rec.Topic)
+	t, err := p.topic(rec.Topic)
+	if err != nil {
+		c.deliver(p.failedMetadata(rec), err)
+		return
+	}
 	p.unfinished.Add(1)
-	if err := p.append(ctx, t, rec, c, wait); err != nil {
+	if err := p.append(ctx, t, rec, size, c, wait); err != nil {
 		if errors.Is(err, accumulator.ErrClosing) {
 			err = fmt.Errorf("%w: %w", ErrClosed, err)
 		}
@@ -198,9 +203,6 @@ func (p *Producer) send(ctx context.Context, rec *Record, c completion, wait boo
 func (p *Producer) checkRecord(rec *Record) error {
 	if rec == nil {
 		return fmt.Errorf("%w: nil record", ErrInvalidRecord)
-	}
-	if err := validateTopic(rec.Topic); err != nil {
-		return err
 	}
 	if p.closed.Load() {
 		return ErrClosed
@@ -216,17 +218,22 @@ func (p *Producer) failedMetadata(rec *Record) RecordMetadata {
 	return md
 }
 
-func (p *Producer) topic(name string) *topicState {
+// topic returns the state of a topic, creating it on first use. Only valid
+// topic names get a state, so the name is checked once, not per record.
+func (p *Producer) topic(name string) (*topicState, error) {
 	if t, ok := p.topics.Load(name); ok {
-		return t.(*topicState)
+		return t.(*topicState), nil
+	}
+	if err := validateTopic(name); err != nil {
+		return nil, err
 	}
 	t := &topicState{acc: p.acc.NewTopic(name), sticky: newStickyPartitioner(p.cfg.BatchSize)}
 	actual, _ := p.topics.LoadOrStore(name, t)
-	return actual.(*topicState)
+	return actual.(*topicState), nil
 }
 
 // append puts the record in its partition's batch, or parks it.
-func (p *Producer) append(ctx context.Context, t *topicState, rec *Record, c completion, wait bool) error {
+func (p *Producer) append(ctx context.Context, t *topicState, rec *Record, size int, c completion, wait bool) error {
 	parts := t.acc.Partitions()
 	if parts == nil {
 		parked, err := t.acc.Park(ctx, c.ts, rec.Key, rec.Value, rec.Headers, rec.Partition, c, wait)
@@ -259,7 +266,7 @@ func (p *Producer) append(ctx context.Context, t *topicState, rec *Record, c com
 		return err
 	}
 	if sticky {
-		t.sticky.appended(part, recordbatch.BodySize(rec.Key, rec.Value, rec.Headers), n, load)
+		t.sticky.appended(part, size, n, load)
 	}
 	return nil
 }

@@ -197,7 +197,8 @@ func (s *sink) topicFor(name string) *ioTopic {
 	if t := s.topics[name]; t != nil {
 		return t
 	}
-	t := &ioTopic{name: name, ts: s.p.topic(name)}
+	ts, _ := s.p.topic(name) // known valid: a Send created it
+	t := &ioTopic{name: name, ts: ts}
 	s.topics[name] = t
 	return t
 }
