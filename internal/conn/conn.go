@@ -359,9 +359,9 @@ func (c *Conn) brokenErr(ioErr error, what string) error {
 	return fmt.Errorf("conn: %s: %s: %w: %w", c.addr, what, kerr.NetworkException, ioErr)
 }
 
-// next pops the next request to write and, if it expects a response, moves
-// it to the in-flight queue with its correlation id and deadline. It returns
-// nil when the queue is empty or the connection is broken.
+// next pops the next request to write and gives it its correlation id. It
+// returns nil when the queue is empty or the connection is broken. The
+// request is then in no queue: only the writer holds it until launch.
 func (c *Conn) next() *pending {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -371,14 +371,30 @@ func (c *Conn) next() *pending {
 	p := c.queue.pop()
 	p.corr = c.corr
 	c.corr++
-	if !p.noResp {
-		p.deadline = time.Now().Add(c.cfg.RequestTimeout)
-		if c.inflight.len() == 0 {
-			_ = c.nc.SetReadDeadline(p.deadline)
-		}
-		c.inflight.push(p)
-	}
 	return p
+}
+
+// launch moves a formatted request that expects a response to the
+// in-flight queue, with its deadline, before its bytes are written. The
+// writer formats the request first, so that once the request is in flight
+// (where the reader may complete it, and its owner reuse its memory, at any
+// moment) the writer never touches it again. If the connection broke
+// meanwhile, launch completes the request itself and reports false.
+func (c *Conn) launch(p *pending) bool {
+	c.mu.Lock()
+	if err := c.err; err != nil {
+		c.mu.Unlock()
+		p.fn(nil, err)
+		putPending(p)
+		return false
+	}
+	p.deadline = time.Now().Add(c.cfg.RequestTimeout)
+	if c.inflight.len() == 0 {
+		_ = c.nc.SetReadDeadline(p.deadline)
+	}
+	c.inflight.push(p)
+	c.mu.Unlock()
+	return true
 }
 
 func (c *Conn) writeLoop() {
@@ -449,6 +465,8 @@ func (c *Conn) writeLoop() {
 			}
 			if p.noResp {
 				unflushed = append(unflushed, p)
+			} else if !c.launch(p) {
+				return
 			}
 			if _, err := bw.Write(buf); err != nil {
 				err = c.brokenErr(err, "write")
