@@ -276,3 +276,66 @@ func TestDeliveryTimeoutCountsParkedTime(t *testing.T) {
 	require.ErrorIs(t, err, ErrDeliveryTimeout)
 	require.Less(t, took, dt+400*time.Millisecond, "the record failed %v after Send, DeliveryTimeout is %v", took, dt)
 }
+
+// TestSplitSucceedsWithAFullPool: a full buffer pool is the normal state
+// under back-pressure (Send waits in MaxBlock); a batch the broker finds too
+// large must still be split and delivered then, not failed with
+// MESSAGE_TOO_LARGE because split could not take pool memory at once (the
+// Java client builds split batches outside the pool).
+func TestSplitSucceedsWithAFullPool(t *testing.T) {
+	t.Skip("BUG: split takes its halves from the pool without waiting; with the pool full the records fail with MESSAGE_TOO_LARGE")
+	c := newCluster(t, testbroker.Config{MaxMessageBytes: 3000})
+	require.NoError(t, c.CreateTopic("split", 1))
+	p := newProducer(t, c, Config{BufferMemory: 64 << 10, BatchSize: 16 << 10, Linger: time.Millisecond, MaxInFlight: 1})
+	var fs []*Future
+	for i := range 2000 {
+		fs = append(fs, p.Send(context.Background(), &Record{Topic: "split", Value: []byte(fmt.Sprintf("%04d-%0100d", i, 0))}))
+	}
+	waitAll(t, fs)
+}
+
+// TestSendsRacingCloseCompleteOnce: Sends from many goroutines racing with
+// Close (to known and unknown topics, some waiting for memory) all complete
+// exactly once (Future.complete panics on a second completion), with
+// success or an error wrapping ErrClosed, and Close returns.
+func TestSendsRacingCloseCompleteOnce(t *testing.T) {
+	c := newCluster(t, testbroker.Config{})
+	require.NoError(t, c.CreateTopic("t", 3))
+	p := newProducer(t, c, Config{BufferMemory: 256 << 10, BatchSize: 16 << 10})
+	const senders, each = 8, 400
+	futures := make([][]*Future, senders)
+	start := make(chan struct{})
+	done := make(chan struct{})
+	for g := range senders {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			<-start
+			for i := range each {
+				topic := "t"
+				if i%5 == 0 {
+					topic = "unknown"
+				}
+				futures[g] = append(futures[g], p.Send(context.Background(), &Record{Topic: topic, Value: make([]byte, 500)}))
+			}
+		}()
+	}
+	close(start)
+	time.Sleep(2 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_ = p.Close(ctx)
+	for range senders {
+		<-done
+	}
+	for g := range futures {
+		for i, f := range futures[g] {
+			md, err, ok := f.Result()
+			require.True(t, ok, "sender %d record %d not completed after Close", g, i)
+			if err != nil {
+				require.ErrorIs(t, err, ErrClosed, "sender %d record %d", g, i)
+			} else {
+				require.Equal(t, "t", md.Topic)
+			}
+		}
+	}
+}
