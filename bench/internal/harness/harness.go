@@ -117,6 +117,10 @@ type Report struct {
 	Runs     int           `json:"runs"`
 	// CPUs is the number of CPUs the machine has.
 	CPUs int `json:"cpus"`
+	// LoadStart and LoadEnd are /proc/loadavg when the runs start and end:
+	// other processes on the machine skew the figures.
+	LoadStart string `json:"load_start,omitempty"`
+	LoadEnd   string `json:"load_end,omitempty"`
 	// GoVersion is the toolchain the binaries were built with.
 	GoVersion string `json:"go_version"`
 	// BuildErrors maps a client that could not be built to the error.
@@ -202,6 +206,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if rep.GoVersion, err = build(ctx, o, rep.BuildErrors); err != nil {
 		return nil, err
 	}
+	rep.LoadStart = loadAvg()
 	for _, name := range o.Workloads {
 		spec, _ := workload.ByName(name, o.Records)
 		rep.Workloads = append(rep.Workloads, runWorkload(ctx, o, spec, rep))
@@ -210,6 +215,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	rep.Duration = time.Since(rep.Started)
+	rep.LoadEnd = loadAvg()
 	return rep, nil
 }
 
@@ -372,6 +378,20 @@ func runClient(ctx context.Context, o Options, spec workload.Spec, addr, client 
 		res.CPUNsPerRecord = float64(res.CPU.Nanoseconds()) / float64(spec.Records)
 	}
 	return res, out.Notes
+}
+
+// loadAvg returns the 1, 5 and 15 minute load averages, or "" where the
+// system does not say.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
 }
 
 func lastLine(b []byte) []byte {

@@ -118,6 +118,9 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Peer benchmark, %s, %d CPUs, %s: median of %d runs per client, %d records per run, one testbroker process in sink mode (acks=all, linger 5 ms, batch 1 MiB). Took %s.\n\n",
 		r.Started.Format("2006-01-02"), r.CPUs, r.GoVersion, r.Runs, r.Records, r.Duration.Round(1e9))
+	if r.LoadStart != "" {
+		fmt.Fprintf(&b, "Load average (1, 5, 15 min) %s at the start, %s at the end.\n\n", r.LoadStart, r.LoadEnd)
+	}
 	b.WriteString("| workload | client | records/s | CPU ns/record | peak RSS | throughput ours/peer | CPU ours/peer | ok runs |\n")
 	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, wr := range r.Workloads {

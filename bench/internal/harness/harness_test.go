@@ -1,0 +1,210 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/samsa-go/samsa/bench/internal/workload"
+)
+
+// tinyRecords keeps the end-to-end tests fast: they check that every client
+// gets every record acknowledged through the harness, not speed.
+const tinyRecords = 2000
+
+func TestMedian(t *testing.T) {
+	cases := []struct {
+		name string
+		in   []float64
+		want float64
+	}{
+		{"none", nil, 0},
+		{"one", []float64{7}, 7},
+		{"odd count, unsorted", []float64{9, 1, 5}, 5},
+		{"even count takes the mean of the middle two", []float64{4, 1, 3, 2}, 2.5},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.InDelta(t, tc.want, median(tc.in), 1e-12)
+		})
+	}
+}
+
+func TestThousands(t *testing.T) {
+	cases := []struct {
+		in   float64
+		want string
+	}{
+		{0, "0"},
+		{999.4, "999"},
+		{1000, "1,000"},
+		{1234567.8, "1,234,568"},
+		{-12345, "-12,345"},
+	}
+	for _, tc := range cases {
+		assert.Equal(t, tc.want, thousands(tc.in), "%v", tc.in)
+	}
+}
+
+func TestOptionsDefaults(t *testing.T) {
+	cases := []struct {
+		name    string
+		in      Options
+		clients []string
+		err     string
+	}{
+		{name: "zero value runs everything", clients: Clients},
+		{name: "ours is added first", in: Options{Clients: []string{"sarama", "kgo"}}, clients: []string{"samsa", "kgo", "sarama"}},
+		{name: "duplicates collapse", in: Options{Clients: []string{"kgo", "samsa", "kgo"}}, clients: []string{"samsa", "kgo"}},
+		{name: "unknown client", in: Options{Clients: []string{"rdkafka"}}, err: `unknown client "rdkafka"`},
+		{name: "unknown workload", in: Options{Workloads: []string{"1GiB"}}, err: `unknown workload "1GiB"`},
+		{name: "negative runs", in: Options{Runs: -1}, err: "runs -1"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := tc.in
+			err := o.defaults()
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.clients, o.Clients)
+			assert.Equal(t, workload.DefaultRecords, o.Records)
+			assert.Equal(t, 3, o.Runs)
+			assert.Len(t, o.Workloads, len(workload.All(1)))
+		})
+	}
+}
+
+func TestRatiosAndTarget(t *testing.T) {
+	run := func(rps, cpu float64) []RunResult {
+		return []RunResult{{RecordsPerSec: rps, CPUNsPerRecord: cpu, PeakRSSBytes: 1 << 20}}
+	}
+	cases := []struct {
+		name       string
+		ours, base []RunResult
+		met        bool
+		verdict    string
+	}{
+		{"both targets met", run(1300, 700), run(1000, 1000), true, "throughput 1.30× kgo (target ≥ 1.3: met), CPU/record 0.70× kgo (target ≤ 0.7: met)"},
+		{"throughput short", run(1200, 500), run(1000, 1000), false, "target ≥ 1.3: NOT met"},
+		{"cpu short", run(2000, 800), run(1000, 1000), false, "target ≤ 0.7: NOT met"},
+		{"baseline failed", run(2000, 500), []RunResult{{Error: "boom"}}, false, "no comparison with kgo"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := WorkloadReport{Clients: []Summary{{Client: Ours, Runs: tc.ours}, {Client: Baseline, Runs: tc.base}}}
+			for i := range w.Clients {
+				w.Clients[i].summarize()
+			}
+			w.ratios()
+			met, verdict := w.Target()
+			assert.Equal(t, tc.met, met)
+			assert.Contains(t, verdict, tc.verdict)
+			assert.InDelta(t, 1.0, w.Clients[0].ThroughputRatio, 1e-12, "ours against itself")
+		})
+	}
+}
+
+// cgoWorks reports whether the go command can build cgo packages here: the
+// confluent client needs it.
+func cgoWorks(t *testing.T) (bool, string) {
+	t.Helper()
+	out, err := exec.Command("go", "env", "CGO_ENABLED", "CC").Output()
+	require.NoError(t, err)
+	f := strings.Fields(string(out))
+	if len(f) < 2 || f[0] != "1" {
+		return false, "CGO_ENABLED is not 1"
+	}
+	if _, err := exec.LookPath(f[1]); err != nil {
+		return false, "no C compiler: " + err.Error()
+	}
+	return true, ""
+}
+
+// runTiny runs the harness for clients with tinyRecords records and one
+// run, and checks what a reader of the table relies on: every run of every
+// client succeeded with every record acknowledged, the measures are filled
+// in, and the Markdown has a row per client and workload.
+func runTiny(t *testing.T, clients, workloads []string) *Report {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var log bytes.Buffer
+	rep, err := Run(ctx, Options{
+		Clients: clients, Workloads: workloads, Records: tinyRecords, Runs: 1,
+		Timeout: 2 * time.Minute, BinDir: t.TempDir(), Log: &log,
+	})
+	require.NoError(t, err, "log:\n%s", log.String())
+	require.Empty(t, rep.BuildErrors)
+	require.Len(t, rep.Workloads, len(workloads))
+
+	var md bytes.Buffer
+	require.NoError(t, rep.WriteMarkdown(&md))
+	for _, w := range rep.Workloads {
+		require.Empty(t, w.Error)
+		for _, s := range w.Clients {
+			require.Len(t, s.Runs, 1)
+			r := s.Runs[0]
+			require.True(t, r.OK(), "%s on %s: %s", s.Client, w.Spec.Name, r.Error)
+			assert.Equal(t, int64(tinyRecords), r.Acked)
+			assert.Positive(t, r.RecordsPerSec)
+			assert.Positive(t, r.CPUNsPerRecord)
+			assert.Positive(t, r.PeakRSSBytes)
+			assert.Equal(t, 1, s.OK)
+			assert.Positive(t, s.ThroughputRatio)
+			assert.Positive(t, s.CPURatio)
+			assert.Contains(t, md.String(), "| "+w.Spec.Name+" | "+s.Client+" | ")
+		}
+		_, verdict := w.Target()
+		assert.Contains(t, md.String(), verdict)
+	}
+	assert.NotContains(t, md.String(), "Failures:")
+
+	// The JSON report is what -json prints: it must round-trip.
+	b, err := json.Marshal(rep)
+	require.NoError(t, err)
+	var back Report
+	require.NoError(t, json.Unmarshal(b, &back))
+	assert.Equal(t, rep.Workloads[0].Clients[0].Runs[0].Acked, back.Workloads[0].Clients[0].Runs[0].Acked)
+	return rep
+}
+
+// TestRunQuick runs ours and kgo through every workload, 10 000-partition
+// topic included, end to end: build, broker process, client processes,
+// getrusage, report.
+func TestRunQuick(t *testing.T) {
+	var all []string
+	for _, s := range workload.All(tinyRecords) {
+		all = append(all, s.Name)
+	}
+	rep := runTiny(t, []string{"samsa", "kgo"}, all)
+	for _, c := range []string{"samsa", "kgo"} {
+		assert.NotEmpty(t, rep.Notes[c], "every client says which defaults it relies on")
+	}
+}
+
+// TestRunOtherPeers checks that sarama, kafka-go and confluent-kafka-go
+// build and get every record acknowledged by the test broker. The
+// confluent client needs cgo; without it, it is left out (and said so),
+// never hidden when it fails.
+func TestRunOtherPeers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds three more clients, one with cgo")
+	}
+	clients := []string{"sarama", "kafkago"}
+	if ok, why := cgoWorks(t); ok {
+		clients = append(clients, "confluent")
+	} else {
+		t.Logf("confluent left out: %s", why)
+	}
+	runTiny(t, clients, []string{"100B-lz4"})
+}
