@@ -56,6 +56,7 @@ func run() error {
 	runs := flag.Int("runs", 3, "runs of each client per workload, interleaved")
 	quick := flag.Bool("quick", false, "smoke test: 100 000 records and 1 run unless -records or -runs are given")
 	asJSON := flag.Bool("json", false, "print the report as JSON instead of Markdown")
+	jsonFile := flag.String("jsonfile", "", "also write the JSON report to this file")
 	timeout := flag.Duration("timeout", 10*time.Minute, "bound on one client run")
 	bindir := flag.String("bindir", "", "build the binaries here (default: a temporary directory)")
 	cpuprofile := flag.String("cpuprofile", "", "write CPU profiles of the -profile clients' runs to this directory")
@@ -89,6 +90,15 @@ func run() error {
 	})
 	if rep == nil {
 		return err
+	}
+	if *jsonFile != "" {
+		b, jerr := json.MarshalIndent(rep, "", "  ")
+		if jerr == nil {
+			jerr = os.WriteFile(*jsonFile, append(b, '\n'), 0o644)
+		}
+		if jerr != nil {
+			return jerr
+		}
 	}
 	if *asJSON {
 		enc := json.NewEncoder(os.Stdout)
