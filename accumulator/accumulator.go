@@ -172,7 +172,7 @@ func (a *Accumulator[C]) allocate(ctx context.Context, n int, wait bool) ([]byte
 		bufferpool.ErrBufferExhausted, n, a.cfg.Pool.Available())
 }
 
-func (a *Accumulator[C]) newBatch(p *Partition[C], buf []byte) *Batch[C] {
+func (a *Accumulator[C]) newBatch(p *Partition[C], buf []byte, created time.Time) *Batch[C] {
 	b, _ := a.batches.Get().(*Batch[C])
 	if b == nil {
 		b = new(Batch[C])
@@ -181,7 +181,7 @@ func (a *Accumulator[C]) newBatch(p *Partition[C], buf []byte) *Batch[C] {
 	b.Partition = p
 	b.buf = buf
 	b.Builder.Reset(buf)
-	b.Created = time.Now()
+	b.Created = created
 	b.BaseSequence = -1
 	return b
 }
@@ -190,9 +190,10 @@ func (a *Accumulator[C]) newBatch(p *Partition[C], buf []byte) *Batch[C] {
 // accumulator's free list. The caller must be done with every field of b,
 // its Records included.
 func (a *Accumulator[C]) Free(b *Batch[C]) {
-	if b.overdraft {
+	switch {
+	case b.overdraft:
 		a.overdraft.Store(false)
-	} else {
+	case !b.heap:
 		a.cfg.Pool.Release(b.buf)
 	}
 	clear(b.Records)
@@ -200,18 +201,23 @@ func (a *Accumulator[C]) Free(b *Batch[C]) {
 	b.gen.Add(1) // stale references (the IO goroutine's queues) see it is gone
 	b.Partition, b.Builder, b.Records, b.Created = nil, recordbatch.Builder{}, recs, time.Time{}
 	b.Raw, b.Attempts, b.BaseSequence, b.Uncompressed = nil, 0, -1, 0
-	b.buf, b.overdraft, b.Ambiguous = nil, false, false
+	b.buf, b.overdraft, b.heap, b.Ambiguous = nil, false, false, false
 	a.batches.Put(b)
 }
 
 // NewDetachedBatch returns an empty batch of partition p with a buffer of
-// size bytes taken from the pool without waiting, or nil if the pool has no
-// memory. It is not queued anywhere: the IO goroutine uses it to split a
-// batch the broker found too large.
+// size bytes. It is not queued anywhere: the IO goroutine uses it to split a
+// batch the broker found too large. The buffer comes from the pool when it
+// has memory; otherwise from the heap, outside the pool's accounting (like
+// the Java client's split batches), since the batch being split gives its
+// own pool memory back at once.
 func (a *Accumulator[C]) NewDetachedBatch(p *Partition[C], size int) *Batch[C] {
 	buf := a.cfg.Pool.TryAllocate(size)
-	if buf == nil {
-		return nil
+	heap := buf == nil
+	if heap {
+		buf = make([]byte, size)
 	}
-	return a.newBatch(p, buf)
+	b := a.newBatch(p, buf, time.Now())
+	b.heap = heap
+	return b
 }

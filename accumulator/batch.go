@@ -36,7 +36,8 @@ type Batch[C any] struct {
 
 	buf       []byte
 	gen       atomic.Uint64 // bumped each time the struct is reused
-	overdraft bool          // buf is not pool memory (see Partition.appendBody)
+	overdraft bool          // buf is the one batch outside the pool (see Partition.appendBody)
+	heap      bool          // buf is heap memory of a split batch (see NewDetachedBatch)
 }
 
 // Gen returns the batch's generation: it changes every time the struct is

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/samsa-go/samsa/internal/recordbatch"
 )
@@ -83,7 +84,7 @@ func (p *Partition[C]) Append(ctx context.Context, ts int64, key, value []byte, 
 		a.cfg.Pool.Release(buf)
 		return nil
 	}
-	b := p.openLocked(buf)
+	b := p.openLocked(buf, time.Now())
 	if !b.Builder.Append(ts, key, value, headers) {
 		panic("accumulator: record does not fit in a buffer sized for it")
 	}
@@ -93,8 +94,10 @@ func (p *Partition[C]) Append(ctx context.Context, ts int64, key, value []byte, 
 }
 
 // appendBody is Append for a parked record, called by the IO goroutine:
-// it never waits for memory and reports false when the pool has none.
-func (p *Partition[C]) appendBody(ts int64, body []byte, c C) bool {
+// it never waits for memory and reports false when the pool has none. A new
+// batch counts its age (linger, delivery timeout) from parkedAt, when its
+// first record entered the producer.
+func (p *Partition[C]) appendBody(ts int64, body []byte, c C, parkedAt time.Time) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if b := p.open; b != nil && b.Builder.AppendBody(ts, body) {
@@ -115,7 +118,7 @@ func (p *Partition[C]) appendBody(ts int64, body []byte, c C) bool {
 		}
 		buf, overdraft = make([]byte, size), true
 	}
-	b := p.openLocked(buf)
+	b := p.openLocked(buf, parkedAt)
 	b.overdraft = overdraft
 	if !b.Builder.AppendBody(ts, body) {
 		panic("accumulator: parked record does not fit in a buffer sized for it")
@@ -124,13 +127,14 @@ func (p *Partition[C]) appendBody(ts int64, body []byte, c C) bool {
 	return true
 }
 
-// openLocked seals the open batch, if any, and opens a new one in buf.
-func (p *Partition[C]) openLocked(buf []byte) *Batch[C] {
+// openLocked seals the open batch, if any, and opens a new one in buf,
+// created at created.
+func (p *Partition[C]) openLocked(buf []byte, created time.Time) *Batch[C] {
 	if p.open != nil {
 		p.sealLocked()
 	}
 	a := p.acc
-	b := a.newBatch(p, buf)
+	b := a.newBatch(p, buf, created)
 	p.open = b
 	p.queued.Add(1)
 	a.post(Event[C]{Kind: Opened, Partition: p, Batch: b, Gen: b.gen.Load(), At: b.Created})

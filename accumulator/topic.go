@@ -144,7 +144,7 @@ func (t *Topic[C]) MoveParked(place func(r ParkedRecord) (*Partition[C], error),
 		p, err := place(ParkedRecord{Timestamp: r.ts, Body: body, Partition: r.partition})
 		if err != nil {
 			fail(r.c, err)
-		} else if !p.appendBody(r.ts, body, r.c) {
+		} else if !p.appendBody(r.ts, body, r.c, r.at) {
 			return false
 		}
 		t.popLocked()

@@ -24,8 +24,10 @@ type idempotence struct {
 	retryAt    time.Time
 }
 
-func (i *idempotence) ready() bool {
-	return i.producerID >= 0 && !i.needBump && !i.requesting
+// canSend reports whether batches may be sent: the producer has an id. While
+// needBump is set, only unresolved batches go out (see sink.nextBatch).
+func (i *idempotence) canSend() bool {
+	return i.producerID >= 0 && !i.requesting && !i.needNewID
 }
 
 // ensureProducerID gets the producer an id with InitProducerId when it has
@@ -37,8 +39,8 @@ func (s *sink) ensureProducerID() {
 	if id == nil || id.requesting || (id.producerID >= 0 && !id.needBump) {
 		return
 	}
-	if id.needBump && s.inflight > 0 {
-		return // bump once every answer is in
+	if id.needBump && (s.inflight > 0 || (!id.needNewID && s.unresolved())) {
+		return // bump once every answer is in and every unsettled batch settled
 	}
 	if id.needBump && !id.needNewID && id.producerID >= 0 && id.epoch < math.MaxInt16 {
 		// An idempotent (non-transactional) producer bumps its epoch itself,
@@ -50,8 +52,8 @@ func (s *sink) ensureProducerID() {
 		s.p.log.Info("bumped the producer epoch", "id", id.producerID, "epoch", id.epoch)
 		return
 	}
-	if s.now.Before(id.retryAt) || !s.hasWork() {
-		return
+	if s.now.Before(id.retryAt) || (id.producerID < 0 && !id.needNewID && !s.hasWork()) {
+		return // the first id is fetched once there is something to send
 	}
 	id.requesting = true
 	req := kmsg.NewPtrInitProducerIDRequest()
@@ -67,6 +69,20 @@ func (s *sink) ensureProducerID() {
 		resp, err := s.p.meta.Do(ctx, req)
 		s.post(func() { s.handleProducerID(resp, err) })
 	}()
+}
+
+// unresolved reports whether a partition without a sequence gap still has a
+// batch whose earlier attempt may have been written: it must be settled
+// under the current epoch before the epoch is bumped.
+func (s *sink) unresolved() bool {
+	for _, t := range s.topics {
+		for _, ip := range t.parts {
+			if !ip.gapped && ip.unsettled() {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // post runs f on the IO goroutine, unless the producer is closing.
@@ -122,18 +138,26 @@ func (s *sink) resetSequences() {
 	for _, t := range s.topics {
 		for _, ip := range t.parts {
 			ip.nextSeq = 0
+			ip.gapped = false
 			keep := ip.retry[:0]
 			for _, b := range ip.retry {
 				b.BaseSequence = -1
 				if b.Ambiguous {
-					s.fail(ip, b, fmt.Errorf("%s[%d]: the producer epoch was bumped while the batch's earlier attempt was unresolved: %w",
-						ip.topic.name, ip.acc.ID, ip.lastErr))
+					err := fmt.Errorf("%w: %s[%d]: the producer epoch had to be bumped while an earlier attempt of the batch was unresolved",
+						ErrDeliveryTimeout, ip.topic.name, ip.acc.ID)
+					if ip.lastErr != nil {
+						err = fmt.Errorf("%w (last error: %w)", err, ip.lastErr)
+					}
+					s.fail(ip, b, err)
 					continue
 				}
 				keep = append(keep, b)
 			}
 			clear(ip.retry[len(keep):])
 			ip.retry = keep
+			if len(ip.retry) > 0 || ip.hasSealed {
+				s.markReady(ip) // sending stopped while the bump was pending
+			}
 		}
 	}
 }

@@ -1,7 +1,11 @@
 package producer
 
 import (
+	"bytes"
+	"runtime"
+	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/samsa-go/samsa/accumulator"
 )
@@ -20,6 +24,8 @@ type completer struct {
 	stopped bool
 	wake    chan struct{}
 	exited  chan struct{}
+
+	goid atomic.Uint64 // the completion goroutine's id, to detect Close from a callback
 }
 
 // outcome is a completed batch, or a single record that failed outside a
@@ -50,6 +56,7 @@ func (c *completer) push(o outcome) {
 
 func (c *completer) run() {
 	defer close(c.exited)
+	c.goid.Store(goroutineID())
 	var work []outcome
 	for {
 		c.mu.Lock()
@@ -107,4 +114,18 @@ func (c *completer) stop() {
 	default:
 	}
 	<-c.exited
+}
+
+// goroutineID returns the calling goroutine's id, read from its stack
+// header ("goroutine 123 [running]:"). It is slow, and used only to tell
+// whether Close runs inside a callback.
+func goroutineID() uint64 {
+	var buf [64]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	b = bytes.TrimPrefix(b, []byte("goroutine "))
+	if i := bytes.IndexByte(b, ' '); i > 0 {
+		b = b[:i]
+	}
+	id, _ := strconv.ParseUint(string(b), 10, 64)
+	return id
 }

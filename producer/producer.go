@@ -45,7 +45,8 @@ type Producer struct {
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
-	quit      chan struct{} // closed to stop the IO goroutine
+	quit      chan struct{}   // closed to stop the IO goroutine
+	closing   context.Context // canceled by Close: ends waits for memory and dials
 	stopWaits context.CancelFunc
 	ioDone    chan struct{}
 	completer *completer
@@ -100,14 +101,13 @@ func New(cfg Config) (*Producer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	closing, stopWaits := context.WithCancel(context.Background())
-	p.stopWaits = stopWaits
+	p.closing, p.stopWaits = context.WithCancel(context.Background())
 	p.acc = accumulator.New[completion](accumulator.Config{
 		BatchSize:    cfg.BatchSize,
 		MaxBatchSize: min(cfg.MaxRequestSize, int(p.pool.Size())),
 		Pool:         p.pool,
 		MaxBlock:     cfg.MaxBlock,
-		Closing:      closing,
+		Closing:      p.closing,
 	})
 	p.completer = newCompleter(p)
 	s := newSink(p, connCfg)
@@ -331,8 +331,16 @@ func (p *Producer) whenIdle() <-chan struct{} {
 // records still buffered when ctx ends fail with ErrClosed, connections are
 // closed, and the producer's goroutines exit before Close returns. Send
 // after Close fails with ErrClosed. Close is safe to call more than once; later
-// calls return the first call's result.
+// calls return the first call's result. Called from a callback (on the
+// completion goroutine) Close cannot wait for that callback: it starts
+// closing in the background and returns an error wrapping ErrClosed.
 func (p *Producer) Close(ctx context.Context) error {
+	if goroutineID() == p.completer.goid.Load() {
+		// Called from a callback: waiting here would wait for this very
+		// callback. Close in the background instead, like the Java client.
+		go p.Close(ctx)
+		return fmt.Errorf("%w: Close called from a callback continues in the background", ErrClosed)
+	}
 	p.closeOnce.Do(func() {
 		p.closed.Store(true)
 		flushErr := p.flush(ctx)

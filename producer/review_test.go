@@ -51,7 +51,7 @@ func waitFor(d time.Duration, cond func() bool) bool {
 // twice there, or sendOne puts two batches of one partition in one Produce
 // request (Kafka keeps only one of them per partition).
 func TestReadyListHoldsPartitionOnce(t *testing.T) {
-	t.Skip("BUG: markReady appends a second entry after a leader flap 1→2→1 (stale entry still in broker 1's list)")
+
 	s := newSink(&Producer{cfg: Config{DisableIdempotence: true}}, conn.Config{})
 	s.timer.Stop()
 	br1, br2 := &ioBroker{id: 1}, &ioBroker{id: 2}
@@ -78,7 +78,7 @@ func TestReadyListHoldsPartitionOnce(t *testing.T) {
 // with its generation), so when their broker becomes unreachable nothing
 // expires them: their futures must still fail with ErrDeliveryTimeout.
 func TestSplitHalvesExpireAfterDeliveryTimeout(t *testing.T) {
-	t.Skip("BUG: split halves have no expireQ entry; with the leader unreachable they wait until Close")
+
 	c := newCluster(t, testbroker.Config{Brokers: 1})
 	require.NoError(t, c.CreateTopic("split", 1))
 	p := newProducer(t, c, Config{
@@ -111,7 +111,7 @@ func TestSplitHalvesExpireAfterDeliveryTimeout(t *testing.T) {
 // stop on the first error) must not deadlock the producer: Close waits for
 // every record to complete, including the one whose callback is running.
 func TestCloseFromCallbackReturns(t *testing.T) {
-	t.Skip("BUG: Close from a callback waits forever in sink.shutdown for the record whose callback runs it")
+
 	c := newCluster(t, testbroker.Config{})
 	require.NoError(t, c.CreateTopic("t", 1))
 	p, err := New(Config{Brokers: c.Addrs()}) // no cleanup Close: it would hang with the bug
@@ -133,7 +133,7 @@ func TestCloseFromCallbackReturns(t *testing.T) {
 // goroutines have exited when it returns; a dial started by the IO goroutine
 // must end (and its connection be closed) by then, not after DialTimeout.
 func TestCloseLeavesNoDialGoroutine(t *testing.T) {
-	t.Skip("BUG: sink.dial's goroutine outlives Close, and a dial that succeeds after quit may leave its conn open in s.dials")
+
 	c := newCluster(t, testbroker.Config{Brokers: 1})
 	require.NoError(t, c.CreateTopic("t", 1))
 	var apiVersions atomic.Int32
@@ -166,7 +166,7 @@ func TestCloseLeavesNoDialGoroutine(t *testing.T) {
 // DeliveryTimeout is far away: resent under the old epoch first, it would
 // be settled (DUPLICATE_SEQUENCE_NUMBER or success) and stored exactly once.
 func TestEpochBumpKeepsOtherPartitionsRecords(t *testing.T) {
-	t.Skip("BUG: resetSequences fails every ambiguous batch of every partition with ErrOutcomeUnknown on any epoch bump")
+
 	c := newCluster(t, testbroker.Config{Brokers: 2})
 	require.NoError(t, c.CreateTopic("t", 2))
 	require.NoError(t, c.MoveLeader("t", 0, 0))
@@ -205,7 +205,7 @@ func TestEpochBumpKeepsOtherPartitionsRecords(t *testing.T) {
 // AutoCreateTopics on the timer fires at once, step changes nothing, and
 // the loop repeats until DeliveryTimeout.
 func TestParkedTopicWithErrorDoesNotSpin(t *testing.T) {
-	t.Skip("BUG: resetTimer arms a 0s timer for a parked topic with a non-UNKNOWN_TOPIC error when AutoCreateTopics is on")
+
 	p := &Producer{cfg: Config{AutoCreateTopics: true, DisableIdempotence: true, Linger: 5 * time.Millisecond, DeliveryTimeout: time.Minute}}
 	s := newSink(p, conn.Config{})
 	acc := accumulator.New[completion](accumulator.Config{})
@@ -229,7 +229,7 @@ func TestParkedTopicWithErrorDoesNotSpin(t *testing.T) {
 // parked record is partitioned later from its encoded body, and must still
 // carry its headers (routing by a tenant header is common).
 func TestParkedRecordsSeeTheirHeadersInThePartitioner(t *testing.T) {
-	t.Skip("BUG: moveParked rebuilds the Record from key and value only; Headers are nil for parked records")
+
 	c := newCluster(t, testbroker.Config{})
 	byHeader := PartitionerFunc(func(rec *Record, n int32) (int32, error) {
 		for _, h := range rec.Headers {
@@ -257,7 +257,7 @@ func TestParkedRecordsSeeTheirHeadersInThePartitioner(t *testing.T) {
 // Send to the outcome; a record that waited parked for its topic must not
 // get a fresh DeliveryTimeout when it moves into a batch.
 func TestDeliveryTimeoutCountsParkedTime(t *testing.T) {
-	t.Skip("BUG: a moved parked record's batch has Created = move time, so it may wait up to twice DeliveryTimeout")
+
 	c := newCluster(t, testbroker.Config{})
 	c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Stall: true}) // no Produce is ever answered
 	const dt = time.Second
@@ -283,7 +283,7 @@ func TestDeliveryTimeoutCountsParkedTime(t *testing.T) {
 // MESSAGE_TOO_LARGE because split could not take pool memory at once (the
 // Java client builds split batches outside the pool).
 func TestSplitSucceedsWithAFullPool(t *testing.T) {
-	t.Skip("BUG: split takes its halves from the pool without waiting; with the pool full the records fail with MESSAGE_TOO_LARGE")
+
 	c := newCluster(t, testbroker.Config{MaxMessageBytes: 3000})
 	require.NoError(t, c.CreateTopic("split", 1))
 	p := newProducer(t, c, Config{BufferMemory: 64 << 10, BatchSize: 16 << 10, Linger: time.Millisecond, MaxInFlight: 1})

@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -41,13 +43,20 @@ type sink struct {
 	expireQ []opened // batches by open time, for delivery timeout
 	parked  map[*ioTopic]struct{}
 
-	responses chan produceResponse
-	dials     chan dialResult
-	admin     chan func() // results of InitProducerId and CreateTopics, run on the IO goroutine
+	// Produce answers, queued by the connections' goroutines in arrival
+	// order: a queue under a lock never blocks them and keeps the order.
+	respMu   sync.Mutex
+	respQ    []produceResponse
+	respKick chan struct{}
+	respWork []produceResponse
+	dials    chan dialResult
+	admin    chan func() // results of InitProducerId and CreateTopics, run on the IO goroutine
 
 	timer   *time.Timer
 	scratch []byte
 	now     time.Time
+
+	dialing sync.WaitGroup // dial goroutines; Close waits for them
 
 	// Idempotence (nil state when disabled).
 	idem *idempotence
@@ -85,8 +94,10 @@ type ioPart struct {
 	lastErr    error
 	readyOn    int32 // the broker whose ready list holds it, or -1
 	nextSeq    int32
-	lastAcked  int64 // highest acknowledged offset, -1 before the first
-	hasSealed  bool  // the accumulator announced sealed batches
+	lastAcked  int64   // highest acknowledged offset, -1 before the first
+	gapped     bool    // its sequence has a gap: the next epoch bump is for it
+	listed     []int32 // brokers whose ready lists hold it (readyOn's is the live one)
+	hasSealed  bool    // the accumulator announced sealed batches
 	pendingOut []*batch
 }
 
@@ -117,16 +128,16 @@ type dialResult struct {
 
 func newSink(p *Producer, connCfg conn.Config) *sink {
 	s := &sink{
-		p:         p,
-		cfg:       &p.cfg,
-		connCfg:   connCfg,
-		brokers:   make(map[int32]*ioBroker),
-		topics:    make(map[string]*ioTopic),
-		parked:    make(map[*ioTopic]struct{}),
-		responses: make(chan produceResponse, 64),
-		dials:     make(chan dialResult, 8),
-		admin:     make(chan func(), 8),
-		timer:     time.NewTimer(time.Hour),
+		p:        p,
+		cfg:      &p.cfg,
+		connCfg:  connCfg,
+		brokers:  make(map[int32]*ioBroker),
+		topics:   make(map[string]*ioTopic),
+		parked:   make(map[*ioTopic]struct{}),
+		respKick: make(chan struct{}, 1),
+		dials:    make(chan dialResult, 8),
+		admin:    make(chan func(), 8),
+		timer:    time.NewTimer(time.Hour),
 	}
 	if !p.cfg.DisableIdempotence {
 		s.idem = &idempotence{producerID: -1, epoch: -1}
@@ -141,12 +152,15 @@ func (s *sink) run() {
 		case <-s.p.quit:
 			return
 		case <-s.p.acc.Wake():
-		case r := <-s.responses:
+		case <-s.respKick:
 			s.now = time.Now()
-			s.handleResponse(r)
+			for _, r := range s.takeResponses() {
+				s.handleResponse(r)
+			}
 		case d := <-s.dials:
 			s.handleDial(d)
 		case f := <-s.admin:
+			s.now = time.Now()
 			f()
 		case <-s.p.meta.Updates():
 			s.now = time.Now()
@@ -176,7 +190,7 @@ func (s *sink) drainEvents() {
 		case accumulator.Opened:
 			o := opened{part: e.Partition, b: e.Batch, gen: e.Gen, at: e.At}
 			s.lingerQ = append(s.lingerQ, o)
-			s.expireQ = append(s.expireQ, o)
+			s.trackExpiry(o)
 		case accumulator.Sealed:
 			ip := e.Partition.IO.(*ioPart)
 			ip.hasSealed = true
@@ -190,6 +204,17 @@ func (s *sink) drainEvents() {
 			s.applyMetadata()
 		}
 	}
+}
+
+// trackExpiry adds o to the expiry queue, which stays sorted by time: a
+// batch of parked records or a split half can be older than the batches
+// opened just before it.
+func (s *sink) trackExpiry(o opened) {
+	i := len(s.expireQ)
+	for i > 0 && s.expireQ[i-1].at.After(o.at) {
+		i--
+	}
+	s.expireQ = slices.Insert(s.expireQ, i, o)
 }
 
 // topicFor returns the IO goroutine's state of a topic the producer knows.
@@ -244,7 +269,10 @@ func (s *sink) markReady(ip *ioPart) {
 		return
 	}
 	ip.readyOn = br.id
-	br.ready = append(br.ready, ip)
+	if !slices.Contains(ip.listed, br.id) { // a stale entry there comes alive again
+		ip.listed = append(ip.listed, br.id)
+		br.ready = append(br.ready, ip)
+	}
 }
 
 // applyMetadata updates brokers, partitions and leaders from the newest
@@ -337,9 +365,10 @@ func (s *sink) moveParked() {
 		parts := t.ts.acc.KnownPartitions()
 		n := int32(len(parts))
 		load := func(i int32) int { return parts[i].Load() }
+		s.p.memWanted.Store(true) // before trying: a release racing with a failed move still wakes us
 		done := t.ts.acc.MoveParked(func(r accumulator.ParkedRecord) (*accumulator.Partition[completion], error) {
-			key, value := bodyKeyValue(r.Body)
-			rec := Record{Topic: t.name, Partition: r.Partition, Key: key, Value: value, Timestamp: timeFromMillis(r.Timestamp)}
+			rec := Record{Topic: t.name, Partition: r.Partition, Timestamp: timeFromMillis(r.Timestamp)}
+			rec.Key, rec.Value, rec.Headers = parseBody(r.Body)
 			part, err := s.cfg.Partitioner.Partition(&rec, n)
 			if err != nil {
 				return nil, err
@@ -357,17 +386,29 @@ func (s *sink) moveParked() {
 		})
 		if done {
 			delete(s.parked, t)
-		} else {
-			s.p.memWanted.Store(true)
 		}
 	}
 }
 
-// bodyKeyValue reads the key and value of an encoded record body.
-func bodyKeyValue(body []byte) (key, value []byte) {
+// parseBody reads back the key, value and headers of an encoded record body
+// (recordbatch.AppendBody), for partitioning a parked record. They alias
+// body; header keys are copied.
+func parseBody(body []byte) (key, value []byte, headers []Header) {
 	key, body = readVarBytes(body)
-	value, _ = readVarBytes(body)
-	return key, value
+	value, body = readVarBytes(body)
+	n, w := binary.Varint(body)
+	if w <= 0 || n <= 0 || n > int64(len(body)) {
+		return key, value, nil
+	}
+	body = body[w:]
+	headers = make([]Header, 0, n)
+	for range n {
+		var k, v []byte
+		k, body = readVarBytes(body)
+		v, body = readVarBytes(body)
+		headers = append(headers, Header{Key: string(k), Value: v})
+	}
+	return key, value, headers
 }
 
 func readVarBytes(b []byte) (v, rest []byte) {
@@ -459,6 +500,7 @@ func (s *sink) timeoutErr(ip *ioPart, b *batch) error {
 func (s *sink) fail(ip *ioPart, b *batch, err error) {
 	if s.idem != nil && b.BaseSequence >= 0 {
 		s.idem.needBump = true
+		ip.gapped = true
 	}
 	if b.Ambiguous && !errors.Is(err, ErrOutcomeUnknown) {
 		err = fmt.Errorf("%w (%w)", err, ErrOutcomeUnknown)
@@ -475,7 +517,7 @@ func (s *sink) succeed(b *batch, baseOffset, appendTime int64) {
 
 // sendAll writes as many Produce requests as the in-flight limits allow.
 func (s *sink) sendAll() {
-	if s.idem != nil && !s.idem.ready() {
+	if s.idem != nil && !s.idem.canSend() {
 		return
 	}
 	for _, br := range s.brokers {
@@ -500,8 +542,9 @@ func (s *sink) dial(br *ioBroker) {
 	}
 	br.dialing = true
 	addr, cfg := br.addr, s.connCfg
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), cfg.DialTimeout+time.Second)
+	s.dialing.Go(func() {
+		// Close ends the dial at once (closing is canceled before quit).
+		ctx, cancel := context.WithTimeout(s.p.closing, cfg.DialTimeout+time.Second)
 		defer cancel()
 		c, err := conn.Dial(ctx, addr, cfg)
 		select {
@@ -511,7 +554,7 @@ func (s *sink) dial(br *ioBroker) {
 				c.Close()
 			}
 		}
-	}()
+	})
 }
 
 func (s *sink) handleDial(d dialResult) {
@@ -559,12 +602,15 @@ func (s *sink) sendOne(br *ioBroker) bool {
 	size := 0
 	topicIdx := map[string]int{}
 	keep := br.ready[:0]
-	for i, ip := range br.ready {
-		if ip.readyOn != br.id {
-			continue // listed again on its new leader
-		}
-		if ip.leader != br.id {
+	unlist := func(ip *ioPart) {
+		ip.listed = slices.DeleteFunc(ip.listed, func(id int32) bool { return id == br.id })
+		if ip.readyOn == br.id {
 			ip.readyOn = -1
+		}
+	}
+	for i, ip := range br.ready {
+		if ip.readyOn != br.id || ip.leader != br.id {
+			unlist(ip) // its leader moved: it is (or will be) listed there
 			continue
 		}
 		b, more := s.nextBatch(ip, s.cfg.MaxRequestSize-size, len(batches) == 0)
@@ -589,7 +635,7 @@ func (s *sink) sendOne(br *ioBroker) bool {
 		if more {
 			keep = append(keep, ip)
 		} else {
-			ip.readyOn = -1
+			unlist(ip)
 		}
 		if size >= s.cfg.MaxRequestSize {
 			keep = append(keep, br.ready[i+1:]...)
@@ -610,13 +656,12 @@ func (s *sink) sendOne(br *ioBroker) bool {
 	s.p.stats.inflight.Add(1)
 	c := br.conn
 	c.Send(req, func(resp kmsg.Response, err error) {
-		r := produceResponse{broker: br, conn: c, batches: batches, resp: resp, err: err}
+		s.respMu.Lock()
+		s.respQ = append(s.respQ, produceResponse{broker: br, conn: c, batches: batches, resp: resp, err: err})
+		s.respMu.Unlock()
 		select {
-		case s.responses <- r:
+		case s.respKick <- struct{}{}:
 		default:
-			// Full, or called synchronously by Send on this goroutine
-			// (a connection already broken): never block the IO loop.
-			go func() { s.responses <- r }()
 		}
 	})
 	return true
@@ -627,6 +672,15 @@ func (s *sink) sendOne(br *ioBroker) bool {
 func (s *sink) nextBatch(ip *ioPart, room int, first bool) (b *batch, more bool) {
 	if s.now.Before(ip.backoff) {
 		return nil, true
+	}
+	if s.idem != nil && s.idem.needBump {
+		// Before the epoch moves on, only batches whose earlier attempt
+		// may have been written go out again, under the old epoch, so
+		// that the broker settles them (written, or not) instead of the
+		// new epoch writing them twice.
+		if ip.gapped || !ip.unsettled() || ip.retry[0].BaseSequence < 0 {
+			return nil, false
+		}
 	}
 	if len(ip.retry) > 0 {
 		// Resend in order, one at a time, once nothing else is in flight.
@@ -743,6 +797,16 @@ func (s *sink) handleResponse(r produceResponse) {
 	}
 }
 
+// takeResponses returns the queued Produce answers, oldest first, valid
+// until the next call.
+func (s *sink) takeResponses() []produceResponse {
+	clear(s.respWork)
+	s.respMu.Lock()
+	s.respWork, s.respQ = s.respQ, s.respWork[:0]
+	s.respMu.Unlock()
+	return s.respWork
+}
+
 func findPartition(resp *kmsg.ProduceResponse, ip *ioPart) *kmsg.ProduceResponseTopicPartition {
 	for i := range resp.Topics {
 		rt := &resp.Topics[i]
@@ -807,6 +871,7 @@ func (s *sink) handlePartition(br *ioBroker, ip *ioPart, b *batch, rp *kmsg.Prod
 			// A real gap or lost producer state, not the echo of an
 			// earlier batch being retried: bump the epoch (KIP-360).
 			s.idem.needBump = true
+			ip.gapped = true
 			s.p.log.Info("sequence error; bumping the producer epoch", "topic", ip.topic.name, "partition", ip.acc.ID, "err", err)
 		}
 		s.retryOrFail(ip, b, err)
@@ -839,6 +904,17 @@ func (ip *ioPart) landed(b *batch) {
 			return
 		}
 	}
+}
+
+// unsettled reports whether a batch waiting to be resent may have been
+// written by an earlier attempt.
+func (ip *ioPart) unsettled() bool {
+	for _, b := range ip.retry {
+		if b.Ambiguous && b.BaseSequence >= 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // hasEarlier reports whether a batch sent before b is still unacknowledged:
@@ -924,12 +1000,6 @@ func (s *sink) split(b *batch) ([]*batch, error) {
 			size += len(r.Body) + maxRecordOverhead
 		}
 		nb := s.p.acc.NewDetachedBatch(b.Partition, size)
-		if nb == nil {
-			for _, x := range out {
-				s.p.acc.Free(x)
-			}
-			return nil, errors.New("no buffer memory to split the batch")
-		}
 		for _, r := range recs {
 			if !nb.Builder.AppendBody(r.Timestamp, r.Body) {
 				panic("producer: split batch overflow")
@@ -939,12 +1009,17 @@ func (s *sink) split(b *batch) ([]*batch, error) {
 		nb.Created = b.Created
 		nb.Attempts = b.Attempts
 		if err := s.finish(nb); err != nil {
+			nb.Records = nb.Records[:0] // b keeps the completions
+			for _, x := range append(out, nb) {
+				x.Records = x.Records[:0]
+				s.p.acc.Free(x)
+			}
 			return nil, err
 		}
 		// The broker refused b, so its halves take over its sequences:
 		// they keep their place among the partition's batches.
 		if b.BaseSequence >= 0 {
-			nb.BaseSequence = b.BaseSequence + int32(i*half)
+			nb.BaseSequence = int32((int64(b.BaseSequence) + int64(i*half)) & math.MaxInt32) // sequences wrap to 0
 			recordbatch.Stamp(nb.Raw, s.idem.producerID, s.idem.epoch, nb.BaseSequence)
 		}
 		out = append(out, nb)
@@ -952,6 +1027,9 @@ func (s *sink) split(b *batch) ([]*batch, error) {
 	// The halves own the completions now; b's memory goes back.
 	b.Records = b.Records[:0]
 	s.p.acc.Free(b)
+	for _, nb := range out {
+		s.trackExpiry(opened{part: nb.Partition, b: nb, gen: nb.Gen(), at: nb.Created})
+	}
 	return out, nil
 }
 
@@ -973,8 +1051,9 @@ func (s *sink) resetTimer() {
 				next = d
 			}
 		}
-		if t.err != nil && s.cfg.AutoCreateTopics && !t.creating && t.createAt.Before(next) {
-			next = t.createAt
+		if s.cfg.AutoCreateTopics && !t.creating && errors.Is(t.err, kerr.UnknownTopicOrPartition) &&
+			t.createAt.After(s.now) && t.createAt.Before(next) {
+			next = t.createAt // a throttled or failed CreateTopics is due again
 		}
 	}
 	for _, br := range s.brokers {
@@ -1016,8 +1095,10 @@ func (s *sink) shutdown() {
 	}
 	for s.inflight > 0 {
 		select {
-		case r := <-s.responses:
-			s.handleResponseClosing(r)
+		case <-s.respKick:
+			for _, r := range s.takeResponses() {
+				s.handleResponseClosing(r)
+			}
 		case d := <-s.dials:
 			if d.conn != nil {
 				d.conn.Close()
@@ -1038,6 +1119,10 @@ func (s *sink) shutdown() {
 		}
 		break
 	}
+	// Dials end at once (their context is canceled); a connection one of
+	// them made is closed by it or here.
+	done := make(chan struct{})
+	go func() { s.dialing.Wait(); close(done) }()
 	for {
 		select {
 		case d := <-s.dials:
@@ -1045,9 +1130,14 @@ func (s *sink) shutdown() {
 				d.conn.Close()
 			}
 			continue
-		default:
+		case <-done:
 		}
 		break
+	}
+	for len(s.dials) > 0 {
+		if d := <-s.dials; d.conn != nil {
+			d.conn.Close()
+		}
 	}
 }
 
