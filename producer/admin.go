@@ -139,6 +139,7 @@ func (s *sink) resetSequences() {
 		for _, ip := range t.parts {
 			ip.nextSeq = 0
 			ip.gapped = false
+			ip.confirmed = false
 			keep := ip.retry[:0]
 			for _, b := range ip.retry {
 				b.BaseSequence = -1

@@ -41,6 +41,7 @@ type Producer struct {
 	// out of pool memory; the completer then wakes it when memory is freed.
 	memWanted atomic.Bool
 	stats     counters
+	clock     *clock
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -110,7 +111,9 @@ func New(cfg Config) (*Producer, error) {
 		Closing:      p.closing,
 	})
 	p.completer = newCompleter(p)
+	p.clock = newClock()
 	s := newSink(p, connCfg)
+	go p.clock.run()
 	go p.completer.run()
 	go func() {
 		defer close(p.ioDone)
@@ -176,7 +179,7 @@ func (p *Producer) send(ctx context.Context, rec *Record, c completion, wait boo
 		return
 	}
 	if rec.Timestamp.IsZero() {
-		c.ts = time.Now().UnixMilli()
+		c.ts = p.clock.nowMillis()
 	} else {
 		c.ts = rec.Timestamp.UnixMilli()
 	}
@@ -348,6 +351,7 @@ func (p *Producer) Close(ctx context.Context) error {
 		close(p.quit)
 		<-p.ioDone
 		p.completer.stop()
+		p.clock.stop()
 		if err := p.meta.Close(); err != nil && flushErr == nil {
 			flushErr = err
 		}

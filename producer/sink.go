@@ -96,6 +96,7 @@ type ioPart struct {
 	nextSeq    int32
 	lastAcked  int64   // highest acknowledged offset, -1 before the first
 	gapped     bool    // its sequence has a gap: the next epoch bump is for it
+	confirmed  bool    // a batch succeeded under the current producer id and epoch
 	listed     []int32 // brokers whose ready lists hold it (readyOn's is the live one)
 	hasSealed  bool    // the accumulator announced sealed batches
 	pendingOut []*batch
@@ -699,7 +700,10 @@ func (s *sink) nextBatch(ip *ioPart, room int, first bool) (b *batch, more bool)
 		s.p.stats.retries.Add(1)
 		return b, len(ip.retry) > 0 || ip.hasSealed
 	}
-	if s.idem != nil && len(ip.inflight) >= idempotenceMaxInFlight {
+	if s.idem != nil && (len(ip.inflight) >= idempotenceMaxInFlight || (!ip.confirmed && len(ip.inflight) > 0)) {
+		// A broker with no state for this producer accepts any first
+		// sequence: until one batch is acknowledged, a second in flight
+		// could be written while the first fails, out of order.
 		return nil, false
 	}
 	nb := ip.acc.PeekSealed()
@@ -829,6 +833,7 @@ func (s *sink) handlePartition(br *ioBroker, ip *ioPart, b *batch, rp *kmsg.Prod
 	case err == nil, errors.Is(err, kerr.DuplicateSequenceNumber):
 		ip.failures = 0
 		ip.lastErr = nil
+		ip.confirmed = true
 		if n := int64(len(b.Records)); rp.BaseOffset >= 0 && rp.BaseOffset+n-1 > ip.lastAcked {
 			ip.lastAcked = rp.BaseOffset + n - 1
 		}
