@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -57,6 +58,7 @@ type sink struct {
 	now     time.Time
 
 	dialing sync.WaitGroup // dial goroutines; Close waits for them
+	debug   bool           // the logger takes Debug records: per-batch logs are built only then
 
 	// Idempotence (nil state when disabled).
 	idem *idempotence
@@ -143,6 +145,7 @@ func newSink(p *Producer, connCfg conn.Config) *sink {
 	if !p.cfg.DisableIdempotence {
 		s.idem = &idempotence{producerID: -1, epoch: -1}
 	}
+	s.debug = p.log != nil && p.log.Enabled(context.Background(), slog.LevelDebug)
 	return s
 }
 
@@ -631,6 +634,9 @@ func (s *sink) sendOne(br *ioBroker) bool {
 			req.Topics[ti].Partitions = append(req.Topics[ti].Partitions, rp)
 			batches = append(batches, b)
 			size += len(b.Raw)
+			if s.debug {
+				s.p.log.Debug("sending batch", "topic", ip.topic.name, "partition", ip.acc.ID, "seq", b.BaseSequence, "records", len(b.Records), "attempt", b.Attempts, "broker", br.id)
+			}
 			ip.inflight = append(ip.inflight, b)
 		}
 		if more {
@@ -705,6 +711,15 @@ func (s *sink) nextBatch(ip *ioPart, room int, first bool) (b *batch, more bool)
 		// sequence: until one batch is acknowledged, a second in flight
 		// could be written while the first fails, out of order.
 		return nil, false
+	}
+	for _, x := range ip.inflight {
+		if x.Attempts > 1 {
+			// A resent batch is unsettled until it is answered; new
+			// batches written meanwhile could push it out of the five
+			// the broker remembers, and its answer would then be
+			// OUT_OF_ORDER_SEQUENCE_NUMBER instead of a duplicate.
+			return nil, false
+		}
 	}
 	nb := ip.acc.PeekSealed()
 	if nb == nil {
@@ -834,6 +849,9 @@ func (s *sink) handlePartition(br *ioBroker, ip *ioPart, b *batch, rp *kmsg.Prod
 		ip.failures = 0
 		ip.lastErr = nil
 		ip.confirmed = true
+		if s.debug {
+			s.p.log.Debug("acked batch", "topic", ip.topic.name, "partition", ip.acc.ID, "seq", b.BaseSequence, "records", len(b.Records), "offset", rp.BaseOffset, "dup", err != nil)
+		}
 		if n := int64(len(b.Records)); rp.BaseOffset >= 0 && rp.BaseOffset+n-1 > ip.lastAcked {
 			ip.lastAcked = rp.BaseOffset + n - 1
 		}
@@ -956,7 +974,9 @@ func isSequenceError(err error) bool {
 // delivery timeout has passed.
 func (s *sink) retryOrFail(ip *ioPart, b *batch, err error) {
 	ip.lastErr = err
-	s.p.log.Debug("retrying batch", "topic", ip.topic.name, "partition", ip.acc.ID, "records", len(b.Records), "attempts", b.Attempts, "err", err)
+	if s.debug {
+		s.p.log.Debug("retrying batch", "topic", ip.topic.name, "partition", ip.acc.ID, "records", len(b.Records), "seq", b.BaseSequence, "attempts", b.Attempts, "ambiguous", b.Ambiguous, "err", err)
+	}
 	if s.now.Sub(b.Created) >= s.cfg.DeliveryTimeout {
 		s.fail(ip, b, fmt.Errorf("%w: %d records for %s[%d] not acknowledged after %v; the outcome is unknown, the last error was: %w",
 			ErrDeliveryTimeout, len(b.Records), ip.topic.name, ip.acc.ID, s.cfg.DeliveryTimeout, err))
