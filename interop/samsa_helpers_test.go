@@ -377,7 +377,7 @@ func checkDelivered(t *testing.T, sent []*producer.Record, mds []producer.Record
 				break
 			}
 			if j > 0 && index[recs[j-1]] > index[r] {
-				report("partition %d: record %d stored after record %d, against Send order", p, index[recs[j-1]], index[r])
+				report("partition %d: record %d stored before record %d, against Send order", p, index[recs[j-1]], index[r])
 				break
 			}
 		}
