@@ -48,8 +48,15 @@ func TestSamsaProduceKgoConsume(t *testing.T) {
 
 						got := consumeAll(t, b.addrs, topic, samsaPartitions, n)
 						checkDelivered(t, recs, mds, got, samsaPartitions, codec)
+						idempotent := !mode.cfg.DisableIdempotence
+						for _, r := range got {
+							if (r.ProducerID >= 0) != idempotent {
+								t.Errorf("record at %d/%d has producer id %d; idempotent: %v", r.Partition, r.Offset, r.ProducerID, idempotent)
+								break
+							}
+						}
 						if b.tb != nil {
-							checkStoredBatches(t, b, topic, recs, mds, codec, !mode.cfg.DisableIdempotence)
+							checkStoredBatches(t, b, topic, recs, mds, codec, idempotent)
 						}
 					})
 				}
