@@ -59,7 +59,7 @@ func run() error {
 	jsonFile := flag.String("jsonfile", "", "also write the JSON report to this file")
 	timeout := flag.Duration("timeout", 10*time.Minute, "bound on one client run")
 	bindir := flag.String("bindir", "", "build the binaries here (default: a temporary directory)")
-	cpuprofile := flag.String("cpuprofile", "", "write CPU profiles of the -profile clients' runs to this directory")
+	cpuprofile := flag.String("cpuprofile", "", "write CPU and heap profiles of the -profile clients' runs to this directory")
 	profile := flag.String("profile", harness.Ours, "comma-separated clients to profile with -cpuprofile")
 	strict := flag.Bool("strict", false, "exit with status 1 when a run fails or a target against kgo is not met")
 	flag.Parse()

@@ -49,7 +49,8 @@ type Options struct {
 	// temporary directory, removed when Run returns.
 	BinDir string
 	// ProfileDir, when set, receives a CPU profile of the timed phase of
-	// every run of the Profile clients, named workload-client-runN.pprof.
+	// every run of the Profile clients, named workload-client-runN.pprof,
+	// and a heap profile taken after it, workload-client-runN.heap.
 	// Profiling slows those runs a little.
 	ProfileDir string
 	// Profile names the clients to profile. Default Ours.
@@ -336,8 +337,8 @@ func runClient(ctx context.Context, o Options, spec workload.Spec, addr, client 
 	args := []string{"-brokers", addr, "-workload", spec.Name, "-records", strconv.Itoa(spec.Records),
 		"-timeout", o.Timeout.String()}
 	if o.ProfileDir != "" && slices.Contains(o.Profile, client) {
-		name := fmt.Sprintf("%s-%s-run%d.pprof", spec.Name, client, run+1)
-		args = append(args, "-cpuprofile", filepath.Join(o.ProfileDir, name))
+		name := filepath.Join(o.ProfileDir, fmt.Sprintf("%s-%s-run%d", spec.Name, client, run+1))
+		args = append(args, "-cpuprofile", name+".pprof", "-memprofile", name+".heap")
 	}
 	cmd := exec.CommandContext(ctx, filepath.Join(o.BinDir, client), args...)
 	cmd.WaitDelay = 5 * time.Second

@@ -64,6 +64,19 @@ func (c *Counter) Err() error {
 // Done returns the number of records acknowledged or failed so far.
 func (c *Counter) Done() int64 { return c.acked.Load() + c.failed.Load() }
 
+// writeHeapProfile writes the heap profile, as of the last GC, to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
 // Main runs a client binary: it parses the flags, runs the workload through
 // c and prints a Result as one JSON line on stdout. It exits with status 1,
 // the error on stderr, when the client cannot be set up; failed records are
@@ -81,6 +94,7 @@ func run(name string, c Client, args []string, stdout io.Writer) (err error) {
 	wname := fs.String("workload", "", "workload name (required)")
 	records := fs.Int("records", DefaultRecords, "records to produce")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the timed phase to this file")
+	memprofile := fs.String("memprofile", "", "write a heap profile (in use and allocated) after the timed phase to this file")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -126,6 +140,11 @@ func run(name string, c Client, args []string, stdout io.Writer) (err error) {
 	wall := time.Since(start)
 	if *cpuprofile != "" {
 		pprof.StopCPUProfile()
+	}
+	if *memprofile != "" {
+		if err := writeHeapProfile(*memprofile); err != nil {
+			return err
+		}
 	}
 
 	res := Result{
