@@ -51,7 +51,8 @@ func controlProduce(c *kfake.Cluster, n int64, answer func(kmsg.Request) (kmsg.R
 	return func() int { return int(hits.Load()) }
 }
 
-// TestSamsaKfakeFaults runs an idempotent samsa producer against kfake
+// TestSamsaKfakeFaults runs a samsa producer (idempotent, unless a case
+// says otherwise) against kfake
 // while kfake misbehaves on Produce, through its own fault control (code
 // we did not write, so it cannot share a misunderstanding with samsa), and
 // reads the topic back with kgo: every record must be stored exactly once,
