@@ -52,11 +52,11 @@ func controlProduce(c *kfake.Cluster, n int64, answer func(kmsg.Request) (kmsg.R
 }
 
 // TestSamsaKfakeFaults runs a samsa producer (idempotent, unless a case
-// says otherwise) against kfake
-// while kfake misbehaves on Produce, through its own fault control (code
-// we did not write, so it cannot share a misunderstanding with samsa), and
-// reads the topic back with kgo: every record must be stored exactly once,
-// intact, in its partition, in Send order.
+// says otherwise) against kfake while kfake misbehaves on Produce, through
+// its own fault control (code we did not write, so it cannot share a
+// misunderstanding with samsa), and reads the topic back with kgo: every
+// record must be stored exactly once, intact, in its partition, in Send
+// order.
 func TestSamsaKfakeFaults(t *testing.T) {
 	const n = 1000
 	cases := []struct {
