@@ -26,8 +26,58 @@ type Topic[C any] struct {
 
 	mu     sync.Mutex // guards the fields below
 	chunks [][]byte   // parking memory from the pool, oldest first
-	parked []parkedRecord[C]
-	head   int // parked[head:] are still parked
+	parked parkQueue[C]
+}
+
+// parkQueue is a FIFO of parked records in fixed-size segments, so that it
+// grows without ever copying what it holds: a Send that parks never pays for
+// moving the records parked before it.
+type parkQueue[C any] struct {
+	segs [][]parkedRecord[C] // each of capacity parkSegment; the first from head on
+	head int
+	n    int
+	free [][]parkedRecord[C] // emptied segments, reused
+}
+
+const parkSegment = 512
+
+func (q *parkQueue[C]) push(r parkedRecord[C]) {
+	if k := len(q.segs); k == 0 || len(q.segs[k-1]) == parkSegment {
+		var seg []parkedRecord[C]
+		if f := len(q.free); f > 0 {
+			seg, q.free = q.free[f-1], q.free[:f-1]
+		} else {
+			seg = make([]parkedRecord[C], 0, parkSegment)
+		}
+		q.segs = append(q.segs, seg)
+	}
+	k := len(q.segs) - 1
+	q.segs[k] = append(q.segs[k], r)
+	q.n++
+}
+
+// front returns the oldest record, or nil.
+func (q *parkQueue[C]) front() *parkedRecord[C] {
+	if q.n == 0 {
+		return nil
+	}
+	return &q.segs[0][q.head]
+}
+
+func (q *parkQueue[C]) pop() {
+	var zero parkedRecord[C]
+	q.segs[0][q.head] = zero
+	q.head++
+	q.n--
+	if q.head == len(q.segs[0]) && (q.head == parkSegment || q.n == 0) {
+		q.free = append(q.free, q.segs[0][:0])
+		q.segs[0] = nil
+		q.segs = q.segs[1:]
+		q.head = 0
+		if len(q.segs) == 0 {
+			q.segs = nil
+		}
+	}
 }
 
 type parkedRecord[C any] struct {
@@ -97,7 +147,7 @@ func (t *Topic[C]) Park(ctx context.Context, ts int64, key, value []byte, header
 			chunk := t.chunks[n-1]
 			off := len(chunk)
 			t.chunks[n-1] = recordbatch.AppendBody(chunk, key, value, headers)
-			t.parked = append(t.parked, parkedRecord[C]{
+			t.parked.push(parkedRecord[C]{
 				ts: ts, chunk: int32(n - 1), off: int32(off), n: int32(size),
 				partition: partition, at: time.Now(), c: c,
 			})
@@ -138,8 +188,7 @@ type ParkedRecord struct {
 func (t *Topic[C]) MoveParked(place func(r ParkedRecord) (*Partition[C], error), fail func(c C, err error)) (done bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for t.head < len(t.parked) {
-		r := &t.parked[t.head]
+	for r := t.parked.front(); r != nil; r = t.parked.front() {
 		body := t.chunks[r.chunk][r.off : r.off+r.n]
 		p, err := place(ParkedRecord{Timestamp: r.ts, Body: body, Partition: r.partition})
 		if err != nil {
@@ -159,8 +208,7 @@ func (t *Topic[C]) MoveParked(place func(r ParkedRecord) (*Partition[C], error),
 func (t *Topic[C]) ExpireParked(deadline time.Time, fail func(c C, parkedAt time.Time)) (oldest time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for t.head < len(t.parked) {
-		r := &t.parked[t.head]
+	for r := t.parked.front(); r != nil; r = t.parked.front() {
 		if r.at.After(deadline) {
 			return r.at
 		}
@@ -175,8 +223,8 @@ func (t *Topic[C]) ExpireParked(deadline time.Time, fail func(c C, parkedAt time
 func (t *Topic[C]) FailParked(fail func(c C)) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for t.head < len(t.parked) {
-		fail(t.parked[t.head].c)
+	for r := t.parked.front(); r != nil; r = t.parked.front() {
+		fail(r.c)
 		t.popLocked()
 	}
 	t.resetLocked()
@@ -187,8 +235,8 @@ func (t *Topic[C]) FailParked(fail func(c C)) {
 func (t *Topic[C]) OldestParked() time.Time {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.head < len(t.parked) {
-		return t.parked[t.head].at
+	if r := t.parked.front(); r != nil {
+		return r.at
 	}
 	return time.Time{}
 }
@@ -197,14 +245,13 @@ func (t *Topic[C]) OldestParked() time.Time {
 // parked record uses any more. Chunk indexes stay valid because a freed chunk
 // is only set to nil; the chunk list is emptied by resetLocked.
 func (t *Topic[C]) popLocked() {
-	var zero parkedRecord[C]
-	done := t.parked[t.head].chunk
-	t.parked[t.head] = zero
-	t.head++
-	if t.head == len(t.parked) {
+	done := t.parked.front().chunk
+	t.parked.pop()
+	next := t.parked.front()
+	if next == nil {
 		return // resetLocked frees everything
 	}
-	for i := done; i < t.parked[t.head].chunk; i++ {
+	for i := done; i < next.chunk; i++ {
 		t.acc.cfg.Pool.Release(t.chunks[i])
 		t.chunks[i] = nil
 	}
@@ -220,8 +267,6 @@ func (t *Topic[C]) resetLocked() {
 		}
 	}
 	t.chunks = t.chunks[:0]
-	clear(t.parked)
-	t.parked = t.parked[:0]
-	t.head = 0
+	t.parked.free = t.parked.free[:min(len(t.parked.free), 4)] // keep a few segments
 	t.parking.Store(false)
 }
