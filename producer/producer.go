@@ -253,9 +253,20 @@ func (p *Producer) append(ctx context.Context, t *topicState, rec *Record, size 
 		}
 	}
 	n := int32(len(parts))
-	part, err := p.cfg.Partitioner.Partition(rec, n)
-	if err != nil {
-		return err
+	part := UnknownPartition
+	if _, ok := p.cfg.Partitioner.(defaultPartitioner); ok {
+		if rec.Key != nil {
+			part = KeyPartition(rec.Key, n)
+		}
+	} else {
+		// The interface call would make rec escape, and so cost callers
+		// who build a Record per Send an allocation: a custom partitioner
+		// gets a copy instead.
+		r := *rec
+		var err error
+		if part, err = p.cfg.Partitioner.Partition(&r, n); err != nil {
+			return err
+		}
 	}
 	load := func(i int32) int { return parts[i].Load() }
 	sticky := part == UnknownPartition
