@@ -37,6 +37,12 @@
 //     (every codec, from the start and from an offset) against the test
 //     broker.
 //   - A kgo round trip against kfake.
+//   - samsa's producer against kfake and internal/testbroker, read back by a
+//     kgo consumer: every codec, idempotent and not, keys (checked against
+//     the murmur2 partition), null and empty keys and values, headers,
+//     timestamps, order per partition, exactly once; records sent before
+//     their topic exists; and kfake's faults (NOT_LEADER, sleeps, dropped
+//     connections, errors after the append, leader moves).
 //
 // Every test starts its own in-process cluster on random loopback ports,
 // closes it, and is bounded by timeouts; TestMain checks that no goroutine
