@@ -15,9 +15,15 @@ import (
 // Config configures an Accumulator. Every field is required; the producer
 // fills them from its own Config.
 type Config struct {
-	// BatchSize is the size of a batch buffer (batch.size). A record larger
-	// than a batch gets a buffer of its own, sized to fit it.
+	// BatchSize is the largest size of a batch buffer (batch.size). A
+	// record larger than a batch gets a buffer of its own, sized to fit it.
 	BatchSize int
+
+	// InitialBatchSize is the size of a new batch's buffer; a batch that
+	// fills it grows (doubling, memory permitting, without waiting) up to
+	// BatchSize. With many partitions and a large BatchSize, batches then
+	// hold only the memory their records need. 0 means BatchSize.
+	InitialBatchSize int
 
 	// MaxBatchSize is the largest batch a single record may need
 	// (max.request.size); a bigger record fails with ErrRecordTooLarge.
@@ -64,6 +70,9 @@ type Accumulator[C any] struct {
 
 // New returns an accumulator.
 func New[C any](cfg Config) *Accumulator[C] {
+	if cfg.InitialBatchSize <= 0 || cfg.InitialBatchSize > cfg.BatchSize {
+		cfg.InitialBatchSize = cfg.BatchSize
+	}
 	return &Accumulator[C]{cfg: cfg, kick: make(chan struct{}, 1)}
 }
 
@@ -145,7 +154,7 @@ func (a *Accumulator[C]) CheckSize(bodySize int) error {
 // bufferFor returns the buffer size a new batch needs to hold a record with
 // a body of bodySize bytes.
 func (a *Accumulator[C]) bufferFor(bodySize int) int {
-	return max(a.cfg.BatchSize, recordbatch.SingleRecordBatchSize(bodySize))
+	return max(a.cfg.InitialBatchSize, recordbatch.SingleRecordBatchSize(bodySize))
 }
 
 // allocate takes n bytes from the pool: waiting up to MaxBlock when wait is

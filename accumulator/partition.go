@@ -61,7 +61,8 @@ func (p *Partition[C]) SetLeaderless(v bool) { p.leaderless.Store(v) }
 // the record's completion, kept in the batch.
 func (p *Partition[C]) Append(ctx context.Context, ts int64, key, value []byte, headers []recordbatch.Header, c C, wait bool) error {
 	p.mu.Lock()
-	if b := p.open; b != nil && b.Builder.Append(ts, key, value, headers) {
+	if b := p.open; b != nil && (b.Builder.Append(ts, key, value, headers) ||
+		(p.growLocked(b, b.Builder.RecordSize(ts, recordbatch.BodySize(key, value, headers))) && b.Builder.Append(ts, key, value, headers))) {
 		b.Records = append(b.Records, c)
 		p.mu.Unlock()
 		return nil
@@ -100,12 +101,13 @@ func (p *Partition[C]) Append(ctx context.Context, ts int64, key, value []byte, 
 func (p *Partition[C]) appendBody(ts int64, body []byte, c C, parkedAt time.Time) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if b := p.open; b != nil && b.Builder.AppendBody(ts, body) {
+	if b := p.open; b != nil && (b.Builder.AppendBody(ts, body) ||
+		(p.growLocked(b, b.Builder.RecordSize(ts, len(body))) && b.Builder.AppendBody(ts, body))) {
 		b.Records = append(b.Records, c)
 		return true
 	}
 	a := p.acc
-	size := max(a.cfg.BatchSize, recordbatch.SingleRecordBatchSize(len(body)))
+	size := a.bufferFor(len(body))
 	buf := a.cfg.Pool.TryAllocate(size)
 	overdraft := false
 	if buf == nil {
@@ -124,6 +126,34 @@ func (p *Partition[C]) appendBody(ts int64, body []byte, c C, parkedAt time.Time
 		panic("accumulator: parked record does not fit in a buffer sized for it")
 	}
 	b.Records = append(b.Records, c)
+	return true
+}
+
+// growLocked moves the open batch b into a buffer twice as large (at most
+// BatchSize), so that a record of need more bytes fits, with memory taken
+// from the pool without waiting. It reports whether it grew.
+func (p *Partition[C]) growLocked(b *Batch[C], need int) bool {
+	a := p.acc
+	cur := b.Builder.Cap()
+	if cur >= a.cfg.BatchSize {
+		return false
+	}
+	size := min(max(2*cur, b.Builder.Len()+need), a.cfg.BatchSize)
+	if size < b.Builder.Len()+need {
+		return false // even a full-size batch would not take the record: seal
+	}
+	buf := a.cfg.Pool.TryAllocate(size)
+	if buf == nil {
+		return false
+	}
+	old := b.Builder.Grow(buf)
+	switch {
+	case b.overdraft:
+		a.overdraft.Store(false)
+	case !b.heap:
+		a.cfg.Pool.Release(old)
+	}
+	b.buf, b.overdraft, b.heap = buf, false, false
 	return true
 }
 

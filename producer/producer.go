@@ -104,11 +104,12 @@ func New(cfg Config) (*Producer, error) {
 	}
 	p.closing, p.stopWaits = context.WithCancel(context.Background())
 	p.acc = accumulator.New[completion](accumulator.Config{
-		BatchSize:    cfg.BatchSize,
-		MaxBatchSize: min(cfg.MaxRequestSize, int(p.pool.Size())),
-		Pool:         p.pool,
-		MaxBlock:     cfg.MaxBlock,
-		Closing:      p.closing,
+		BatchSize:        cfg.BatchSize,
+		InitialBatchSize: initialBatchSize(cfg.BatchSize),
+		MaxBatchSize:     min(cfg.MaxRequestSize, int(p.pool.Size())),
+		Pool:             p.pool,
+		MaxBlock:         cfg.MaxBlock,
+		Closing:          p.closing,
 	})
 	p.completer = newCompleter(p)
 	p.clock = newClock()
@@ -120,6 +121,15 @@ func New(cfg Config) (*Producer, error) {
 		s.run()
 	}()
 	return p, nil
+}
+
+// initialBatchSize is the buffer a new batch starts with: batch.size up to
+// 16 KiB (the Java default, whose buffers the pool recycles as they are),
+// and 16 KiB for larger batch sizes, which grow by doubling as records come.
+// A producer writing to thousands of partitions with a large BatchSize then
+// holds only the memory its records need.
+func initialBatchSize(batchSize int) int {
+	return min(batchSize, defaultBatchSize)
 }
 
 // Send buffers rec and returns a Future for its outcome. It never blocks on

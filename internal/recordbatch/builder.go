@@ -53,8 +53,21 @@ func (b *Builder) NumRecords() int { return int(b.n) }
 // compression. After Finish it is the final batch size.
 func (b *Builder) Len() int { return len(b.buf) }
 
-// Cap returns the size limit given to Reset.
+// Cap returns the size limit given to Reset (or Grow).
 func (b *Builder) Cap() int { return cap(b.buf) }
+
+// Grow moves an open batch into buf, a larger buffer, so that more records
+// fit: the bytes so far are copied and appending continues there. It returns
+// the buffer the batch used before, for the caller to release. It panics if
+// buf is not larger or the builder is not open.
+func (b *Builder) Grow(buf []byte) (old []byte) {
+	if b.state != stateOpen || cap(buf) <= cap(b.buf) {
+		panic("recordbatch: Grow needs an open builder and a larger buffer")
+	}
+	old = b.buf
+	b.buf = append(buf[:0], b.buf...)
+	return old[:0]
+}
 
 // RecordSize returns exactly how many bytes the next record would add to the
 // batch (its length varint included), given its timestamp in milliseconds
