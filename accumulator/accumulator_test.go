@@ -246,3 +246,31 @@ func BenchmarkAppend(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
 }
+
+// TestBatchesGrowUpToBatchSize: a batch starts at InitialBatchSize and
+// doubles up to BatchSize as records come, with pool memory, and then
+// seals; every record survives the moves, and all memory goes back.
+func TestBatchesGrowUpToBatchSize(t *testing.T) {
+	pool, err := bufferpool.New(bufferpool.Options{Size: 1 << 20, PooledSize: 1024})
+	require.NoError(t, err)
+	a := New[int](Config{BatchSize: 8192, InitialBatchSize: 1024, MaxBatchSize: 1 << 20, Pool: pool, MaxBlock: time.Second})
+	_, ps := known(a, "t", 1)
+	value := make([]byte, 100)
+	for i := range 200 {
+		require.NoError(t, ps[0].Append(context.Background(), int64(i), nil, value, nil, i, true))
+	}
+	batches := drain(ps[0])
+	require.Len(t, batches, 3, "200 records of ~107 bytes in batches that grow to 8 KiB")
+	next := 0
+	for _, b := range batches {
+		require.LessOrEqual(t, b.Builder.Cap(), 8192)
+		for i, r := range decode(t, b) {
+			require.Equal(t, next, b.Records[i])
+			require.Equal(t, int64(next), r.Timestamp)
+			next++
+		}
+		a.Free(b)
+	}
+	require.Equal(t, 200, next)
+	require.Equal(t, pool.Size(), pool.Available())
+}
