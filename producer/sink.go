@@ -40,8 +40,8 @@ type sink struct {
 	topics  map[string]*ioTopic
 
 	events  []accumulator.Event[completion]
-	lingerQ []opened // batches by open time, for linger
-	expireQ []opened // batches by open time, for delivery timeout
+	lingerQ fifo[opened] // batches by open time, for linger
+	expireQ fifo[opened] // batches by open time, for delivery timeout
 	parked  map[*ioTopic]struct{}
 
 	// Produce answers, queued by the connections' goroutines in arrival
@@ -193,7 +193,7 @@ func (s *sink) drainEvents() {
 		switch e.Kind {
 		case accumulator.Opened:
 			o := opened{part: e.Partition, b: e.Batch, gen: e.Gen, at: e.At}
-			s.lingerQ = append(s.lingerQ, o)
+			s.lingerQ.push(o)
 			s.trackExpiry(o)
 		case accumulator.Sealed:
 			ip := e.Partition.IO.(*ioPart)
@@ -214,11 +214,7 @@ func (s *sink) drainEvents() {
 // batch of parked records or a split half can be older than the batches
 // opened just before it.
 func (s *sink) trackExpiry(o opened) {
-	i := len(s.expireQ)
-	for i > 0 && s.expireQ[i-1].at.After(o.at) {
-		i--
-	}
-	s.expireQ = slices.Insert(s.expireQ, i, o)
+	s.expireQ.insertSorted(o, func(a, b opened) bool { return a.at.After(b.at) })
 }
 
 // topicFor returns the IO goroutine's state of a topic the producer knows.
@@ -237,8 +233,8 @@ func (s *sink) topicFor(name string) *ioTopic {
 func (s *sink) sealLingered() {
 	all := s.p.flushing.Load() > 0
 	i := 0
-	for ; i < len(s.lingerQ); i++ {
-		o := s.lingerQ[i]
+	for ; i < s.lingerQ.len(); i++ {
+		o := *s.lingerQ.at(i)
 		if !all && s.now.Sub(o.at) < s.cfg.Linger {
 			break
 		}
@@ -248,7 +244,46 @@ func (s *sink) sealLingered() {
 			s.markReady(ip)
 		}
 	}
-	s.lingerQ = popFront(s.lingerQ, i)
+	s.lingerQ.pop(i)
+}
+
+// fifo is a queue that reuses its memory: popping from the front only moves
+// an index, and the live part is moved back to the start once the dead part
+// is as large as it, so the IO goroutine's queues never regrow under load.
+type fifo[T any] struct {
+	buf  []T
+	head int
+}
+
+func (q *fifo[T]) len() int    { return len(q.buf) - q.head }
+func (q *fifo[T]) at(i int) *T { return &q.buf[q.head+i] }
+func (q *fifo[T]) push(v T)    { q.compact(); q.buf = append(q.buf, v) }
+func (q *fifo[T]) compact() {
+	if q.head > 0 && q.head >= len(q.buf)/2 {
+		n := copy(q.buf, q.buf[q.head:])
+		clear(q.buf[n:])
+		q.buf, q.head = q.buf[:n], 0
+	}
+}
+
+// pop drops the first n elements.
+func (q *fifo[T]) pop(n int) {
+	clear(q.buf[q.head : q.head+n])
+	q.head += n
+	if q.head == len(q.buf) {
+		q.buf, q.head = q.buf[:0], 0
+	}
+}
+
+// insertSorted inserts v after every element not after it (after reports
+// whether a comes after b); usually that is the end.
+func (q *fifo[T]) insertSorted(v T, after func(a, b T) bool) {
+	q.compact()
+	i := len(q.buf)
+	for i > q.head && after(q.buf[i-1], v) {
+		i--
+	}
+	q.buf = slices.Insert(q.buf, i, v)
 }
 
 func popFront[T any](q []T, n int) []T {
@@ -451,8 +486,8 @@ func (s *sink) expire() {
 		}
 	}
 	i := 0
-	for ; i < len(s.expireQ); i++ {
-		o := s.expireQ[i]
+	for ; i < s.expireQ.len(); i++ {
+		o := *s.expireQ.at(i)
 		if o.at.After(deadline) {
 			break
 		}
@@ -460,7 +495,7 @@ func (s *sink) expire() {
 			s.expirePart(o.part.IO.(*ioPart), deadline)
 		}
 	}
-	s.expireQ = popFront(s.expireQ, i)
+	s.expireQ.pop(i)
 }
 
 // expirePart fails ip's batches created before deadline that are not in
@@ -1060,13 +1095,13 @@ func (s *sink) split(b *batch) ([]*batch, error) {
 
 func (s *sink) resetTimer() {
 	next := s.now.Add(time.Hour)
-	if len(s.lingerQ) > 0 {
-		if t := s.lingerQ[0].at.Add(s.cfg.Linger); t.Before(next) {
+	if s.lingerQ.len() > 0 {
+		if t := s.lingerQ.at(0).at.Add(s.cfg.Linger); t.Before(next) {
 			next = t
 		}
 	}
-	if len(s.expireQ) > 0 {
-		if t := s.expireQ[0].at.Add(s.cfg.DeliveryTimeout); t.Before(next) {
+	if s.expireQ.len() > 0 {
+		if t := s.expireQ.at(0).at.Add(s.cfg.DeliveryTimeout); t.Before(next) {
 			next = t
 		}
 	}

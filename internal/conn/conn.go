@@ -41,8 +41,13 @@ const (
 	// gigabytes. 100 MiB, like franz-go's default BrokerMaxReadBytes.
 	maxResponseSize = 100 << 20
 	bufSize         = 64 << 10
-	apiVersionsKey  = 18
-	produceKey      = 0
+	// maxKeptBuf bounds the request encoding buffer a connection keeps
+	// between requests: Produce requests of a few MiB are the common case
+	// with large batches, and encoding each into a fresh buffer would
+	// allocate and copy it all again.
+	maxKeptBuf     = 32 << 20
+	apiVersionsKey = 18
+	produceKey     = 0
 )
 
 // Config configures a connection. The zero value is usable: every field has a
@@ -481,7 +486,7 @@ func (c *Conn) writeLoop() {
 		if !flush() {
 			return
 		}
-		if cap(buf) > 4*bufSize {
+		if cap(buf) > maxKeptBuf {
 			buf = nil // do not pin one huge request's buffer forever
 		}
 	}
