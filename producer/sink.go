@@ -283,7 +283,11 @@ func (q *fifo[T]) insertSorted(v T, after func(a, b T) bool) {
 	for i > q.head && after(q.buf[i-1], v) {
 		i--
 	}
-	q.buf = slices.Insert(q.buf, i, v)
+	q.buf = append(q.buf, v)
+	if i < len(q.buf)-1 {
+		copy(q.buf[i+1:], q.buf[i:len(q.buf)-1])
+		q.buf[i] = v
+	}
 }
 
 func popFront[T any](q []T, n int) []T {
@@ -836,9 +840,10 @@ func (s *sink) handleResponse(r produceResponse) {
 		return
 	}
 	resp := r.resp.(*kmsg.ProduceResponse)
+	var cur answerCursor
 	for _, b := range r.batches {
 		ip := b.Partition.IO.(*ioPart)
-		if rp := findPartition(resp, ip); rp == nil {
+		if rp := cur.find(resp, ip); rp == nil {
 			s.retryOrFail(ip, b, fmt.Errorf("broker %d did not answer for %s[%d]", br.id, ip.topic.name, ip.acc.ID))
 		} else {
 			s.handlePartition(br, ip, b, rp)
@@ -859,6 +864,29 @@ func (s *sink) takeResponses() []produceResponse {
 	s.respWork, s.respQ = s.respQ, s.respWork[:0]
 	s.respMu.Unlock()
 	return s.respWork
+}
+
+// answerCursor finds a batch's partition in a Produce response. Brokers
+// answer in request order, so it first looks where the previous match
+// ended: a request of thousands of partitions is matched in linear time.
+type answerCursor struct{ t, p int }
+
+func (c *answerCursor) find(resp *kmsg.ProduceResponse, ip *ioPart) *kmsg.ProduceResponseTopicPartition {
+	for t := c.t; t < len(resp.Topics) && t <= c.t+1; t++ {
+		rt := &resp.Topics[t]
+		if rt.Topic != ip.topic.name && (resp.Version < 13 || rt.TopicID != ip.topic.id) {
+			continue
+		}
+		p := 0
+		if t == c.t {
+			p = c.p
+		}
+		if p < len(rt.Partitions) && rt.Partitions[p].Partition == ip.acc.ID {
+			c.t, c.p = t, p+1
+			return &rt.Partitions[p]
+		}
+	}
+	return findPartition(resp, ip)
 }
 
 func findPartition(resp *kmsg.ProduceResponse, ip *ioPart) *kmsg.ProduceResponseTopicPartition {
