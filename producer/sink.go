@@ -39,10 +39,11 @@ type sink struct {
 	brokers map[int32]*ioBroker
 	topics  map[string]*ioTopic
 
-	events  []accumulator.Event[completion]
-	lingerQ fifo[opened] // batches by open time, for linger
-	expireQ fifo[opened] // batches by open time, for delivery timeout
-	parked  map[*ioTopic]struct{}
+	events     []accumulator.Event[completion]
+	lingerQ    fifo[opened] // batches by open time, for linger
+	expireQ    fifo[opened] // batches by open time, for delivery timeout
+	expireLive int          // expireQ's length after its last filtering
+	parked     map[*ioTopic]struct{}
 
 	// Produce answers, queued by the connections' goroutines in arrival
 	// order: a queue under a lock never blocks them and keeps the order.
@@ -275,6 +276,18 @@ func (q *fifo[T]) pop(n int) {
 	}
 }
 
+// filter keeps the elements for which keep returns true, in order.
+func (q *fifo[T]) filter(keep func(T) bool) {
+	live := q.buf[:0]
+	for _, v := range q.buf[q.head:] {
+		if keep(v) {
+			live = append(live, v)
+		}
+	}
+	clear(q.buf[len(live):])
+	q.buf, q.head = live, 0
+}
+
 // insertSorted inserts v after every element not after it (after reports
 // whether a comes after b); usually that is the end.
 func (q *fifo[T]) insertSorted(v T, after func(a, b T) bool) {
@@ -492,14 +505,22 @@ func (s *sink) expire() {
 	i := 0
 	for ; i < s.expireQ.len(); i++ {
 		o := *s.expireQ.at(i)
-		if o.at.After(deadline) {
-			break
+		alive := o.b.Gen() == o.gen
+		if alive && o.at.After(deadline) {
+			break // the oldest batch still pending is not due yet
 		}
-		if o.b.Gen() == o.gen {
+		if alive {
 			s.expirePart(o.part.IO.(*ioPart), deadline)
 		}
 	}
 	s.expireQ.pop(i)
+	// Entries of completed batches behind a pending one wait for it; drop
+	// them once they outnumber the live ones, so that the queue holds about
+	// as many entries as there are batches in the producer.
+	if n := s.expireQ.len(); n > 2*s.expireLive+1024 {
+		s.expireQ.filter(func(o opened) bool { return o.b.Gen() == o.gen })
+		s.expireLive = s.expireQ.len()
+	}
 }
 
 // expirePart fails ip's batches created before deadline that are not in
