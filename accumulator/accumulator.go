@@ -151,10 +151,17 @@ func (a *Accumulator[C]) CheckSize(bodySize int) error {
 	return nil
 }
 
-// bufferFor returns the buffer size a new batch needs to hold a record with
-// a body of bodySize bytes.
-func (a *Accumulator[C]) bufferFor(bodySize int) int {
-	return max(a.cfg.InitialBatchSize, recordbatch.SingleRecordBatchSize(bodySize))
+// bufferFor returns the buffer size a new batch of a partition whose last
+// batch reached last bytes starts with, for a record with a body of bodySize
+// bytes: the smallest doubling of InitialBatchSize that held the last batch
+// (so that a busy partition does not regrow every batch), at most BatchSize,
+// and always enough for the record.
+func (a *Accumulator[C]) bufferFor(last, bodySize int) int {
+	size := a.cfg.InitialBatchSize
+	for size < last && size < a.cfg.BatchSize {
+		size = min(2*size, a.cfg.BatchSize)
+	}
+	return max(size, recordbatch.SingleRecordBatchSize(bodySize))
 }
 
 // allocate takes n bytes from the pool: waiting up to MaxBlock when wait is

@@ -25,6 +25,9 @@ type Partition[C any] struct {
 	open    *Batch[C]
 	sealed  []*Batch[C] // FIFO
 	flagged bool        // a Sealed event is pending
+	// lastSize is the size the last sealed batch reached: the next batch
+	// starts with a buffer that holds as much.
+	lastSize int
 
 	queued     atomic.Int32 // batches open or sealed, not yet taken by the IO goroutine
 	leaderless atomic.Bool  // set by the IO goroutine while the partition has no leader
@@ -67,12 +70,13 @@ func (p *Partition[C]) Append(ctx context.Context, ts int64, key, value []byte, 
 		p.mu.Unlock()
 		return nil
 	}
+	last := p.lastSize
 	p.mu.Unlock()
 
 	// Allocate outside the lock: other appends to this partition go on while
 	// this one waits for memory.
 	a := p.acc
-	buf, err := a.allocate(ctx, a.bufferFor(recordbatch.BodySize(key, value, headers)), wait)
+	buf, err := a.allocate(ctx, a.bufferFor(last, recordbatch.BodySize(key, value, headers)), wait)
 	if err != nil {
 		return err
 	}
@@ -107,7 +111,7 @@ func (p *Partition[C]) appendBody(ts int64, body []byte, c C, parkedAt time.Time
 		return true
 	}
 	a := p.acc
-	size := a.bufferFor(len(body))
+	size := a.bufferFor(p.lastSize, len(body))
 	buf := a.cfg.Pool.TryAllocate(size)
 	overdraft := false
 	if buf == nil {
@@ -172,6 +176,7 @@ func (p *Partition[C]) openLocked(buf []byte, created time.Time) *Batch[C] {
 }
 
 func (p *Partition[C]) sealLocked() {
+	p.lastSize = p.open.Builder.Len()
 	p.sealed = append(p.sealed, p.open)
 	p.open = nil
 	if !p.flagged {

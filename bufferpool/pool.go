@@ -88,6 +88,11 @@ type Options struct {
 	// 16384; it must not exceed Size.
 	PooledSize int
 
+	// MaxPooledSize, when larger than PooledSize, recycles buffers of every
+	// doubling of PooledSize up to it too (batches that grow up to a large
+	// batch.size). Default: PooledSize only.
+	MaxPooledSize int
+
 	// OverAllocate selects KIP-72's mode: a request is granted as soon as
 	// any memory is available, so Available may become negative and the
 	// bound on outstanding bytes is Size plus the largest request minus
@@ -150,6 +155,9 @@ func (o *Options) validate() error {
 	}
 	if int64(o.PooledSize) > o.Size {
 		return fmt.Errorf("bufferpool: Options.PooledSize %d: must not exceed Options.Size %d", o.PooledSize, o.Size)
+	}
+	if o.MaxPooledSize < 0 || int64(o.MaxPooledSize) > o.Size {
+		return fmt.Errorf("bufferpool: Options.MaxPooledSize %d: must be in [0, Options.Size %d]", o.MaxPooledSize, o.Size)
 	}
 	return nil
 }

@@ -508,3 +508,26 @@ func TestStatsSnapshot(t *testing.T) {
 	waitFor(t, "waiter served", func() bool { return p.Stats().Waiters == 0 })
 	runtime.Gosched()
 }
+
+// TestSizeClassesAreRecycled: with MaxPooledSize, every doubling of
+// PooledSize up to it comes back from a free list of its own, and the
+// accounting stays exact.
+func TestSizeClassesAreRecycled(t *testing.T) {
+	p := newPool(t, Options{Size: 1 << 20, PooledSize: 1024, MaxPooledSize: 8192})
+	for _, size := range []int{1024, 2048, 4096, 8192} {
+		a := p.TryAllocate(size)
+		require.NotNil(t, a)
+		p.Release(a)
+		b := p.TryAllocate(size)
+		require.Same(t, unsafe.SliceData(a), unsafe.SliceData(b), "size %d not recycled", size)
+		p.Release(b)
+	}
+	require.Equal(t, 4, p.Stats().FreeBuffers)
+	require.Equal(t, p.Size(), p.Available())
+	// A size outside the classes takes memory from the free lists.
+	big := p.TryAllocate(1 << 20)
+	require.NotNil(t, big)
+	require.Equal(t, 0, p.Stats().FreeBuffers)
+	p.Release(big)
+	require.Equal(t, p.Size(), p.Available())
+}

@@ -32,7 +32,9 @@ func TestConcurrentBoundAndLiveness(t *testing.T) {
 	for _, over := range []bool{false, true} {
 		for _, leak := range []bool{false, true} {
 			t.Run(fmt.Sprintf("overAllocate=%v/leakDetection=%v", over, leak), func(t *testing.T) {
-				p := newPool(t, Options{Size: size, PooledSize: pooledSize, OverAllocate: over, LeakDetection: leak})
+				// Size classes up to 64 KiB: requests of 32 KiB and 64 KiB
+				// are recycled too.
+				p := newPool(t, Options{Size: size, PooledSize: pooledSize, MaxPooledSize: 4 * pooledSize, OverAllocate: over, LeakDetection: leak})
 				var (
 					outstanding, maxOutstanding atomic.Int64
 					largest                     atomic.Int64
@@ -68,7 +70,7 @@ func TestConcurrentBoundAndLiveness(t *testing.T) {
 							var n int
 							switch rng.IntN(4) {
 							case 0:
-								n = pooledSize
+								n = pooledSize << rng.IntN(3)
 							case 1:
 								n = 1 + rng.IntN(pooledSize)
 							case 2:

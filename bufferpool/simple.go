@@ -4,19 +4,22 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/bits"
 	"sync"
 	"time"
 	"unsafe"
 	"weak"
 )
 
-// SimplePool is the default [Pool]: one mutex guards a free list of
-// PooledSize buffers, the non-pooled available bytes and a FIFO queue of
-// waiters, like the Java producer's BufferPool. Create it with [New]; the
+// SimplePool is the default [Pool]: one mutex guards free lists of recycled
+// buffers (PooledSize, and each doubling up to MaxPooledSize), the non-pooled
+// available bytes and a FIFO queue of waiters, like the Java producer's
+// BufferPool. Create it with [New]; the
 // zero value is not usable.
 type SimplePool struct {
 	size         int64
 	pooledSize   int
+	classes      int // free lists for pooledSize<<k, k < classes
 	overAllocate bool
 	leakDetect   bool
 	logger       *slog.Logger
@@ -26,7 +29,9 @@ type SimplePool struct {
 	// nonPooled is the available memory not held on the free list; it is
 	// negative only when the pool over-allocated.
 	nonPooled int64
-	free      []freeBuf
+	free      [][]freeBuf // by size class
+	freeBytes int64
+	freeCount int
 	waiters   waitQueue
 	spare     []*waiter // recycled waiter structs
 	tracked   map[uintptr]*tracker
@@ -56,11 +61,16 @@ func New(opts Options) (*SimplePool, error) {
 	p := &SimplePool{
 		size:         opts.Size,
 		pooledSize:   opts.PooledSize,
+		classes:      1,
 		overAllocate: opts.OverAllocate,
 		leakDetect:   opts.LeakDetection,
 		logger:       opts.Logger,
 		nonPooled:    opts.Size,
 	}
+	for opts.PooledSize<<p.classes <= opts.MaxPooledSize {
+		p.classes++
+	}
+	p.free = make([][]freeBuf, p.classes)
 	if p.leakDetect {
 		p.self = weak.Make(p)
 		p.tracked = make(map[uintptr]*tracker)
@@ -93,7 +103,7 @@ func (p *SimplePool) Stats() Stats {
 	return Stats{
 		Size:        p.size,
 		Available:   p.availLocked(),
-		FreeBuffers: len(p.free),
+		FreeBuffers: p.freeCount,
 		Waiters:     p.waiters.n,
 		WaitTime:    p.waitTime,
 		Exhausted:   p.exhausted,
@@ -255,11 +265,13 @@ func (p *SimplePool) Release(buf []byte) {
 		panic(fmt.Sprintf("bufferpool: Release of %d bytes would make %d available in a pool of %d: a buffer was released twice or was not from this pool",
 			c, p.availLocked()+int64(c), p.size))
 	}
-	if c == p.pooledSize {
+	if k, ok := p.classOf(c); ok {
 		if t != nil {
 			t.state = free
 		}
-		p.free = append(p.free, freeBuf{buf: buf[:c], t: t})
+		p.free[k] = append(p.free[k], freeBuf{buf: buf[:c], t: t})
+		p.freeBytes += int64(c)
+		p.freeCount++
 	} else {
 		if t != nil {
 			t.state = released
@@ -273,7 +285,7 @@ func (p *SimplePool) Release(buf []byte) {
 }
 
 func (p *SimplePool) availLocked() int64 {
-	return p.nonPooled + int64(len(p.free))*int64(p.pooledSize)
+	return p.nonPooled + p.freeBytes
 }
 
 // canGrantLocked reports whether size bytes may be handed out now.
@@ -289,31 +301,51 @@ func (p *SimplePool) canGrantLocked(size int) bool {
 // when size is PooledSize and the free list has one; otherwise nil, and the
 // caller makes the buffer outside the lock.
 func (p *SimplePool) takeLocked(size int) []byte {
-	var buf []byte
-	if size == p.pooledSize && len(p.free) > 0 {
-		last := len(p.free) - 1
-		fb := p.free[last]
-		p.free[last] = freeBuf{}
-		p.free = p.free[:last]
-		buf = fb.buf
+	if k, ok := p.classOf(size); ok && len(p.free[k]) > 0 {
+		fb := p.popFreeLocked(k)
 		if fb.t != nil {
 			fb.t.state = outstanding
 		}
-	} else {
-		// Drop recycled buffers until the non-pooled memory covers the
-		// request (or, over-allocating, until the free list is empty).
-		for p.nonPooled < int64(size) && len(p.free) > 0 {
-			last := len(p.free) - 1
-			if t := p.free[last].t; t != nil {
-				t.state = released
-			}
-			p.free[last] = freeBuf{}
-			p.free = p.free[:last]
-			p.nonPooled += int64(p.pooledSize)
-		}
-		p.nonPooled -= int64(size)
+		return fb.buf
 	}
-	return buf
+	// Drop recycled buffers, largest first, until the non-pooled memory
+	// covers the request (or, over-allocating, until none is left).
+	for k := p.classes - 1; k >= 0 && p.nonPooled < int64(size); {
+		if len(p.free[k]) == 0 {
+			k--
+			continue
+		}
+		fb := p.popFreeLocked(k)
+		if fb.t != nil {
+			fb.t.state = released
+		}
+		p.nonPooled += int64(cap(fb.buf))
+	}
+	p.nonPooled -= int64(size)
+	return nil
+}
+
+// classOf returns the free list of buffers of exactly size bytes.
+func (p *SimplePool) classOf(size int) (int, bool) {
+	if size < p.pooledSize || size%p.pooledSize != 0 {
+		return 0, false
+	}
+	m := size / p.pooledSize
+	if m&(m-1) != 0 {
+		return 0, false
+	}
+	k := bits.TrailingZeros(uint(m))
+	return k, k < p.classes
+}
+
+func (p *SimplePool) popFreeLocked(k int) freeBuf {
+	last := len(p.free[k]) - 1
+	fb := p.free[k][last]
+	p.free[k][last] = freeBuf{}
+	p.free[k] = p.free[k][:last]
+	p.freeBytes -= int64(cap(fb.buf))
+	p.freeCount--
+	return fb
 }
 
 // serveLocked grants memory to waiters from the head of the queue for as

@@ -387,7 +387,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.BufferPool == nil {
 		pool, err := bufferpool.New(bufferpool.Options{
-			Size: c.BufferMemory, PooledSize: initialBatchSize(c.BatchSize), Logger: c.Logger,
+			Size: c.BufferMemory, PooledSize: initialBatchSize(c.BatchSize), MaxPooledSize: c.BatchSize, Logger: c.Logger,
 		})
 		if err != nil {
 			return Config{}, fmt.Errorf("%w: BufferPool: %w", ErrInvalidConfig, err)
