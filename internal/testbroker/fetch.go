@@ -99,7 +99,8 @@ func (c *Cluster) buildFetch(self int32, req *kmsg.FetchRequest) (resp *kmsg.Fet
 						rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = leader, epoch
 					}
 					if req.Version >= 16 {
-						resp.Brokers = c.appendFetchBrokerEndpoint(resp.Brokers, leader)
+						resp.Brokers = appendBrokerEndpoint(c, resp.Brokers, leader,
+							func(b *kmsg.FetchResponseBroker) int32 { return b.NodeID }, fetchBroker)
 					}
 				case p.CurrentLeaderEpoch >= 0 && p.CurrentLeaderEpoch < epoch:
 					rp.ErrorCode = ecFencedLeaderEpoch
@@ -136,19 +137,10 @@ func (c *Cluster) buildFetch(self int32, req *kmsg.FetchRequest) (resp *kmsg.Fet
 	return resp, n, failed
 }
 
-func (c *Cluster) appendFetchBrokerEndpoint(bs []kmsg.FetchResponseBroker, id int32) []kmsg.FetchResponseBroker {
-	if id < 0 || int(id) >= len(c.brokers) {
-		return bs
-	}
-	for _, b := range bs {
-		if b.NodeID == id {
-			return bs
-		}
-	}
-	host, port := c.brokers[id].addr()
+func fetchBroker(id int32, host string, port int32) kmsg.FetchResponseBroker {
 	b := kmsg.NewFetchResponseBroker()
 	b.NodeID, b.Host, b.Port = id, host, port
-	return append(bs, b)
+	return b
 }
 
 // handleListOffsets answers each partition with the offset for its

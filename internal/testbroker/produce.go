@@ -62,7 +62,8 @@ func handleProduce(cn *conn, h *reqHeader, kreq kmsg.Request) result {
 					if req.Version >= 10 { // KIP-951: point at the new leader
 						rp.CurrentLeader.LeaderID = leader
 						rp.CurrentLeader.LeaderEpoch = part.epoch.Load()
-						resp.Brokers = c.appendBrokerEndpoint(resp.Brokers, leader)
+						resp.Brokers = appendBrokerEndpoint(c, resp.Brokers, leader,
+							func(b *kmsg.ProduceResponseBroker) int32 { return b.NodeID }, produceBroker)
 					}
 					break
 				}
@@ -127,18 +128,23 @@ func growPartitions(s []kmsg.ProduceResponseTopicPartition) ([]kmsg.ProduceRespo
 	return s, e
 }
 
-// appendBrokerEndpoint adds broker id's endpoint to a KIP-951 list once.
-func (c *Cluster) appendBrokerEndpoint(bs []kmsg.ProduceResponseBroker, id int32) []kmsg.ProduceResponseBroker {
+// appendBrokerEndpoint adds broker id's endpoint to a KIP-951 list once
+// (Produce and Fetch responses have each their own broker type).
+func appendBrokerEndpoint[B any](c *Cluster, bs []B, id int32, nodeID func(*B) int32, newBroker func(id int32, host string, port int32) B) []B {
 	if id < 0 || int(id) >= len(c.brokers) {
 		return bs
 	}
-	for _, b := range bs {
-		if b.NodeID == id {
+	for i := range bs {
+		if nodeID(&bs[i]) == id {
 			return bs
 		}
 	}
 	host, port := c.brokers[id].addr()
+	return append(bs, newBroker(id, host, port))
+}
+
+func produceBroker(id int32, host string, port int32) kmsg.ProduceResponseBroker {
 	b := kmsg.NewProduceResponseBroker()
 	b.NodeID, b.Host, b.Port = id, host, port
-	return append(bs, b)
+	return b
 }
