@@ -33,7 +33,7 @@ func known(a *Accumulator[int], name string, n int) (*Topic[int], []*Partition[i
 
 // drain seals and collects every batch of p, oldest first.
 func drain(p *Partition[int]) []*Batch[int] {
-	p.SealOpen()
+	p.sealOpen()
 	var out []*Batch[int]
 	for b := p.NextSealed(); b != nil; b = p.NextSealed() {
 		out = append(out, b)

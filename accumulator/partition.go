@@ -40,10 +40,6 @@ func (a *Accumulator[C]) NewPartition(t *Topic[C], id int32) *Partition[C] {
 	return &Partition[C]{Topic: t, ID: id, acc: a}
 }
 
-// Queued returns the number of batches open or waiting to be sent; the
-// adaptive partitioner (KIP-794) prefers partitions with shorter queues.
-func (p *Partition[C]) Queued() int { return int(p.queued.Load()) }
-
 // Load returns the partition's queue length for the adaptive partitioner,
 // or -1 while the partition has no known leader.
 func (p *Partition[C]) Load() int {
@@ -198,8 +194,8 @@ func (p *Partition[C]) Seal(b *Batch[C], gen uint64) bool {
 	return true
 }
 
-// SealOpen seals the open batch, whatever it is, if it has records.
-func (p *Partition[C]) SealOpen() bool {
+// sealOpen seals the open batch, whatever it is, if it has records.
+func (p *Partition[C]) sealOpen() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.open == nil || len(p.open.Records) == 0 {
@@ -237,13 +233,6 @@ func (p *Partition[C]) PeekSealed() *Batch[C] {
 		return nil
 	}
 	return p.sealed[0]
-}
-
-// HasSealed reports whether a sealed batch is waiting.
-func (p *Partition[C]) HasSealed() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.sealed) > 0
 }
 
 // TakeAll removes the open and sealed batches (for Close and for failing a
