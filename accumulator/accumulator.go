@@ -61,7 +61,12 @@ type Accumulator[C any] struct {
 	events []Event[C]
 	kick   chan struct{}
 
-	batches sync.Pool // *Batch[C], with their Records slices kept
+	// free holds batch structs for reuse, with their Records slices: a
+	// list of our own rather than a sync.Pool, which the garbage collector
+	// empties, so that a batch of thousands of records does not regrow its
+	// completions after every collection. At most maxFreeBatches.
+	freeMu sync.Mutex
+	free   []*Batch[C]
 
 	// overdraft is set while a batch of moved parked records lives outside
 	// the pool (at most one at a time).
@@ -189,7 +194,14 @@ func (a *Accumulator[C]) allocate(ctx context.Context, n int, wait bool) ([]byte
 }
 
 func (a *Accumulator[C]) newBatch(p *Partition[C], buf []byte, created time.Time) *Batch[C] {
-	b, _ := a.batches.Get().(*Batch[C])
+	var b *Batch[C]
+	a.freeMu.Lock()
+	if n := len(a.free); n > 0 {
+		b = a.free[n-1]
+		a.free[n-1] = nil
+		a.free = a.free[:n-1]
+	}
+	a.freeMu.Unlock()
 	if b == nil {
 		b = new(Batch[C])
 	}
@@ -214,12 +226,26 @@ func (a *Accumulator[C]) Free(b *Batch[C]) {
 	}
 	clear(b.Records)
 	recs := b.Records[:0]
+	if cap(recs) > maxKeptRecords {
+		recs = nil // a big batch's completions are not kept idle
+	}
 	b.gen.Add(1) // stale references (the IO goroutine's queues) see it is gone
 	b.Partition, b.Builder, b.Records, b.Created = nil, recordbatch.Builder{}, recs, time.Time{}
 	b.Raw, b.Attempts, b.BaseSequence, b.Uncompressed = nil, 0, -1, 0
 	b.buf, b.overdraft, b.heap, b.Ambiguous = nil, false, false, false
-	a.batches.Put(b)
+	a.freeMu.Lock()
+	if len(a.free) < maxFreeBatches {
+		a.free = append(a.free, b)
+	}
+	a.freeMu.Unlock()
 }
+
+// maxFreeBatches bounds the batch structs kept for reuse, and
+// maxKeptRecords the completions slice each keeps.
+const (
+	maxFreeBatches = 1024
+	maxKeptRecords = 1024
+)
 
 // NewDetachedBatch returns an empty batch of partition p with a buffer of
 // size bytes. It is not queued anywhere: the IO goroutine uses it to split a

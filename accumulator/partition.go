@@ -27,7 +27,8 @@ type Partition[C any] struct {
 	flagged bool        // a Sealed event is pending
 	// lastSize is the size the last sealed batch reached: the next batch
 	// starts with a buffer that holds as much.
-	lastSize int
+	lastSize  int
+	lastCount int
 
 	queued     atomic.Int32 // batches open or sealed, not yet taken by the IO goroutine
 	leaderless atomic.Bool  // set by the IO goroutine while the partition has no leader
@@ -165,6 +166,11 @@ func (p *Partition[C]) openLocked(buf []byte, created time.Time) *Batch[C] {
 	}
 	a := p.acc
 	b := a.newBatch(p, buf, created)
+	if cap(b.Records) < p.lastCount {
+		// One allocation sized like the last batch, rather than a
+		// doubling series of them.
+		b.Records = make([]C, 0, p.lastCount)
+	}
 	p.open = b
 	p.queued.Add(1)
 	a.post(Event[C]{Kind: Opened, Partition: p, Batch: b, Gen: b.gen.Load(), At: b.Created})
@@ -173,6 +179,7 @@ func (p *Partition[C]) openLocked(buf []byte, created time.Time) *Batch[C] {
 
 func (p *Partition[C]) sealLocked() {
 	p.lastSize = p.open.Builder.Len()
+	p.lastCount = len(p.open.Records)
 	p.sealed = append(p.sealed, p.open)
 	p.open = nil
 	if !p.flagged {
