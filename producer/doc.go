@@ -25,6 +25,29 @@
 // Idempotence is on by default (KIP-679): retries never duplicate or reorder
 // records within a partition.
 //
+// # Partitioning
+//
+// The default partitioner is the Java client's: a record with a key goes to
+// (murmur2(key) & 0x7fffffff) % partitions (KeyPartition computes it), so
+// Java, librdkafka's murmur2_random and samsa agree on where a key lands; a
+// record without a key goes to a sticky partition that changes after about
+// BatchSize bytes, preferring partitions with shorter queues (KIP-794).
+// RoundRobinPartitioner, ManualPartitioner (Record.Partition) and
+// PartitionerFunc are the alternatives; a custom partitioner may return
+// UnknownPartition to leave a record to the sticky partitioner.
+//
+// # Memory
+//
+// Every record byte lives in Config.BufferPool (BufferMemory bytes by
+// default): Send copies key, value and headers into a batch there, or into
+// its topic's parking queue while the topic's partitions are unknown. A
+// batch starts with 16 KiB (or BatchSize, if smaller) and doubles up to
+// BatchSize as records come; its memory returns to the pool once its
+// records are completed. When the pool is full Send waits, at most MaxBlock.
+// Reuse Record values or build one per Send as you like: Send, TrySend and
+// SendCallback do not keep the Record (SendTo does, until its Result is
+// delivered).
+//
 // # Goroutines
 //
 // A producer runs one IO goroutine, which owns all network state: it seals
