@@ -54,6 +54,11 @@ var (
 	// Errors without it mean the record was definitely not written.
 	ErrOutcomeUnknown = errors.New("producer: outcome unknown, the record may have been written")
 
+	// ErrFlushInCallback is returned by Flush when it is called from a
+	// callback (SendCallback's function, on the completion goroutine):
+	// Flush waits for every callback, that one included.
+	ErrFlushInCallback = errors.New("producer: Flush called from a callback")
+
 	// ErrInvalidConfig is returned by New and by ConfigFromProperties when a
 	// setting is invalid. The message names every bad field (or property)
 	// and says why.

@@ -313,9 +313,16 @@ func (p *Producer) finished(n int64) {
 // while it waits, is acknowledged or has failed, and its callback has
 // returned. It returns ctx.Err() if ctx ends first (records are not
 // affected), and ErrClosed after Close.
+//
+// Flush must not be called from a callback: it would wait for that very
+// callback. There it returns at once with an error wrapping
+// ErrFlushInCallback.
 func (p *Producer) Flush(ctx context.Context) error {
 	if p.closed.Load() {
 		return ErrClosed
+	}
+	if goroutineID() == p.completer.goid.Load() {
+		return fmt.Errorf("%w: it would wait for the callback that called it", ErrFlushInCallback)
 	}
 	return p.flush(ctx)
 }

@@ -495,3 +495,24 @@ func TestSendContextEndsTheWaitForMemory(t *testing.T) {
 		require.NoError(t, err)
 	}
 }
+
+// TestFlushFromCallbackFailsFast: Flush inside a callback would wait for
+// itself; it returns ErrFlushInCallback at once instead.
+func TestFlushFromCallbackFailsFast(t *testing.T) {
+	c := newCluster(t, testbroker.Config{})
+	require.NoError(t, c.CreateTopic("t", 1))
+	p := newProducer(t, c, Config{})
+	got := make(chan error, 1)
+	p.SendCallback(context.Background(), &Record{Topic: "t", Value: []byte("v")}, func(RecordMetadata, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		got <- p.Flush(ctx)
+	})
+	select {
+	case err := <-got:
+		require.ErrorIs(t, err, ErrFlushInCallback)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the callback's Flush did not return")
+	}
+	require.NoError(t, p.Flush(context.Background()))
+}
