@@ -108,6 +108,18 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 		}
 		return d, ok
 	}
+	// positiveMs sets *dst (field, for alias conflicts) to a duration that
+	// must not be 0.
+	positiveMs := func(key, v, field string, dst *time.Duration) {
+		d, ok := ms(key, v)
+		if ok && d == 0 {
+			fail(key, "must be positive")
+			return
+		}
+		if ok && claim(key, field) {
+			*dst = d
+		}
+	}
 	integer := func(key, v string, lo, hi int64) (int64, bool) {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < lo || n > hi {
@@ -220,62 +232,27 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 				c.DeliveryTimeout = d
 			}
 		case "request.timeout.ms":
-			d, ok := ms(key, v)
-			if ok && d == 0 {
-				fail(key, "must be positive")
-				continue
-			}
-			if ok && claim(key, "RequestTimeout") {
-				c.RequestTimeout = d
-			}
+			positiveMs(key, v, "RequestTimeout", &c.RequestTimeout)
 		case "retry.backoff.ms":
 			if d, ok := msZero(key, v); ok && claim(key, "RetryBackoff") {
 				c.RetryBackoff = d
 			}
 		case "retry.backoff.max.ms":
-			d, ok := ms(key, v)
-			if ok && d == 0 {
-				fail(key, "must be positive")
-				continue
-			}
-			if ok && claim(key, "RetryBackoffMax") {
-				c.RetryBackoffMax = d
-			}
+			positiveMs(key, v, "RetryBackoffMax", &c.RetryBackoffMax)
 		case "max.in.flight.requests.per.connection", "max.in.flight":
 			if n, ok := integer(key, v, 1, math.MaxInt32); ok && claim(key, "MaxInFlight") {
 				c.MaxInFlight = int(n)
 			}
 		case "metadata.max.age.ms", "topic.metadata.refresh.interval.ms":
-			d, ok := ms(key, v)
-			if ok && d == 0 {
-				fail(key, "must be positive")
-				continue
-			}
-			if ok && claim(key, "MetadataMaxAge") {
-				c.MetadataMaxAge = d
-			}
+			positiveMs(key, v, "MetadataMaxAge", &c.MetadataMaxAge)
 		case "metadata.max.idle.ms":
-			d, ok := ms(key, v)
-			if ok && d == 0 {
-				fail(key, "must be positive")
-				continue
-			}
-			if ok && claim(key, "MetadataMaxIdle") {
-				c.MetadataMaxIdle = d
-			}
+			positiveMs(key, v, "MetadataMaxIdle", &c.MetadataMaxIdle)
 		case "enable.idempotence":
 			if b, ok := boolean(key, v); ok {
 				c.DisableIdempotence, idemSet = !b, true
 			}
 		case "socket.connection.setup.timeout.ms":
-			d, ok := ms(key, v)
-			if ok && d == 0 {
-				fail(key, "must be positive")
-				continue
-			}
-			if ok {
-				c.DialTimeout = d
-			}
+			positiveMs(key, v, "DialTimeout", &c.DialTimeout)
 		case "partitioner.class":
 			if !claim(key, "Partitioner") {
 				continue
