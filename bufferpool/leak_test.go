@@ -1,11 +1,10 @@
 package bufferpool
 
 import (
-	"bytes"
 	"context"
+	"github.com/samsa-go/samsa/internal/testutil"
 	"log/slog"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 
@@ -38,22 +37,7 @@ func allocateAndDrop(t *testing.T, p *SimplePool, sizes ...int) {
 	}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testutil.SyncBuffer
 
 func TestLeakedBuffersAreReclaimed(t *testing.T) {
 	var log syncBuffer

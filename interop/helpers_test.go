@@ -73,6 +73,15 @@ func consumeN(t *testing.T, c *testbroker.Cluster, topic string, n int, opts ...
 	}, opts...)
 	cl := newClient(t, c, opts...)
 	defer cl.Close()
+	out := pollN(ctx, t, cl, topic, n)
+	require.Len(t, out, n, "more records than produced")
+	return out
+}
+
+// pollN polls cl until it has at least n records of topic, failing the test
+// on a fetch error or when ctx ends first.
+func pollN(ctx context.Context, t *testing.T, cl *kgo.Client, topic string, n int) []*kgo.Record {
+	t.Helper()
 	var out []*kgo.Record
 	for len(out) < n {
 		fs := cl.PollFetches(ctx)
@@ -84,7 +93,6 @@ func consumeN(t *testing.T, c *testbroker.Cluster, topic string, n int, opts ...
 		})
 		out = append(out, fs.Records()...)
 	}
-	require.Len(t, out, n, "more records than produced")
 	return out
 }
 

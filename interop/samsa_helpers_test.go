@@ -236,17 +236,7 @@ func consumeAll(t *testing.T, addrs []string, topic string, partitions int32, n 
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(100*time.Millisecond))
 	defer cl.Close()
-	var out []*kgo.Record
-	for len(out) < n {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			t.Fatalf("consumed %d of %d records of %s before the deadline: %v", len(out), n, topic, err)
-		}
-		fs.EachError(func(topic string, p int32, err error) {
-			t.Fatalf("fetch error on %s/%d: %v", topic, p, err)
-		})
-		out = append(out, fs.Records()...)
-	}
+	out := pollN(ctx, t, cl, topic, n)
 	require.Len(t, out, n, "the consumer read more records than were sent")
 
 	req := kmsg.NewPtrListOffsetsRequest()

@@ -1,9 +1,8 @@
 package main
 
 import (
-	"bytes"
+	"github.com/samsa-go/samsa/internal/testutil"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -47,24 +46,7 @@ func TestHumanBytes(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the progress goroutine and the
-// test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testutil.SyncBuffer
 
 // The bar redraws one line with \r while records complete, and ends it
 // with the final state and a newline when stopped.

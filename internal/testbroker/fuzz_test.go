@@ -1,8 +1,8 @@
 package testbroker
 
 import (
-	"bytes"
 	"encoding/binary"
+	"github.com/samsa-go/samsa/internal/testutil"
 	"io"
 	"log/slog"
 	"net"
@@ -128,19 +128,4 @@ func TestMalformedRequestsCloseConnection(t *testing.T) {
 	assert.Contains(t, logs.String(), "closing connection")
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testutil.SyncBuffer
