@@ -61,12 +61,13 @@ type Accumulator[C any] struct {
 	events []Event[C]
 	kick   chan struct{}
 
-	// free holds batch structs for reuse, with their Records slices: a
-	// list of our own rather than a sync.Pool, which the garbage collector
-	// empties, so that a batch of thousands of records does not regrow its
-	// completions after every collection. At most maxFreeBatches.
+	// free holds batch structs for reuse, and chunks the completion
+	// chunks of bigger batches: lists of our own rather than sync.Pools,
+	// which the garbage collector empties, so that a steady producer
+	// allocates neither. At most maxFreeBatches and maxFreeChunks.
 	freeMu sync.Mutex
 	free   []*Batch[C]
+	chunks chunkFree[C]
 
 	// overdraft is set while a batch of moved parked records lives outside
 	// the pool (at most one at a time).
@@ -224,13 +225,9 @@ func (a *Accumulator[C]) Free(b *Batch[C]) {
 	case !b.heap:
 		a.cfg.Pool.Release(b.buf)
 	}
-	clear(b.Records)
-	recs := b.Records[:0]
-	if cap(recs) > maxKeptRecords {
-		recs = nil // a big batch's completions are not kept idle
-	}
+	b.Records.reset(&a.chunks)
 	b.gen.Add(1) // stale references (the IO goroutine's queues) see it is gone
-	b.Partition, b.Builder, b.Records, b.Created = nil, recordbatch.Builder{}, recs, time.Time{}
+	b.Partition, b.Builder, b.Created = nil, recordbatch.Builder{}, time.Time{}
 	b.Raw, b.Attempts, b.BaseSequence, b.Uncompressed = nil, 0, -1, 0
 	b.buf, b.overdraft, b.heap, b.Ambiguous = nil, false, false, false
 	a.freeMu.Lock()
@@ -240,12 +237,12 @@ func (a *Accumulator[C]) Free(b *Batch[C]) {
 	a.freeMu.Unlock()
 }
 
-// maxFreeBatches bounds the batch structs kept for reuse, and
-// maxKeptRecords the completions slice each keeps.
-const (
-	maxFreeBatches = 1024
-	maxKeptRecords = 1024
-)
+// maxFreeBatches bounds the batch structs kept for reuse.
+const maxFreeBatches = 1024
+
+// AddCompletion appends c to the completions of b, a batch the caller owns
+// (a detached one being filled).
+func (a *Accumulator[C]) AddCompletion(b *Batch[C], c C) { b.Records.push(&a.chunks, c) }
 
 // NewDetachedBatch returns an empty batch of partition p with a buffer of
 // size bytes. It is not queued anywhere: the IO goroutine uses it to split a

@@ -75,7 +75,7 @@ func TestAppendSealsFullBatchesAndAnnouncesThem(t *testing.T) {
 	next := 0
 	for _, b := range batches {
 		for i, r := range decode(t, b) {
-			require.Equal(t, next, b.Records[i], "completions follow records")
+			require.Equal(t, next, *b.Records.At(i), "completions follow records")
 			require.Equal(t, int64(next), r.Timestamp)
 			next++
 		}
@@ -129,7 +129,7 @@ func TestParkedRecordsMoveInSendOrder(t *testing.T) {
 	for _, b := range drain(ps[0]) {
 		for i, r := range decode(t, b) {
 			require.Equal(t, fmt.Sprint(next), string(r.Value))
-			require.Equal(t, next, b.Records[i])
+			require.Equal(t, next, *b.Records.At(i))
 			next++
 		}
 		a.Free(b)
@@ -265,7 +265,7 @@ func TestBatchesGrowUpToBatchSize(t *testing.T) {
 	for _, b := range batches {
 		require.LessOrEqual(t, b.Builder.Cap(), 8192)
 		for i, r := range decode(t, b) {
-			require.Equal(t, next, b.Records[i])
+			require.Equal(t, next, *b.Records.At(i))
 			require.Equal(t, int64(next), r.Timestamp)
 			next++
 		}

@@ -15,7 +15,7 @@ type Batch[C any] struct {
 	Partition *Partition[C]
 	Builder   recordbatch.Builder
 	// Records holds one completion per record, in offset order.
-	Records []C
+	Records Completions[C]
 	// Created is when the batch was opened: linger and delivery timeout
 	// count from it.
 	Created time.Time
@@ -45,4 +45,4 @@ type Batch[C any] struct {
 func (b *Batch[C]) Gen() uint64 { return b.gen.Load() }
 
 // NumRecords returns the number of records in the batch.
-func (b *Batch[C]) NumRecords() int { return len(b.Records) }
+func (b *Batch[C]) NumRecords() int { return b.Records.n }

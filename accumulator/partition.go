@@ -27,8 +27,7 @@ type Partition[C any] struct {
 	flagged bool        // a Sealed event is pending
 	// lastSize is the size the last sealed batch reached: the next batch
 	// starts with a buffer that holds as much.
-	lastSize  int
-	lastCount int
+	lastSize int
 
 	queued     atomic.Int32 // batches open or sealed, not yet taken by the IO goroutine
 	leaderless atomic.Bool  // set by the IO goroutine while the partition has no leader
@@ -63,7 +62,7 @@ func (p *Partition[C]) Append(ctx context.Context, ts int64, key, value []byte, 
 	p.mu.Lock()
 	if b := p.open; b != nil && (b.Builder.Append(ts, key, value, headers) ||
 		(p.growLocked(b, b.Builder.RecordSize(ts, recordbatch.BodySize(key, value, headers))) && b.Builder.Append(ts, key, value, headers))) {
-		b.Records = append(b.Records, c)
+		b.Records.push(&p.acc.chunks, c)
 		p.mu.Unlock()
 		return nil
 	}
@@ -81,7 +80,7 @@ func (p *Partition[C]) Append(ctx context.Context, ts int64, key, value []byte, 
 	p.mu.Lock()
 	if b := p.open; b != nil && b.Builder.Append(ts, key, value, headers) {
 		// Another append opened a batch with room while we waited.
-		b.Records = append(b.Records, c)
+		b.Records.push(&p.acc.chunks, c)
 		p.mu.Unlock()
 		a.cfg.Pool.Release(buf)
 		return nil
@@ -90,7 +89,7 @@ func (p *Partition[C]) Append(ctx context.Context, ts int64, key, value []byte, 
 	if !b.Builder.Append(ts, key, value, headers) {
 		panic("accumulator: record does not fit in a buffer sized for it")
 	}
-	b.Records = append(b.Records, c)
+	b.Records.push(&p.acc.chunks, c)
 	p.mu.Unlock()
 	return nil
 }
@@ -104,7 +103,7 @@ func (p *Partition[C]) appendBody(ts int64, body []byte, c C, parkedAt time.Time
 	defer p.mu.Unlock()
 	if b := p.open; b != nil && (b.Builder.AppendBody(ts, body) ||
 		(p.growLocked(b, b.Builder.RecordSize(ts, len(body))) && b.Builder.AppendBody(ts, body))) {
-		b.Records = append(b.Records, c)
+		b.Records.push(&p.acc.chunks, c)
 		return true
 	}
 	a := p.acc
@@ -126,7 +125,7 @@ func (p *Partition[C]) appendBody(ts int64, body []byte, c C, parkedAt time.Time
 	if !b.Builder.AppendBody(ts, body) {
 		panic("accumulator: parked record does not fit in a buffer sized for it")
 	}
-	b.Records = append(b.Records, c)
+	b.Records.push(&p.acc.chunks, c)
 	return true
 }
 
@@ -166,11 +165,6 @@ func (p *Partition[C]) openLocked(buf []byte, created time.Time) *Batch[C] {
 	}
 	a := p.acc
 	b := a.newBatch(p, buf, created)
-	if cap(b.Records) < p.lastCount {
-		// One allocation sized like the last batch, rather than a
-		// doubling series of them.
-		b.Records = make([]C, 0, p.lastCount)
-	}
 	p.open = b
 	p.queued.Add(1)
 	a.post(Event[C]{Kind: Opened, Partition: p, Batch: b, Gen: b.gen.Load(), At: b.Created})
@@ -179,7 +173,6 @@ func (p *Partition[C]) openLocked(buf []byte, created time.Time) *Batch[C] {
 
 func (p *Partition[C]) sealLocked() {
 	p.lastSize = p.open.Builder.Len()
-	p.lastCount = len(p.open.Records)
 	p.sealed = append(p.sealed, p.open)
 	p.open = nil
 	if !p.flagged {
@@ -194,7 +187,7 @@ func (p *Partition[C]) sealLocked() {
 func (p *Partition[C]) Seal(b *Batch[C], gen uint64) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.open != b || b.gen.Load() != gen || len(b.Records) == 0 {
+	if p.open != b || b.gen.Load() != gen || b.Records.Len() == 0 {
 		return false
 	}
 	p.sealLocked()
@@ -205,7 +198,7 @@ func (p *Partition[C]) Seal(b *Batch[C], gen uint64) bool {
 func (p *Partition[C]) sealOpen() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.open == nil || len(p.open.Records) == 0 {
+	if p.open == nil || p.open.Records.Len() == 0 {
 		return false
 	}
 	p.sealLocked()

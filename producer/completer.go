@@ -89,15 +89,15 @@ func (c *completer) complete(o *outcome) {
 	if o.err == nil && o.appendTime >= 0 {
 		md.Timestamp = timeFromMillis(o.appendTime)
 	}
-	for i := range b.Records {
+	n := b.Records.Len()
+	for i := range n {
 		if o.err == nil && o.baseOffset >= 0 {
 			md.Offset = o.baseOffset + int64(i)
 		}
-		b.Records[i].deliver(md, o.err)
+		b.Records.At(i).deliver(md, o.err)
 	}
-	n := int64(len(b.Records))
 	p.acc.Free(b)
-	p.finished(n)
+	p.finished(int64(n))
 	if p.memWanted.Load() && p.memWanted.Swap(false) {
 		p.acc.Kick() // memory was freed: parked records may move now
 	}

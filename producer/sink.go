@@ -551,7 +551,7 @@ func (s *sink) timeoutErr(ip *ioPart, b *batch) error {
 		what = fmt.Sprintf("not acknowledged by broker %d", ip.leader)
 	}
 	err := fmt.Errorf("%w: %d records for %s[%d] expired after %v: %s",
-		ErrDeliveryTimeout, len(b.Records), ip.topic.name, ip.acc.ID, s.cfg.DeliveryTimeout, what)
+		ErrDeliveryTimeout, b.Records.Len(), ip.topic.name, ip.acc.ID, s.cfg.DeliveryTimeout, what)
 	if ip.lastErr != nil {
 		err = fmt.Errorf("%w (last error: %w)", err, ip.lastErr)
 	}
@@ -695,7 +695,7 @@ func (s *sink) sendOne(br *ioBroker) bool {
 			batches = append(batches, b)
 			size += len(b.Raw)
 			if s.debug {
-				s.p.log.Debug("sending batch", "topic", ip.topic.name, "partition", ip.acc.ID, "seq", b.BaseSequence, "records", len(b.Records), "attempt", b.Attempts, "broker", br.id)
+				s.p.log.Debug("sending batch", "topic", ip.topic.name, "partition", ip.acc.ID, "seq", b.BaseSequence, "records", b.Records.Len(), "attempt", b.Attempts, "broker", br.id)
 			}
 			ip.inflight = append(ip.inflight, b)
 		}
@@ -822,7 +822,7 @@ func (s *sink) finish(b *batch) error {
 // sequence gives b the partition's next idempotent sequence.
 func (s *sink) sequence(ip *ioPart, b *batch) {
 	b.BaseSequence = ip.nextSeq
-	ip.nextSeq += int32(len(b.Records))
+	ip.nextSeq += int32(b.Records.Len())
 	if ip.nextSeq < 0 {
 		ip.nextSeq &= 0x7fffffff // sequences wrap to 0 after MaxInt32
 	}
@@ -934,9 +934,9 @@ func (s *sink) handlePartition(br *ioBroker, ip *ioPart, b *batch, rp *kmsg.Prod
 		ip.lastErr = nil
 		ip.confirmed = true
 		if s.debug {
-			s.p.log.Debug("acked batch", "topic", ip.topic.name, "partition", ip.acc.ID, "seq", b.BaseSequence, "records", len(b.Records), "offset", rp.BaseOffset, "dup", err != nil)
+			s.p.log.Debug("acked batch", "topic", ip.topic.name, "partition", ip.acc.ID, "seq", b.BaseSequence, "records", b.Records.Len(), "offset", rp.BaseOffset, "dup", err != nil)
 		}
-		if n := int64(len(b.Records)); rp.BaseOffset >= 0 && rp.BaseOffset+n-1 > ip.lastAcked {
+		if n := int64(b.Records.Len()); rp.BaseOffset >= 0 && rp.BaseOffset+n-1 > ip.lastAcked {
 			ip.lastAcked = rp.BaseOffset + n - 1
 		}
 		s.succeed(b, rp.BaseOffset, rp.LogAppendTime)
@@ -951,7 +951,7 @@ func (s *sink) handlePartition(br *ioBroker, ip *ioPart, b *batch, rp *kmsg.Prod
 		s.p.log.Warn("producer id fenced; getting a new one", "topic", ip.topic.name, "partition", ip.acc.ID, "err", err)
 		s.retryOrFail(ip, b, fmt.Errorf("%s[%d] on broker %d: %w", ip.topic.name, ip.acc.ID, br.id, err))
 		return
-	case errors.Is(err, kerr.MessageTooLarge) && len(b.Records) > 1:
+	case errors.Is(err, kerr.MessageTooLarge) && b.Records.Len() > 1:
 		// Kafka accepts smaller batches: split this one and resend its
 		// halves in order.
 		if halves, serr := s.split(b); serr == nil {
@@ -1059,11 +1059,11 @@ func isSequenceError(err error) bool {
 func (s *sink) retryOrFail(ip *ioPart, b *batch, err error) {
 	ip.lastErr = err
 	if s.debug {
-		s.p.log.Debug("retrying batch", "topic", ip.topic.name, "partition", ip.acc.ID, "records", len(b.Records), "seq", b.BaseSequence, "attempts", b.Attempts, "ambiguous", b.Ambiguous, "err", err)
+		s.p.log.Debug("retrying batch", "topic", ip.topic.name, "partition", ip.acc.ID, "records", b.Records.Len(), "seq", b.BaseSequence, "attempts", b.Attempts, "ambiguous", b.Ambiguous, "err", err)
 	}
 	if s.now.Sub(b.Created) >= s.cfg.DeliveryTimeout {
 		s.fail(ip, b, fmt.Errorf("%w: %d records for %s[%d] not acknowledged after %v; the outcome is unknown, the last error was: %w",
-			ErrDeliveryTimeout, len(b.Records), ip.topic.name, ip.acc.ID, s.cfg.DeliveryTimeout, err))
+			ErrDeliveryTimeout, b.Records.Len(), ip.topic.name, ip.acc.ID, s.cfg.DeliveryTimeout, err))
 		return
 	}
 	ip.failures++
@@ -1101,7 +1101,6 @@ func (s *sink) split(b *batch) ([]*batch, error) {
 	}
 	half := len(dec.Records) / 2
 	parts := [][]recordbatch.Record{dec.Records[:half], dec.Records[half:]}
-	comps := [][]completion{b.Records[:half], b.Records[half:]}
 	out := make([]*batch, 0, 2)
 	for i, recs := range parts {
 		size := recordbatch.HeaderSize
@@ -1114,14 +1113,14 @@ func (s *sink) split(b *batch) ([]*batch, error) {
 				panic("producer: split batch overflow")
 			}
 		}
-		nb.Records = append(nb.Records, comps[i]...)
+		for j := range recs {
+			s.p.acc.AddCompletion(nb, *b.Records.At(i*half + j))
+		}
 		nb.Created = b.Created
 		nb.Attempts = b.Attempts
 		if err := s.finish(nb); err != nil {
-			nb.Records = nb.Records[:0] // b keeps the completions
 			for _, x := range append(out, nb) {
-				x.Records = x.Records[:0]
-				s.p.acc.Free(x)
+				s.p.acc.Free(x) // drops copies: b keeps the completions
 			}
 			return nil, err
 		}
@@ -1134,7 +1133,6 @@ func (s *sink) split(b *batch) ([]*batch, error) {
 		out = append(out, nb)
 	}
 	// The halves own the completions now; b's memory goes back.
-	b.Records = b.Records[:0]
 	s.p.acc.Free(b)
 	for _, nb := range out {
 		s.trackExpiry(opened{part: nb.Partition, b: nb, gen: nb.Gen(), at: nb.Created})

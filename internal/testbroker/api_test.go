@@ -430,6 +430,9 @@ func TestIdempotentProduceOverTheWire(t *testing.T) {
 	n, err := c.NumBatches("t", 0)
 	require.NoError(t, err)
 	assert.Equal(t, 3, n)
+	st := c.Stats()
+	assert.Equal(t, int64(3), st.Batches, "the retry and the refused batch are not counted")
+	assert.Equal(t, int64(6), st.Records)
 }
 
 // TestFetchEmptyRecordsNotNull: a partition without data gets an empty

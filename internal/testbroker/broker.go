@@ -21,6 +21,10 @@ type broker struct {
 	conns map[*conn]struct{}
 
 	requests [maxAPIKey + 1]atomic.Int64 // handled requests by key
+
+	// batches and records count the batches this broker appended, and
+	// their records (duplicates not counted).
+	batches, records atomic.Int64
 }
 
 // listen starts the broker on port (0: a random one), and its accept

@@ -551,6 +551,10 @@ type Stats struct {
 	Requests map[int16]int64
 	// Connections is the number of open client connections.
 	Connections int
+	// Batches and Records count the produced batches the brokers
+	// appended (in sink mode too) and the records in them; a batch
+	// answered as a duplicate is not counted again.
+	Batches, Records int64
 }
 
 // Stats returns the cluster's counters.
@@ -561,6 +565,8 @@ func (c *Cluster) Stats() Stats {
 		b.mu.Lock()
 		s.Connections += len(b.conns)
 		b.mu.Unlock()
+		s.Batches += b.batches.Load()
+		s.Records += b.records.Load()
 		for k := range b.requests {
 			if n := b.requests[k].Load(); n > 0 {
 				s.Requests[int16(k)] += n

@@ -74,6 +74,8 @@ func handleProduce(cn *conn, h *reqHeader, kreq kmsg.Request) result {
 					rp.BaseOffset = res.BaseOffset
 					rp.LogAppendTime = res.LogAppendTime
 					if !res.Duplicate {
+						cn.b.batches.Add(1)
+						cn.b.records.Add(int64(res.NumRecords))
 						c.appended.notify()
 					}
 				} else if req.Version >= 8 && res.ErrorMessage != "" {

@@ -68,9 +68,25 @@ func run(args []string) error {
 		fmt.Println(addr)
 	}
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	<-sig
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGUSR1)
+	for s := range sig {
+		if s != syscall.SIGUSR1 {
+			break
+		}
+		st := c.Stats()
+		fmt.Fprintf(os.Stderr, "testbroker: %d requests, %d produce requests, %d batches, %d records\n",
+			sumRequests(st.Requests), st.Requests[0], st.Batches, st.Records)
+	}
 	signal.Stop(sig)
 	fmt.Fprintln(os.Stderr, "testbroker: stopping")
 	return nil
+}
+
+// sumRequests adds up the requests of every API.
+func sumRequests(m map[int16]int64) int64 {
+	var n int64
+	for _, v := range m {
+		n += v
+	}
+	return n
 }
