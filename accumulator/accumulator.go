@@ -238,7 +238,7 @@ func (a *Accumulator[C]) Free(b *Batch[C]) {
 }
 
 // maxFreeBatches bounds the batch structs kept for reuse.
-const maxFreeBatches = 1024
+const maxFreeBatches = 8192
 
 // AddCompletion appends c to the completions of b, a batch the caller owns
 // (a detached one being filled).

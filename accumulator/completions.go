@@ -21,9 +21,9 @@ const (
 	// partitions, which mostly hold a record or two.
 	inlineCompletions = 4
 	// chunkCompletions is the size of every further chunk.
-	chunkCompletions = 256
+	chunkCompletions = 32
 	// maxFreeChunks bounds the idle chunks an accumulator keeps.
-	maxFreeChunks = 1024
+	maxFreeChunks = 8192
 )
 
 // Len returns the number of completions.

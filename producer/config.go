@@ -209,9 +209,10 @@ type Config struct {
 	Partitioner Partitioner
 
 	// BufferPool provides the memory for batches (KIP-72's pluggable
-	// pool). Default: bufferpool.New with Size BufferMemory and PooledSize
-	// BatchSize. A pool given here may be shared between producers; the
-	// producer does not close it.
+	// pool). Default: bufferpool.New with Size BufferMemory, recycling
+	// buffers of every doubling from 512 bytes up to BatchSize (the sizes a
+	// batch goes through). A pool given here may be
+	// shared between producers; the producer does not close it.
 	BufferPool bufferpool.Pool
 
 	// Logger receives the producer's logs. Default: none (a discarding

@@ -123,13 +123,20 @@ func New(cfg Config) (*Producer, error) {
 	return p, nil
 }
 
-// initialBatchSize is the buffer a new batch starts with: batch.size up to
-// 16 KiB (the Java default, whose buffers the pool recycles as they are),
-// and 16 KiB for larger batch sizes, which grow by doubling as records come.
-// A producer writing to thousands of partitions with a large BatchSize then
-// holds only the memory its records need.
+// initialBatchSize is the buffer a new batch starts with: min(batch.size,
+// 16 KiB) halved while it stays even and at least 512 bytes. A batch that
+// fills it grows by doubling up to batch.size, and its partition's next
+// batch starts with the size the last one reached: a busy partition soon
+// gets big buffers at once, while one that gets a record per linger (with
+// thousands of partitions) touches a few hundred bytes, not 16 KiB. Every
+// size a batch goes through is a doubling of this one, which the default
+// pool recycles.
 func initialBatchSize(batchSize int) int {
-	return min(batchSize, defaultBatchSize)
+	n := min(batchSize, defaultBatchSize)
+	for n%2 == 0 && n/2 >= 512 {
+		n /= 2
+	}
+	return n
 }
 
 // Send buffers rec and returns a Future for its outcome. It never blocks on

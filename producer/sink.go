@@ -65,6 +65,8 @@ type sink struct {
 	idem *idempotence
 
 	inflight int // Produce requests in flight, all brokers
+
+	reqFree []*produceRequest // see newRequest
 }
 
 type opened struct {
@@ -92,6 +94,7 @@ type ioPart struct {
 
 	retry      []*batch // batches to resend, oldest first
 	inflight   []*batch // in flight, in send order
+	resent     int      // batches in inflight on their second or later attempt
 	failures   int      // consecutive retriable failures, for backoff
 	backoff    time.Time
 	lastErr    error
@@ -114,11 +117,13 @@ type ioBroker struct {
 	backoff  time.Time
 	inflight int
 	ready    []*ioPart
+	lingered []opened // open batches past Linger, waiting for inflight to reach 0
 }
 
 type produceResponse struct {
 	broker  *ioBroker
 	conn    *conn.Conn
+	req     *produceRequest // freed once the answer is handled
 	batches []*batch
 	resp    kmsg.Response
 	err     error
@@ -161,6 +166,7 @@ func (s *sink) run() {
 			s.now = time.Now()
 			for _, r := range s.takeResponses() {
 				s.handleResponse(r)
+				s.freeRequest(r.req)
 			}
 		case d := <-s.dials:
 			s.handleDial(d)
@@ -231,22 +237,55 @@ func (s *sink) topicFor(name string) *ioTopic {
 
 // sealLingered seals batches that have waited Linger (all of them while a
 // Flush is in progress or the producer is closing).
+//
+// A lingered batch whose leader has a Produce request in flight is not
+// sealed yet: it stays open, taking more records, until that broker has
+// answered everything, and then goes with the others that waited. Under load
+// (many partitions, or a slow broker) batches then hold what arrived during a
+// round trip instead of a linger's worth each, so a record costs the same
+// with 10 000 partitions as with 10; an idle producer still sends after
+// Linger. Full batches never wait for this: up to MaxInFlight requests carry
+// them.
 func (s *sink) sealLingered() {
 	all := s.p.flushing.Load() > 0
+	for _, br := range s.brokers {
+		if len(br.lingered) > 0 && (all || !br.busy()) {
+			for _, o := range br.lingered {
+				s.seal(o)
+			}
+			clear(br.lingered)
+			br.lingered = br.lingered[:0]
+		}
+	}
 	i := 0
 	for ; i < s.lingerQ.len(); i++ {
 		o := *s.lingerQ.at(i)
 		if !all && s.now.Sub(o.at) < s.cfg.Linger {
 			break
 		}
-		if o.part.Seal(o.b, o.gen) {
-			ip := o.part.IO.(*ioPart)
-			ip.hasSealed = true
-			s.markReady(ip)
+		if ip := o.part.IO.(*ioPart); !all && ip.leader >= 0 {
+			if br := s.brokers[ip.leader]; br != nil && br.busy() {
+				br.lingered = append(br.lingered, o)
+				continue
+			}
 		}
+		s.seal(o)
 	}
 	s.lingerQ.pop(i)
 }
+
+// seal seals o's batch, if it is still open, and lists its partition.
+func (s *sink) seal(o opened) {
+	if o.part.Seal(o.b, o.gen) {
+		ip := o.part.IO.(*ioPart)
+		ip.hasSealed = true
+		s.markReady(ip)
+	}
+}
+
+// busy reports whether br has Produce requests in flight on a live
+// connection: lingered batches for it wait (see sealLingered).
+func (br *ioBroker) busy() bool { return br.inflight > 1 && br.conn != nil }
 
 // fifo is a queue that reuses its memory: popping from the front only moves
 // an index, and the live part is moved back to the start once the dead part
@@ -659,12 +698,9 @@ func (s *sink) backoff(n int) time.Duration {
 // sendOne builds and writes one Produce request for br from its ready
 // partitions. It reports false when nothing could be sent.
 func (s *sink) sendOne(br *ioBroker) bool {
-	req := kmsg.NewPtrProduceRequest()
-	req.Acks = s.cfg.Acks.Wire()
-	req.TimeoutMillis = int32(s.cfg.RequestTimeout / time.Millisecond)
-	var batches []*batch
+	pr := s.newRequest()
+	req := &pr.req
 	size := 0
-	topicIdx := map[string]int{}
 	keep := br.ready[:0]
 	unlist := func(ip *ioPart) {
 		ip.listed = slices.DeleteFunc(ip.listed, func(id int32) bool { return id == br.id })
@@ -677,27 +713,22 @@ func (s *sink) sendOne(br *ioBroker) bool {
 			unlist(ip) // its leader moved: it is (or will be) listed there
 			continue
 		}
-		b, more := s.nextBatch(ip, s.cfg.MaxRequestSize-size, len(batches) == 0)
+		b, more := s.nextBatch(ip, s.cfg.MaxRequestSize-size, len(pr.batches) == 0)
 		if b != nil {
-			ti, ok := topicIdx[ip.topic.name]
-			if !ok {
-				ti = len(req.Topics)
-				topicIdx[ip.topic.name] = ti
-				rt := kmsg.NewProduceRequestTopic()
-				rt.Topic, rt.TopicID = ip.topic.name, ip.topic.id
-				req.Topics = append(req.Topics, rt)
+			rt := pr.topic(ip.topic)
+			if len(rt.Partitions) == 0 {
 				s.p.meta.Touch(ip.topic.name) // in use: keep it in metadata refreshes
 			}
-			rp := kmsg.NewProduceRequestTopicPartition()
-			rp.Partition = ip.acc.ID
-			rp.Records = b.Raw
-			req.Topics[ti].Partitions = append(req.Topics[ti].Partitions, rp)
-			batches = append(batches, b)
+			rt.Partitions = append(rt.Partitions, kmsg.ProduceRequestTopicPartition{Partition: ip.acc.ID, Records: b.Raw})
+			pr.batches = append(pr.batches, b)
 			size += len(b.Raw)
 			if s.debug {
 				s.p.log.Debug("sending batch", "topic", ip.topic.name, "partition", ip.acc.ID, "seq", b.BaseSequence, "records", b.Records.Len(), "attempt", b.Attempts, "broker", br.id)
 			}
 			ip.inflight = append(ip.inflight, b)
+			if b.Attempts > 1 {
+				ip.resent++
+			}
 		}
 		if more {
 			keep = append(keep, ip)
@@ -711,7 +742,8 @@ func (s *sink) sendOne(br *ioBroker) bool {
 	}
 	clear(br.ready[len(keep):])
 	br.ready = keep
-	if len(batches) == 0 {
+	if len(pr.batches) == 0 {
+		s.freeRequest(pr)
 		return false
 	}
 	// Rotate so that the next request starts with other partitions.
@@ -724,7 +756,7 @@ func (s *sink) sendOne(br *ioBroker) bool {
 	c := br.conn
 	c.Send(req, func(resp kmsg.Response, err error) {
 		s.respMu.Lock()
-		s.respQ = append(s.respQ, produceResponse{broker: br, conn: c, batches: batches, resp: resp, err: err})
+		s.respQ = append(s.respQ, produceResponse{broker: br, conn: c, req: pr, batches: pr.batches, resp: resp, err: err})
 		s.respMu.Unlock()
 		select {
 		case s.respKick <- struct{}{}:
@@ -732,6 +764,71 @@ func (s *sink) sendOne(br *ioBroker) bool {
 		}
 	})
 	return true
+}
+
+// produceRequest is a Produce request being built or in flight, with its
+// batches in request order. The IO goroutine reuses them (see newRequest),
+// so that a request of thousands of partitions does not regrow its slices
+// every time.
+type produceRequest struct {
+	req     kmsg.ProduceRequest
+	batches []*batch
+	topics  map[*ioTopic]int // index in req.Topics
+}
+
+// maxFreeRequests bounds the idle requests kept: one per request in flight
+// to a handful of brokers.
+const maxFreeRequests = 16
+
+// newRequest returns an empty Produce request with the producer's acks and
+// timeout.
+func (s *sink) newRequest() *produceRequest {
+	var pr *produceRequest
+	if n := len(s.reqFree); n > 0 {
+		pr = s.reqFree[n-1]
+		s.reqFree[n-1] = nil
+		s.reqFree = s.reqFree[:n-1]
+	} else {
+		pr = &produceRequest{topics: make(map[*ioTopic]int)}
+	}
+	topics := pr.req.Topics
+	pr.req.Default()
+	pr.req.Topics = topics[:0]
+	pr.req.Acks = s.cfg.Acks.Wire()
+	pr.req.TimeoutMillis = int32(s.cfg.RequestTimeout / time.Millisecond)
+	return pr
+}
+
+// topic returns the request's entry for t, adding it first if needed.
+func (pr *produceRequest) topic(t *ioTopic) *kmsg.ProduceRequestTopic {
+	if i, ok := pr.topics[t]; ok {
+		return &pr.req.Topics[i]
+	}
+	i := len(pr.req.Topics)
+	pr.topics[t] = i
+	var parts []kmsg.ProduceRequestTopicPartition
+	if i < cap(pr.req.Topics) {
+		parts = pr.req.Topics[:i+1][i].Partitions[:0] // reuse the old entry's partitions
+	}
+	pr.req.Topics = append(pr.req.Topics, kmsg.NewProduceRequestTopic())
+	rt := &pr.req.Topics[i]
+	rt.Topic, rt.TopicID, rt.Partitions = t.name, t.id, parts
+	return rt
+}
+
+// freeRequest keeps pr for reuse once its answer has been handled (the
+// connection has long encoded it), dropping its references to batches.
+func (s *sink) freeRequest(pr *produceRequest) {
+	if pr == nil || len(s.reqFree) == maxFreeRequests {
+		return
+	}
+	for i := range pr.req.Topics {
+		clear(pr.req.Topics[i].Partitions)
+	}
+	clear(pr.batches)
+	pr.batches = pr.batches[:0]
+	clear(pr.topics)
+	s.reqFree = append(s.reqFree, pr)
 }
 
 // nextBatch returns ip's next batch to send if it may send one now and it
@@ -772,14 +869,12 @@ func (s *sink) nextBatch(ip *ioPart, room int, first bool) (b *batch, more bool)
 		// could be written while the first fails, out of order.
 		return nil, false
 	}
-	for _, x := range ip.inflight {
-		if x.Attempts > 1 {
-			// A resent batch is unsettled until it is answered; new
-			// batches written meanwhile could push it out of the five
-			// the broker remembers, and its answer would then be
-			// OUT_OF_ORDER_SEQUENCE_NUMBER instead of a duplicate.
-			return nil, false
-		}
+	if ip.resent > 0 {
+		// A resent batch is unsettled until it is answered; new batches
+		// written meanwhile could push it out of the five the broker
+		// remembers, and its answer would then be
+		// OUT_OF_ORDER_SEQUENCE_NUMBER instead of a duplicate.
+		return nil, false
 	}
 	nb := ip.acc.PeekSealed()
 	if nb == nil {
@@ -1008,6 +1103,9 @@ func (ip *ioPart) landed(b *batch) {
 	for i, x := range ip.inflight {
 		if x == b {
 			ip.inflight = slices.Delete(ip.inflight, i, i+1)
+			if b.Attempts > 1 {
+				ip.resent--
+			}
 			return
 		}
 	}
@@ -1205,6 +1303,7 @@ func (s *sink) shutdown() {
 		case <-s.respKick:
 			for _, r := range s.takeResponses() {
 				s.handleResponseClosing(r)
+				s.freeRequest(r.req)
 			}
 		case d := <-s.dials:
 			if d.conn != nil {
