@@ -285,7 +285,7 @@ func (s *sink) seal(o opened) {
 
 // busy reports whether br has Produce requests in flight on a live
 // connection: lingered batches for it wait (see sealLingered).
-func (br *ioBroker) busy() bool { return br.inflight > 1 && br.conn != nil }
+func (br *ioBroker) busy() bool { return br.inflight > 0 && br.conn != nil }
 
 // fifo is a queue that reuses its memory: popping from the front only moves
 // an index, and the live part is moved back to the start once the dead part
