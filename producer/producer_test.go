@@ -516,3 +516,32 @@ func TestFlushFromCallbackFailsFast(t *testing.T) {
 	}
 	require.NoError(t, p.Flush(context.Background()))
 }
+
+// TestLingeredBatchWaitsForTheBrokersAnswer: while a Produce request is in
+// flight to the leader, a batch past Linger stays open and keeps taking
+// records, so records that trickle in during a slow round trip share one
+// batch instead of making one batch each.
+func TestLingeredBatchWaitsForTheBrokersAnswer(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("pace", 1))
+	c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Delay: 400 * time.Millisecond, Times: 1})
+	p := newProducer(t, c, Config{Linger: 2 * time.Millisecond})
+	ctx := context.Background()
+
+	first := p.Send(ctx, &Record{Topic: "pace", Value: []byte("first")})
+	require.Eventually(t, func() bool { return p.Stats().InFlight == 1 }, 5*time.Second, time.Millisecond)
+	var fs []*Future
+	for i := range 10 {
+		fs = append(fs, p.Send(ctx, &Record{Topic: "pace", Value: fmt.Appendf(nil, "late-%d", i)}))
+		time.Sleep(5 * time.Millisecond) // more than Linger between records
+	}
+	waitAll(t, append([]*Future{first}, fs...))
+
+	n, err := c.NumBatches("pace", 0)
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "the first record alone, then the ten that waited for its answer")
+	recs, err := c.Records("pace", 0)
+	require.NoError(t, err)
+	require.Len(t, recs, 11)
+	require.Equal(t, "late-9", string(recs[10].Value))
+}
