@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/samsa-go/samsa/compression"
 	"github.com/samsa-go/samsa/internal/testbroker"
 )
 
@@ -41,6 +42,9 @@ func TestIdempotentChaos(t *testing.T) {
 		DeliveryTimeout: 60 * time.Second,
 		RequestTimeout:  3 * time.Second,
 		Linger:          2 * time.Millisecond,
+		// Compression helpers work on the batches while faults strike.
+		Compression:            compression.LZ4,
+		CompressionConcurrency: 3,
 	})
 
 	// Faults that stay on while records flow.

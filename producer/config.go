@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -69,6 +70,10 @@ const (
 	defaultMetadataMaxAge  = 5 * time.Minute
 	defaultMetadataMaxIdle = 5 * time.Minute
 	defaultDialTimeout     = 10 * time.Second // socket.connection.setup.timeout.ms
+
+	// maxDefaultCompressionConcurrency caps the default of
+	// CompressionConcurrency (ours, no Java equivalent).
+	maxDefaultCompressionConcurrency = 4
 
 	// idempotenceMaxInFlight is the number of batches per partition a broker
 	// remembers for duplicate detection (KIP-98).
@@ -137,6 +142,17 @@ type Config struct {
 	// 1..17, zstd -131072..22; snappy and none have no levels (see
 	// compression.NewCompressor).
 	CompressionLevel int
+
+	// CompressionConcurrency is how many goroutines compress batches at
+	// once: the IO goroutine and CompressionConcurrency-1 helpers, started
+	// with the producer, that compress the batches of the coming requests
+	// alongside it. With a costly codec (zstd, gzip) one goroutine bounds
+	// the throughput to one core's encoding speed. Default
+	// min(GOMAXPROCS, 4) (each zstd helper keeps an encoder of a few MiB);
+	// 1 compresses on the IO goroutine only. No helper is started without
+	// compression. No Java equivalent (the Java client compresses on the
+	// threads that call send).
+	CompressionConcurrency int
 
 	// DeliveryTimeout bounds the time from Send to the record's success or
 	// failure, retries included (delivery.timeout.ms); then the record
@@ -334,6 +350,12 @@ func (c Config) withDefaults() (Config, error) {
 		c.MaxInFlight = defaultMaxInFlight
 	case c.MaxInFlight < 0:
 		fail("MaxInFlight", "must not be negative, got %d", c.MaxInFlight)
+	}
+	switch {
+	case c.CompressionConcurrency == 0:
+		c.CompressionConcurrency = min(runtime.GOMAXPROCS(0), maxDefaultCompressionConcurrency)
+	case c.CompressionConcurrency < 0:
+		fail("CompressionConcurrency", "must not be negative, got %d", c.CompressionConcurrency)
 	}
 	if !c.DisableIdempotence {
 		if c.Acks != AcksAll {

@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"runtime"
 	"testing"
 	"time"
 
@@ -43,6 +44,7 @@ func TestConfigDefaults(t *testing.T) {
 	assert.Equal(t, 60*time.Second, c.MaxBlock)
 	assert.Equal(t, 1<<20, c.MaxRequestSize)
 	assert.Equal(t, compression.None, c.Compression)
+	assert.Equal(t, min(runtime.GOMAXPROCS(0), 4), c.CompressionConcurrency)
 	assert.Equal(t, 120*time.Second, c.DeliveryTimeout)
 	assert.Equal(t, 30*time.Second, c.RequestTimeout)
 	assert.Equal(t, 100*time.Millisecond, c.RetryBackoff)
@@ -172,6 +174,7 @@ func TestConfigInvalid(t *testing.T) {
 		{"negative request timeout", Config{RequestTimeout: -1}, []string{"RequestTimeout"}},
 		{"negative backoff max", Config{RetryBackoffMax: -1}, []string{"RetryBackoffMax"}},
 		{"negative in flight", Config{MaxInFlight: -1}, []string{"MaxInFlight: must not be negative"}},
+		{"negative compression concurrency", Config{CompressionConcurrency: -1}, []string{"CompressionConcurrency: must not be negative"}},
 		{"negative metadata age", Config{MetadataMaxAge: -1}, []string{"MetadataMaxAge"}},
 		{"negative metadata idle", Config{MetadataMaxIdle: -1}, []string{"MetadataMaxIdle"}},
 		{"bad partitions", Config{AutoCreatePartitions: -2}, []string{"AutoCreatePartitions: must be positive, or -1"}},

@@ -70,40 +70,52 @@ func waitAll(t testing.TB, fs []*Future) []RecordMetadata {
 }
 
 // TestSendDeliversEveryRecordWithEveryCodec checks the whole path: what Send
-// accepted is stored by the broker, record by record, in Send order.
+// accepted is stored by the broker, record by record, in Send order, with
+// the IO goroutine compressing alone and with helpers (more than the
+// machine's cores, so that they interleave).
 func TestSendDeliversEveryRecordWithEveryCodec(t *testing.T) {
 	for _, codec := range []compression.Type{compression.None, compression.Gzip, compression.Snappy, compression.LZ4, compression.Zstd} {
-		t.Run(codec.String(), func(t *testing.T) {
-			c := newCluster(t, testbroker.Config{})
-			require.NoError(t, c.CreateTopic("events", 3))
-			p := newProducer(t, c, Config{Compression: codec})
-			const n = 2000
-			fs := make([]*Future, n)
-			for i := range fs {
-				fs[i] = p.Send(context.Background(), &Record{
-					Topic:   "events",
-					Key:     []byte(fmt.Sprintf("k%d", i%10)),
-					Value:   []byte(fmt.Sprintf("value-%06d-%s", i, strings.Repeat("x", 50))),
-					Headers: []Header{{Key: "h", Value: []byte{byte(i)}}},
-				})
-			}
-			mds := waitAll(t, fs)
-			stored := map[int32][]testbroker.Record{}
-			for part := range int32(3) {
-				recs, err := c.Records("events", part)
-				require.NoError(t, err)
-				stored[part] = recs
-			}
-			for i, md := range mds {
-				require.Equal(t, "events", md.Topic)
-				require.Equal(t, KeyPartition([]byte(fmt.Sprintf("k%d", i%10)), 3), md.Partition, "record %d", i)
-				recs := stored[md.Partition]
-				require.Less(t, md.Offset, int64(len(recs)))
-				got := recs[md.Offset]
-				require.Equal(t, []byte(fmt.Sprintf("value-%06d-%s", i, strings.Repeat("x", 50))), got.Value)
-				require.Equal(t, []byte{byte(i)}, got.Headers[0].Value)
-			}
+		for _, workers := range []int{1, 4} {
+			t.Run(fmt.Sprintf("%s/compressors=%d", codec, workers), func(t *testing.T) {
+				testSendDelivers(t, codec, workers)
+			})
+		}
+	}
+}
+
+func testSendDelivers(t *testing.T, codec compression.Type, workers int) {
+	c := newCluster(t, testbroker.Config{})
+	require.NoError(t, c.CreateTopic("events", 3))
+	p := newProducer(t, c, Config{Compression: codec, CompressionConcurrency: workers, BatchSize: 4096})
+	const n = 2000
+	fs := make([]*Future, n)
+	for i := range fs {
+		fs[i] = p.Send(context.Background(), &Record{
+			Topic:   "events",
+			Key:     []byte(fmt.Sprintf("k%d", i%10)),
+			Value:   []byte(fmt.Sprintf("value-%06d-%s", i, strings.Repeat("x", 50))),
+			Headers: []Header{{Key: "h", Value: []byte{byte(i)}}},
 		})
+	}
+	mds := waitAll(t, fs)
+	stored := map[int32][]testbroker.Record{}
+	for part := range int32(3) {
+		recs, err := c.Records("events", part)
+		require.NoError(t, err)
+		stored[part] = recs
+	}
+	for i, md := range mds {
+		require.Equal(t, "events", md.Topic)
+		require.Equal(t, KeyPartition([]byte(fmt.Sprintf("k%d", i%10)), 3), md.Partition, "record %d", i)
+		recs := stored[md.Partition]
+		require.Less(t, md.Offset, int64(len(recs)))
+		got := recs[md.Offset]
+		require.Equal(t, []byte(fmt.Sprintf("value-%06d-%s", i, strings.Repeat("x", 50))), got.Value)
+		require.Equal(t, []byte{byte(i)}, got.Headers[0].Value)
+	}
+	if st := p.Stats(); codec != compression.None {
+		require.Greater(t, st.Batches, int64(3), "several batches per partition")
+		require.Less(t, st.BatchBytes, st.UncompressedBytes, "batches went out compressed")
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-go/samsa/accumulator"
+	"github.com/samsa-go/samsa/compression"
 	"github.com/samsa-go/samsa/internal/conn"
 	"github.com/samsa-go/samsa/internal/kerr"
 	"github.com/samsa-go/samsa/internal/recordbatch"
@@ -67,6 +68,9 @@ type sink struct {
 	inflight int // Produce requests in flight, all brokers
 
 	reqFree []*produceRequest // see newRequest
+
+	compress *compressors // nil: the IO goroutine compresses alone
+	round    []*batch     // precompress's batches
 }
 
 type opened struct {
@@ -152,6 +156,9 @@ func newSink(p *Producer, connCfg conn.Config) *sink {
 		s.idem = &idempotence{producerID: -1, epoch: -1}
 	}
 	s.debug = p.log != nil && p.log.Enabled(context.Background(), slog.LevelDebug)
+	if n := p.cfg.CompressionConcurrency; n > 1 && p.cfg.Compression != compression.None {
+		s.compress = newCompressors(s, n)
+	}
 	return s
 }
 
@@ -632,6 +639,7 @@ func (s *sink) sendAll() {
 			continue
 		}
 		for br.inflight < s.cfg.MaxInFlight && len(br.ready) > 0 {
+			s.precompress(br)
 			if !s.sendOne(br) {
 				break
 			}
@@ -901,17 +909,24 @@ func (s *sink) nextBatch(ip *ioPart, room int, first bool) (b *batch, more bool)
 
 // finish compresses a sealed batch once.
 func (s *sink) finish(b *batch) error {
+	var err error
+	s.scratch, err = s.finishInto(b, s.scratch)
+	return err
+}
+
+// finishInto is finish with the caller's scratch memory, which it returns
+// (possibly grown). On error b is left unfinished.
+func (s *sink) finishInto(b *batch, scratch []byte) ([]byte, error) {
 	if b.Raw != nil {
-		return nil
+		return scratch, nil
 	}
 	b.Uncompressed = b.Builder.Len()
-	raw, scratch, err := b.Builder.Finish(s.p.compressor, s.scratch)
-	s.scratch = scratch
+	raw, scratch, err := b.Builder.Finish(s.p.compressor, scratch)
 	if err != nil {
-		return err
+		return scratch, err
 	}
 	b.Raw = raw
-	return nil
+	return scratch, nil
 }
 
 // sequence gives b the partition's next idempotent sequence.
@@ -1344,6 +1359,9 @@ func (s *sink) shutdown() {
 		if d := <-s.dials; d.conn != nil {
 			d.conn.Close()
 		}
+	}
+	if s.compress != nil {
+		s.compress.stop()
 	}
 }
 
