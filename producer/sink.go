@@ -761,10 +761,10 @@ func (s *sink) sendOne(br *ioBroker) bool {
 	br.inflight++
 	s.inflight++
 	s.p.stats.inflight.Add(1)
-	c := br.conn
+	c, batches := br.conn, pr.batches
 	c.Send(req, func(resp kmsg.Response, err error) {
 		s.respMu.Lock()
-		s.respQ = append(s.respQ, produceResponse{broker: br, conn: c, req: pr, batches: pr.batches, resp: resp, err: err})
+		s.respQ = append(s.respQ, produceResponse{broker: br, conn: c, req: pr, batches: batches, resp: resp, err: err})
 		s.respMu.Unlock()
 		select {
 		case s.respKick <- struct{}{}:
