@@ -413,15 +413,20 @@ func TestIdempotentProduceOverTheWire(t *testing.T) {
 		seq, n     int32
 		code       int16
 		baseOffset int64
+		appended   bool // appended, not a duplicate nor refused
 	}{
-		{seq: 0, n: 3, baseOffset: 0},
-		{seq: 3, n: 2, baseOffset: 3},
+		{seq: 0, n: 3, baseOffset: 0, appended: true},
+		{seq: 3, n: 2, baseOffset: 3, appended: true},
 		{seq: 0, n: 3, baseOffset: 0}, // retry of the first batch
 		{seq: 7, n: 1, code: codeOutOfOrderSequence, baseOffset: -1},
-		{seq: 5, n: 1, baseOffset: 5},
+		{seq: 5, n: 1, baseOffset: 5, appended: true},
 	}
+	var appendedBytes int64
 	for i, st := range steps {
 		b := testBatch{n: int(st.n), idem: true, pid: pid, epoch: epoch, seq: st.seq}.build(t)
+		if st.appended {
+			appendedBytes += int64(len(b))
+		}
 		resp := w.request(produceRequest(11, -1, "t", map[int32][]byte{0: b})).(*kmsg.ProduceResponse)
 		p := resp.Topics[0].Partitions[0]
 		assert.Equal(t, st.code, p.ErrorCode, "step %d", i)
@@ -433,6 +438,8 @@ func TestIdempotentProduceOverTheWire(t *testing.T) {
 	st := c.Stats()
 	assert.Equal(t, int64(3), st.Batches, "the retry and the refused batch are not counted")
 	assert.Equal(t, int64(6), st.Records)
+	assert.Equal(t, appendedBytes, st.Bytes, "the lengths of the 3 appended batches")
+	assert.Greater(t, appendedBytes, int64(3*61), "3 headers and their records")
 }
 
 // TestFetchEmptyRecordsNotNull: a partition without data gets an empty

@@ -22,9 +22,10 @@ type broker struct {
 
 	requests [maxAPIKey + 1]atomic.Int64 // handled requests by key
 
-	// batches and records count the batches this broker appended, and
-	// their records (duplicates not counted).
-	batches, records atomic.Int64
+	// batches, records and bytes count the batches this broker appended,
+	// their records and their length as produced, header included
+	// (duplicates not counted).
+	batches, records, bytes atomic.Int64
 }
 
 // listen starts the broker on port (0: a random one), and its accept

@@ -555,6 +555,11 @@ type Stats struct {
 	// appended (in sink mode too) and the records in them; a batch
 	// answered as a duplicate is not counted again.
 	Batches, Records int64
+	// Bytes is the summed length of those batches as produced (the
+	// Records field of each Produce partition: the whole batch, its
+	// 61-byte header included, compressed records as sent), duplicates
+	// not counted. Bytes/Records is the wire size of a record.
+	Bytes int64
 }
 
 // Stats returns the cluster's counters.
@@ -567,6 +572,7 @@ func (c *Cluster) Stats() Stats {
 		b.mu.Unlock()
 		s.Batches += b.batches.Load()
 		s.Records += b.records.Load()
+		s.Bytes += b.bytes.Load()
 		for k := range b.requests {
 			if n := b.requests[k].Load(); n > 0 {
 				s.Requests[int16(k)] += n

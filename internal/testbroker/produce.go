@@ -76,6 +76,7 @@ func handleProduce(cn *conn, h *reqHeader, kreq kmsg.Request) result {
 					if !res.Duplicate {
 						cn.b.batches.Add(1)
 						cn.b.records.Add(int64(res.NumRecords))
+						cn.b.bytes.Add(int64(len(p.Records)))
 						c.appended.notify()
 					}
 				} else if req.Version >= 8 && res.ErrorMessage != "" {

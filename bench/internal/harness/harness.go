@@ -149,6 +149,12 @@ type Summary struct {
 	RecordsPerSec  float64 `json:"records_per_sec"`
 	CPUNsPerRecord float64 `json:"cpu_ns_per_record"`
 	PeakRSSBytes   int64   `json:"peak_rss_bytes"`
+	// RecordsPerBatch and WireBytesPerRecord are the medians of the runs'
+	// [RunResult.RecordsPerBatch] and [RunResult.WireBytesPerRecord], over
+	// the successful runs with the broker's counts; zero when none has
+	// them.
+	RecordsPerBatch    float64 `json:"records_per_batch,omitempty"`
+	WireBytesPerRecord float64 `json:"wire_bytes_per_record,omitempty"`
 	// ThroughputRatio is ours/this client's records/s (> 1: ours is
 	// faster); CPURatio is ours/this client's CPU per record (< 1: ours
 	// uses less). Zero when either side has no successful run.
@@ -170,12 +176,38 @@ type RunResult struct {
 	Wall  time.Duration `json:"wall_ns"`
 	Setup time.Duration `json:"setup_ns"`
 	Acked int64         `json:"acked"`
+	// Batches, BrokerRecords and WireBytes are what the broker appended
+	// during the run, from its counters before and after (the warm-up
+	// record included): record batches, their records, and their length
+	// as produced, headers included. All zero when the broker's counters
+	// could not be read.
+	Batches       int64 `json:"broker_batches,omitempty"`
+	BrokerRecords int64 `json:"broker_records,omitempty"`
+	WireBytes     int64 `json:"wire_bytes,omitempty"`
 	// Error says why the run failed; empty for a successful run.
 	Error string `json:"error,omitempty"`
 }
 
 // OK reports whether the run produced every record without error.
 func (r RunResult) OK() bool { return r.Error == "" }
+
+// RecordsPerBatch is the mean batch size the broker saw, in records; 0
+// without the broker's counts.
+func (r RunResult) RecordsPerBatch() float64 {
+	if r.Batches <= 0 {
+		return 0
+	}
+	return float64(r.BrokerRecords) / float64(r.Batches)
+}
+
+// WireBytesPerRecord is the bytes of record batches the broker appended
+// per record; 0 without the broker's counts.
+func (r RunResult) WireBytesPerRecord() float64 {
+	if r.BrokerRecords <= 0 {
+		return 0
+	}
+	return float64(r.WireBytes) / float64(r.BrokerRecords)
+}
 
 // Run builds the binaries, then runs every workload against a testbroker
 // process of its own in sink mode: every client once per round, rounds
@@ -281,6 +313,10 @@ func runWorkload(ctx context.Context, o Options, spec workload.Spec, rep *Report
 		wr.Error = err.Error()
 		fmt.Fprintf(o.Log, "workload %s: %v\n", spec.Name, err)
 	} else {
+		counts := runStats{snap: b.stats}
+		if err := counts.start(); err != nil {
+			fmt.Fprintf(o.Log, "workload %s: no broker counters (records/batch and wire bytes left out): %v\n", spec.Name, err)
+		}
 		for r := range o.Runs {
 			order := runnable(o.Clients, rep.BuildErrors)
 			// Rotate, so that no client always runs right after another.
@@ -291,10 +327,18 @@ func runWorkload(ctx context.Context, o Options, spec workload.Spec, rep *Report
 				if notes != "" {
 					rep.Notes[c] = notes
 				}
+				// The client has exited: every batch it got acknowledged is
+				// counted. A failure here costs the columns, never the run.
+				if d, ok, err := counts.next(); err != nil {
+					fmt.Fprintf(o.Log, "  %-9s run %d: no broker counters: %v\n", c, r+1, err)
+				} else if ok {
+					res.Batches, res.BrokerRecords, res.WireBytes = d.Batches, d.Records, d.Bytes
+				}
 				runs[c] = append(runs[c], res)
 				if res.OK() {
-					fmt.Fprintf(o.Log, "  %-9s run %d: %10.0f records/s %8.0f CPU ns/record %6.1f MiB RSS\n",
-						c, r+1, res.RecordsPerSec, res.CPUNsPerRecord, float64(res.PeakRSSBytes)/(1<<20))
+					fmt.Fprintf(o.Log, "  %-9s run %d: %10.0f records/s %8.0f CPU ns/record %6.1f MiB RSS %8.1f records/batch %6.1f wire B/record\n",
+						c, r+1, res.RecordsPerSec, res.CPUNsPerRecord, float64(res.PeakRSSBytes)/(1<<20),
+						res.RecordsPerBatch(), res.WireBytesPerRecord())
 				} else {
 					fmt.Fprintf(o.Log, "  %-9s run %d: FAILED: %s\n", c, r+1, res.Error)
 				}
@@ -423,7 +467,7 @@ func (t *tailBuffer) String() string { return string(t.b) }
 type broker struct {
 	cmd    *exec.Cmd
 	addr   string
-	stderr *tailBuffer
+	stderr *brokerStderr
 }
 
 // startBroker starts a one-broker sink cluster with spec's topic and
@@ -435,7 +479,7 @@ func startBroker(ctx context.Context, bin string, spec workload.Spec) (*broker, 
 	if err != nil {
 		return nil, err
 	}
-	b := &broker{cmd: cmd, stderr: &tailBuffer{max: 4096}}
+	b := &broker{cmd: cmd, stderr: newBrokerStderr()}
 	cmd.Stderr = b.stderr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting the broker: %w", err)

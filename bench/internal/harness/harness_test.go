@@ -159,6 +159,13 @@ func runTiny(t *testing.T, clients, workloads []string) *Report {
 			assert.Positive(t, r.RecordsPerSec)
 			assert.Positive(t, r.CPUNsPerRecord)
 			assert.Positive(t, r.PeakRSSBytes)
+			// The broker's counts: every record (and the warm-up) was
+			// appended during the run, in at least one 61-byte batch.
+			assert.GreaterOrEqual(t, r.BrokerRecords, int64(tinyRecords), "%s on %s", s.Client, w.Spec.Name)
+			assert.Positive(t, r.Batches)
+			assert.GreaterOrEqual(t, r.WireBytes, 61*r.Batches)
+			assert.Positive(t, s.RecordsPerBatch)
+			assert.Positive(t, s.WireBytesPerRecord)
 			assert.Equal(t, 1, s.OK)
 			assert.Positive(t, s.ThroughputRatio)
 			assert.Positive(t, s.CPURatio)

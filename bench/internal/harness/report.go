@@ -37,7 +37,7 @@ func median(xs []float64) float64 {
 
 // summarize sets the medians from the successful runs.
 func (s *Summary) summarize() {
-	var rps, cpu, rss []float64
+	var rps, cpu, rss, perBatch, wire []float64
 	for _, r := range s.Runs {
 		if !r.OK() {
 			continue
@@ -45,9 +45,14 @@ func (s *Summary) summarize() {
 		rps = append(rps, r.RecordsPerSec)
 		cpu = append(cpu, r.CPUNsPerRecord)
 		rss = append(rss, float64(r.PeakRSSBytes))
+		if r.Batches > 0 && r.BrokerRecords > 0 {
+			perBatch = append(perBatch, r.RecordsPerBatch())
+			wire = append(wire, r.WireBytesPerRecord())
+		}
 	}
 	s.OK = len(rps)
 	s.RecordsPerSec, s.CPUNsPerRecord, s.PeakRSSBytes = median(rps), median(cpu), int64(median(rss))
+	s.RecordsPerBatch, s.WireBytesPerRecord = median(perBatch), median(wire)
 }
 
 // ratios sets every summary's ratios to ours.
@@ -121,23 +126,18 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	if r.LoadStart != "" {
 		fmt.Fprintf(&b, "Load average (1, 5, 15 min) %s at the start, %s at the end.\n\n", r.LoadStart, r.LoadEnd)
 	}
-	b.WriteString("| workload | client | records/s | CPU ns/record | peak RSS | throughput ours/peer | CPU ours/peer | ok runs |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| workload | client | records/s | CPU ns/record | peak RSS | throughput ours/peer | CPU ours/peer | records/batch | wire B/record | ok runs |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, wr := range r.Workloads {
 		for _, s := range wr.Clients {
 			if s.OK == 0 {
-				fmt.Fprintf(&b, "| %s | %s | failed | | | | | 0/%d |\n", wr.Spec.Name, s.Client, len(s.Runs))
+				fmt.Fprintf(&b, "| %s | %s | failed | | | | | | | 0/%d |\n", wr.Spec.Name, s.Client, len(s.Runs))
 				continue
 			}
-			ratio := func(x float64) string {
-				if x == 0 {
-					return "–"
-				}
-				return fmt.Sprintf("%.2f", x)
-			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %.1f MiB | %s | %s | %d/%d |\n",
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %.1f MiB | %s | %s | %s | %s | %d/%d |\n",
 				wr.Spec.Name, s.Client, thousands(s.RecordsPerSec), thousands(s.CPUNsPerRecord),
-				float64(s.PeakRSSBytes)/(1<<20), ratio(s.ThroughputRatio), ratio(s.CPURatio), s.OK, len(s.Runs))
+				float64(s.PeakRSSBytes)/(1<<20), orDash("%.2f", s.ThroughputRatio), orDash("%.2f", s.CPURatio),
+				orDash("%.1f", s.RecordsPerBatch), orDash("%.1f", s.WireBytesPerRecord), s.OK, len(s.Runs))
 		}
 	}
 	b.WriteString("\nWorkloads:\n\n")
@@ -147,7 +147,10 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	}
 	b.WriteString("\nrecords/s is records / (first send to last ack), timed inside each client after a warm-up record. " +
 		"CPU ns/record is the client process's user+system time (getrusage) over the records, start-up, connection setup and warm-up included; " +
-		"peak RSS is the process's maxrss. Ratios are ours/peer: throughput > 1 and CPU < 1 favour samsa.\n")
+		"peak RSS is the process's maxrss. Ratios are ours/peer: throughput > 1 and CPU < 1 favour samsa. " +
+		"records/batch and wire B/record are counted by the broker during each run (the warm-up record included): " +
+		"records / batches appended, and the bytes of those batches as sent (61-byte batch headers included, compressed) / records; " +
+		"– where the broker's counters could not be read.\n")
 	var fails []string
 	for _, wr := range r.Workloads {
 		if wr.Error != "" {
@@ -174,6 +177,14 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// orDash formats x with format, or returns "–" for 0: no figure.
+func orDash(format string, x float64) string {
+	if x == 0 {
+		return "–"
+	}
+	return fmt.Sprintf(format, x)
 }
 
 // thousands formats x rounded to an integer with thin separators:

@@ -6,6 +6,17 @@
 // It prints the address of every broker, one per line, then serves until
 // SIGINT or SIGTERM. Topics are auto-created by Metadata with -partitions
 // partitions, and -topic creates some up front.
+//
+// On SIGUSR1 it prints the cluster's counters to stderr as one line, for
+// scripts (the peer benchmark reads it between client runs):
+//
+//	testbroker stats: requests=N produce=N batches=N records=N bytes=N
+//
+// requests counts the requests of every API, produce the Produce requests;
+// batches, records and bytes count the record batches appended, their
+// records and their length as produced, headers included (see
+// testbroker.Stats). Every counter is cumulative since the start, and the
+// line's format is stable: fields are only ever added at its end.
 package main
 
 import (
@@ -37,6 +48,13 @@ func run(args []string) error {
 	sink := fs.Bool("sink", false, "validate and acknowledge produced batches without keeping them")
 	noAuto := fs.Bool("no-auto-create", false, "do not create topics named by Metadata requests")
 	verbose := fs.Bool("v", false, "log connections and errors to stderr")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: testbroker [flags]\n\n"+
+			"Prints each broker's address on stdout, then serves until SIGINT or SIGTERM.\n"+
+			"SIGUSR1 prints the counters to stderr as one line:\n"+
+			"  %s requests=N produce=N batches=N records=N bytes=N\n\nflags:\n", statsPrefix)
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -64,22 +82,32 @@ func run(args []string) error {
 			}
 		}
 	}
+	// Before the addresses: whoever reads them may signal at once, and an
+	// unhandled SIGUSR1 would end the process.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGUSR1)
 	for _, addr := range c.Addrs() {
 		fmt.Println(addr)
 	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGUSR1)
 	for s := range sig {
 		if s != syscall.SIGUSR1 {
 			break
 		}
-		st := c.Stats()
-		fmt.Fprintf(os.Stderr, "testbroker: %d requests, %d produce requests, %d batches, %d records\n",
-			sumRequests(st.Requests), st.Requests[0], st.Batches, st.Records)
+		fmt.Fprint(os.Stderr, statsLine(c.Stats()))
 	}
 	signal.Stop(sig)
 	fmt.Fprintln(os.Stderr, "testbroker: stopping")
 	return nil
+}
+
+// statsPrefix starts the line statsLine writes.
+const statsPrefix = "testbroker stats:"
+
+// statsLine formats st as the SIGUSR1 line, newline included (see the
+// package comment).
+func statsLine(st testbroker.Stats) string {
+	return fmt.Sprintf("%s requests=%d produce=%d batches=%d records=%d bytes=%d\n",
+		statsPrefix, sumRequests(st.Requests), st.Requests[0], st.Batches, st.Records, st.Bytes)
 }
 
 // sumRequests adds up the requests of every API.

@@ -1,0 +1,186 @@
+package harness
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// statsPrefix starts the line the testbroker command prints to stderr on
+// SIGUSR1:
+//
+//	testbroker stats: requests=N produce=N batches=N records=N bytes=N
+const statsPrefix = "testbroker stats:"
+
+// statsTimeout bounds the wait for the broker's answer to SIGUSR1.
+const statsTimeout = 2 * time.Second
+
+// brokerStats is the part of the broker's counters the report uses. The
+// broker's counters are cumulative since it started.
+type brokerStats struct {
+	// Batches, Records and Bytes are the record batches the broker
+	// appended, their records, and their length as produced (headers
+	// included, compressed records as sent).
+	Batches, Records, Bytes int64
+}
+
+// parseStatsLine parses a statsPrefix line. Fields are key=value; unknown
+// keys are ignored (the broker may add some), and batches, records and
+// bytes are required.
+func parseStatsLine(line string) (brokerStats, error) {
+	rest, ok := strings.CutPrefix(strings.TrimSpace(line), statsPrefix)
+	if !ok {
+		return brokerStats{}, fmt.Errorf("not a stats line: %q", line)
+	}
+	var st brokerStats
+	var seen uint8 // a bit per required field
+	for _, f := range strings.Fields(rest) {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok {
+			return brokerStats{}, fmt.Errorf("stats line %q: field %q is not key=value", line, f)
+		}
+		var dst *int64
+		var bit uint8
+		switch k {
+		case "batches":
+			dst, bit = &st.Batches, 1
+		case "records":
+			dst, bit = &st.Records, 2
+		case "bytes":
+			dst, bit = &st.Bytes, 4
+		default:
+			continue
+		}
+		if seen&bit != 0 {
+			return brokerStats{}, fmt.Errorf("stats line %q: want batches, records and bytes once each", line)
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return brokerStats{}, fmt.Errorf("stats line %q: bad %s %q", line, k, v)
+		}
+		*dst = n
+		seen |= bit
+	}
+	if seen != 7 {
+		return brokerStats{}, fmt.Errorf("stats line %q: want batches, records and bytes once each", line)
+	}
+	return st, nil
+}
+
+// since returns the counts between the snapshots prev and s, taken in that
+// order by the same broker process. ok is false when a counter went
+// backwards (not the same process, or a misread line).
+func (s brokerStats) since(prev brokerStats) (d brokerStats, ok bool) {
+	d = brokerStats{Batches: s.Batches - prev.Batches, Records: s.Records - prev.Records, Bytes: s.Bytes - prev.Bytes}
+	if d.Batches < 0 || d.Records < 0 || d.Bytes < 0 {
+		return brokerStats{}, false
+	}
+	return d, true
+}
+
+// brokerStderr is the broker process's stderr: it keeps the tail of the
+// other lines for error messages and hands the stats lines to stats.
+// Write is called from the exec package's copying goroutine; String from
+// any goroutine.
+type brokerStderr struct {
+	mu      sync.Mutex
+	partial []byte     // an unfinished line
+	tail    tailBuffer // every line but the stats ones
+	stats   chan string
+}
+
+func newBrokerStderr() *brokerStderr {
+	return &brokerStderr{tail: tailBuffer{max: 4096}, stats: make(chan string, 4)}
+}
+
+func (e *brokerStderr) Write(p []byte) (int, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.partial = append(e.partial, p...)
+	for {
+		i := bytes.IndexByte(e.partial, '\n')
+		if i < 0 {
+			break
+		}
+		line := e.partial[:i+1]
+		if bytes.HasPrefix(line, []byte(statsPrefix)) {
+			select {
+			case e.stats <- string(line):
+			default: // nobody asked for it: drop it rather than block the broker
+			}
+		} else {
+			_, _ = e.tail.Write(line)
+		}
+		e.partial = e.partial[i+1:]
+	}
+	if len(e.partial) > 64<<10 { // a runaway line: keep its end only
+		_, _ = e.tail.Write(e.partial)
+		e.partial = e.partial[:0]
+	}
+	e.partial = append([]byte(nil), e.partial...)
+	return len(p), nil
+}
+
+func (e *brokerStderr) String() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.tail.String() + string(e.partial)
+}
+
+// stats asks the broker for its counters (SIGUSR1) and waits up to
+// statsTimeout for its line.
+func (b *broker) stats() (brokerStats, error) {
+	// A line that came too late for an earlier call must not answer this one.
+	for len(b.stderr.stats) > 0 {
+		<-b.stderr.stats
+	}
+	if err := b.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		return brokerStats{}, fmt.Errorf("signalling the broker: %w", err)
+	}
+	t := time.NewTimer(statsTimeout)
+	defer t.Stop()
+	select {
+	case line := <-b.stderr.stats:
+		return parseStatsLine(line)
+	case <-t.C:
+		return brokerStats{}, errors.New("the broker printed no stats line within " + statsTimeout.String())
+	}
+}
+
+// runStats turns successive snapshots of one broker into per-run counts:
+// after each client run, next takes a snapshot and returns the counts since
+// the previous one. A snapshot that fails breaks the chain until the next
+// one that works, so no run is credited with another's batches.
+type runStats struct {
+	snap func() (brokerStats, error)
+	prev brokerStats
+	ok   bool // prev is a valid snapshot
+}
+
+// start takes the first snapshot, before any client runs.
+func (r *runStats) start() error {
+	var err error
+	r.prev, err = r.snap()
+	r.ok = err == nil
+	return err
+}
+
+// next returns the counts since the previous snapshot; ok is false when
+// either snapshot failed or the counters went backwards.
+func (r *runStats) next() (d brokerStats, ok bool, err error) {
+	cur, err := r.snap()
+	if err != nil {
+		r.ok = false
+		return brokerStats{}, false, err
+	}
+	if r.ok {
+		d, ok = cur.since(r.prev)
+	}
+	r.prev, r.ok = cur, true
+	return d, ok, nil
+}
