@@ -462,6 +462,12 @@ func (c *Conn) writeLoop() {
 			if p == nil {
 				break
 			}
+			if hint := sizeHint(p.req); cap(buf) < hint {
+				// One allocation with room to spare, rather than
+				// append's series of copies (and fresh pages) as
+				// Produce requests grow under load.
+				buf = make([]byte, 0, hint+hint/4)
+			}
 			buf = c.format.AppendRequest(buf[:0], p.req, p.corr)
 			if len(buf) > bufSize {
 				// Large requests go straight to the socket; keep
@@ -647,4 +653,25 @@ func (q *fifo) drain() []*pending {
 	clear(q.buf)
 	q.buf, q.head = q.buf[:0], 0
 	return out
+}
+
+// sizeHint estimates the encoded size of a Produce request from its batches
+// (an upper bound for the usual case); 0 for other requests.
+func sizeHint(req kmsg.Request) int {
+	pr, ok := req.(*kmsg.ProduceRequest)
+	if !ok {
+		return 0
+	}
+	n := 64
+	if pr.TransactionID != nil {
+		n += len(*pr.TransactionID)
+	}
+	for i := range pr.Topics {
+		t := &pr.Topics[i]
+		n += 32 + len(t.Topic)
+		for j := range t.Partitions {
+			n += 16 + len(t.Partitions[j].Records)
+		}
+	}
+	return n
 }
