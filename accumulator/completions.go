@@ -11,9 +11,9 @@ import "sync"
 // batch is freed. (A slice would double and copy up to the largest batch,
 // and a large idle slice per free batch would pin memory.)
 type Completions[C any] struct {
+	n      int // first, next to the first inline slots: one cache line for a small batch
 	inline [inlineCompletions]C
 	chunks []*[chunkCompletions]C
-	n      int
 }
 
 const (
