@@ -12,7 +12,7 @@ import (
 // of a Produce request at every version the producer uses, so that the
 // writer allocates its buffer once, and not wildly more.
 func TestSizeHintCoversProduceRequests(t *testing.T) {
-	for _, shape := range []struct{ topics, parts, batch int }{{1, 1, 0}, {1, 1, 100}, {2, 500, 61}, {3, 10, 1 << 20}} {
+	for _, shape := range []struct{ topics, parts, batch int }{{1, 1, 0}, {1, 1, 100}, {2, 500, 61}, {3, 3, 1 << 18}} {
 		req := kmsg.NewPtrProduceRequest()
 		txn := "txn"
 		req.TransactionID = &txn
