@@ -19,6 +19,7 @@ type compressors struct {
 	jobs    chan *batch
 	pending sync.WaitGroup // the current round's batches
 	helpers sync.WaitGroup // the helper goroutines
+	ratio   float64        // IO goroutine: recent uncompressed/compressed size
 }
 
 // maxCompressRound bounds the batches of one round (the jobs channel's
@@ -27,7 +28,7 @@ const maxCompressRound = 256
 
 // newCompressors starts n-1 helpers for s (the IO goroutine is the n-th).
 func newCompressors(s *sink, n int) *compressors {
-	c := &compressors{jobs: make(chan *batch, maxCompressRound)}
+	c := &compressors{jobs: make(chan *batch, maxCompressRound), ratio: 1}
 	for range n - 1 {
 		c.helpers.Go(func() {
 			var scratch []byte
@@ -48,14 +49,16 @@ func (c *compressors) stop() {
 
 // precompress finishes, in parallel, the batches that the next request to
 // br is most likely to carry: the first sealed batch of each of its ready
-// partitions, up to a request's worth. A batch whose compression fails is
-// left as it was: nextBatch finishes it again and fails it there.
+// partitions, up to a request's worth (MaxRequestSize after compression, by
+// the ratio of the last rounds). A batch whose compression fails is left as
+// it was: nextBatch finishes it again and fails it there.
 func (s *sink) precompress(br *ioBroker) {
-	if s.compress == nil {
+	c := s.compress
+	if c == nil {
 		return
 	}
 	round := s.round[:0]
-	budget := s.cfg.MaxRequestSize
+	budget := int(float64(s.cfg.MaxRequestSize) * c.ratio)
 	for _, ip := range br.ready {
 		if budget <= 0 || len(round) == maxCompressRound {
 			break
@@ -69,7 +72,6 @@ func (s *sink) precompress(br *ioBroker) {
 		}
 	}
 	if len(round) > 1 {
-		c := s.compress
 		c.pending.Add(len(round))
 		for _, b := range round {
 			c.jobs <- b // never blocks: the round fits in the channel
@@ -85,6 +87,15 @@ func (s *sink) precompress(br *ioBroker) {
 			}
 		}
 		c.pending.Wait()
+		var plain, packed int
+		for _, b := range round {
+			plain, packed = plain+b.Uncompressed, packed+len(b.Raw)
+		}
+		if packed > 0 {
+			// Smoothed, and within [1, 16]: a request's worth of
+			// batches is never estimated at more than 16 requests.
+			c.ratio = min(max((3*c.ratio+float64(plain)/float64(packed))/4, 1), 16)
+		}
 	}
 	clear(round)
 	s.round = round[:0]

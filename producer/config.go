@@ -104,12 +104,17 @@ type Config struct {
 	Acks Acks
 
 	// Linger is how long a batch waits for more records before it is sent,
-	// unless it is full (linger.ms). Default 5ms; a negative value means no
-	// linger (linger.ms=0): send as soon as possible.
+	// unless it is full (linger.ms). If its leader has a Produce request in
+	// flight by then, the batch keeps taking records until that broker's
+	// next answer (within RequestTimeout), so that a loaded producer sends
+	// fewer, fuller batches. Default 5ms; a negative value means no linger
+	// (linger.ms=0): send as soon as possible.
 	Linger time.Duration
 
 	// BatchSize is the size in bytes of a partition's batch buffer
-	// (batch.size). A batch is sent when it is full or Linger has passed.
+	// (batch.size). A batch is sent when it is full or has lingered (see
+	// Linger). Batches start smaller and grow up to BatchSize as records
+	// come (see BufferPool).
 	// A record larger than BatchSize gets a batch of its own. The sticky
 	// partitioner also switches partitions after about BatchSize bytes.
 	// Default 16384.
@@ -149,8 +154,8 @@ type Config struct {
 	// alongside it. With a costly codec (zstd, gzip) one goroutine bounds
 	// the throughput to one core's encoding speed. Default
 	// min(GOMAXPROCS, 4) (each zstd helper keeps an encoder of a few MiB);
-	// 1 compresses on the IO goroutine only. No helper is started without
-	// compression. No Java equivalent (the Java client compresses on the
+	// 1 compresses on the IO goroutine only; at most GOMAXPROCS are used.
+	// No helper is started without compression. No Java equivalent (the Java client compresses on the
 	// threads that call send).
 	CompressionConcurrency int
 
@@ -225,10 +230,15 @@ type Config struct {
 	Partitioner Partitioner
 
 	// BufferPool provides the memory for batches (KIP-72's pluggable
-	// pool). Default: bufferpool.New with Size BufferMemory, recycling
-	// buffers of every doubling from 512 bytes up to BatchSize (the sizes a
-	// batch goes through). A pool given here may be
-	// shared between producers; the producer does not close it.
+	// pool). A partition's first batch starts with min(BatchSize, 16 KiB)
+	// halved while it stays even and at least 512 bytes (512 for the
+	// default and any power of two), its next ones with the size the last
+	// one reached, and a batch doubles up to BatchSize. Default:
+	// bufferpool.New with Size BufferMemory, recycling every one of those
+	// sizes. A pool given here that reports a PooledSize (as
+	// bufferpool.SimplePool does) sets the starting size instead, so give
+	// it a MaxPooledSize of BatchSize to recycle the doublings too. It may
+	// be shared between producers; the producer does not close it.
 	BufferPool bufferpool.Pool
 
 	// Logger receives the producer's logs. Default: none (a discarding

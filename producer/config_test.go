@@ -221,3 +221,31 @@ func TestConfigDefaultPoolSizing(t *testing.T) {
 	assert.Equal(t, int64(1<<20-1000), c.BufferPool.Available())
 	c.BufferPool.Release(buf)
 }
+
+// TestStartBatchSize: batches start on a size the pool recycles.
+func TestStartBatchSize(t *testing.T) {
+	custom, err := bufferpool.New(bufferpool.Options{Size: 4 << 20, PooledSize: 16384, MaxPooledSize: 1 << 20})
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want int
+	}{
+		{"default", Config{}, 512},
+		{"large batches", Config{BatchSize: 1 << 20}, 512},
+		{"batch of 1000", Config{BatchSize: 1000}, 1000},
+		{"batch of 10000", Config{BatchSize: 10000}, 625},
+		{"pool recycling 16 KiB", Config{BatchSize: 1 << 20, BufferPool: custom}, 16384},
+		{"pool larger than batches", Config{BatchSize: 4096, BufferPool: custom}, 4096},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.Brokers = []string{"localhost:9092"}
+			cfg, err := tc.cfg.withDefaults()
+			require.NoError(t, err)
+			require.Equal(t, tc.want, startBatchSize(cfg))
+			if tc.cfg.BufferPool == nil {
+				require.Equal(t, tc.want, cfg.BufferPool.(*bufferpool.SimplePool).PooledSize(), "the default pool recycles it")
+			}
+		})
+	}
+}

@@ -41,9 +41,10 @@
 // Every record byte lives in Config.BufferPool (BufferMemory bytes by
 // default): Send copies key, value and headers into a batch there, or into
 // its topic's parking queue while the topic's partitions are unknown. A
-// partition's first batch starts with 512 bytes and doubles up to BatchSize
-// as records come; its next batches start as large as the last one got. A
-// batch's memory returns to the pool once its records are completed. When the pool is full Send waits, at most MaxBlock.
+// partition's first batch starts small (512 bytes by default) and doubles up
+// to BatchSize as records come; its next batches start as large as the last
+// one got. A batch's memory returns to the pool once its records are
+// completed. When the pool is full Send waits, at most MaxBlock.
 // Reuse Record values or build one per Send as you like: Send, TrySend and
 // SendCallback do not keep the Record (SendTo does, until its Result is
 // delivered).

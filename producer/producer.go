@@ -105,7 +105,7 @@ func New(cfg Config) (*Producer, error) {
 	p.closing, p.stopWaits = context.WithCancel(context.Background())
 	p.acc = accumulator.New[completion](accumulator.Config{
 		BatchSize:        cfg.BatchSize,
-		InitialBatchSize: initialBatchSize(cfg.BatchSize),
+		InitialBatchSize: startBatchSize(cfg),
 		MaxBatchSize:     min(cfg.MaxRequestSize, int(p.pool.Size())),
 		Pool:             p.pool,
 		MaxBlock:         cfg.MaxBlock,
@@ -137,6 +137,19 @@ func initialBatchSize(batchSize int) int {
 		n /= 2
 	}
 	return n
+}
+
+// startBatchSize is the buffer a new batch starts with: initialBatchSize,
+// or the recycled size of a pool given in Config.BufferPool that reports one
+// (as bufferpool.SimplePool does), so that batches start on a size that pool
+// recycles.
+func startBatchSize(cfg Config) int {
+	if p, ok := cfg.BufferPool.(interface{ PooledSize() int }); ok {
+		if n := p.PooledSize(); n > 0 {
+			return min(n, cfg.BatchSize)
+		}
+	}
+	return initialBatchSize(cfg.BatchSize)
 }
 
 // Send buffers rec and returns a Future for its outcome. It never blocks on

@@ -557,3 +557,40 @@ func TestLingeredBatchWaitsForTheBrokersAnswer(t *testing.T) {
 	require.Len(t, recs, 11)
 	require.Equal(t, "late-9", string(recs[10].Value))
 }
+
+// TestQuietPartitionIsNotStarvedByABusyOne: a lingered batch waits for at
+// most one answer from its broker, even when another partition keeps full
+// batches in flight to it all the time.
+func TestQuietPartitionIsNotStarvedByABusyOne(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("busy", 2))
+	c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Delay: 20 * time.Millisecond})
+	p := newProducer(t, c, Config{
+		Linger:             2 * time.Millisecond,
+		BatchSize:          1024, // the busy partition fills a batch every few Sends
+		DisableIdempotence: true,
+		Partitioner:        ManualPartitioner(),
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	busy := make([]byte, 400)
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			p.Send(ctx, &Record{Topic: "busy", Partition: 0, Value: busy})
+			time.Sleep(50 * time.Microsecond)
+		}
+	})
+	require.Eventually(t, func() bool { return p.Stats().InFlight >= 3 }, 5*time.Second, time.Millisecond)
+
+	start := time.Now()
+	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer wcancel()
+	md, err := p.Send(ctx, &Record{Topic: "busy", Partition: 1, Value: []byte("quiet")}).Wait(wctx)
+	require.NoError(t, err, "the quiet record waited for the busy partition to stop")
+	require.Equal(t, int32(1), md.Partition)
+	// Linger, then at most one 20 ms answer, then its own 20 ms request
+	// (behind at most 5 in flight).
+	require.Less(t, time.Since(start), time.Second, "the quiet record waited for the busy partition to stop")
+	require.Positive(t, p.Stats().InFlight, "the busy partition was still busy")
+}

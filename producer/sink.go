@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -121,7 +122,8 @@ type ioBroker struct {
 	backoff  time.Time
 	inflight int
 	ready    []*ioPart
-	lingered []opened // open batches past Linger, waiting for inflight to reach 0
+	lingered []lingering // open batches past Linger, waiting for an answer (see sealLingered)
+	answers  uint64      // Produce requests answered (or failed)
 }
 
 type produceResponse struct {
@@ -156,7 +158,9 @@ func newSink(p *Producer, connCfg conn.Config) *sink {
 		s.idem = &idempotence{producerID: -1, epoch: -1}
 	}
 	s.debug = p.log != nil && p.log.Enabled(context.Background(), slog.LevelDebug)
-	if n := p.cfg.CompressionConcurrency; n > 1 && p.cfg.Compression != compression.None {
+	// More compressing goroutines than GOMAXPROCS only take turns (and
+	// the compressor keeps idle encoders for GOMAXPROCS callers).
+	if n := min(p.cfg.CompressionConcurrency, runtime.GOMAXPROCS(0)); n > 1 && p.cfg.Compression != compression.None {
 		s.compress = newCompressors(s, n)
 	}
 	return s
@@ -246,22 +250,24 @@ func (s *sink) topicFor(name string) *ioTopic {
 // Flush is in progress or the producer is closing).
 //
 // A lingered batch whose leader has a Produce request in flight is not
-// sealed yet: it stays open, taking more records, until that broker has
-// answered everything, and then goes with the others that waited. Under load
-// (many partitions, or a slow broker) batches then hold what arrived during a
-// round trip instead of a linger's worth each, so a record costs the same
-// with 10 000 partitions as with 10; an idle producer still sends after
-// Linger. Full batches never wait for this: up to MaxInFlight requests carry
-// them.
+// sealed yet: it stays open, taking more records, until that broker answers
+// a request (or has none in flight), and then goes with the others that
+// waited. Under load (many partitions, or a slow broker) batches then hold
+// what arrived during a round trip instead of a linger's worth each, so a
+// record costs less with 10 000 partitions; an idle producer still sends
+// after Linger, and a batch waits at most one answer, which comes within
+// RequestTimeout. Full batches never wait for this: up to MaxInFlight
+// requests carry them.
 func (s *sink) sealLingered() {
 	all := s.p.flushing.Load() > 0
 	for _, br := range s.brokers {
-		if len(br.lingered) > 0 && (all || !br.busy()) {
-			for _, o := range br.lingered {
-				s.seal(o)
-			}
-			clear(br.lingered)
-			br.lingered = br.lingered[:0]
+		n := 0
+		for n < len(br.lingered) && (all || !br.busy() || br.lingered[n].answers < br.answers) {
+			s.seal(br.lingered[n].opened)
+			n++
+		}
+		if n > 0 {
+			br.lingered = popFront(br.lingered, n)
 		}
 	}
 	i := 0
@@ -272,13 +278,22 @@ func (s *sink) sealLingered() {
 		}
 		if ip := o.part.IO.(*ioPart); !all && ip.leader >= 0 {
 			if br := s.brokers[ip.leader]; br != nil && br.busy() {
-				br.lingered = append(br.lingered, o)
+				if o.b.Gen() == o.gen { // not completed already
+					br.lingered = append(br.lingered, lingering{opened: o, answers: br.answers})
+				}
 				continue
 			}
 		}
 		s.seal(o)
 	}
 	s.lingerQ.pop(i)
+}
+
+// lingering is a batch past Linger waiting for an answer from its broker:
+// answers is the broker's count when it started waiting.
+type lingering struct {
+	opened
+	answers uint64
 }
 
 // seal seals o's batch, if it is still open, and lists its partition.
@@ -556,7 +571,14 @@ func (s *sink) expire() {
 			break // the oldest batch still pending is not due yet
 		}
 		if alive {
-			s.expirePart(o.part.IO.(*ioPart), deadline)
+			ip := o.part.IO.(*ioPart)
+			if o.part.Seal(o.b, o.gen) {
+				// Still open past its deadline (its broker kept it
+				// waiting, see sealLingered): seal it so that it
+				// fails with the others.
+				ip.hasSealed = true
+			}
+			s.expirePart(ip, deadline)
 		}
 	}
 	s.expireQ.pop(i)
@@ -784,8 +806,9 @@ type produceRequest struct {
 	topics  map[*ioTopic]int // index in req.Topics
 }
 
-// maxFreeRequests bounds the idle requests kept: one per request in flight
-// to a handful of brokers.
+// maxFreeRequests bounds the idle requests kept: enough for every request
+// in flight to three brokers at MaxInFlight 5; beyond that requests are
+// made afresh (and a large one regrows its slices).
 const maxFreeRequests = 16
 
 // newRequest returns an empty Produce request with the producer's acks and
@@ -942,6 +965,7 @@ func (s *sink) sequence(ip *ioPart, b *batch) {
 func (s *sink) handleResponse(r produceResponse) {
 	br := r.broker
 	br.inflight--
+	br.answers++
 	s.inflight--
 	s.p.stats.inflight.Add(-1)
 	for _, b := range r.batches {
@@ -1394,6 +1418,7 @@ func (s *sink) failBuffered() {
 func (s *sink) handleResponseClosing(r produceResponse) {
 	s.inflight--
 	r.broker.inflight--
+	r.broker.answers++
 	s.p.stats.inflight.Add(-1)
 	for _, b := range r.batches {
 		ip := b.Partition.IO.(*ioPart)

@@ -462,7 +462,7 @@ func (c *Conn) writeLoop() {
 			if p == nil {
 				break
 			}
-			if hint := sizeHint(p.req); cap(buf) < hint {
+			if hint := sizeHint(p.req, len(c.cfg.ClientID)); cap(buf) < hint {
 				// One allocation with room to spare, rather than
 				// append's series of copies (and fresh pages) as
 				// Produce requests grow under load.
@@ -655,14 +655,15 @@ func (q *fifo) drain() []*pending {
 	return out
 }
 
-// sizeHint estimates the encoded size of a Produce request from its batches
-// (an upper bound for the usual case); 0 for other requests.
-func sizeHint(req kmsg.Request) int {
+// sizeHint bounds the encoded size of a Produce request, header with a
+// client id of clientID bytes included, from its batches; 0 for other
+// requests.
+func sizeHint(req kmsg.Request, clientID int) int {
 	pr, ok := req.(*kmsg.ProduceRequest)
 	if !ok {
 		return 0
 	}
-	n := 64
+	n := 64 + clientID
 	if pr.TransactionID != nil {
 		n += len(*pr.TransactionID)
 	}

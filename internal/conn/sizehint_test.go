@@ -27,14 +27,15 @@ func TestSizeHintCoversProduceRequests(t *testing.T) {
 			}
 			req.Topics = append(req.Topics, rt)
 		}
-		hint := sizeHint(req)
+		const clientID = "a-client-id-longer-than-most"
+		hint := sizeHint(req, len(clientID))
 		for v := int16(3); v <= req.MaxVersion(); v++ {
 			req.SetVersion(v)
-			var f kmsg.RequestFormatter
+			f := kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID))
 			n := len(f.AppendRequest(nil, req, 1))
 			require.GreaterOrEqual(t, hint, n, "shape %+v v%d", shape, v)
-			require.Less(t, hint, n+64+shape.topics*64+shape.topics*shape.parts*16, "shape %+v v%d", shape, v)
+			require.Less(t, hint, n+64+len(clientID)+shape.topics*64+shape.topics*shape.parts*16, "shape %+v v%d", shape, v)
 		}
 	}
-	require.Zero(t, sizeHint(kmsg.NewPtrMetadataRequest()))
+	require.Zero(t, sizeHint(kmsg.NewPtrMetadataRequest(), 5))
 }
