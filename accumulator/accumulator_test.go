@@ -274,3 +274,32 @@ func TestBatchesGrowUpToBatchSize(t *testing.T) {
 	require.Equal(t, 200, next)
 	require.Equal(t, pool.Size(), pool.Available())
 }
+
+// TestNextBatchStartsFromRecentSizes: a partition's next batch starts as
+// large as its recent batches got, and one small batch in between (a sticky
+// partitioner moving on) only halves that.
+func TestNextBatchStartsFromRecentSizes(t *testing.T) {
+	pool, err := bufferpool.New(bufferpool.Options{Size: 1 << 20, PooledSize: 512, MaxPooledSize: 64 << 10})
+	require.NoError(t, err)
+	a := New[int](Config{BatchSize: 64 << 10, InitialBatchSize: 512, MaxBatchSize: 1 << 20, Pool: pool, MaxBlock: time.Second})
+	_, ps := known(a, "t", 1)
+	value := make([]byte, 100)
+	fill := func(records int) int {
+		for i := range records {
+			require.NoError(t, ps[0].Append(context.Background(), int64(i), nil, value, nil, i, true))
+		}
+		ps[0].mu.Lock()
+		start := ps[0].open.Builder.Cap()
+		ps[0].mu.Unlock()
+		for _, b := range drain(ps[0]) {
+			a.Free(b)
+		}
+		return start
+	}
+	require.Equal(t, 512, fill(1), "a partition's first batch starts small")
+	fill(400) // grows to 64 KiB
+	require.Equal(t, 64<<10, fill(1), "the next batch starts as large as the last one got")
+	require.Equal(t, 32<<10, fill(1), "after one small batch, half of that")
+	require.Equal(t, 16<<10, fill(1))
+	require.Equal(t, pool.Size(), pool.Available())
+}

@@ -25,8 +25,11 @@ type Partition[C any] struct {
 	open    *Batch[C]
 	sealed  []*Batch[C] // FIFO
 	flagged bool        // a Sealed event is pending
-	// lastSize is the size the last sealed batch reached: the next batch
-	// starts with a buffer that holds as much.
+	// lastSize is the size recent sealed batches reached: the last one's,
+	// or half the previous lastSize if that is more, so that one small
+	// batch (a sticky partitioner moving on) does not make the next big
+	// one regrow from the smallest buffer. The next batch starts with a
+	// buffer that holds as much.
 	lastSize int
 
 	queued     atomic.Int32 // batches open or sealed, not yet taken by the IO goroutine
@@ -172,7 +175,7 @@ func (p *Partition[C]) openLocked(buf []byte, created time.Time) *Batch[C] {
 }
 
 func (p *Partition[C]) sealLocked() {
-	p.lastSize = p.open.Builder.Len()
+	p.lastSize = max(p.open.Builder.Len(), p.lastSize/2)
 	p.sealed = append(p.sealed, p.open)
 	p.open = nil
 	if !p.flagged {
