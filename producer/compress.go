@@ -54,8 +54,8 @@ func (c *compressors) stop() {
 // it was: nextBatch finishes it again and fails it there.
 func (s *sink) precompress(br *ioBroker) {
 	c := s.compress
-	if c == nil {
-		return
+	if c == nil || len(br.ready) < 2 {
+		return // nextBatch compresses a lone batch itself
 	}
 	round := s.round[:0]
 	budget := int(float64(s.cfg.MaxRequestSize) * c.ratio)
