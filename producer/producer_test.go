@@ -248,11 +248,21 @@ func TestBufferFullBlocksForMaxBlock(t *testing.T) {
 // still completes every future, each exactly once (complete panics on a
 // second completion), and leaves no goroutine behind (goleak in TestMain).
 func TestEveryFutureCompletesOnceOnClose(t *testing.T) {
+	for _, cfg := range []Config{
+		{},
+		// Compression helpers at work on small batches when Close comes.
+		{Compression: compression.Zstd, CompressionConcurrency: 4, BatchSize: 1024},
+	} {
+		t.Run(cfg.Compression.String(), func(t *testing.T) { testCloseCompletesAll(t, cfg) })
+	}
+}
+
+func testCloseCompletesAll(t *testing.T, cfg Config) {
 	c := newCluster(t, testbroker.Config{})
 	require.NoError(t, c.CreateTopic("t", 3))
 	remove := c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Delay: 200 * time.Millisecond})
 	defer remove()
-	p := newProducer(t, c, Config{})
+	p := newProducer(t, c, cfg)
 	var fs []*Future
 	var callbacks sync.WaitGroup
 	var calls sync.Map
