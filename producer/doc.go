@@ -53,10 +53,11 @@
 //
 // A producer runs one IO goroutine, which owns all network state: it seals
 // batches that have lingered, moves parked records, compresses batches,
-// groups them per leader into Produce requests and handles the answers; and
-// one completion goroutine, which completes futures and runs callbacks. Each
-// broker connection has a reader and a writer goroutine. Close stops them
-// all.
+// groups them per leader into Produce requests and handles the answers; with
+// a codec, up to CompressionConcurrency-1 helper goroutines compress a
+// request's batches alongside it; and one completion goroutine, which
+// completes futures and runs callbacks. Each broker connection has a reader
+// and a writer goroutine. Close stops them all.
 //
 // # Errors
 //
