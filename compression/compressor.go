@@ -2,6 +2,7 @@ package compression
 
 import (
 	"fmt"
+	"io"
 	"runtime"
 	"sync"
 
@@ -24,7 +25,7 @@ type Compressor struct {
 
 	gzipLevel int
 	lz4Level  lz4.CompressionLevel
-	pool      sync.Pool // *gzipEncoder or *lz4Encoder
+	pool      sync.Pool // *streamEncoder (gzip or lz4)
 	zstdLevel zstd.EncoderLevel
 	zstdFree  chan *zstd.Encoder // idle encoders, at most GOMAXPROCS
 }
@@ -124,6 +125,47 @@ func (c *Compressor) AppendCompress(dst, src []byte) ([]byte, error) {
 		return c.appendZstd(dst, src)
 	}
 	return dst, fmt.Errorf("compression: %w type %s", ErrUnsupported, c.t)
+}
+
+// streamWriter is a stream encoder (gzip.Writer, lz4.Writer) that can be
+// reset onto a new output and reused.
+type streamWriter interface {
+	io.WriteCloser
+	Reset(io.Writer)
+}
+
+// streamEncoder is a pooled stream encoder with the appendWriter it writes
+// to.
+type streamEncoder struct {
+	out appendWriter
+	zw  streamWriter
+}
+
+// appendStream compresses src into dst with the Compressor's pooled stream
+// encoder, made by newWriter the first time. Errors name c's codec.
+func (c *Compressor) appendStream(dst, src []byte, newWriter func(io.Writer) (streamWriter, error)) ([]byte, error) {
+	e, _ := c.pool.Get().(*streamEncoder)
+	if e == nil {
+		e = &streamEncoder{}
+		zw, err := newWriter(&e.out)
+		if err != nil {
+			return dst, fmt.Errorf("compression: %s writer: %w", c.t, err)
+		}
+		e.zw = zw
+	}
+	e.out.b = dst
+	e.zw.Reset(&e.out)
+	_, err := e.zw.Write(src)
+	if err == nil {
+		err = e.zw.Close()
+	}
+	out := e.out.b
+	e.out.b = nil // the pool must not keep the caller's memory alive
+	c.pool.Put(e)
+	if err != nil {
+		return dst, fmt.Errorf("compression: %s: %w", c.t, err)
+	}
+	return out, nil
 }
 
 // appendWriter is an io.Writer that appends to a slice, so that stream

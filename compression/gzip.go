@@ -3,41 +3,16 @@ package compression
 import (
 	"bytes"
 	"encoding/binary"
-	"fmt"
+	"io"
 	"sync"
 
 	"github.com/klauspost/compress/gzip"
 )
 
-// gzipEncoder is a pooled gzip writer with the appendWriter it writes to.
-type gzipEncoder struct {
-	out appendWriter
-	zw  *gzip.Writer
-}
-
 func (c *Compressor) appendGzip(dst, src []byte) ([]byte, error) {
-	e, _ := c.pool.Get().(*gzipEncoder)
-	if e == nil {
-		e = &gzipEncoder{}
-		zw, err := gzip.NewWriterLevel(&e.out, c.gzipLevel)
-		if err != nil {
-			return dst, fmt.Errorf("compression: gzip writer: %w", err)
-		}
-		e.zw = zw
-	}
-	e.out.b = dst
-	e.zw.Reset(&e.out)
-	_, err := e.zw.Write(src)
-	if err == nil {
-		err = e.zw.Close()
-	}
-	out := e.out.b
-	e.out.b = nil // the pool must not keep the caller's memory alive
-	c.pool.Put(e)
-	if err != nil {
-		return dst, fmt.Errorf("compression: gzip: %w", err)
-	}
-	return out, nil
+	return c.appendStream(dst, src, func(w io.Writer) (streamWriter, error) {
+		return gzip.NewWriterLevel(w, c.gzipLevel)
+	})
 }
 
 // gzipDecoder is a pooled gzip reader with the bytes.Reader it reads from.
