@@ -582,6 +582,22 @@ func (c *Cluster) Stats() Stats {
 	return s
 }
 
+// topicByNameOrID finds a topic of a Produce or Fetch request, by its id
+// (v13 and later) or by name, and returns it with its partitions; nil when
+// unknown.
+func (c *Cluster) topicByNameOrID(byID bool, name string, id [16]byte) (*topic, []*partition) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	t := c.topics[name]
+	if byID {
+		t = c.topicIDs[id]
+	}
+	if t == nil {
+		return nil, nil
+	}
+	return t, t.partitions
+}
+
 func (c *Cluster) partition(topic string, partition int32) (*partition, error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()

@@ -67,18 +67,7 @@ func (c *Cluster) buildFetch(self int32, req *kmsg.FetchRequest) (resp *kmsg.Fet
 	for _, t := range req.Topics {
 		rt := kmsg.NewFetchResponseTopic()
 		rt.Topic, rt.TopicID = t.Topic, t.TopicID
-		c.mu.RLock()
-		var tp *topic
-		if req.Version >= 13 {
-			tp = c.topicIDs[t.TopicID]
-		} else {
-			tp = c.topics[t.Topic]
-		}
-		var parts []*partition
-		if tp != nil {
-			parts = tp.partitions
-		}
-		c.mu.RUnlock()
+		tp, parts := c.topicByNameOrID(req.Version >= 13, t.Topic, t.TopicID)
 		for _, p := range t.Partitions {
 			rp := kmsg.NewFetchResponseTopicPartition()
 			rp.Partition = p.Partition

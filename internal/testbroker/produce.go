@@ -29,18 +29,7 @@ func handleProduce(cn *conn, h *reqHeader, kreq kmsg.Request) result {
 		rt.Topic, rt.TopicID = t.Topic, t.TopicID
 		parts := rt.Partitions[:0]
 
-		c.mu.RLock()
-		var tp *topic
-		if req.Version >= 13 {
-			tp = c.topicIDs[t.TopicID]
-		} else {
-			tp = c.topics[t.Topic]
-		}
-		var tparts []*partition
-		if tp != nil {
-			tparts = tp.partitions
-		}
-		c.mu.RUnlock()
+		tp, tparts := c.topicByNameOrID(req.Version >= 13, t.Topic, t.TopicID)
 
 		for j := range t.Partitions {
 			p := &t.Partitions[j]
