@@ -10,6 +10,8 @@ import (
 
 	"github.com/samsa-go/samsa/bufferpool"
 	"github.com/samsa-go/samsa/internal/recordbatch"
+
+	"github.com/samsa-go/samsa/internal/freelist"
 )
 
 // Config configures an Accumulator. Every field is required; the producer
@@ -66,7 +68,7 @@ type Accumulator[C any] struct {
 	// which the garbage collector empties, so that a steady producer
 	// allocates neither. At most maxFreeBatches and maxFreeChunks.
 	freeMu sync.Mutex
-	free   []*Batch[C]
+	free   freelist.List[*Batch[C]]
 	chunks chunkFree[C]
 
 	// overdraft is set while a batch of moved parked records lives outside
@@ -79,7 +81,10 @@ func New[C any](cfg Config) *Accumulator[C] {
 	if cfg.InitialBatchSize <= 0 || cfg.InitialBatchSize > cfg.BatchSize {
 		cfg.InitialBatchSize = cfg.BatchSize
 	}
-	return &Accumulator[C]{cfg: cfg, kick: make(chan struct{}, 1)}
+	a := &Accumulator[C]{cfg: cfg, kick: make(chan struct{}, 1)}
+	a.free.Max = maxFreeBatches
+	a.chunks.free.Max = maxFreeChunks
+	return a
 }
 
 // Pool returns the pool the accumulator allocates from.
@@ -195,15 +200,10 @@ func (a *Accumulator[C]) allocate(ctx context.Context, n int, wait bool) ([]byte
 }
 
 func (a *Accumulator[C]) newBatch(p *Partition[C], buf []byte, created time.Time) *Batch[C] {
-	var b *Batch[C]
 	a.freeMu.Lock()
-	if n := len(a.free); n > 0 {
-		b = a.free[n-1]
-		a.free[n-1] = nil
-		a.free = a.free[:n-1]
-	}
+	b, ok := a.free.Get()
 	a.freeMu.Unlock()
-	if b == nil {
+	if !ok {
 		b = new(Batch[C])
 	}
 	b.gen.Add(1)
@@ -231,9 +231,7 @@ func (a *Accumulator[C]) Free(b *Batch[C]) {
 	b.Raw, b.Attempts, b.BaseSequence, b.Uncompressed = nil, 0, -1, 0
 	b.buf, b.overdraft, b.heap, b.Ambiguous = nil, false, false, false
 	a.freeMu.Lock()
-	if len(a.free) < maxFreeBatches {
-		a.free = append(a.free, b)
-	}
+	a.free.Put(b)
 	a.freeMu.Unlock()
 }
 

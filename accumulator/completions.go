@@ -1,6 +1,10 @@
 package accumulator
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/samsa-go/samsa/internal/freelist"
+)
 
 // Completions is a batch's list of per-record completions, in offset order.
 //
@@ -38,33 +42,30 @@ func (r *Completions[C]) At(i int) *C {
 	return &r.chunks[i/chunkCompletions][i%chunkCompletions]
 }
 
-// chunkFree is an accumulator's list of idle chunks.
+// chunkFree is an accumulator's list of idle chunks (at most maxFreeChunks,
+// set by New).
 type chunkFree[C any] struct {
 	mu   sync.Mutex
-	free []*[chunkCompletions]C
+	free freelist.List[*[chunkCompletions]C]
 }
 
 func (f *chunkFree[C]) get() *[chunkCompletions]C {
 	f.mu.Lock()
-	if n := len(f.free); n > 0 {
-		c := f.free[n-1]
-		f.free[n-1] = nil
-		f.free = f.free[:n-1]
-		f.mu.Unlock()
-		return c
-	}
+	c, ok := f.free.Get()
 	f.mu.Unlock()
-	return new([chunkCompletions]C)
+	if !ok {
+		c = new([chunkCompletions]C)
+	}
+	return c
 }
 
 // put takes back chunks, which must be cleared.
 func (f *chunkFree[C]) put(chunks []*[chunkCompletions]C) {
 	f.mu.Lock()
 	for _, c := range chunks {
-		if len(f.free) == maxFreeChunks {
+		if !f.free.Put(c) {
 			break
 		}
-		f.free = append(f.free, c)
 	}
 	f.mu.Unlock()
 }

@@ -9,6 +9,7 @@ import (
 func TestCompletionsKeepOrderAndRecycleChunks(t *testing.T) {
 	for _, n := range []int{0, 1, inlineCompletions, inlineCompletions + 1, inlineCompletions + chunkCompletions, inlineCompletions + 3*chunkCompletions + 7} {
 		var f chunkFree[*int]
+		f.free.Max = maxFreeChunks
 		var r Completions[*int]
 		vals := make([]int, n)
 		for round := range 2 { // the second round runs on recycled chunks
@@ -23,12 +24,15 @@ func TestCompletionsKeepOrderAndRecycleChunks(t *testing.T) {
 			require.Len(t, r.chunks, chunks)
 			r.reset(&f)
 			require.Zero(t, r.Len())
-			require.Len(t, f.free, chunks, "every chunk goes back")
-			for _, c := range f.free {
+			require.Equal(t, chunks, f.free.Len(), "every chunk goes back")
+			var back []*[chunkCompletions]*int
+			for c, ok := f.free.Get(); ok; c, ok = f.free.Get() {
 				for _, p := range c {
 					require.Nil(t, p, "a recycled chunk holds no pointers")
 				}
+				back = append(back, c)
 			}
+			f.put(back)
 			for _, p := range r.inline {
 				require.Nil(t, p)
 			}
@@ -38,6 +42,7 @@ func TestCompletionsKeepOrderAndRecycleChunks(t *testing.T) {
 
 func TestCompletionsPushAllocatesNothingInSteadyState(t *testing.T) {
 	var f chunkFree[int]
+	f.free.Max = maxFreeChunks
 	var r Completions[int]
 	fill := func() {
 		for i := range 3 * chunkCompletions {

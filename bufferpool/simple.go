@@ -9,6 +9,8 @@ import (
 	"time"
 	"unsafe"
 	"weak"
+
+	"github.com/samsa-go/samsa/internal/freelist"
 )
 
 // SimplePool is the default [Pool]: one mutex guards free lists of recycled
@@ -33,7 +35,7 @@ type SimplePool struct {
 	freeBytes int64
 	freeCount int
 	waiters   waitQueue
-	spare     []*waiter // recycled waiter structs
+	spare     freelist.List[*waiter] // recycled waiter structs
 	tracked   map[uintptr]*tracker
 
 	waitTime    time.Duration
@@ -66,6 +68,7 @@ func New(opts Options) (*SimplePool, error) {
 		leakDetect:   opts.LeakDetection,
 		logger:       opts.Logger,
 		nonPooled:    opts.Size,
+		spare:        freelist.List[*waiter]{Max: maxSpareWaiters},
 	}
 	for opts.PooledSize<<p.classes <= opts.MaxPooledSize {
 		p.classes++

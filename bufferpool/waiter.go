@@ -19,12 +19,8 @@ type waiter struct {
 const maxSpareWaiters = 64
 
 func (p *SimplePool) getWaiterLocked(size int) *waiter {
-	var w *waiter
-	if n := len(p.spare); n > 0 {
-		w = p.spare[n-1]
-		p.spare[n-1] = nil
-		p.spare = p.spare[:n-1]
-	} else {
+	w, ok := p.spare.Get()
+	if !ok {
 		w = &waiter{ready: make(chan struct{}, 1)}
 	}
 	w.size = size
@@ -35,9 +31,7 @@ func (p *SimplePool) putWaiterLocked(w *waiter) {
 	w.granted = false
 	w.buf = nil
 	w.size = 0
-	if len(p.spare) < maxSpareWaiters {
-		p.spare = append(p.spare, w)
-	}
+	p.spare.Put(w)
 }
 
 // waitQueue is a FIFO of waiters, intrusive so that a waiter that gives up

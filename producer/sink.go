@@ -21,6 +21,8 @@ import (
 	"github.com/samsa-go/samsa/internal/kerr"
 	"github.com/samsa-go/samsa/internal/recordbatch"
 	"github.com/samsa-go/samsa/metadata"
+
+	"github.com/samsa-go/samsa/internal/freelist"
 )
 
 type batch = accumulator.Batch[completion]
@@ -68,7 +70,7 @@ type sink struct {
 
 	inflight int // Produce requests in flight, all brokers
 
-	reqFree []*produceRequest // see newRequest
+	reqFree freelist.List[*produceRequest] // see newRequest
 
 	compress *compressors // nil: the IO goroutine compresses alone
 	round    []*batch     // precompress's batches
@@ -153,6 +155,7 @@ func newSink(p *Producer, connCfg conn.Config) *sink {
 		dials:    make(chan dialResult, 8),
 		admin:    make(chan func(), 8),
 		timer:    time.NewTimer(time.Hour),
+		reqFree:  freelist.List[*produceRequest]{Max: maxFreeRequests},
 	}
 	if !p.cfg.DisableIdempotence {
 		s.idem = &idempotence{producerID: -1, epoch: -1}
@@ -814,12 +817,8 @@ const maxFreeRequests = 16
 // newRequest returns an empty Produce request with the producer's acks and
 // timeout.
 func (s *sink) newRequest() *produceRequest {
-	var pr *produceRequest
-	if n := len(s.reqFree); n > 0 {
-		pr = s.reqFree[n-1]
-		s.reqFree[n-1] = nil
-		s.reqFree = s.reqFree[:n-1]
-	} else {
+	pr, ok := s.reqFree.Get()
+	if !ok {
 		pr = &produceRequest{topics: make(map[*ioTopic]int)}
 	}
 	topics := pr.req.Topics
@@ -850,7 +849,7 @@ func (pr *produceRequest) topic(t *ioTopic) *kmsg.ProduceRequestTopic {
 // freeRequest keeps pr for reuse once its answer has been handled (the
 // connection has long encoded it), dropping its references to batches.
 func (s *sink) freeRequest(pr *produceRequest) {
-	if pr == nil || len(s.reqFree) == maxFreeRequests {
+	if pr == nil || s.reqFree.Len() == s.reqFree.Max {
 		return
 	}
 	for i := range pr.req.Topics {
@@ -859,7 +858,7 @@ func (s *sink) freeRequest(pr *produceRequest) {
 	clear(pr.batches)
 	pr.batches = pr.batches[:0]
 	clear(pr.topics)
-	s.reqFree = append(s.reqFree, pr)
+	s.reqFree.Put(pr)
 }
 
 // nextBatch returns ip's next batch to send if it may send one now and it
