@@ -22,6 +22,7 @@ type broker struct {
 
 	requests [maxAPIKey + 1]atomic.Int64 // handled requests by key
 
+
 	// batches, records and bytes count the batches this broker appended,
 	// their records and their length as produced, header included
 	// (duplicates not counted).
@@ -104,6 +105,10 @@ func (b *broker) forget(cn *conn) {
 	b.mu.Unlock()
 }
 
+// anonymousPrincipal is the user of a connection that did not authenticate,
+// as Kafka names it (User:ANONYMOUS); user quotas resolve against it.
+const anonymousPrincipal = "ANONYMOUS"
+
 // newConn wraps an accepted connection.
 func newConn(b *broker, nc net.Conn) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -111,10 +116,11 @@ func newConn(b *broker, nc net.Conn) *conn {
 		_ = tc.SetNoDelay(true)
 	}
 	return &conn{
-		b:      b,
-		c:      b.c,
-		nc:     nc,
-		ctx:    ctx,
-		cancel: cancel,
+		b:         b,
+		c:         b.c,
+		nc:        nc,
+		ctx:       ctx,
+		cancel:    cancel,
+		principal: anonymousPrincipal,
 	}
 }

@@ -1,7 +1,6 @@
 package testbroker
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -24,7 +23,6 @@ type conn struct {
 	b  *broker
 	c  *Cluster
 	nc net.Conn
-	br *bufio.Reader
 
 	ctx       context.Context // ends when the connection closes
 	cancel    context.CancelFunc
@@ -35,11 +33,33 @@ type conn struct {
 	scratch     []byte // request memory when QueuedMaxBytes is off
 	out         []byte // response encoding buffer
 	clientID    string
+	principal   string // the authenticated user (KIP-55 quota entity); "ANONYMOUS" without SASL
 	produceReq  kmsg.ProduceRequest
 	produceResp kmsg.ProduceResponse
 	mutedUntil  time.Time // KIP-219: no read before this time
 	timer       *time.Timer
 	hdr         reqHeader // the request being handled
+}
+
+// forgetRequest drops every reference the connection's reusable Produce
+// structs hold into the request buffer, before the buffer is released:
+// UnsafeReadFrom makes the request's topic names and records alias it, and
+// the response copies the names. Kept, they would pin the last request of
+// every idle or muted connection in memory, outside queued.max.bytes, and
+// break the pool's rule that a released buffer is not touched again.
+// Clearing the request's topics loses nothing: kmsg zeroes reused elements
+// on the next decode anyway. The response keeps its slices (the hot path
+// allocates nothing) without the names.
+func (cn *conn) forgetRequest() {
+	req := &cn.produceReq
+	clear(req.Topics)
+	req.Topics = req.Topics[:0]
+	req.TransactionID = nil
+	req.UnknownTags = kmsg.Tags{}
+	resp := &cn.produceResp
+	for i := range resp.Topics {
+		resp.Topics[i].Topic = ""
+	}
 }
 
 // reqHeader is a parsed request header (v1 or v2).
@@ -62,12 +82,15 @@ func (cn *conn) serve() {
 	defer cn.c.wg.Done()
 	defer cn.b.forget(cn)
 	defer cn.close()
-	cn.br = bufio.NewReaderSize(cn.nc, 64<<10)
 	for {
 		if err := cn.waitMuted(); err != nil {
 			return
 		}
-		if _, err := io.ReadFull(cn.br, cn.sizeBuf[:]); err != nil {
+		// KIP-72: request bytes are read out of the socket only into
+		// pool memory. The size prefix is read alone, with no buffered
+		// read-ahead: a muted connection leaves the rest of its request in
+		// the kernel's socket buffer, where it costs the heap nothing.
+		if _, err := io.ReadFull(cn.nc, cn.sizeBuf[:]); err != nil {
 			cn.logReadError(err)
 			return
 		}
@@ -82,12 +105,13 @@ func (cn *conn) serve() {
 		if err != nil {
 			return // closed while muted
 		}
-		if _, err = io.ReadFull(cn.br, buf); err != nil {
+		if _, err = io.ReadFull(cn.nc, buf); err != nil {
 			cn.c.mem.release(buf, &cn.scratch)
 			cn.logReadError(err)
 			return
 		}
 		err = cn.handle(buf)
+		cn.forgetRequest()
 		cn.c.mem.release(buf, &cn.scratch)
 		if err != nil {
 			if !errors.Is(err, errDropped) && !errors.Is(err, errNoResponse) && cn.ctx.Err() == nil {
@@ -353,8 +377,8 @@ func (cn *conn) write(h *reqHeader, resp kmsg.Response, flexible bool) error {
 	out = resp.AppendTo(out)
 	binary.BigEndian.PutUint32(out, uint32(len(out)-4))
 	_, err := cn.nc.Write(out)
-	if cap(out) > maxScratch {
-		out = nil
+	if cap(out) > maxKeptResponse {
+		out = nil // a big Fetch response is not kept by an idle connection
 	}
 	cn.out = out
 	return err

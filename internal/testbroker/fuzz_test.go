@@ -2,11 +2,13 @@ package testbroker
 
 import (
 	"encoding/binary"
+	"errors"
 	"github.com/samsa-go/samsa/internal/testutil"
 	"io"
 	"log/slog"
 	"net"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -119,7 +121,13 @@ func TestMalformedRequestsCloseConnection(t *testing.T) {
 			require.NoError(t, err)
 			_ = w.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
 			_, err = w.br.ReadByte()
-			assert.ErrorIs(t, err, io.EOF, "connection closed")
+			// The broker reads no further than the size prefix (KIP-72),
+			// so a request it refuses may still have unread bytes in its
+			// socket when it closes: the client then sees a reset
+			// instead of an EOF. Either way the connection is closed.
+			if !errors.Is(err, syscall.ECONNRESET) {
+				assert.ErrorIs(t, err, io.EOF, "connection closed")
+			}
 
 			ok := dialBroker(t, c.Addrs()[0], "good")
 			assert.Zero(t, ok.request(kmsg.NewPtrApiVersionsRequest()).(*kmsg.ApiVersionsResponse).ErrorCode)

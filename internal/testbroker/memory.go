@@ -58,6 +58,10 @@ func newRequestMemory(queuedMaxBytes int64, _ int32) (*requestMemory, error) {
 // when the bound is off; a bigger request's buffer is dropped after use.
 const maxScratch = 8 << 20
 
+// maxKeptResponse is the largest response encoding buffer a connection
+// keeps between requests.
+const maxKeptResponse = 64 << 10
+
 // acquire returns a buffer of n bytes for one request. With the pool off it
 // reuses *scratch. It blocks (muted) only when the pool is out of memory,
 // until memory is released or ctx ends (the connection or cluster closes).
