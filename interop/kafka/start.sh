@@ -1,0 +1,305 @@
+#!/usr/bin/env bash
+# start.sh: starts a real Apache Kafka KRaft cluster on 127.0.0.1 from the
+# Maven Central jars (see README.md in this directory).
+#
+#   start.sh [-brokers 1|3] [-dir DIR] [-sasl-ssl] [-quota] [-acl] [-no-auto-create]
+#
+# Prints the PLAINTEXT bootstrap list as the last line of stdout and writes
+# DIR/env (shell-sourceable KEY=VALUE lines). Progress goes to stderr. On
+# failure it stops what it started, prints the tail of the logs and exits 1.
+set -euo pipefail
+# shellcheck source=lib.sh
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
+
+usage() {
+	echo "usage: $0 [-brokers 1|3] [-dir DIR] [-sasl-ssl] [-quota] [-acl] [-no-auto-create]" >&2
+	exit 2
+}
+
+nodes=1 dir="" sasl_ssl=0 quota=0 acl=0 auto_create=1
+while (($# > 0)); do
+	case $1 in
+	-brokers | --brokers)
+		(($# >= 2)) || usage
+		nodes=$2
+		shift
+		;;
+	-dir | --dir)
+		(($# >= 2)) || usage
+		dir=$2
+		shift
+		;;
+	-sasl-ssl | --sasl-ssl) sasl_ssl=1 ;;
+	-quota | --quota) quota=1 ;;
+	-acl | --acl) acl=1 ;;
+	-no-auto-create | --no-auto-create) auto_create=0 ;;
+	-h | -help | --help) usage ;;
+	*)
+		echo "kafka: unknown option $1" >&2
+		usage
+		;;
+	esac
+	shift
+done
+[[ $nodes == 1 || $nodes == 3 ]] || die "-brokers must be 1 or 3, not $nodes"
+if ((sasl_ssl)); then
+	command -v openssl >/dev/null 2>&1 || die "-sasl-ssl needs openssl"
+fi
+
+java_bin >/dev/null
+t0=$SECONDS
+ensure_jars
+
+if [[ -z $dir ]]; then
+	dir=$(mktemp -d "${TMPDIR:-/tmp}/samsa-kafka.XXXXXX")
+else
+	mkdir -p "$dir"
+	dir=$(cd "$dir" && pwd)
+	if compgen -G "$dir/node-*/pid" >/dev/null; then
+		for n in $(all_nodes "$dir"); do
+			node_pid "$dir" "$n" >/dev/null && die "a cluster is already running in $dir (stop.sh -dir $dir)"
+		done
+	fi
+	[[ -z $(ls -A "$dir") ]] || die "$dir is not empty; give an empty or new directory"
+fi
+chmod 700 "$dir"
+mkdir -p "$dir/logs"
+
+started=0
+cleanup() {
+	local rc=$?
+	if ((started == 0)); then
+		say "start failed; stopping what was started in $dir"
+		stop_nodes "$dir" KILL $(all_nodes "$dir") || true
+		log_tails "$dir" 40
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Free ports: never one in use by any socket (any state) on this machine.
+declare -A used=()
+for f in /proc/net/tcp /proc/net/tcp6; do
+	[[ -r $f ]] || continue
+	while read -r _ local _; do
+		[[ $local == *:* ]] || continue
+		used[$((16#${local##*:}))]=1
+	done <"$f"
+done
+free_port() {
+	local p i
+	for ((i = 0; i < 1000; i++)); do
+		p=$((20000 + RANDOM % 30000))
+		if [[ -z ${used[$p]:-} ]]; then
+			used[$p]=1
+			echo "$p"
+			return 0
+		fi
+	done
+	die "no free port found"
+}
+secret() { head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 20; }
+
+declare -a pport iport cport sport
+voters=""
+for ((n = 0; n < nodes; n++)); do
+	pport[n]=$(free_port)
+	iport[n]=$(free_port)
+	cport[n]=$(free_port)
+	sport[n]=$(free_port)
+	voters+="${voters:+,}$n@127.0.0.1:${cport[n]}"
+done
+rf=$((nodes < 3 ? nodes : 3))
+min_isr=$((nodes < 2 ? nodes : 2))
+
+# Logging: the nodes log INFO to stdout, which start_node appends to
+# DIR/logs/node-N.log; the short-lived tools log WARN to stderr.
+cat >"$dir/log4j2.properties" <<'EOF'
+status = warn
+appender.out.type = Console
+appender.out.name = out
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.out.ref = out
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+logger.zstd.name = com.github.luben
+logger.zstd.level = WARN
+EOF
+cat >"$dir/log4j2-tools.properties" <<'EOF'
+status = error
+appender.err.type = Console
+appender.err.name = err
+appender.err.target = SYSTEM_ERR
+appender.err.layout.type = PatternLayout
+appender.err.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.err.ref = err
+logger.netclient.name = org.apache.kafka.clients.NetworkClient
+logger.netclient.level = ERROR
+EOF
+
+admin_user=samsa-admin admin_pass=$(secret)
+scram_user=samsa-scram scram_pass=$(secret)
+plain_user=samsa-plain plain_pass=$(secret)
+acl_user=samsa-acl acl_pass=$(secret)
+
+if ((sasl_ssl)); then
+	# A CA and one broker certificate (SAN 127.0.0.1 and localhost) for
+	# every node; the broker reads its key and chain as one PEM file.
+	tls="$dir/tls"
+	mkdir -p "$tls"
+	{
+		openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=samsa test CA" \
+			-keyout "$tls/ca.key" -out "$dir/ca.pem"
+		openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" \
+			-keyout "$tls/broker.key" -out "$tls/broker.csr"
+		printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >"$tls/ext.cnf"
+		openssl x509 -req -in "$tls/broker.csr" -CA "$dir/ca.pem" -CAkey "$tls/ca.key" \
+			-CAcreateserial -days 30 -extfile "$tls/ext.cnf" -out "$tls/broker.crt"
+	} >"$dir/logs/openssl.log" 2>&1 || die "openssl failed (see $dir/logs/openssl.log)"
+	cat "$tls/broker.key" "$tls/broker.crt" "$dir/ca.pem" >"$tls/broker.pem"
+fi
+
+for ((n = 0; n < nodes; n++)); do
+	nd="$dir/node-$n"
+	mkdir -p "$nd/data"
+	listeners="PLAINTEXT://127.0.0.1:${pport[n]},INTERNAL://127.0.0.1:${iport[n]}"
+	advertised=$listeners
+	listeners+=",CONTROLLER://127.0.0.1:${cport[n]}"
+	if ((sasl_ssl)); then
+		listeners+=",SASL_SSL://127.0.0.1:${sport[n]}"
+		advertised+=",SASL_SSL://127.0.0.1:${sport[n]}"
+	fi
+	internal_proto=PLAINTEXT
+	((acl)) && internal_proto=SASL_PLAINTEXT
+	{
+		cat <<EOF
+# Written by samsa's interop/kafka/start.sh: node $n of $nodes.
+process.roles=broker,controller
+node.id=$n
+controller.quorum.voters=$voters
+controller.listener.names=CONTROLLER
+listeners=$listeners
+advertised.listeners=$advertised
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:$internal_proto,CONTROLLER:$internal_proto,SASL_SSL:SASL_SSL
+inter.broker.listener.name=INTERNAL
+log.dirs=$nd/data
+offsets.topic.replication.factor=$rf
+transaction.state.log.replication.factor=$rf
+transaction.state.log.min.isr=$min_isr
+share.coordinator.state.topic.replication.factor=$rf
+share.coordinator.state.topic.min.isr=$min_isr
+group.initial.rebalance.delay.ms=0
+EOF
+		((auto_create)) || echo "auto.create.topics.enable=false"
+		if ((acl)); then
+			# The brokers and controllers talk to each other as
+			# User:$admin_user over SASL PLAIN, a super user; clients on
+			# PLAINTEXT are User:ANONYMOUS, which the ACLs may deny.
+			jaas="org.apache.kafka.common.security.plain.PlainLoginModule required username=\"$admin_user\" password=\"$admin_pass\" user_$admin_user=\"$admin_pass\";"
+			cat <<EOF
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+allow.everyone.if.no.acl.found=true
+super.users=User:$admin_user
+sasl.mechanism.inter.broker.protocol=PLAIN
+sasl.mechanism.controller.protocol=PLAIN
+listener.name.internal.sasl.enabled.mechanisms=PLAIN
+listener.name.controller.sasl.enabled.mechanisms=PLAIN
+listener.name.internal.plain.sasl.jaas.config=$jaas
+listener.name.controller.plain.sasl.jaas.config=$jaas
+EOF
+		fi
+		if ((sasl_ssl)); then
+			cat <<EOF
+listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512,PLAIN
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$plain_user="$plain_pass" user_$acl_user="$acl_pass";
+listener.name.sasl_ssl.ssl.keystore.type=PEM
+listener.name.sasl_ssl.ssl.keystore.location=$dir/tls/broker.pem
+EOF
+		fi
+	} >"$nd/server.properties"
+done
+
+# Format every node's storage (in parallel: one JVM each). SCRAM users are
+# written into the bootstrap metadata, so they exist from the first second.
+cluster_id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
+declare -a fmt_args=()
+if ((sasl_ssl)); then
+	for u in "$scram_user=$scram_pass" "$acl_user=$acl_pass"; do
+		for m in SCRAM-SHA-256 SCRAM-SHA-512; do
+			fmt_args+=(--add-scram "$m=[name=${u%%=*},password=${u#*=}]")
+		done
+	done
+fi
+java=$(java_bin)
+declare -a fmt_pids=()
+for ((n = 0; n < nodes; n++)); do
+	# shellcheck disable=SC2086 # TOOL_JVM_OPTS is a list of flags
+	"$java" $TOOL_JVM_OPTS -Dlog4j2.configurationFile="$dir/log4j2-tools.properties" \
+		-cp "$KAFKA_LIB/*" kafka.tools.StorageTool format -t "$cluster_id" \
+		-c "$dir/node-$n/server.properties" "${fmt_args[@]}" >"$dir/logs/format-$n.log" 2>&1 &
+	fmt_pids[n]=$!
+done
+for ((n = 0; n < nodes; n++)); do
+	wait "${fmt_pids[n]}" || die "formatting node $n's storage failed (see $dir/logs/format-$n.log)"
+done
+t_format=$SECONDS
+
+all=""
+for ((n = 0; n < nodes; n++)); do
+	start_node "$dir" "$n"
+	all+=" $n"
+done
+
+brokers="" sasl_brokers=""
+for ((n = 0; n < nodes; n++)); do
+	brokers+="${brokers:+,}127.0.0.1:${pport[n]}"
+	sasl_brokers+="${sasl_brokers:+,}127.0.0.1:${sport[n]}"
+done
+quota_client=samsa-quota quota_rate=2
+denied_topic=samsa-denied
+declare -a setup_args=(--bootstrap "$brokers" --nodes "$nodes" --timeout-sec "${SAMSA_KAFKA_START_TIMEOUT:-120}")
+((quota)) && setup_args+=(--quota-client "$quota_client" --quota-rate "$quota_rate")
+if ((acl)); then
+	deny="User:ANONYMOUS"
+	((sasl_ssl)) && deny+=",User:$acl_user"
+	setup_args+=(--denied-topic "$denied_topic" --deny-principals "$deny" --rf "$rf")
+fi
+setup_tool "$dir" "$all" "${setup_args[@]}" || exit 1
+for n in $all; do
+	wait_started "$dir" "$n" || exit 1
+done
+
+{
+	echo "SAMSA_KAFKA_DIR=$dir"
+	echo "SAMSA_KAFKA_BROKERS=$brokers"
+	echo "SAMSA_KAFKA_NODES=$nodes"
+	echo "SAMSA_KAFKA_VERSION=$KAFKA_VERSION"
+	if ((sasl_ssl)); then
+		echo "SAMSA_KAFKA_SASL_SSL_BROKERS=$sasl_brokers"
+		echo "SAMSA_KAFKA_CA=$dir/ca.pem"
+		echo "SAMSA_KAFKA_SCRAM_USER=$scram_user"
+		echo "SAMSA_KAFKA_SCRAM_PASSWORD=$scram_pass"
+		echo "SAMSA_KAFKA_PLAIN_USER=$plain_user"
+		echo "SAMSA_KAFKA_PLAIN_PASSWORD=$plain_pass"
+	fi
+	if ((quota)); then
+		echo "SAMSA_KAFKA_QUOTA_CLIENT_ID=$quota_client"
+		echo "SAMSA_KAFKA_QUOTA_RATE=$quota_rate"
+	fi
+	if ((acl)); then
+		echo "SAMSA_KAFKA_DENIED_TOPIC=$denied_topic"
+		if ((sasl_ssl)); then
+			echo "SAMSA_KAFKA_ACL_USER=$acl_user"
+			echo "SAMSA_KAFKA_ACL_PASSWORD=$acl_pass"
+		fi
+	fi
+} >"$dir/env"
+started=1
+say "$nodes-node cluster up in $((SECONDS - t0))s (storage formatted after $((t_format - t0))s); env in $dir/env, logs in $dir/logs"
+echo "$brokers"
