@@ -1,13 +1,17 @@
 // Command peerbench runs the same workloads through samsa, franz-go (kgo),
-// IBM/sarama, segmentio/kafka-go and confluent-kafka-go, each client in a
-// process of its own, against one testbroker process in sink mode, and
-// prints a Markdown table of the median records/s, CPU ns per record, peak
-// RSS and the ratios to samsa. Run it from bench/:
+// IBM/sarama, segmentio/kafka-go, confluent-kafka-go and Apache Kafka's
+// Java producer, each client in a process of its own, against one broker
+// per workload (testbroker in sink mode by default, kfake in blackhole
+// mode, or a real Kafka broker), and prints a Markdown table of the median
+// records/s, CPU ns per record, peak RSS and the ratios to samsa. Run it
+// from bench/:
 //
 //	go run ./cmd/peerbench               # full run: 4 workloads × 1M records × 3 runs
 //	go run ./cmd/peerbench -quick        # 100 000 records, 1 run
 //	go run ./cmd/peerbench -clients samsa,kgo -workloads 100B-lz4 -records 200000
-//	go run ./cmd/peerbench -cpuprofile /tmp/prof   # CPU profiles of samsa's runs
+//	go run ./cmd/peerbench -cpuprofile /tmp/prof   # CPU profiles of samsa's runs, codec share
+//	go run ./cmd/peerbench -broker kfake -clients samsa,kgo
+//	go run ./cmd/peerbench -broker kafka -clients samsa,kgo,java -workloads 100B,100B-lz4,1KiB-zstd-keyed
 //
 // Progress goes to stderr, the table to stdout (or the JSON report with
 // -json). The exit status is 1 when a run fails or a target is not met
@@ -62,6 +66,10 @@ func run() error {
 	cpuprofile := flag.String("cpuprofile", "", "write CPU and heap profiles of the -profile clients' runs to this directory")
 	profile := flag.String("profile", harness.Ours, "comma-separated clients to profile with -cpuprofile")
 	strict := flag.Bool("strict", false, "exit with status 1 when a run fails or a target against kgo is not met")
+	broker := flag.String("broker", harness.BrokerTestbroker, "broker to run against: "+strings.Join(harness.Brokers, "|")+
+		" (testbroker: sink, kfake: blackhole, kafka: interop/kafka/start.sh, 1 node)")
+	brokerStore := flag.Bool("broker-store", false, "testbroker and kfake store the batches instead of acknowledging without storing")
+	kafkaBootstrap := flag.String("kafka-bootstrap", "", "with -broker kafka: use this running cluster instead of starting one (topics are created, the cluster is left running)")
 	flag.Parse()
 
 	set := map[string]bool{}
@@ -87,6 +95,10 @@ func run() error {
 		ProfileDir: *cpuprofile,
 		Profile:    list(*profile),
 		Log:        os.Stderr,
+
+		Broker:         *broker,
+		BrokerStore:    *brokerStore,
+		KafkaBootstrap: *kafkaBootstrap,
 	})
 	if rep == nil {
 		return err

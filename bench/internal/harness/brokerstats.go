@@ -11,11 +11,23 @@ import (
 	"time"
 )
 
-// statsPrefix starts the line the testbroker command prints to stderr on
+// statsPrefixes start the lines the broker commands print to stderr on
 // SIGUSR1:
 //
 //	testbroker stats: requests=N produce=N batches=N records=N bytes=N
-const statsPrefix = "testbroker stats:"
+//	kfakebroker stats: produce=N batches=N records=N bytes=N
+var statsPrefixes = []string{"testbroker stats:", "kfakebroker stats:"}
+
+// cutStatsPrefix returns line without its stats prefix, and whether it has
+// one.
+func cutStatsPrefix(line []byte) ([]byte, bool) {
+	for _, p := range statsPrefixes {
+		if rest, ok := bytes.CutPrefix(line, []byte(p)); ok {
+			return rest, true
+		}
+	}
+	return nil, false
+}
 
 // statsTimeout bounds the wait for the broker's answer to SIGUSR1.
 const statsTimeout = 2 * time.Second
@@ -29,11 +41,12 @@ type brokerStats struct {
 	Batches, Records, Bytes int64
 }
 
-// parseStatsLine parses a statsPrefix line. Fields are key=value; unknown
+// parseStatsLine parses a line of statsPrefixes. Fields are key=value; unknown
 // keys are ignored (the broker may add some), and batches, records and
 // bytes are required.
 func parseStatsLine(line string) (brokerStats, error) {
-	rest, ok := strings.CutPrefix(strings.TrimSpace(line), statsPrefix)
+	restb, ok := cutStatsPrefix([]byte(strings.TrimSpace(line)))
+	rest := string(restb)
 	if !ok {
 		return brokerStats{}, fmt.Errorf("not a stats line: %q", line)
 	}
@@ -108,7 +121,7 @@ func (e *brokerStderr) Write(p []byte) (int, error) {
 			break
 		}
 		line := e.partial[:i+1]
-		if bytes.HasPrefix(line, []byte(statsPrefix)) {
+		if _, ok := cutStatsPrefix(line); ok {
 			select {
 			case e.stats <- string(line):
 			default: // nobody asked for it: drop it rather than block the broker
@@ -134,7 +147,7 @@ func (e *brokerStderr) String() string {
 
 // stats asks the broker for its counters (SIGUSR1) and waits up to
 // statsTimeout for its line.
-func (b *broker) stats() (brokerStats, error) {
+func (b *procBroker) stats() (brokerStats, error) {
 	// A line that came too late for an earlier call must not answer this one.
 	for len(b.stderr.stats) > 0 {
 		<-b.stderr.stats

@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -28,7 +27,13 @@ const Baseline = "kgo"
 
 // Clients lists every client binary (a directory under bench/clients), ours
 // first: the order of the tables.
-var Clients = []string{"samsa", "kgo", "sarama", "kafkago", "confluent"}
+var Clients = []string{"samsa", "kgo", "sarama", "kafkago", "confluent", Java}
+
+// Java is the client that is not a Go binary: Apache Kafka's Java producer
+// (clients/java), compiled with javac and run with java. Run skips it, with
+// one line in the log and in the report, when java, javac or mvn is
+// missing.
+const Java = "java"
 
 // Options configures Run. The zero value runs the full benchmark.
 type Options struct {
@@ -55,8 +60,20 @@ type Options struct {
 	ProfileDir string
 	// Profile names the clients to profile. Default Ours.
 	Profile []string
+	// Broker is the broker every workload runs against: BrokerTestbroker
+	// (the default), BrokerKfake or BrokerKafka. One broker per workload,
+	// its topic created up front with the workload's partition count.
+	Broker string
+	// BrokerStore makes testbroker and kfake store the batches instead of
+	// acknowledging them without storing; real Kafka always stores.
+	BrokerStore bool
+	// KafkaBootstrap, with BrokerKafka, is a running cluster to use instead
+	// of starting one with interop/kafka/start.sh; it is left running.
+	KafkaBootstrap string
 	// Log receives progress lines. Default io.Discard.
 	Log io.Writer
+
+	modDir string // the bench module's directory
 }
 
 func (o *Options) defaults() error {
@@ -107,6 +124,15 @@ func (o *Options) defaults() error {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
+	if o.Broker == "" {
+		o.Broker = BrokerTestbroker
+	}
+	if !slices.Contains(Brokers, o.Broker) {
+		return fmt.Errorf("unknown broker %q (want one of %s)", o.Broker, strings.Join(Brokers, ", "))
+	}
+	if o.KafkaBootstrap != "" && o.Broker != BrokerKafka {
+		return fmt.Errorf("a Kafka bootstrap address needs broker %s, not %s", BrokerKafka, o.Broker)
+	}
 	return nil
 }
 
@@ -124,6 +150,16 @@ type Report struct {
 	LoadEnd   string `json:"load_end,omitempty"`
 	// GoVersion is the toolchain the binaries were built with.
 	GoVersion string `json:"go_version"`
+	// JavaVersion is `java -version`'s first line, when the Java client ran.
+	JavaVersion string `json:"java_version,omitempty"`
+	// Broker says which broker served the runs, in words.
+	Broker string `json:"broker"`
+	// BrokerName is Options.Broker.
+	BrokerName string `json:"broker_name"`
+	// Skipped maps a client that was left out to why (no Java tools).
+	Skipped map[string]string `json:"skipped,omitempty"`
+	// RSSIntervalNanos is the sampling interval of every run's RSS series.
+	RSSIntervalNanos time.Duration `json:"rss_interval_ns"`
 	// BuildErrors maps a client that could not be built to the error.
 	BuildErrors map[string]string `json:"build_errors,omitempty"`
 	// Notes maps each client to the choices it reported (idempotence,
@@ -148,7 +184,19 @@ type Summary struct {
 	OK             int     `json:"ok_runs"`
 	RecordsPerSec  float64 `json:"records_per_sec"`
 	CPUNsPerRecord float64 `json:"cpu_ns_per_record"`
-	PeakRSSBytes   int64   `json:"peak_rss_bytes"`
+	// ProcessCPUNsPerRecord is the median of the runs' whole-process CPU
+	// per record.
+	ProcessCPUNsPerRecord float64 `json:"process_cpu_ns_per_record"`
+	PeakRSSBytes          int64   `json:"peak_rss_bytes"`
+	// CodecShare is the median, over the successful profiled runs, of the
+	// fraction of CPU profile samples in compression code; CodecNsPerRecord
+	// and RestNsPerRecord split CPUNsPerRecord by it. All zero without
+	// profiles. RestRatio is ours/this client's RestNsPerRecord.
+	CodecShare       float64 `json:"codec_share,omitempty"`
+	CodecNsPerRecord float64 `json:"codec_ns_per_record,omitempty"`
+	RestNsPerRecord  float64 `json:"rest_ns_per_record,omitempty"`
+	RestRatio        float64 `json:"rest_ratio,omitempty"`
+	ProfiledRuns     int     `json:"profiled_runs,omitempty"`
 	// RecordsPerBatch and WireBytesPerRecord are the medians of the runs'
 	// [RunResult.RecordsPerBatch] and [RunResult.WireBytesPerRecord], over
 	// the successful runs with the broker's counts; zero when none has
@@ -165,13 +213,30 @@ type Summary struct {
 
 // RunResult is one run of one client process.
 type RunResult struct {
-	Run            int     `json:"run"`
-	RecordsPerSec  float64 `json:"records_per_sec"`
+	Run           int     `json:"run"`
+	RecordsPerSec float64 `json:"records_per_sec"`
+	// CPUNsPerRecord is ProduceCPU per record, or CPU per record when the
+	// client did not report ProduceCPU.
 	CPUNsPerRecord float64 `json:"cpu_ns_per_record"`
-	PeakRSSBytes   int64   `json:"peak_rss_bytes"`
+	// ProcessCPUNsPerRecord is CPU per record.
+	ProcessCPUNsPerRecord float64 `json:"process_cpu_ns_per_record"`
+	PeakRSSBytes          int64   `json:"peak_rss_bytes"`
 	// CPU is user+system time of the whole process (start-up, connection
-	// setup and the warm-up record included).
+	// setup, the warm-up record and Close included), from getrusage.
 	CPU time.Duration `json:"cpu_ns"`
+	// ProduceCPU is the user+system time the process spent in the timed
+	// phase, first send to last ack, as the client measured it (every
+	// thread: getrusage for the Go clients, the JVM's process CPU time for
+	// Java).
+	ProduceCPU time.Duration `json:"produce_cpu_ns,omitempty"`
+	// RSSKiB is the process's VmRSS every Report.RSSIntervalNanos from its
+	// start, in KiB.
+	RSSKiB []int64 `json:"rss_kib,omitempty"`
+	// ProfileCPU and CodecCPU are the CPU time in the run's CPU profile
+	// samples, all of them and those in compression code; zero when the
+	// run was not profiled.
+	ProfileCPU time.Duration `json:"profile_cpu_ns,omitempty"`
+	CodecCPU   time.Duration `json:"codec_cpu_ns,omitempty"`
 	// Wall is the client's own timing, first send to last ack.
 	Wall  time.Duration `json:"wall_ns"`
 	Setup time.Duration `json:"setup_ns"`
@@ -209,11 +274,11 @@ func (r RunResult) WireBytesPerRecord() float64 {
 	return float64(r.WireBytes) / float64(r.BrokerRecords)
 }
 
-// Run builds the binaries, then runs every workload against a testbroker
-// process of its own in sink mode: every client once per round, rounds
-// repeated Runs times, the client order rotating between rounds. It fails
-// only when nothing can run (bad options, the broker does not build); a
-// client that fails to build or run is reported in the Report.
+// Run builds the binaries, then runs every workload against a broker of
+// its own (Options.Broker): every client once per round, rounds repeated
+// Runs times, the client order rotating between rounds. It fails only when
+// nothing can run (bad options, the broker does not build); a client that
+// fails to build or run is reported in the Report.
 func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
@@ -221,6 +286,19 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep := &Report{
 		Started: time.Now(), Records: o.Records, Runs: o.Runs,
 		CPUs: numCPU(), Notes: map[string]string{}, BuildErrors: map[string]string{},
+		Skipped: map[string]string{}, Broker: describeBroker(o), BrokerName: o.Broker,
+		RSSIntervalNanos: RSSInterval,
+	}
+	var err error
+	if o.modDir, err = moduleDir(ctx); err != nil {
+		return nil, err
+	}
+	if slices.Contains(o.Clients, Java) {
+		if why := missingJavaTools(); why != "" {
+			fmt.Fprintf(o.Log, "skipping the Java client: %s\n", why)
+			rep.Skipped[Java] = why
+			o.Clients = slices.DeleteFunc(o.Clients, func(c string) bool { return c == Java })
+		}
 	}
 	if o.BinDir == "" {
 		dir, err := os.MkdirTemp("", "peerbench-")
@@ -235,9 +313,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return nil, err
 		}
 	}
-	var err error
 	if rep.GoVersion, err = build(ctx, o, rep.BuildErrors); err != nil {
 		return nil, err
+	}
+	if slices.Contains(o.Clients, Java) {
+		rep.JavaVersion = javaVersion(ctx)
 	}
 	rep.LoadStart = loadAvg()
 	for _, name := range o.Workloads {
@@ -252,17 +332,68 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return rep, nil
 }
 
+// missingJavaTools says which of java, javac and mvn is not on PATH, or ""
+// when all are.
+func missingJavaTools() string {
+	var missing []string
+	for _, tool := range []string{"java", "javac", "mvn"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			missing = append(missing, tool)
+		}
+	}
+	if len(missing) == 0 {
+		return ""
+	}
+	return "no " + strings.Join(missing, ", ") + " on PATH"
+}
+
+// javaVersion returns the first line of `java -version`.
+func javaVersion(ctx context.Context) string {
+	out, err := exec.CommandContext(ctx, "java", "-version").CombinedOutput()
+	if err != nil {
+		return ""
+	}
+	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	return line
+}
+
+// javaDir is the Java client's directory in the bench module, and
+// javaClasses the javac output under BinDir.
+const (
+	javaDir     = "clients/java"
+	javaClasses = "java-classes"
+	javaMain    = "BenchProducer"
+)
+
+// buildJava fetches kafka-clients into clients/java/target/lib with Maven
+// (the repository cache is ~/.m2) and compiles the client with javac into
+// BinDir.
+func buildJava(ctx context.Context, o Options) error {
+	dir := filepath.Join(o.modDir, javaDir)
+	run := func(name string, args ...string) error {
+		cmd := exec.CommandContext(ctx, name, args...)
+		cmd.Dir = dir
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(out.String()))
+		}
+		return nil
+	}
+	if err := run("mvn", "-q", "-B", "dependency:copy-dependencies"); err != nil {
+		return err
+	}
+	return run("javac", "-d", filepath.Join(o.BinDir, javaClasses), "-cp", filepath.Join("target", "lib", "*"),
+		filepath.Join("src", javaMain+".java"))
+}
+
 // build compiles the broker and every client into o.BinDir. A client that
 // does not build is recorded in buildErrs; a broker that does not build
 // fails the whole run.
 func build(ctx context.Context, o Options, buildErrs map[string]string) (goVersion string, err error) {
-	modDir, err := moduleDir(ctx)
-	if err != nil {
-		return "", err
-	}
 	gobuild := func(out, pkg string) error {
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(o.BinDir, out), pkg)
-		cmd.Dir = modDir
+		cmd.Dir = o.modDir
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		if err := cmd.Run(); err != nil {
@@ -270,12 +401,23 @@ func build(ctx context.Context, o Options, buildErrs map[string]string) (goVersi
 		}
 		return nil
 	}
-	fmt.Fprintf(o.Log, "building the broker and %s into %s\n", strings.Join(o.Clients, ", "), o.BinDir)
-	if err := gobuild("testbroker", "github.com/samsa-go/samsa/internal/testbroker/cmd/testbroker"); err != nil {
+	fmt.Fprintf(o.Log, "building the broker (%s) and %s into %s\n", o.Broker, strings.Join(o.Clients, ", "), o.BinDir)
+	switch o.Broker {
+	case BrokerTestbroker:
+		err = gobuild("testbroker", "github.com/samsa-go/samsa/internal/testbroker/cmd/testbroker")
+	case BrokerKfake:
+		err = gobuild("kfakebroker", "./cmd/kfakebroker")
+	}
+	if err != nil {
 		return "", err
 	}
 	for _, c := range o.Clients {
-		if err := gobuild(c, "./clients/"+c); err != nil {
+		if c == Java {
+			err = buildJava(ctx, o)
+		} else {
+			err = gobuild(c, "./clients/"+c)
+		}
+		if err != nil {
 			buildErrs[c] = err.Error()
 			fmt.Fprintf(o.Log, "client %s does not build: %v\n", c, err)
 		}
@@ -307,14 +449,26 @@ func moduleDir(ctx context.Context) (string, error) {
 func runWorkload(ctx context.Context, o Options, spec workload.Spec, rep *Report) WorkloadReport {
 	wr := WorkloadReport{Spec: spec}
 	runs := map[string][]RunResult{}
-	fmt.Fprintf(o.Log, "workload %s: %d records, starting a broker with %d partitions\n", spec.Name, spec.Records, spec.Partitions)
-	b, err := startBroker(ctx, filepath.Join(o.BinDir, "testbroker"), spec)
+	fmt.Fprintf(o.Log, "workload %s: %d records, starting a %s broker with %d partitions\n", spec.Name, spec.Records, o.Broker, spec.Partitions)
+	payload := ""
+	if slices.Contains(runnable(o.Clients, rep.BuildErrors), Java) {
+		payload = filepath.Join(o.BinDir, "payload-"+spec.Name)
+		if err := workload.NewPayload(spec).WriteFile(payload, spec); err != nil {
+			wr.Error = fmt.Sprintf("writing the Java client's payload file: %v", err)
+			return wr
+		}
+	}
+	b, err := startBroker(ctx, o, spec)
 	if err != nil {
 		wr.Error = err.Error()
 		fmt.Fprintf(o.Log, "workload %s: %v\n", spec.Name, err)
 	} else {
 		counts := runStats{snap: b.stats}
-		if err := counts.start(); err != nil {
+		countsOK := true
+		if err := counts.start(); errors.Is(err, errNoCounters) {
+			countsOK = false
+			fmt.Fprintf(o.Log, "workload %s: the broker has no counters (records/batch and wire bytes left out)\n", spec.Name)
+		} else if err != nil {
 			fmt.Fprintf(o.Log, "workload %s: no broker counters (records/batch and wire bytes left out): %v\n", spec.Name, err)
 		}
 		for r := range o.Runs {
@@ -323,22 +477,28 @@ func runWorkload(ctx context.Context, o Options, spec workload.Spec, rep *Report
 			k := r % max(1, len(order))
 			order = append(order[k:], order[:k]...)
 			for _, c := range order {
-				res, notes := runClient(ctx, o, spec, b.addr, c, r)
+				res, notes := runClient(ctx, o, spec, b.bootstrap(), c, r, payload)
 				if notes != "" {
 					rep.Notes[c] = notes
 				}
 				// The client has exited: every batch it got acknowledged is
 				// counted. A failure here costs the columns, never the run.
-				if d, ok, err := counts.next(); err != nil {
+				if !countsOK {
+					// nothing to count
+				} else if d, ok, err := counts.next(); err != nil {
 					fmt.Fprintf(o.Log, "  %-9s run %d: no broker counters: %v\n", c, r+1, err)
 				} else if ok {
 					res.Batches, res.BrokerRecords, res.WireBytes = d.Batches, d.Records, d.Bytes
 				}
 				runs[c] = append(runs[c], res)
 				if res.OK() {
-					fmt.Fprintf(o.Log, "  %-9s run %d: %10.0f records/s %8.0f CPU ns/record %6.1f MiB RSS %8.1f records/batch %6.1f wire B/record\n",
-						c, r+1, res.RecordsPerSec, res.CPUNsPerRecord, float64(res.PeakRSSBytes)/(1<<20),
-						res.RecordsPerBatch(), res.WireBytesPerRecord())
+					codec := ""
+					if res.ProfileCPU > 0 {
+						codec = fmt.Sprintf(" %4.1f%% codec", 100*float64(res.CodecCPU)/float64(res.ProfileCPU))
+					}
+					fmt.Fprintf(o.Log, "  %-9s run %d: %10.0f records/s %8.0f CPU ns/record (process %8.0f) %6.1f MiB RSS %8.1f records/batch %6.1f wire B/record%s\n",
+						c, r+1, res.RecordsPerSec, res.CPUNsPerRecord, res.ProcessCPUNsPerRecord, float64(res.PeakRSSBytes)/(1<<20),
+						res.RecordsPerBatch(), res.WireBytesPerRecord(), codec)
 				} else {
 					fmt.Fprintf(o.Log, "  %-9s run %d: FAILED: %s\n", c, r+1, res.Error)
 				}
@@ -373,23 +533,41 @@ func runnable(clients []string, buildErrs map[string]string) []string {
 	return out
 }
 
+// clientCommand returns the command that runs client with args.
+func clientCommand(ctx context.Context, o Options, client string, args []string, payload string) *exec.Cmd {
+	if client != Java {
+		return exec.CommandContext(ctx, filepath.Join(o.BinDir, client), args...)
+	}
+	cp := filepath.Join(o.BinDir, javaClasses) + string(os.PathListSeparator) +
+		filepath.Join(o.modDir, javaDir, "target", "lib", "*")
+	jargs := append([]string{"-cp", cp, "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", javaMain}, args...)
+	return exec.CommandContext(ctx, "java", append(jargs, "-payload", payload)...)
+}
+
 // runClient runs one client process and measures it.
-func runClient(ctx context.Context, o Options, spec workload.Spec, addr, client string, run int) (RunResult, string) {
+func runClient(ctx context.Context, o Options, spec workload.Spec, addr, client string, run int, payload string) (RunResult, string) {
 	res := RunResult{Run: run + 1}
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	args := []string{"-brokers", addr, "-workload", spec.Name, "-records", strconv.Itoa(spec.Records),
 		"-timeout", o.Timeout.String()}
-	if o.ProfileDir != "" && slices.Contains(o.Profile, client) {
+	profile := ""
+	if o.ProfileDir != "" && slices.Contains(o.Profile, client) && client != Java {
 		name := filepath.Join(o.ProfileDir, fmt.Sprintf("%s-%s-run%d", spec.Name, client, run+1))
-		args = append(args, "-cpuprofile", name+".pprof", "-memprofile", name+".heap")
+		profile = name + ".pprof"
+		args = append(args, "-cpuprofile", profile, "-memprofile", name+".heap")
 	}
-	cmd := exec.CommandContext(ctx, filepath.Join(o.BinDir, client), args...)
+	cmd := clientCommand(ctx, o, client, args, payload)
 	cmd.WaitDelay = 5 * time.Second
 	var stdout bytes.Buffer
 	stderr := &tailBuffer{max: 4096}
 	cmd.Stdout, cmd.Stderr = &stdout, stderr
-	err := cmd.Run()
+	err := cmd.Start()
+	if err == nil {
+		rss := sampleRSS(cmd.Process.Pid)
+		err = cmd.Wait()
+		res.RSSKiB = rss.stop()
+	}
 	if st := cmd.ProcessState; st != nil {
 		if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
 			res.CPU = time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime))
@@ -411,6 +589,14 @@ func runClient(ctx context.Context, o Options, spec workload.Spec, addr, client 
 	res.Acked = out.Acked
 	res.Wall = time.Duration(out.WallNanos)
 	res.Setup = time.Duration(out.SetupNanos)
+	res.ProduceCPU = time.Duration(out.ProduceCPUNanos)
+	if profile != "" {
+		if split, err := readCodecSplit(profile); err != nil {
+			fmt.Fprintf(o.Log, "  %-9s run %d: reading the CPU profile: %v\n", client, run+1, err)
+		} else {
+			res.ProfileCPU, res.CodecCPU = time.Duration(split.Total), time.Duration(split.Codec)
+		}
+	}
 	switch {
 	case out.Errors > 0 || out.FirstError != "":
 		res.Error = fmt.Sprintf("%d of %d records failed: %s", out.Errors, out.Records, out.FirstError)
@@ -420,7 +606,11 @@ func runClient(ctx context.Context, o Options, spec workload.Spec, addr, client 
 		res.Error = "no wall time reported"
 	default:
 		res.RecordsPerSec = float64(spec.Records) / res.Wall.Seconds()
-		res.CPUNsPerRecord = float64(res.CPU.Nanoseconds()) / float64(spec.Records)
+		res.ProcessCPUNsPerRecord = float64(res.CPU.Nanoseconds()) / float64(spec.Records)
+		res.CPUNsPerRecord = res.ProcessCPUNsPerRecord
+		if res.ProduceCPU > 0 {
+			res.CPUNsPerRecord = float64(res.ProduceCPU.Nanoseconds()) / float64(spec.Records)
+		}
 	}
 	return res, out.Notes
 }
@@ -462,69 +652,3 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 }
 
 func (t *tailBuffer) String() string { return string(t.b) }
-
-// broker is a testbroker process.
-type broker struct {
-	cmd    *exec.Cmd
-	addr   string
-	stderr *brokerStderr
-}
-
-// startBroker starts a one-broker sink cluster with spec's topic and
-// returns once it listens.
-func startBroker(ctx context.Context, bin string, spec workload.Spec) (*broker, error) {
-	cmd := exec.Command(bin, "-brokers", "1", "-sink", "-no-auto-create",
-		"-partitions", strconv.Itoa(spec.Partitions), "-topic", spec.Topic())
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	b := &broker{cmd: cmd, stderr: newBrokerStderr()}
-	cmd.Stderr = b.stderr
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting the broker: %w", err)
-	}
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		if sc.Scan() {
-			addr <- sc.Text()
-		}
-		close(addr)
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
-	select {
-	case a, ok := <-addr:
-		if ok {
-			b.addr = a
-			return b, nil
-		}
-		_ = cmd.Wait()
-		return nil, fmt.Errorf("the broker exited before listening: %s", strings.TrimSpace(b.stderr.String()))
-	case <-time.After(30 * time.Second):
-		err = errors.New("the broker did not print its address within 30s")
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
-	_ = cmd.Process.Kill()
-	_ = cmd.Wait()
-	return nil, err
-}
-
-// stop interrupts the broker and waits for it, killing it after 10s.
-func (b *broker) stop() error {
-	_ = b.cmd.Process.Signal(os.Interrupt)
-	done := make(chan error, 1)
-	go func() { done <- b.cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			return fmt.Errorf("broker: %w: %s", err, strings.TrimSpace(b.stderr.String()))
-		}
-		return nil
-	case <-time.After(10 * time.Second):
-		_ = b.cmd.Process.Kill()
-		<-done
-		return errors.New("broker: did not stop within 10s of SIGINT; killed")
-	}
-}

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/samsa-go/samsa/bench/internal/workload"
 )
@@ -37,14 +38,18 @@ func median(xs []float64) float64 {
 
 // summarize sets the medians from the successful runs.
 func (s *Summary) summarize() {
-	var rps, cpu, rss, perBatch, wire []float64
+	var rps, cpu, pcpu, rss, perBatch, wire, codec []float64
 	for _, r := range s.Runs {
 		if !r.OK() {
 			continue
 		}
 		rps = append(rps, r.RecordsPerSec)
 		cpu = append(cpu, r.CPUNsPerRecord)
+		pcpu = append(pcpu, r.ProcessCPUNsPerRecord)
 		rss = append(rss, float64(r.PeakRSSBytes))
+		if r.ProfileCPU > 0 {
+			codec = append(codec, float64(r.CodecCPU)/float64(r.ProfileCPU))
+		}
 		if r.Batches > 0 && r.BrokerRecords > 0 {
 			perBatch = append(perBatch, r.RecordsPerBatch())
 			wire = append(wire, r.WireBytesPerRecord())
@@ -53,6 +58,36 @@ func (s *Summary) summarize() {
 	s.OK = len(rps)
 	s.RecordsPerSec, s.CPUNsPerRecord, s.PeakRSSBytes = median(rps), median(cpu), int64(median(rss))
 	s.RecordsPerBatch, s.WireBytesPerRecord = median(perBatch), median(wire)
+	s.ProcessCPUNsPerRecord = median(pcpu)
+	s.ProfiledRuns = len(codec)
+	if len(codec) > 0 {
+		s.CodecShare = median(codec)
+		s.CodecNsPerRecord = s.CodecShare * s.CPUNsPerRecord
+		s.RestNsPerRecord = s.CPUNsPerRecord - s.CodecNsPerRecord
+	}
+}
+
+// MedianRSSRun returns the successful run whose peak RSS is the summary's
+// median (the closest one), for its RSS series; nil without one.
+func (s *Summary) MedianRSSRun() *RunResult {
+	var best *RunResult
+	for i := range s.Runs {
+		r := &s.Runs[i]
+		if !r.OK() || len(r.RSSKiB) == 0 {
+			continue
+		}
+		if best == nil || abs64(r.PeakRSSBytes-s.PeakRSSBytes) < abs64(best.PeakRSSBytes-s.PeakRSSBytes) {
+			best = r
+		}
+	}
+	return best
+}
+
+func abs64(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
 }
 
 // ratios sets every summary's ratios to ours.
@@ -65,6 +100,9 @@ func (w *WorkloadReport) ratios() {
 		}
 		s.ThroughputRatio = ours.RecordsPerSec / s.RecordsPerSec
 		s.CPURatio = ours.CPUNsPerRecord / s.CPUNsPerRecord
+		if ours.RestNsPerRecord > 0 && s.RestNsPerRecord > 0 {
+			s.RestRatio = ours.RestNsPerRecord / s.RestNsPerRecord
+		}
 	}
 }
 
@@ -116,41 +154,57 @@ func Describe(s workload.Spec) string {
 	return fmt.Sprintf("%d × %s, %s, %s, %d partitions", s.Records, size, keys, comp, s.Partitions)
 }
 
+// rssPoints is how many values of a run's RSS series the Markdown shows.
+const rssPoints = 12
+
 // WriteMarkdown writes the report as Markdown: one table of medians for all
-// workloads, the verdict on the targets per workload, failures, and the
-// clients' notes.
+// workloads, the codec split when the runs were profiled, the RSS series,
+// the verdict on the targets per workload, failures, and the clients'
+// notes.
 func (r *Report) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Peer benchmark, %s, %d CPUs, %s: median of %d runs per client, %d records per run, one testbroker process in sink mode (acks=all, linger 5 ms, batch 1 MiB). Took %s.\n\n",
+	broker := r.Broker
+	if broker == "" {
+		broker = "testbroker"
+	}
+	fmt.Fprintf(&b, "Peer benchmark, %s, %d CPUs, %s: median of %d runs per client, %d records per run (acks=all, linger 5 ms, batch 1 MiB). Took %s.\n\n",
 		r.Started.Format("2006-01-02"), r.CPUs, r.GoVersion, r.Runs, r.Records, r.Duration.Round(1e9))
+	fmt.Fprintf(&b, "Broker: %s, one per workload.\n\n", broker)
+	if r.JavaVersion != "" {
+		fmt.Fprintf(&b, "Java: %s, kafka-clients 4.4.0.\n\n", r.JavaVersion)
+	}
 	if r.LoadStart != "" {
 		fmt.Fprintf(&b, "Load average (1, 5, 15 min) %s at the start, %s at the end.\n\n", r.LoadStart, r.LoadEnd)
 	}
-	b.WriteString("| workload | client | records/s | CPU ns/record | peak RSS | throughput ours/peer | CPU ours/peer | records/batch | wire B/record | ok runs |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| workload | client | records/s | CPU ns/record | process CPU ns/record | peak RSS | throughput ours/peer | CPU ours/peer | records/batch | wire B/record | ok runs |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, wr := range r.Workloads {
 		for _, s := range wr.Clients {
 			if s.OK == 0 {
-				fmt.Fprintf(&b, "| %s | %s | failed | | | | | | | 0/%d |\n", wr.Spec.Name, s.Client, len(s.Runs))
+				fmt.Fprintf(&b, "| %s | %s | failed | | | | | | | | 0/%d |\n", wr.Spec.Name, s.Client, len(s.Runs))
 				continue
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %.1f MiB | %s | %s | %s | %s | %d/%d |\n",
-				wr.Spec.Name, s.Client, thousands(s.RecordsPerSec), thousands(s.CPUNsPerRecord),
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %.1f MiB | %s | %s | %s | %s | %d/%d |\n",
+				wr.Spec.Name, s.Client, thousands(s.RecordsPerSec), thousands(s.CPUNsPerRecord), thousands(s.ProcessCPUNsPerRecord),
 				float64(s.PeakRSSBytes)/(1<<20), orDash("%.2f", s.ThroughputRatio), orDash("%.2f", s.CPURatio),
 				orDash("%.1f", s.RecordsPerBatch), orDash("%.1f", s.WireBytesPerRecord), s.OK, len(s.Runs))
 		}
 	}
+	r.writeCodec(&b)
+	r.writeRSS(&b)
 	b.WriteString("\nWorkloads:\n\n")
 	for _, wr := range r.Workloads {
 		_, verdict := wr.Target()
 		fmt.Fprintf(&b, "- %s: %s. Against %s: %s.\n", wr.Spec.Name, Describe(wr.Spec), Baseline, verdict)
 	}
 	b.WriteString("\nrecords/s is records / (first send to last ack), timed inside each client after a warm-up record. " +
-		"CPU ns/record is the client process's user+system time (getrusage) over the records, start-up, connection setup and warm-up included; " +
-		"peak RSS is the process's maxrss. Ratios are ours/peer: throughput > 1 and CPU < 1 favour samsa. " +
+		"CPU ns/record is the user+system time of every thread of the client process during that timed phase, as the client measures it " +
+		"(getrusage in the Go clients, the JVM's process CPU time in Java: GC and JIT threads included, JVM start-up excluded); " +
+		"process CPU ns/record is the whole process's (getrusage of the child: start-up, connection setup, warm-up and close included). " +
+		"Peak RSS is the process's maxrss. Ratios are ours/peer: throughput > 1 and CPU < 1 favour samsa. " +
 		"records/batch and wire B/record are counted by the broker during each run (the warm-up record included): " +
 		"records / batches appended, and the bytes of those batches as sent (61-byte batch headers included, compressed) / records; " +
-		"– where the broker's counters could not be read.\n")
+		"– where the broker has no counters (real Kafka) or they could not be read.\n")
 	var fails []string
 	for _, wr := range r.Workloads {
 		if wr.Error != "" {
@@ -167,6 +221,11 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	if len(fails) > 0 {
 		b.WriteString("\nFailures:\n\n" + strings.Join(fails, "\n") + "\n")
 	}
+	for _, c := range Clients {
+		if why, ok := r.Skipped[c]; ok {
+			fmt.Fprintf(&b, "\nSkipped: %s (%s).\n", c, why)
+		}
+	}
 	if len(r.Notes) > 0 {
 		b.WriteString("\nClients:\n\n")
 		for _, c := range Clients {
@@ -177,6 +236,61 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeCodec writes the codec split of the profiled clients, if any.
+func (r *Report) writeCodec(b *strings.Builder) {
+	any := false
+	for _, wr := range r.Workloads {
+		for _, s := range wr.Clients {
+			any = any || s.ProfiledRuns > 0
+		}
+	}
+	if !any {
+		return
+	}
+	b.WriteString("\nCPU in compression against the rest, from the CPU profiles of the timed phase (runtime/pprof; a sample counts as codec when " +
+		"a klauspost/compress, pierrec/lz4, compress/gzip, compress/flate or golang/snappy function is anywhere on its stack); " +
+		"codec and rest ns/record split CPU ns/record by the median share:\n\n")
+	b.WriteString("| workload | client | profiled runs | codec share | codec ns/record | rest ns/record | rest ours/peer |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|\n")
+	for _, wr := range r.Workloads {
+		for _, s := range wr.Clients {
+			if s.ProfiledRuns == 0 {
+				continue
+			}
+			fmt.Fprintf(b, "| %s | %s | %d | %.1f%% | %s | %s | %s |\n", wr.Spec.Name, s.Client, s.ProfiledRuns,
+				100*s.CodecShare, thousands(s.CodecNsPerRecord), thousands(s.RestNsPerRecord), orDash("%.2f", s.RestRatio))
+		}
+	}
+}
+
+// writeRSS writes each client's RSS over time, from the run with the
+// median peak.
+func (r *Report) writeRSS(b *strings.Builder) {
+	var rows []string
+	for _, wr := range r.Workloads {
+		for _, s := range wr.Clients {
+			run := s.MedianRSSRun()
+			if run == nil {
+				continue
+			}
+			var pts []string
+			for _, v := range rssDigest(run.RSSKiB, rssPoints) {
+				pts = append(pts, fmt.Sprintf("%.0f", v))
+			}
+			span := time.Duration(len(run.RSSKiB)) * r.RSSIntervalNanos
+			rows = append(rows, fmt.Sprintf("| %s | %s | %d | %s | %s |", wr.Spec.Name, s.Client, run.Run,
+				span.Round(100*time.Millisecond), strings.Join(pts, " ")))
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\nRSS over time (VmRSS sampled every %s over the whole process life; the run with the median peak; "+
+		"MiB, each value the maximum of one of up to %d equal slices; every sample is in the JSON report):\n\n", r.RSSIntervalNanos, rssPoints)
+	b.WriteString("| workload | client | run | process life | RSS MiB over time |\n|---|---|---:|---:|---|\n")
+	b.WriteString(strings.Join(rows, "\n") + "\n")
 }
 
 // orDash formats x with format, or returns "–" for 0: no figure.

@@ -10,6 +10,7 @@ import (
 	"runtime/pprof"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -63,6 +64,16 @@ func (c *Counter) Err() error {
 
 // Done returns the number of records acknowledged or failed so far.
 func (c *Counter) Done() int64 { return c.acked.Load() + c.failed.Load() }
+
+// processCPU returns the user+system time of every thread of this process
+// so far, or -1 where getrusage fails.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return -1
+	}
+	return time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime))
+}
 
 // writeHeapProfile writes the heap profile, as of the last GC, to path.
 func writeHeapProfile(path string) error {
@@ -135,9 +146,11 @@ func run(name string, c Client, args []string, stdout io.Writer) (err error) {
 		}
 	}
 	var cnt Counter
+	cpu0 := processCPU()
 	start := time.Now()
 	c.Produce(ctx, &cnt)
 	wall := time.Since(start)
+	produceCPU := processCPU() - cpu0
 	if *cpuprofile != "" {
 		pprof.StopCPUProfile()
 	}
@@ -156,6 +169,9 @@ func run(name string, c Client, args []string, stdout io.Writer) (err error) {
 		WallNanos:  wall.Nanoseconds(),
 		SetupNanos: setupTime.Nanoseconds(),
 		Notes:      c.Notes(),
+	}
+	if cpu0 >= 0 && produceCPU >= 0 {
+		res.ProduceCPUNanos = produceCPU.Nanoseconds()
 	}
 	if p := cnt.first.Load(); p != nil {
 		res.FirstError = *p

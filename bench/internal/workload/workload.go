@@ -145,6 +145,9 @@ func NewPayload(s Spec) *Payload {
 	return p
 }
 
+// KeyStride scatters keys: record i takes key (i × KeyStride) mod Keys.
+const KeyStride = 7919
+
 // Key returns record i's key, nil for an unkeyed workload. Consecutive
 // records take keys in a scattered order, so that keyed batches do not fill
 // one partition at a time.
@@ -152,7 +155,7 @@ func (p *Payload) Key(i int) []byte {
 	if len(p.keys) == 0 {
 		return nil
 	}
-	return p.keys[(i*7919)%len(p.keys)]
+	return p.keys[(i*KeyStride)%len(p.keys)]
 }
 
 // Value returns record i's value.
@@ -177,6 +180,11 @@ type Result struct {
 	// SetupNanos is the time to create the client and get the warm-up
 	// record acknowledged (connections and metadata), not timed.
 	SetupNanos int64 `json:"setup_ns"`
+	// ProduceCPUNanos is the process's user+system time (every thread)
+	// spent from the first send to the last ack: the timed phase only,
+	// without start-up, connection setup, the warm-up record or Close.
+	// Zero when the client could not read it.
+	ProduceCPUNanos int64 `json:"produce_cpu_ns,omitempty"`
 	// Notes describes client-specific choices (idempotence, partitioner).
 	Notes string `json:"notes,omitempty"`
 }

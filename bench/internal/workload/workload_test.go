@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -83,6 +84,23 @@ func TestPayloadKeysCoverTheKeySpace(t *testing.T) {
 		seen[string(p.Key(i))] = true
 	}
 	assert.Len(t, seen, s.Keys, "one pass over Keys records uses every key once")
+}
+
+func TestPayloadFileRoundTrips(t *testing.T) {
+	for _, s := range All(100) {
+		t.Run(s.Name, func(t *testing.T) {
+			p := NewPayload(s)
+			path := filepath.Join(t.TempDir(), "payload")
+			require.NoError(t, p.WriteFile(path, s))
+			name, back, err := ReadPayloadFile(path)
+			require.NoError(t, err)
+			assert.Equal(t, s.Name, name)
+			for i := range 3 * valuePoolSize {
+				assert.Equal(t, p.Value(i), back.Value(i), "value %d", i)
+				assert.Equal(t, p.Key(i), back.Key(i), "key %d", i)
+			}
+		})
+	}
 }
 
 // fakeClient acknowledges or fails records without a broker.

@@ -1,0 +1,287 @@
+package harness
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-go/samsa/bench/internal/workload"
+)
+
+// The brokers Options.Broker may name.
+const (
+	// BrokerTestbroker is this repository's internal/testbroker as a
+	// process: in sink mode (every batch's framing and CRC checked,
+	// acknowledged, not stored) unless Options.BrokerStore.
+	BrokerTestbroker = "testbroker"
+	// BrokerKfake is franz-go's kfake as a process (cmd/kfakebroker): in
+	// blackhole mode (kfake.BlackholeProduce: acknowledged, not stored)
+	// unless Options.BrokerStore.
+	BrokerKfake = "kfake"
+	// BrokerKafka is Apache Kafka, one KRaft node started by
+	// interop/kafka/start.sh (or the cluster at Options.KafkaBootstrap);
+	// it always stores.
+	BrokerKafka = "kafka"
+)
+
+// Brokers lists the brokers Options.Broker may name, the default first.
+var Brokers = []string{BrokerTestbroker, BrokerKfake, BrokerKafka}
+
+// brokerProc is one broker serving one workload's runs.
+type brokerProc interface {
+	// bootstrap is the address the clients connect to.
+	bootstrap() string
+	// stats returns the broker's cumulative counters, or errNoCounters
+	// for a broker that has none.
+	stats() (brokerStats, error)
+	// stop stops the broker and waits for it.
+	stop() error
+}
+
+// errNoCounters is what a broker without counters (real Kafka) answers to
+// stats.
+var errNoCounters = errors.New("this broker has no counters")
+
+// describeBroker says in words which broker o runs, for the report.
+func describeBroker(o Options) string {
+	switch o.Broker {
+	case BrokerKfake:
+		if o.BrokerStore {
+			return "kfake (franz-go pkg/kfake, one broker in its own process, storing in memory)"
+		}
+		return "kfake (franz-go pkg/kfake, one broker in its own process, blackhole: acknowledged, not stored)"
+	case BrokerKafka:
+		if o.KafkaBootstrap != "" {
+			return "Apache Kafka at " + o.KafkaBootstrap + " (started outside the harness)"
+		}
+		return "Apache Kafka 4.4.0 (one KRaft broker+controller started by interop/kafka/start.sh, storing)"
+	default:
+		if o.BrokerStore {
+			return "testbroker (internal/testbroker in its own process, storing)"
+		}
+		return "testbroker (internal/testbroker in its own process, sink: checked, acknowledged, not stored)"
+	}
+}
+
+// startBroker starts the broker o names with spec's topic.
+func startBroker(ctx context.Context, o Options, spec workload.Spec) (brokerProc, error) {
+	switch o.Broker {
+	case BrokerKfake:
+		args := []string{"-partitions", strconv.Itoa(spec.Partitions), "-topic", spec.Topic()}
+		if o.BrokerStore {
+			args = append(args, "-store")
+		}
+		return startProcBroker(ctx, filepath.Join(o.BinDir, "kfakebroker"), args)
+	case BrokerKafka:
+		return startKafka(ctx, o, spec)
+	default:
+		args := []string{"-brokers", "1", "-no-auto-create",
+			"-partitions", strconv.Itoa(spec.Partitions), "-topic", spec.Topic()}
+		if !o.BrokerStore {
+			args = append(args, "-sink")
+		}
+		return startProcBroker(ctx, filepath.Join(o.BinDir, "testbroker"), args)
+	}
+}
+
+// procBroker is a broker process that prints its address as the first
+// line of stdout and a stats line on SIGUSR1: the testbroker and
+// kfakebroker commands.
+type procBroker struct {
+	cmd    *exec.Cmd
+	addr   string
+	stderr *brokerStderr
+}
+
+func (b *procBroker) bootstrap() string { return b.addr }
+
+// startProcBroker starts bin with args and returns once it listens.
+func startProcBroker(ctx context.Context, bin string, args []string) (*procBroker, error) {
+	cmd := exec.Command(bin, args...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	b := &procBroker{cmd: cmd, stderr: newBrokerStderr()}
+	cmd.Stderr = b.stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting the broker: %w", err)
+	}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		if sc.Scan() {
+			addr <- sc.Text()
+		}
+		close(addr)
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case a, ok := <-addr:
+		if ok {
+			b.addr = a
+			return b, nil
+		}
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("the broker exited before listening: %s", strings.TrimSpace(b.stderr.String()))
+	case <-time.After(30 * time.Second):
+		err = errors.New("the broker did not print its address within 30s")
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	return nil, err
+}
+
+// stop interrupts the broker and waits for it, killing it after 10s.
+func (b *procBroker) stop() error {
+	_ = b.cmd.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- b.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("broker: %w: %s", err, strings.TrimSpace(b.stderr.String()))
+		}
+		return nil
+	case <-time.After(10 * time.Second):
+		_ = b.cmd.Process.Kill()
+		<-done
+		return errors.New("broker: did not stop within 10s of SIGINT; killed")
+	}
+}
+
+// kafkaBroker is a real Kafka cluster: started by interop/kafka/start.sh
+// into dir and stopped by stop.sh, or (dir empty) one started outside the
+// harness, which stop leaves running.
+type kafkaBroker struct {
+	scripts string // interop/kafka
+	dir     string
+	addr    string
+}
+
+func (k *kafkaBroker) bootstrap() string           { return k.addr }
+func (k *kafkaBroker) stats() (brokerStats, error) { return brokerStats{}, errNoCounters }
+
+func (k *kafkaBroker) stop() error {
+	if k.dir == "" {
+		return nil
+	}
+	out, err := exec.Command("bash", filepath.Join(k.scripts, "stop.sh"), "-dir", k.dir).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("interop/kafka/stop.sh: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	_ = os.RemoveAll(k.dir)
+	return nil
+}
+
+// kafkaStartTimeout bounds start.sh, which may fetch the jars first.
+const kafkaStartTimeout = 5 * time.Minute
+
+// startKafka starts a one-node cluster with interop/kafka/start.sh (auto
+// creation off) unless o.KafkaBootstrap names one, and creates spec's topic
+// with spec's partition count.
+func startKafka(ctx context.Context, o Options, spec workload.Spec) (brokerProc, error) {
+	k := &kafkaBroker{scripts: filepath.Join(o.modDir, "..", "interop", "kafka"), addr: o.KafkaBootstrap}
+	if k.addr == "" {
+		start := filepath.Join(k.scripts, "start.sh")
+		if _, err := os.Stat(start); err != nil {
+			return nil, fmt.Errorf("-broker kafka needs interop/kafka/start.sh (or -kafka-bootstrap): %w", err)
+		}
+		dir, err := os.MkdirTemp("", "peerbench-kafka-")
+		if err != nil {
+			return nil, err
+		}
+		k.dir = dir
+		sctx, cancel := context.WithTimeout(ctx, kafkaStartTimeout)
+		defer cancel()
+		cmd := exec.CommandContext(sctx, "bash", start, "-brokers", "1", "-dir", dir, "-no-auto-create")
+		var stdout bytes.Buffer
+		stderr := &tailBuffer{max: 4096}
+		cmd.Stdout, cmd.Stderr = &stdout, stderr
+		if err := cmd.Run(); err != nil {
+			_ = k.stop()
+			return nil, fmt.Errorf("interop/kafka/start.sh: %w: %s", err, strings.TrimSpace(stderr.String()))
+		}
+		k.addr = strings.TrimSpace(string(lastLine(stdout.Bytes())))
+		if k.addr == "" {
+			_ = k.stop()
+			return nil, errors.New("interop/kafka/start.sh printed no bootstrap address")
+		}
+	}
+	if err := createTopic(ctx, k.addr, spec.Topic(), spec.Partitions); err != nil {
+		_ = k.stop()
+		return nil, err
+	}
+	return k, nil
+}
+
+// createTopic creates topic with partitions partitions and replication
+// factor 1 (an existing topic with that many partitions will do), and waits
+// until every partition has a leader.
+func createTopic(ctx context.Context, bootstrap, topic string, partitions int) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(bootstrap, ",")...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = 120_000
+	t := kmsg.NewCreateTopicsRequestTopic()
+	t.Topic, t.NumPartitions, t.ReplicationFactor = topic, int32(partitions), 1
+	req.Topics = append(req.Topics, t)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return fmt.Errorf("creating topic %s: %w", topic, err)
+	}
+	if len(resp.Topics) != 1 {
+		return fmt.Errorf("creating topic %s: %d topics in the answer", topic, len(resp.Topics))
+	}
+	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("creating topic %s: %w", topic, err)
+	}
+	for {
+		mreq := kmsg.NewPtrMetadataRequest()
+		mt := kmsg.NewMetadataRequestTopic()
+		mt.Topic = kmsg.StringPtr(topic)
+		mreq.Topics = append(mreq.Topics, mt)
+		mresp, err := mreq.RequestWith(ctx, cl)
+		if err == nil && len(mresp.Topics) == 1 && mresp.Topics[0].ErrorCode == 0 {
+			ps := mresp.Topics[0].Partitions
+			if len(ps) > 0 && len(ps) != partitions {
+				return fmt.Errorf("topic %s exists with %d partitions, not %d", topic, len(ps), partitions)
+			}
+			led := 0
+			for _, p := range ps {
+				if p.ErrorCode == 0 && p.Leader >= 0 {
+					led++
+				}
+			}
+			if led == partitions {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("topic %s: not every partition has a leader: %w", topic, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
