@@ -3,6 +3,7 @@ package conn
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-go/samsa/internal/kerr"
+	"github.com/samsa-go/samsa/sasl"
 )
 
 // Sentinel errors. Every error a Conn reports wraps one of these or an
@@ -89,6 +91,18 @@ type Config struct {
 	// addresses them by topic id, KIP-516). A non-nil map replaces the
 	// default entirely.
 	MaxVersions map[int16]int16
+
+	// TLS, if not nil, runs a TLS handshake right after the Dialer
+	// connects (tls.go). A config without ServerName gets the broker's
+	// host, so certificates are verified against it. A certificate that
+	// does not verify fails Dial with an error wrapping ErrAuthentication.
+	TLS *tls.Config
+
+	// SASL, if not nil, authenticates the connection after ApiVersions
+	// and again before the broker's session lifetime ends (KIP-368;
+	// sasl.go). A rejected exchange fails Dial, or breaks the
+	// connection, with an error wrapping ErrAuthentication.
+	SASL sasl.Mechanism
 }
 
 func (cfg *Config) setDefaults() {
@@ -139,6 +153,7 @@ type Conn struct {
 	wake          chan struct{} // 1-buffered: Send → writer
 	done          chan struct{} // closed once err is set
 	throttleUntil atomic.Int64  // unix nanos; 0 if never throttled
+	reauthAt      int64         // unix nanos of the next SASL re-authentication; 0: none; the writer's
 	corr          int32         // next correlation id; written under mu
 	wg            sync.WaitGroup
 }
@@ -176,6 +191,11 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("conn: dial %s: %w: %w", addr, kerr.NetworkException, err)
 	}
+	if cfg.TLS != nil {
+		if nc, err = tlsClient(dctx, nc, addr, cfg.TLS); err != nil {
+			return nil, err
+		}
+	}
 	c := &Conn{
 		addr:   addr,
 		cfg:    cfg,
@@ -191,6 +211,9 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 		_ = nc.SetDeadline(dl)
 	}
 	err = c.negotiate()
+	if err == nil && cfg.SASL != nil {
+		err = c.authenticate(dctx)
+	}
 	if !stop() && err == nil {
 		err = dctx.Err()
 	}
@@ -456,6 +479,15 @@ func (c *Conn) writeLoop() {
 						return
 					}
 					continue // the throttle may have been extended
+				}
+			}
+			if c.reauthAt != 0 && c.reauthDue() {
+				if !flush() {
+					return
+				}
+				if err := c.reauthenticate(); err != nil {
+					c.fail(err)
+					return
 				}
 			}
 			p := c.next()

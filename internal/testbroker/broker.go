@@ -22,6 +22,7 @@ type broker struct {
 
 	requests [maxAPIKey + 1]atomic.Int64 // handled requests by key
 
+	listeners brokerListeners // beyond the first (security.go)
 
 	// batches, records and bytes count the batches this broker appended,
 	// their records and their length as produced, header included
@@ -36,13 +37,14 @@ func (b *broker) listen(port int) error {
 	if err != nil {
 		return err
 	}
+	ln = b.wrapListener(0, ln)
 	b.mu.Lock()
 	b.ln = ln
 	b.port = int32(ln.Addr().(*net.TCPAddr).Port)
 	b.mu.Unlock()
 	b.c.wg.Add(1)
 	go b.accept(ln)
-	return nil
+	return b.listenExtra()
 }
 
 func (b *broker) running() bool {
@@ -71,6 +73,7 @@ func (b *broker) stop() {
 	if ln != nil {
 		_ = ln.Close()
 	}
+	b.stopExtra()
 	for _, cn := range conns {
 		cn.close()
 	}

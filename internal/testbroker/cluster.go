@@ -104,6 +104,9 @@ type Config struct {
 	// Clock is the time source of the quotas and of append timestamps, for
 	// tests (default time.Now). Delays are still waited in real time.
 	Clock func() time.Time
+	// Security adds TLS and SASL listeners (security.go); nil: one
+	// PLAINTEXT listener per broker.
+	Security *Security
 }
 
 func (cfg *Config) setDefaults() error {
@@ -183,6 +186,7 @@ type Cluster struct {
 	mem       *requestMemory
 	icpt      interceptors
 	mutations *bucketSet
+	sec       *clusterSecurity // nil without Config.Security
 	produceQ  *bucketSet
 
 	appended appendSignal
@@ -231,6 +235,9 @@ func New(cfg Config) (*Cluster, error) {
 	var err error
 	if c.mem, err = newRequestMemory(cfg.QueuedMaxBytes, cfg.SocketRequestMaxBytes); err != nil {
 		return nil, fmt.Errorf("%w: QueuedMaxBytes: %v", ErrInvalidConfig, err)
+	}
+	if err := c.initSecurity(); err != nil {
+		return nil, err
 	}
 	if cfg.MutationRate > 0 {
 		c.mutations = newBucketSet(cfg.MutationRate, cfg.MutationBurst, cfg.Clock)

@@ -39,6 +39,7 @@ type conn struct {
 	mutedUntil  time.Time // KIP-219: no read before this time
 	timer       *time.Timer
 	hdr         reqHeader // the request being handled
+	sec         connSecurity
 }
 
 // forgetRequest drops every reference the connection's reusable Produce
@@ -193,6 +194,9 @@ func skipTags(b []byte) ([]byte, error) {
 func (cn *conn) handle(buf []byte) error {
 	hdr, body, err := cn.parseHeader(buf)
 	if err != nil {
+		return err
+	}
+	if err := cn.checkAuth(hdr.key); err != nil {
 		return err
 	}
 	cn.hdr = hdr // on the conn: a pointer to a local would escape

@@ -27,7 +27,7 @@ func handleMetadata(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
 	resp.ClusterID = kmsg.StringPtr(c.cfg.ClusterID)
 	running := c.runningBrokers()
 	for _, b := range running {
-		host, port := b.addr()
+		host, port := b.advertised(cn)
 		rb := kmsg.NewMetadataResponseBroker()
 		rb.NodeID, rb.Host, rb.Port = b.id, host, port
 		resp.Brokers = append(resp.Brokers, rb)

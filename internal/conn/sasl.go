@@ -1,0 +1,226 @@
+package conn
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-go/samsa/internal/kerr"
+)
+
+const (
+	saslHandshakeKey    = 17
+	saslAuthenticateKey = 36
+)
+
+// authenticate runs the first SASL exchange synchronously on c.nc, after
+// ApiVersions and before the goroutines start.
+func (c *Conn) authenticate(ctx context.Context) error {
+	br := bufio.NewReaderSize(c.nc, 4096)
+	roundTrip := func(req kmsg.Request) (kmsg.Response, error) {
+		corr := c.corr
+		c.corr++
+		if _, err := c.nc.Write(c.format.AppendRequest(nil, req, corr)); err != nil {
+			return nil, c.saslNetErr(err)
+		}
+		body, err := readFrame(br)
+		if err != nil {
+			return nil, c.saslNetErr(err)
+		}
+		got, _, err := parseResponseHeader(body, req.IsFlexible())
+		if err != nil {
+			return nil, fmt.Errorf("conn: %s: %s: %w", c.addr, kmsg.NameForKey(req.Key()), err)
+		}
+		if got != corr {
+			return nil, fmt.Errorf("conn: %s: %w: %s response correlation id %d, want %d", c.addr, kerr.NetworkException, kmsg.NameForKey(req.Key()), got, corr)
+		}
+		resp, err := decodeResponse(req, body)
+		if err != nil {
+			return nil, fmt.Errorf("conn: %s: %w", c.addr, err)
+		}
+		return resp, nil
+	}
+	start := time.Now()
+	lifetime, err := c.saslExchange(ctx, roundTrip)
+	if err != nil {
+		return err
+	}
+	c.setReauth(start, lifetime)
+	return nil
+}
+
+// saslNetErr wraps an I/O error of the exchange: a broker that closes the
+// connection during it is retried like any broken connection.
+func (c *Conn) saslNetErr(err error) error {
+	return fmt.Errorf("conn: %s: SASL handshake: %w: %w", c.addr, kerr.NetworkException, err)
+}
+
+// authErr wraps a failure of the exchange that a retry cannot fix.
+func (c *Conn) authErr(mech string, err error) error {
+	return fmt.Errorf("conn: %s: SASL %s: %w: %w", c.addr, mech, ErrAuthentication, err)
+}
+
+// saslExchange runs SaslHandshake v1 and the SaslAuthenticate rounds of
+// the mechanism through roundTrip, and returns the broker's session
+// lifetime (0: none).
+func (c *Conn) saslExchange(ctx context.Context, roundTrip func(kmsg.Request) (kmsg.Response, error)) (time.Duration, error) {
+	mech := c.cfg.SASL
+	name := mech.Name()
+	hv, av := c.MaxVersion(saslHandshakeKey), c.MaxVersion(saslAuthenticateKey)
+	if hv < 1 || av < 0 {
+		return 0, c.authErr(name, errors.New("the broker does not support SaslHandshake v1 and SaslAuthenticate (Kafka 1.0+); is this a SASL listener?"))
+	}
+	hreq := kmsg.NewPtrSASLHandshakeRequest()
+	hreq.Version = 1
+	hreq.Mechanism = name
+	resp, err := roundTrip(hreq)
+	if err != nil {
+		return 0, err
+	}
+	if err := c.saslRespErr(name, resp); err != nil {
+		return 0, err
+	}
+
+	sess, msg, err := mech.Start(ctx, c.addr)
+	if err != nil {
+		return 0, c.authErr(name, err)
+	}
+	done := false
+	for {
+		areq := kmsg.NewPtrSASLAuthenticateRequest()
+		areq.Version = av
+		areq.SASLAuthBytes = msg
+		resp, err := roundTrip(areq)
+		if err != nil {
+			return 0, err
+		}
+		if err := c.saslRespErr(name, resp); err != nil {
+			return 0, err
+		}
+		aresp := resp.(*kmsg.SASLAuthenticateResponse)
+		if done {
+			return lifetimeOf(aresp), nil
+		}
+		done, msg, err = sess.Step(aresp.SASLAuthBytes)
+		if err != nil {
+			return 0, c.authErr(name, err)
+		}
+		if done && len(msg) == 0 {
+			return lifetimeOf(aresp), nil
+		}
+	}
+}
+
+// saslRespErr returns the authentication error a SaslHandshake or
+// SaslAuthenticate response carries, if any.
+func (c *Conn) saslRespErr(mech string, resp kmsg.Response) error {
+	switch r := resp.(type) {
+	case *kmsg.SASLHandshakeResponse:
+		if err := kerr.ForCode(r.ErrorCode); err != nil {
+			return c.authErr(mech, fmt.Errorf("%w (the broker enables %q)", err, r.SupportedMechanisms))
+		}
+	case *kmsg.SASLAuthenticateResponse:
+		if err := kerr.ForCode(r.ErrorCode); err != nil {
+			var ke *kerr.Error
+			if r.ErrorMessage != nil && errors.As(err, &ke) {
+				err = ke.WithMessage(*r.ErrorMessage)
+			}
+			return c.authErr(mech, err)
+		}
+	}
+	return nil
+}
+
+func lifetimeOf(r *kmsg.SASLAuthenticateResponse) time.Duration {
+	ms := r.SessionLifetimeMillis
+	if ms <= 0 {
+		return 0
+	}
+	const maxMs = int64(365 * 24 * time.Hour / time.Millisecond)
+	return time.Duration(min(ms, maxMs)) * time.Millisecond
+}
+
+// setReauth schedules re-authentication (KIP-368) at 85% to 95% of the
+// session lifetime, counted from before the exchange started (as the
+// broker counts from its end, this errs early), like the Java client.
+func (c *Conn) setReauth(start time.Time, lifetime time.Duration) {
+	if lifetime <= 0 {
+		c.reauthAt = 0
+		return
+	}
+	at := start.Add(time.Duration(float64(lifetime) * (0.85 + 0.1*rand.Float64())))
+	c.reauthAt = at.UnixNano()
+	c.cfg.Logger.Debug("SASL session established", "addr", c.addr, "mechanism", c.cfg.SASL.Name(), "lifetime", lifetime, "reauth_in", time.Until(at))
+}
+
+// reauthDue reports whether the writer must re-authenticate before it
+// writes the next request. Only the writer reads and writes reauthAt once
+// the goroutines run.
+func (c *Conn) reauthDue() bool {
+	return c.reauthAt != 0 && time.Now().UnixNano() >= c.reauthAt
+}
+
+// reauthenticate runs a new SASL exchange (KIP-368) from the writer, with
+// nothing of the writer's buffered. Requests already in flight stay there:
+// the broker answers them in order before the SaslHandshake, so the reader
+// completes them as usual and then hands each exchange response back here.
+// New requests wait in the queue until the exchange is over. A failure
+// breaks the connection; every pending request then fails with it.
+func (c *Conn) reauthenticate() error {
+	c.cfg.Logger.Debug("SASL re-authentication (KIP-368)", "addr", c.addr, "mechanism", c.cfg.SASL.Name())
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.RequestTimeout)
+	defer cancel()
+	ch := make(chan result, 1)
+	var buf []byte
+	roundTrip := func(req kmsg.Request) (kmsg.Response, error) {
+		req.SetVersion(c.MaxVersion(req.Key()))
+		p := getPending()
+		p.req = req
+		p.fn = func(r kmsg.Response, err error) {
+			// The broker closes the connection right after a
+			// rejection: break it with the rejection before the
+			// reader sees the close.
+			if err == nil {
+				if aerr := c.saslRespErr(c.cfg.SASL.Name(), r); aerr != nil {
+					c.fail(aerr)
+				}
+			}
+			ch <- result{r, err}
+		}
+		c.mu.Lock()
+		if err := c.err; err != nil {
+			c.mu.Unlock()
+			putPending(p)
+			return nil, err
+		}
+		p.corr = c.corr
+		c.corr++
+		c.mu.Unlock()
+		buf = c.format.AppendRequest(buf[:0], req, p.corr)
+		if !c.launch(p) { // completed p with the error
+			r := <-ch
+			return nil, r.err
+		}
+		_ = c.nc.SetWriteDeadline(time.Now().Add(c.cfg.RequestTimeout))
+		if _, err := c.nc.Write(buf); err != nil {
+			c.fail(c.brokenErr(err, "write"))
+		}
+		r := <-ch // the reader completes p, even when the connection breaks
+		if r.err != nil {
+			return nil, r.err
+		}
+		return r.resp, nil
+	}
+	start := time.Now()
+	lifetime, err := c.saslExchange(ctx, roundTrip)
+	if err != nil {
+		return err
+	}
+	c.setReauth(start, lifetime)
+	return nil
+}
