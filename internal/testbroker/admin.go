@@ -19,18 +19,46 @@ const (
 	deleteTopicsStrictVersion     = 5
 )
 
-// mutationQuota checks n partition mutations of client against the KIP-599
-// quota. It returns refused (the request must fail every topic with
-// THROTTLING_QUOTA_EXCEEDED) and the throttle time of the response.
-func (c *Cluster) mutationQuota(client string, n int64, strict bool) (refused bool, throttle time.Duration) {
-	if c.mutations == nil || n <= 0 {
-		return false, 0
+// mutationGate applies the KIP-599 controller mutation quota to one
+// CreateTopics, CreatePartitions or DeleteTopics request, topic by topic.
+//
+// KIP-599's admission rule: a mutation of N partitions is admitted only
+// while the bucket holds tokens (K > 0), and then costs N tokens (K may go
+// negative); a mutation arriving at K <= 0 is refused. The unit of
+// admission is one topic: the topics of a request are taken in order, each
+// admitted while tokens remain, and once they are spent the remaining
+// topics of the request fail with THROTTLING_QUOTA_EXCEEDED. So with
+// K = 100, three topics of 60 partitions create two (K = 100-60-60 = -20)
+// and refuse the third. Versions that predate error 89 are never refused:
+// every topic is recorded and the client throttled.
+type mutationGate struct {
+	c        *Cluster
+	key      string // the bucket of the connection's quota entity
+	l        limit
+	on       bool
+	strict   bool
+	throttle time.Duration // the response's throttle time
+}
+
+func (c *Cluster) mutationGate(cn *conn, strict bool) mutationGate {
+	l, key, ok := c.quotaFor(quotaKeyMutationRate, cn)
+	return mutationGate{c: c, key: key, l: l, on: ok, strict: strict}
+}
+
+// admit decides one topic mutating n partitions.
+func (g *mutationGate) admit(n int64) bool {
+	if !g.on || n <= 0 {
+		return true
 	}
-	if strict {
-		ok, wait := c.mutations.admit(client, float64(n))
-		return !ok, wait
+	if !g.strict {
+		g.throttle = max(g.throttle, g.c.mutations.recordWith(g.key, float64(n), g.l))
+		return true
 	}
-	return false, c.mutations.record(client, float64(n))
+	ok, wait := g.c.mutations.admitWith(g.key, float64(n), g.l)
+	if !ok {
+		g.throttle = max(g.throttle, wait)
+	}
+	return ok
 }
 
 // maxTopicPartitions caps the partitions of a topic, so that no request
@@ -44,8 +72,8 @@ func msgPtr(s string) *string { return &s }
 // TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS (0 or below -1 partitions),
 // INVALID_REPLICATION_FACTOR (more than the brokers). -1 partitions means
 // Config.DefaultPartitions; ValidateOnly creates nothing and costs no
-// quota. The valid topics of a request are admitted or refused together by
-// the mutation quota.
+// quota. Each valid topic is then admitted or refused by the mutation
+// quota (see mutationGate).
 func handleCreateTopics(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
 	req := kreq.(*kmsg.CreateTopicsRequest)
 	c := cn.c
@@ -99,12 +127,12 @@ func handleCreateTopics(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
 	if req.ValidateOnly {
 		return result{resp: resp}
 	}
-	refused, throttle := c.mutationQuota(cn.clientID, mutations, req.Version >= createTopicsStrictVersion)
+	gate := c.mutationGate(cn, req.Version >= createTopicsStrictVersion)
 	for i := range resp.Topics {
 		rt := &resp.Topics[i]
 		switch {
 		case !valid[i]:
-		case refused:
+		case !gate.admit(int64(nparts[i])):
 			rt.ErrorCode, rt.ErrorMessage = ecThrottlingQuotaExceeded, msgPtr("controller mutation quota exceeded")
 			rt.NumPartitions, rt.ReplicationFactor = -1, -1
 		default:
@@ -112,7 +140,7 @@ func handleCreateTopics(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
 			rt.TopicID = t.id
 		}
 	}
-	return result{resp: resp, throttle: throttle}
+	return result{resp: resp, throttle: gate.throttle}
 }
 
 // handleCreatePartitions grows topics: UNKNOWN_TOPIC_OR_PARTITION,
@@ -130,6 +158,7 @@ func handleCreatePartitions(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
 	defer c.mu.Unlock()
 	var mutations int64
 	valid := make([]bool, len(req.Topics))
+	added := make([]int64, len(req.Topics))
 	for i, t := range req.Topics {
 		rt := kmsg.NewCreatePartitionsResponseTopic()
 		rt.Topic = t.Topic
@@ -145,25 +174,26 @@ func handleCreatePartitions(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
 			rt.ErrorCode, rt.ErrorMessage = ecInvalidPartitions, msgPtr("the cluster holds at most 65536 partitions")
 		default:
 			valid[i] = true
-			mutations += int64(t.Count) - int64(len(tp.partitions))
+			added[i] = int64(t.Count) - int64(len(tp.partitions))
+			mutations += added[i]
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
 	if req.ValidateOnly {
 		return result{resp: resp}
 	}
-	refused, throttle := c.mutationQuota(cn.clientID, mutations, req.Version >= createPartitionsStrictVersion)
+	gate := c.mutationGate(cn, req.Version >= createPartitionsStrictVersion)
 	for i, t := range req.Topics {
 		rt := &resp.Topics[i]
 		switch {
 		case !valid[i]:
-		case refused:
+		case !gate.admit(added[i]):
 			rt.ErrorCode, rt.ErrorMessage = ecThrottlingQuotaExceeded, msgPtr("controller mutation quota exceeded")
 		default:
 			c.addPartitionsLocked(c.topics[t.Topic], t.Count)
 		}
 	}
-	return result{resp: resp, throttle: throttle}
+	return result{resp: resp, throttle: gate.throttle}
 }
 
 // handleDeleteTopics deletes topics by name (or by id from v6):
@@ -183,7 +213,6 @@ func handleDeleteTopics(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var mutations int64
 	found := make([]*topic, len(targets))
 	for i, t := range targets {
 		rt := kmsg.NewDeleteTopicsResponseTopic()
@@ -201,22 +230,22 @@ func handleDeleteTopics(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
 			}
 		} else {
 			rt.Topic, rt.TopicID = kmsg.StringPtr(tp.name), tp.id
-			mutations += int64(len(tp.partitions))
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
-	refused, throttle := c.mutationQuota(cn.clientID, mutations, req.Version >= deleteTopicsStrictVersion)
+	gate := c.mutationGate(cn, req.Version >= deleteTopicsStrictVersion)
 	for i, tp := range found {
 		rt := &resp.Topics[i]
 		switch {
 		case tp == nil:
-		case refused:
+		case c.topics[tp.name] != tp: // named twice: deleted once, costs once
+		case !gate.admit(int64(len(tp.partitions))):
 			rt.ErrorCode, rt.ErrorMessage = ecThrottlingQuotaExceeded, msgPtr("controller mutation quota exceeded")
-		case c.topics[tp.name] == tp: // not deleted twice by one request
+		default:
 			c.deleteTopicLocked(tp)
 		}
 	}
-	return result{resp: resp, throttle: throttle}
+	return result{resp: resp, throttle: gate.throttle}
 }
 
 // handleInitProducerID allocates producer ids. Without a transactional id

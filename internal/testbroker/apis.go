@@ -15,6 +15,8 @@ const (
 	deleteTopicsKey     int16 = 20
 	initProducerIDKey   int16 = 22
 	createPartitionsKey int16 = 37
+	describeQuotasKey   int16 = 48
+	alterQuotasKey      int16 = 49
 
 	// maxAPIKey bounds the per-key request counters.
 	maxAPIKey = 100
@@ -67,6 +69,8 @@ var apis = map[int16]*api{
 	deleteTopicsKey:     {min: 0, max: new(kmsg.DeleteTopicsRequest).MaxVersion(), request: newRequest(deleteTopicsKey), handle: handleDeleteTopics},
 	initProducerIDKey:   {min: 0, max: new(kmsg.InitProducerIDRequest).MaxVersion(), request: newRequest(initProducerIDKey), handle: handleInitProducerID},
 	createPartitionsKey: {min: 0, max: new(kmsg.CreatePartitionsRequest).MaxVersion(), request: newRequest(createPartitionsKey), handle: handleCreatePartitions},
+	describeQuotasKey:   {min: 0, max: new(kmsg.DescribeClientQuotasRequest).MaxVersion(), request: newRequest(describeQuotasKey), handle: handleDescribeClientQuotas},
+	alterQuotasKey:      {min: 0, max: new(kmsg.AlterClientQuotasRequest).MaxVersion(), request: newRequest(alterQuotasKey), handle: handleAlterClientQuotas},
 }
 
 var apiTable [maxAPIKey + 1]*api

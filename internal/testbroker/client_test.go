@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-go/samsa/bufferpool"
 )
 
 // wireClient is a minimal Kafka client for the tests: one connection,
@@ -98,11 +102,35 @@ func produceRequest(version int16, acks int16, topic string, batches map[int32][
 	return req
 }
 
+// newTestCluster starts a cluster closed at the end of the test. With
+// QueuedMaxBytes set, request memory comes from a pool with leak detection
+// (KIP-72's "reclaiming buffers that were never released"), and the test
+// fails if any buffer was garbage-collected unreleased or is still out
+// once the cluster is closed.
 func newTestCluster(t testing.TB, cfg Config) *Cluster {
 	t.Helper()
+	var pool *bufferpool.SimplePool
+	if cfg.QueuedMaxBytes > 0 && cfg.MemoryPool == nil {
+		var err error
+		pool, err = bufferpool.New(bufferpool.Options{
+			Size: cfg.QueuedMaxBytes, PooledSize: int(min(cfg.QueuedMaxBytes, bufferpool.DefaultPooledSize)),
+			OverAllocate: true, LeakDetection: true,
+		})
+		require.NoError(t, err)
+		cfg.MemoryPool = pool
+	}
 	c, err := New(cfg)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close() })
+	t.Cleanup(func() {
+		_ = c.Close()
+		if pool != nil {
+			runtime.GC()
+			runtime.GC()
+			st := pool.Stats()
+			assert.Zero(t, st.Leaked, "request buffers garbage-collected without Release")
+			assert.Equal(t, st.Size, st.Available, "request memory still out after Close")
+		}
+	})
 	return c
 }
 

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/samsa-go/samsa/bufferpool"
 )
 
 // Defaults applied by [New] to the zero fields of [Config].
@@ -83,14 +85,33 @@ type Config struct {
 	// released. It must be larger than SocketRequestMaxBytes, or <= 0 to
 	// turn the bound off (the default).
 	QueuedMaxBytes int64
+	// MemoryPool, when set, is the pool request memory comes from
+	// (KIP-72's memory.pool.class.name): any bufferpool.Pool, for example
+	// a bufferpool.SimplePool with LeakDetection to reclaim buffers that
+	// were never released. Its Size is queued.max.bytes: QueuedMaxBytes
+	// must then be 0 or equal to it, and it must exceed
+	// SocketRequestMaxBytes. Default nil: with QueuedMaxBytes > 0 the
+	// broker makes a bufferpool.SimplePool in KIP-72's over-allocating
+	// mode.
+	MemoryPool bufferpool.Pool
 	// MutationRate and MutationBurst configure the KIP-599 controller
-	// mutation quota per client id: a token bucket filled at MutationRate
-	// partition mutations per second up to MutationBurst tokens
-	// (default burst: 100 × rate, Kafka's 100 one-second samples).
-	// MutationRate 0 turns the quota off (the default).
+	// mutation quota of every client id that no quota set with
+	// AlterClientQuotas matches: a token bucket per client id filled at
+	// MutationRate partition mutations per second up to MutationBurst
+	// tokens (default burst: MutationRate × MutationSamples ×
+	// MutationWindow). MutationRate 0 leaves only the quotas set with
+	// AlterClientQuotas (the default: none).
 	MutationRate, MutationBurst float64
-	// ProduceByteRate is the Produce quota per client id in bytes per
-	// second, with KIP-219 semantics: Produce v6+ is answered at once
+	// MutationWindow and MutationSamples are Kafka's
+	// controller.quota.window.size.seconds and controller.quota.window.num:
+	// a quota R holds a burst of R × MutationSamples × MutationWindow
+	// tokens (KIP-599: "Samples = B / R"). Defaults 1 s and 100, the KIP's
+	// example; Kafka's own default window count is 11.
+	MutationWindow  time.Duration
+	MutationSamples int
+	// ProduceByteRate is the Produce quota (producer_byte_rate) of every
+	// client id that no quota set with AlterClientQuotas matches, in bytes
+	// per second, with KIP-219 semantics: Produce v6+ is answered at once
 	// with ThrottleTimeMs and the connection is not read until the
 	// throttle passes; older versions get a delayed response. The burst
 	// is one second of the rate. 0 turns the quota off (the default).
@@ -140,16 +161,35 @@ func (cfg *Config) setDefaults() error {
 	if cfg.SocketRequestMaxBytes < 64 {
 		return fmt.Errorf("%w: SocketRequestMaxBytes %d < 64", ErrInvalidConfig, cfg.SocketRequestMaxBytes)
 	}
+	if cfg.MemoryPool != nil {
+		size := cfg.MemoryPool.Size()
+		if cfg.QueuedMaxBytes != 0 && cfg.QueuedMaxBytes != size {
+			return fmt.Errorf("%w: QueuedMaxBytes %d differs from the MemoryPool's size %d", ErrInvalidConfig, cfg.QueuedMaxBytes, size)
+		}
+		cfg.QueuedMaxBytes = size
+	}
 	if cfg.QueuedMaxBytes > 0 && cfg.QueuedMaxBytes <= int64(cfg.SocketRequestMaxBytes) {
 		// KIP-72: the pool must hold the largest single request.
 		return fmt.Errorf("%w: QueuedMaxBytes %d must be larger than SocketRequestMaxBytes %d, or <= 0",
 			ErrInvalidConfig, cfg.QueuedMaxBytes, cfg.SocketRequestMaxBytes)
 	}
+	if cfg.MemoryPool != nil && cfg.QueuedMaxBytes <= 0 {
+		return fmt.Errorf("%w: the MemoryPool has no room (size %d)", ErrInvalidConfig, cfg.QueuedMaxBytes)
+	}
 	if cfg.MutationRate < 0 || cfg.MutationBurst < 0 {
 		return fmt.Errorf("%w: MutationRate %g and MutationBurst %g must be >= 0", ErrInvalidConfig, cfg.MutationRate, cfg.MutationBurst)
 	}
+	if cfg.MutationWindow == 0 {
+		cfg.MutationWindow = time.Second
+	}
+	if cfg.MutationSamples == 0 {
+		cfg.MutationSamples = 100
+	}
+	if cfg.MutationWindow < 0 || cfg.MutationSamples < 0 {
+		return fmt.Errorf("%w: MutationWindow %v and MutationSamples %d must be >= 0", ErrInvalidConfig, cfg.MutationWindow, cfg.MutationSamples)
+	}
 	if cfg.MutationRate > 0 && cfg.MutationBurst == 0 {
-		cfg.MutationBurst = 100 * cfg.MutationRate
+		cfg.MutationBurst = cfg.MutationRate * float64(cfg.MutationSamples) * cfg.MutationWindow.Seconds()
 	}
 	if cfg.ProduceByteRate < 0 {
 		return fmt.Errorf("%w: ProduceByteRate %d < 0", ErrInvalidConfig, cfg.ProduceByteRate)
@@ -186,6 +226,7 @@ type Cluster struct {
 	mem       *requestMemory
 	icpt      interceptors
 	mutations *bucketSet
+	quotas    clientQuotas
 	sec       *clusterSecurity // nil without Config.Security
 	produceQ  *bucketSet
 
@@ -233,18 +274,16 @@ func New(cfg Config) (*Cluster, error) {
 		closed:   make(chan struct{}),
 	}
 	var err error
-	if c.mem, err = newRequestMemory(cfg.QueuedMaxBytes, cfg.SocketRequestMaxBytes); err != nil {
+	if c.mem, err = newRequestMemory(cfg.MemoryPool, cfg.QueuedMaxBytes); err != nil {
 		return nil, fmt.Errorf("%w: QueuedMaxBytes: %v", ErrInvalidConfig, err)
 	}
 	if err := c.initSecurity(); err != nil {
 		return nil, err
 	}
-	if cfg.MutationRate > 0 {
-		c.mutations = newBucketSet(cfg.MutationRate, cfg.MutationBurst, cfg.Clock)
-	}
-	if cfg.ProduceByteRate > 0 {
-		c.produceQ = newBucketSet(float64(cfg.ProduceByteRate), float64(cfg.ProduceByteRate), cfg.Clock)
-	}
+	// The buckets exist even with no quota configured: AlterClientQuotas
+	// can add one at any time.
+	c.mutations = newBucketSet(cfg.MutationRate, cfg.MutationBurst, cfg.Clock)
+	c.produceQ = newBucketSet(float64(cfg.ProduceByteRate), float64(cfg.ProduceByteRate), cfg.Clock)
 	for i := 0; i < cfg.Brokers; i++ {
 		port := 0
 		if cfg.BasePort != 0 {

@@ -30,15 +30,22 @@ import (
 //
 // With the bound off, each connection reuses one growing buffer instead.
 type requestMemory struct {
-	pool bufferpool.Pool // nil when QueuedMaxBytes <= 0
+	pool bufferpool.Pool // nil when QueuedMaxBytes <= 0 and no Config.MemoryPool
 
 	inFlight atomic.Int64
 	peak     atomic.Int64
 	muted    atomic.Int64
 }
 
-func newRequestMemory(queuedMaxBytes int64, _ int32) (*requestMemory, error) {
+// newRequestMemory uses pool when set (Config.MemoryPool), else makes a
+// SimplePool of queuedMaxBytes in KIP-72's over-allocating mode; neither
+// turns the bound off.
+func newRequestMemory(pool bufferpool.Pool, queuedMaxBytes int64) (*requestMemory, error) {
 	m := new(requestMemory)
+	if pool != nil {
+		m.pool = pool
+		return m, nil
+	}
 	if queuedMaxBytes <= 0 {
 		return m, nil
 	}

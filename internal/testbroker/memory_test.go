@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-go/samsa/bufferpool"
 )
 
 const (
@@ -126,7 +129,7 @@ func TestQueuedMaxBytesBound(t *testing.T) {
 // TestRequestMemoryWaitHoldsNothing: a muted connection whose wait ends
 // (connection closed) holds no memory, and a release wakes a waiter.
 func TestRequestMemoryWaitHoldsNothing(t *testing.T) {
-	m, err := newRequestMemory(1000, 500)
+	m, err := newRequestMemory(nil, 1000)
 	require.NoError(t, err)
 	var scratch []byte
 	a, err := m.acquire(context.Background(), 1000, &scratch)
@@ -158,4 +161,61 @@ func TestRequestMemoryWaitHoldsNothing(t *testing.T) {
 	inFlight, peak, _ := m.stats()
 	assert.Zero(t, inFlight)
 	assert.EqualValues(t, 1000, peak)
+}
+
+// countingPool is a plugged-in pool (memory.pool.class.name) that counts
+// what the broker takes and gives back.
+type countingPool struct {
+	*bufferpool.SimplePool
+	allocs, releases atomic.Int64
+}
+
+func (p *countingPool) TryAllocate(n int) []byte {
+	b := p.SimplePool.TryAllocate(n)
+	if b != nil {
+		p.allocs.Add(1)
+	}
+	return b
+}
+
+func (p *countingPool) Allocate(ctx context.Context, n int, maxWait time.Duration) ([]byte, error) {
+	b, err := p.SimplePool.Allocate(ctx, n, maxWait)
+	if err == nil {
+		p.allocs.Add(1)
+	}
+	return b, err
+}
+
+func (p *countingPool) Release(b []byte) {
+	p.releases.Add(1)
+	p.SimplePool.Release(b)
+}
+
+// TestMemoryPoolPluggable: Config.MemoryPool is KIP-72's
+// memory.pool.class.name: every request's memory comes from the plugged-in
+// pool and goes back to it, and its size is queued.max.bytes.
+func TestMemoryPoolPluggable(t *testing.T) {
+	sp, err := bufferpool.New(bufferpool.Options{Size: kip72Queued, OverAllocate: true, LeakDetection: true})
+	require.NoError(t, err)
+	pool := &countingPool{SimplePool: sp}
+	c := newTestCluster(t, Config{Brokers: 1, SocketRequestMaxBytes: kip72SocketMax, MemoryPool: pool})
+	require.NoError(t, c.CreateTopic("t", 1))
+	w := dialBroker(t, c.Addrs()[0], "p")
+	batch := testBatch{n: 10, valueSize: 100}.build(t)
+	const n = 5
+	for range n {
+		resp := w.request(produceRequest(9, 1, "t", map[int32][]byte{0: batch})).(*kmsg.ProduceResponse)
+		require.Zero(t, resp.Topics[0].Partitions[0].ErrorCode)
+	}
+	require.Eventually(t, func() bool { return pool.releases.Load() == n }, 5*time.Second, time.Millisecond)
+	assert.EqualValues(t, n, pool.allocs.Load())
+	assert.Equal(t, sp.Size(), sp.Available())
+
+	for _, cfg := range []Config{
+		{SocketRequestMaxBytes: kip72SocketMax, MemoryPool: pool, QueuedMaxBytes: kip72Queued + 1},
+		{SocketRequestMaxBytes: kip72Queued, MemoryPool: pool},
+	} {
+		_, err := New(cfg)
+		assert.ErrorIs(t, err, ErrInvalidConfig)
+	}
 }

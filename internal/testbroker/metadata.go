@@ -89,8 +89,8 @@ func handleMetadata(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
 	c.mu.Unlock()
 
 	var throttle time.Duration
-	if created > 0 && c.mutations != nil {
-		throttle = c.mutations.record(cn.clientID, float64(created))
+	if l, key, ok := c.quotaFor(quotaKeyMutationRate, cn); ok && created > 0 {
+		throttle = c.mutations.recordWith(key, float64(created), l)
 	}
 	return result{resp: resp, throttle: throttle}
 }

@@ -82,8 +82,8 @@ func handleProduce(cn *conn, h *reqHeader, kreq kmsg.Request) result {
 	resp.Topics = topics
 
 	var throttle time.Duration
-	if c.produceQ != nil {
-		throttle = c.produceQ.record(cn.clientID, float64(h.size))
+	if l, key, ok := c.quotaFor(quotaKeyProducerByteRate, cn); ok {
+		throttle = c.produceQ.recordWith(key, float64(h.size), l)
 	}
 	if req.Acks == 0 {
 		// No response; Kafka closes the connection on an error so that

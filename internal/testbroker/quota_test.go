@@ -124,8 +124,9 @@ func TestMutationQuotaOverTheWire(t *testing.T) {
 	resp = dialBroker(t, c.Addrs()[0], "other").request(createTopicsRequest(6, "c", 1, 1)).(*kmsg.CreateTopicsResponse)
 	assert.Zero(t, resp.Topics[0].ErrorCode)
 
-	// After 12 s and a bit, K > 0 and the client is admitted again.
-	clock.Advance(12*time.Second + 200*time.Millisecond)
+	// After 12.4 s, K = 2: each of the two 1-partition topics finds
+	// K > 0 in turn (12.2 s, K = 1, would admit only the first).
+	clock.Advance(12*time.Second + 400*time.Millisecond)
 	resp = dialBroker(t, c.Addrs()[0], "admin").request(createTopicsRequest(6, "b", 2, 1)).(*kmsg.CreateTopicsResponse)
 	for _, rt := range resp.Topics {
 		assert.Zero(t, rt.ErrorCode, rt.Topic)
@@ -191,4 +192,150 @@ func TestProduceQuota(t *testing.T) {
 	hw, err := c.HighWatermark("t", 0)
 	require.NoError(t, err)
 	assert.EqualValues(t, 20, hw, "throttled requests are still appended")
+}
+
+// TestMutationQuotaPerTopic: KIP-599 admits the topics of one request one
+// by one while K > 0. With K = 100 and three topics of 60 partition
+// mutations each, the first two are admitted (K = 100-60-60 = -20) and the
+// third is refused with THROTTLING_QUOTA_EXCEEDED and a throttle of
+// -K/R = 20 s, for each of the three APIs; a version older than error 89
+// admits all three and throttles the client for the whole debt instead.
+func TestMutationQuotaPerTopic(t *testing.T) {
+	names := []string{"x-0", "x-1", "x-2"}
+	cases := []struct {
+		name string
+		// setup creates what the request needs, outside the quota.
+		setup func(t *testing.T, c *Cluster)
+		req   kmsg.Request
+		// codes returns the per-topic error codes and the throttle.
+		codes func(kmsg.Response) ([]int16, int32)
+		// done reports whether topic i was mutated.
+		done func(c *Cluster, i int) bool
+		// strict: refusals (v6+, v3+, v5+); else all admitted.
+		strict   bool
+		throttle int32
+	}{
+		{
+			name:  "CreateTopics v6",
+			setup: func(*testing.T, *Cluster) {},
+			req:   createTopicsRequest(6, "x", 3, 60),
+			codes: createTopicsCodes, done: topicExists, strict: true, throttle: 20000,
+		},
+		{
+			name:  "CreateTopics v5",
+			setup: func(*testing.T, *Cluster) {},
+			req:   createTopicsRequest(5, "x", 3, 60),
+			codes: createTopicsCodes, done: topicExists, throttle: 80000,
+		},
+		{
+			name: "CreatePartitions v3",
+			setup: func(t *testing.T, c *Cluster) {
+				for _, n := range names {
+					require.NoError(t, c.CreateTopic(n, 1))
+				}
+			},
+			req:   createPartitionsRequest(3, names, 61),
+			codes: createPartitionsCodes, strict: true, throttle: 20000,
+			done: func(c *Cluster, i int) bool {
+				_, err := c.HighWatermark(names[i], 60)
+				return err == nil
+			},
+		},
+		{
+			name: "DeleteTopics v5",
+			setup: func(t *testing.T, c *Cluster) {
+				for _, n := range names {
+					require.NoError(t, c.CreateTopic(n, 60))
+				}
+			},
+			req:   deleteTopicsRequest(5, names),
+			codes: deleteTopicsCodes, strict: true, throttle: 20000,
+			done: func(c *Cluster, i int) bool { return !topicExists(c, i) },
+		},
+		{
+			name: "DeleteTopics v4",
+			setup: func(t *testing.T, c *Cluster) {
+				for _, n := range names {
+					require.NoError(t, c.CreateTopic(n, 60))
+				}
+			},
+			req:   deleteTopicsRequest(4, names),
+			codes: deleteTopicsCodes, throttle: 80000,
+			done: func(c *Cluster, i int) bool { return !topicExists(c, i) },
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := newFakeClock() // frozen: K and throttles are exact
+			c := newTestCluster(t, Config{Brokers: 1, DefaultPartitions: 1, MutationRate: 1, MutationBurst: 100, Clock: clock.Now})
+			tc.setup(t, c)
+			w := dialBroker(t, c.Addrs()[0], "admin")
+			resp := w.request(tc.req)
+			codes, throttle := tc.codes(resp)
+			want := []int16{0, 0, 0}
+			if tc.strict {
+				want[2] = ecThrottlingQuotaExceeded
+			}
+			assert.Equal(t, want, codes)
+			for i := range names {
+				assert.Equal(t, want[i] == 0, tc.done(c, i), "topic %d mutated", i)
+			}
+			assert.Equal(t, tc.throttle, throttle, "throttle time -K/R")
+			wantK := -20.0
+			if !tc.strict {
+				wantK = -80
+			}
+			assert.InDelta(t, wantK, c.mutations.tokens(bucketKey(false, true, "", "admin")), 1e-9)
+		})
+	}
+}
+
+func topicExists(c *Cluster, i int) bool {
+	_, err := c.HighWatermark(fmt.Sprintf("x-%d", i), 0)
+	return err == nil
+}
+
+func createTopicsCodes(r kmsg.Response) ([]int16, int32) {
+	resp := r.(*kmsg.CreateTopicsResponse)
+	var codes []int16
+	for _, t := range resp.Topics {
+		codes = append(codes, t.ErrorCode)
+	}
+	return codes, resp.ThrottleMillis
+}
+
+func createPartitionsRequest(version int16, topics []string, count int32) *kmsg.CreatePartitionsRequest {
+	req := kmsg.NewPtrCreatePartitionsRequest()
+	req.Version = version
+	for _, n := range topics {
+		rt := kmsg.NewCreatePartitionsRequestTopic()
+		rt.Topic, rt.Count = n, count
+		req.Topics = append(req.Topics, rt)
+	}
+	return req
+}
+
+func createPartitionsCodes(r kmsg.Response) ([]int16, int32) {
+	resp := r.(*kmsg.CreatePartitionsResponse)
+	var codes []int16
+	for _, t := range resp.Topics {
+		codes = append(codes, t.ErrorCode)
+	}
+	return codes, resp.ThrottleMillis
+}
+
+func deleteTopicsRequest(version int16, topics []string) *kmsg.DeleteTopicsRequest {
+	req := kmsg.NewPtrDeleteTopicsRequest()
+	req.Version = version
+	req.TopicNames = topics
+	return req
+}
+
+func deleteTopicsCodes(r kmsg.Response) ([]int16, int32) {
+	resp := r.(*kmsg.DeleteTopicsResponse)
+	var codes []int16
+	for _, t := range resp.Topics {
+		codes = append(codes, t.ErrorCode)
+	}
+	return codes, resp.ThrottleMillis
 }
