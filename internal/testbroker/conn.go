@@ -83,6 +83,12 @@ func (cn *conn) serve() {
 	defer cn.c.wg.Done()
 	defer cn.b.forget(cn)
 	defer cn.close()
+	remote := cn.nc.RemoteAddr().String()
+	cn.c.log.Debug("testbroker: connection opened", "broker", cn.b.id, "remote", remote)
+	defer func() {
+		cn.c.log.Debug("testbroker: connection closed", "broker", cn.b.id, "remote", remote,
+			"client_id", cn.clientID, "principal", cn.principal)
+	}()
 	for {
 		if err := cn.waitMuted(); err != nil {
 			return

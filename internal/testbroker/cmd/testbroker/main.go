@@ -7,6 +7,21 @@
 // SIGINT or SIGTERM. Topics are auto-created by Metadata with -partitions
 // partitions, and -topic creates some up front.
 //
+// Flags expose the two KIPs the broker implements, so that muting and
+// throttling can be watched with kcat or kgo:
+//
+//	-queued-max-bytes N          KIP-72 queued.max.bytes (connections stop reading when reached)
+//	-socket-request-max-bytes N  socket.request.max.bytes (default 100 MiB)
+//	-mutation-rate R             KIP-599 controller_mutation_rate of every client id
+//	-mutation-burst B            its burst (default R × samples × window)
+//	-mutation-window D           controller.quota.window.size.seconds (default 1s)
+//	-mutation-samples N          controller.quota.window.num (default 100)
+//	-produce-byte-rate N         producer_byte_rate of every client id
+//
+// Per-user and per-client-id quotas can also be set at run time with
+// AlterClientQuotas (kafka-configs.sh, kadm). -v logs every connection
+// opened and closed; -h prints the flags and exits 0.
+//
 // On SIGUSR1 it prints the cluster's counters to stderr as one line, for
 // scripts (the peer benchmark reads it between client runs):
 //
@@ -20,13 +35,16 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/samsa-go/samsa/internal/testbroker"
 )
@@ -47,7 +65,23 @@ func run(args []string) error {
 	topics := fs.String("topic", "", "comma-separated topics to create at start")
 	sink := fs.Bool("sink", false, "validate and acknowledge produced batches without keeping them")
 	noAuto := fs.Bool("no-auto-create", false, "do not create topics named by Metadata requests")
-	verbose := fs.Bool("v", false, "log connections and errors to stderr")
+	verbose := fs.Bool("v", false, "log connections, lifecycle events and errors to stderr")
+	// KIP-72
+	queuedMax := fs.Int64("queued-max-bytes", 0,
+		"bound on the bytes of requests read and not yet answered, across brokers (queued.max.bytes; <= 0: no bound); must exceed -socket-request-max-bytes")
+	socketMax := fs.Int("socket-request-max-bytes", testbroker.DefaultSocketRequestMaxBytes,
+		"largest request a connection accepts (socket.request.max.bytes)")
+	// KIP-599 and the produce quota
+	mutationRate := fs.Float64("mutation-rate", 0,
+		"controller_mutation_rate of every client id: partition mutations per second (0: none; AlterClientQuotas can still set quotas)")
+	mutationBurst := fs.Float64("mutation-burst", 0,
+		"burst of the mutation quota in partition mutations (0: rate × samples × window)")
+	mutationWindow := fs.Duration("mutation-window", time.Second,
+		"quota window (controller.quota.window.size.seconds)")
+	mutationSamples := fs.Int("mutation-samples", 100,
+		"quota windows kept (controller.quota.window.num; Kafka's default is 11)")
+	produceRate := fs.Int64("produce-byte-rate", 0,
+		"producer_byte_rate of every client id in bytes per second (0: none)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: testbroker [flags]\n\n"+
 			"Prints each broker's address on stdout, then serves until SIGINT or SIGTERM.\n"+
@@ -56,7 +90,13 @@ func run(args []string) error {
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil // -h: the usage was printed, nothing failed
+		}
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	level := slog.LevelWarn
 	if *verbose {
@@ -69,6 +109,13 @@ func run(args []string) error {
 		DefaultPartitions:      int32(*partitions),
 		AllowAutoTopicCreation: !*noAuto,
 		Sink:                   *sink,
+		QueuedMaxBytes:         *queuedMax,
+		SocketRequestMaxBytes:  int32(min(*socketMax, math.MaxInt32)),
+		MutationRate:           *mutationRate,
+		MutationBurst:          *mutationBurst,
+		MutationWindow:         *mutationWindow,
+		MutationSamples:        *mutationSamples,
+		ProduceByteRate:        *produceRate,
 		Logger:                 slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 	})
 	if err != nil {
