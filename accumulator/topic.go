@@ -23,6 +23,9 @@ type Topic[C any] struct {
 	// parking is set while parked records exist: appends must then park
 	// too, so that records keep their Send order.
 	parking atomic.Bool
+	// failing, when set, is the error Park fails records with at once:
+	// the topic is known to be unusable (see SetFailing).
+	failing atomic.Pointer[error]
 
 	mu     sync.Mutex // guards the fields below
 	chunks [][]byte   // parking memory from the pool, oldest first
@@ -123,12 +126,34 @@ func (t *Topic[C]) SetPartitions(ps []*Partition[C]) {
 	t.parts.Store(&ps)
 }
 
+// SetFailing makes Park fail every record with err, at once, until it is
+// called again with nil (IO goroutine only): the topic is known to be
+// unusable (not authorized, invalid, or missing for longer than MaxBlock),
+// and records for it must not take pool memory that healthy topics need.
+// It does not affect records already parked (see FailParked).
+func (t *Topic[C]) SetFailing(err error) {
+	if err == nil {
+		t.failing.Store(nil)
+		return
+	}
+	t.failing.Store(&err)
+}
+
+// Failing returns the error set by SetFailing, or nil.
+func (t *Topic[C]) Failing() error {
+	if p := t.failing.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
 // Park parks a record whose topic has no known partitions yet, in an
 // uncompressed form, with memory from the pool (waiting up to MaxBlock if
 // wait is set). It returns parked=false without error if, once under the
 // topic's lock, the partitions turned out to be known and nothing is parked:
-// the caller then appends to a partition instead. partition is the record's
-// Partition field, kept for the manual partitioner.
+// the caller then appends to a partition instead. It fails with the error
+// set by SetFailing while one is set. partition is the record's Partition
+// field, kept for the manual partitioner.
 func (t *Topic[C]) Park(ctx context.Context, ts int64, key, value []byte, headers []recordbatch.Header, partition int32, c C, wait bool) (parked bool, err error) {
 	size := recordbatch.BodySize(key, value, headers)
 	var spare []byte
@@ -138,6 +163,14 @@ func (t *Topic[C]) Park(ctx context.Context, ts int64, key, value []byte, header
 			t.mu.Unlock()
 			t.acc.cfg.Pool.Release(spare)
 			return false, nil
+		}
+		if p := t.failing.Load(); p != nil {
+			// Checked under the lock: the IO goroutine sets it, then
+			// fails what is parked under the lock, so no record slips
+			// in between unfailed.
+			t.mu.Unlock()
+			t.acc.cfg.Pool.Release(spare)
+			return false, *p
 		}
 		if spare != nil {
 			t.chunks = append(t.chunks, spare)

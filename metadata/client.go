@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,6 +63,12 @@ type Config struct {
 	RetryBackoff, RetryBackoffMax time.Duration
 	// Logger receives refresh events. Default: Conn.Logger, else discard.
 	Logger *slog.Logger
+	// AllowAutoTopicCreation sets the flag of the same name in every
+	// Metadata request: a broker with auto.create.topics.enable=true then
+	// creates the wanted topics that do not exist (the Java producer's
+	// allow.auto.create.topics). Default false. Brokers before Metadata v4
+	// (Kafka 0.11) always auto-create when their own setting says so.
+	AllowAutoTopicCreation bool
 }
 
 func (cfg *Config) validate() error {
@@ -132,6 +139,7 @@ type Client struct {
 	cfg Config
 
 	snap   atomic.Pointer[Snapshot]
+	err    atomic.Pointer[error] // why the last fetch failed; nil after a success
 	wanted atomic.Pointer[map[string]*use] // copy on write, under wantMu
 	wantMu sync.Mutex
 
@@ -187,9 +195,22 @@ func New(cfg Config) (*Client, error) {
 // fetch). It is one atomic load.
 func (c *Client) Snapshot() *Snapshot { return c.snap.Load() }
 
-// Updates receives after each published snapshot. It has a buffer of one
-// and sends never block, so several updates may coalesce into one receive.
+// Updates receives after each published snapshot, and after each fetch
+// that failed (Err then says why). It has a buffer of one and sends never
+// block, so several updates may coalesce into one receive.
 func (c *Client) Updates() <-chan struct{} { return c.updates }
+
+// Err returns why the last metadata fetch failed, or nil if it succeeded
+// (or none has run yet). The error names the broker addresses tried and
+// what each did: a refused or timed-out dial, an unresolvable host, a
+// failed ApiVersions handshake, a broken connection. It wraps ErrNoBroker
+// when no broker answered. It is one atomic load.
+func (c *Client) Err() error {
+	if p := c.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
 
 // Want asks for topic's metadata: the refresh goroutine fetches it at once
 // and, while it is not usable, again with backoff. It never blocks; for a
@@ -433,10 +454,22 @@ func (c *Client) maybeFetch(now time.Time) {
 		if full {
 			c.trigger.Store(true) // still owed
 		}
-		c.cfg.Logger.Warn("metadata fetch failed", "topics", names, "err", err, "retry_in", wait)
+		c.err.Store(&err)
+		// Once at Warn per outage (Err keeps the cause for whoever
+		// fails a record over it), then at Debug while it lasts.
+		level := slog.LevelDebug
+		if c.failures == 1 {
+			level = slog.LevelWarn
+		}
+		c.cfg.Logger.Log(context.Background(), level, "metadata fetch failed", "topics", names, "err", err, "retry_in", wait, "failures", c.failures)
+		c.notify()
 		return
 	}
+	if c.failures > 0 {
+		c.cfg.Logger.Info("metadata fetch succeeded again", "failures", c.failures)
+	}
 	c.failures, c.retryAt = 0, time.Time{}
+	c.err.Store(nil)
 	if full {
 		c.lastFull = now
 	}
@@ -527,6 +560,10 @@ func (c *Client) apply(resp *kmsg.MetadataResponse, names []string, now time.Tim
 func (c *Client) publish(s *Snapshot, now time.Time) {
 	s.At = now
 	c.snap.Store(s)
+	c.notify()
+}
+
+func (c *Client) notify() {
 	select {
 	case c.updates <- struct{}{}:
 	default:
@@ -536,7 +573,7 @@ func (c *Client) publish(s *Snapshot, now time.Time) {
 // fetch sends one Metadata request for names to some broker.
 func (c *Client) fetch(names []string) (*kmsg.MetadataResponse, error) {
 	req := kmsg.NewPtrMetadataRequest()
-	req.AllowAutoTopicCreation = false
+	req.AllowAutoTopicCreation = c.cfg.AllowAutoTopicCreation
 	req.Topics = make([]kmsg.MetadataRequestTopic, 0, len(names))
 	for _, n := range names {
 		t := kmsg.NewMetadataRequestTopic()
@@ -658,8 +695,24 @@ func (c *Client) do(ctx context.Context, req kmsg.Request, prefer int32) (kmsg.R
 		}
 		errs = append(errs, err)
 	}
-	return nil, fmt.Errorf("%w: %w", ErrNoBroker, errors.Join(errs...))
+	return nil, fmt.Errorf("%w: %w", ErrNoBroker, joinedErrs(errs))
 }
+
+// joinedErrs is errors.Join on one line: the causes, "; "-separated.
+type joinedErrs []error
+
+func (e joinedErrs) Error() string {
+	var b strings.Builder
+	for i, err := range e {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(err.Error())
+	}
+	return b.String()
+}
+
+func (e joinedErrs) Unwrap() []error { return e }
 
 // connTo returns the open connection to addr, dialing one if needed. The
 // lock is not held while dialing.

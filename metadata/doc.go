@@ -11,7 +11,8 @@
 // # Wanted topics
 //
 // A producer fetches only the topics it uses, by name, with
-// AllowAutoTopicCreation false. Want(topic) adds a topic (non-blocking; no
+// AllowAutoTopicCreation as Config says (the producer sets it, as Java
+// does, unless told not to). Want(topic) adds a topic (non-blocking; no
 // allocation when already wanted); the refresh goroutine fetches it at
 // once. A topic that is not usable yet (UNKNOWN_TOPIC_OR_PARTITION, no
 // partitions, LEADER_NOT_AVAILABLE) stays wanted and is fetched again after

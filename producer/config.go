@@ -204,10 +204,22 @@ type Config struct {
 	// requires Acks = AcksAll and MaxInFlight <= 5.
 	DisableIdempotence bool
 
+	// DisableAutoTopicCreation stops the producer from asking brokers to
+	// create the topics it produces to (allow.auto.create.topics=false).
+	// By default, as in the Java producer, every Metadata request allows
+	// auto-creation: a broker with auto.create.topics.enable=true (Kafka's
+	// default) creates a missing topic with its num.partitions and
+	// default.replication.factor. A broker that does not auto-create
+	// answers UNKNOWN_TOPIC_OR_PARTITION either way; see AutoCreateTopics
+	// for that case.
+	DisableAutoTopicCreation bool
+
 	// AutoCreateTopics makes the producer create a topic that does not
-	// exist (with CreateTopics) instead of waiting for it until
-	// DeliveryTimeout. Default false: records for an unknown topic wait,
-	// and then fail naming the topic.
+	// exist itself, with CreateTopics, for brokers that do not auto-create
+	// topics (auto.create.topics.enable=false); see AutoCreatePartitions
+	// and AutoCreateReplicationFactor. Default false: records for an
+	// unknown topic wait up to MaxBlock for it to appear, and then fail
+	// naming the topic.
 	AutoCreateTopics bool
 
 	// AutoCreatePartitions is the partition count of auto-created topics.

@@ -35,9 +35,12 @@ var (
 
 	// ErrDeliveryTimeout completes a record's future when the record was
 	// not acknowledged within Config.DeliveryTimeout of entering the
-	// producer, whatever the reason (no leader, unknown topic, retries that
-	// kept failing). When a last error was seen, the error wraps it too, so
-	// errors.Is and errors.As also match that cause.
+	// producer, whatever the reason (no leader, retries that kept failing),
+	// or when its topic was not present in metadata within Config.MaxBlock
+	// (as the Java producer's send fails after max.block.ms). When a last
+	// error was seen, the error wraps it too, so errors.Is and errors.As
+	// also match that cause (UNKNOWN_TOPIC_OR_PARTITION, or the dial or
+	// metadata error of an unreachable cluster).
 	ErrDeliveryTimeout = errors.New("producer: delivery timeout")
 
 	// ErrInvalidRecord fails a record that cannot be produced as given: a

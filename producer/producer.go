@@ -98,6 +98,8 @@ func New(cfg Config) (*Producer, error) {
 		RetryBackoff:    cfg.RetryBackoff,
 		RetryBackoffMax: cfg.RetryBackoffMax,
 		Logger:          cfg.Logger,
+
+		AllowAutoTopicCreation: !cfg.DisableAutoTopicCreation,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
@@ -271,6 +273,9 @@ func (p *Producer) append(ctx context.Context, t *topicState, rec *Record, size 
 	if parts == nil {
 		parked, err := t.acc.Park(ctx, c.ts, rec.Key, rec.Value, rec.Headers, rec.Partition, c, wait)
 		if err != nil {
+			// A topic that fails fast stays wanted, so that its metadata
+			// is fetched again and the failure ends with its cause.
+			p.meta.Want(rec.Topic)
 			return err
 		}
 		if parked {

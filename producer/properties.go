@@ -42,6 +42,7 @@ import (
 //	  (topic.metadata.refresh.interval.ms)           MetadataMaxAge
 //	metadata.max.idle.ms                             MetadataMaxIdle
 //	enable.idempotence                               DisableIdempotence, inverted
+//	allow.auto.create.topics                         DisableAutoTopicCreation, inverted
 //	socket.connection.setup.timeout.ms               DialTimeout
 //	partitioner.class                                Java's RoundRobinPartitioner, or the default
 //	                                                 (DefaultPartitioner, UniformStickyPartitioner)
@@ -250,6 +251,10 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 		case "enable.idempotence":
 			if b, ok := boolean(key, v); ok {
 				c.DisableIdempotence, idemSet = !b, true
+			}
+		case "allow.auto.create.topics":
+			if b, ok := boolean(key, v); ok {
+				c.DisableAutoTopicCreation = !b
 			}
 		case "socket.connection.setup.timeout.ms":
 			positiveMs(key, v, "DialTimeout", &c.DialTimeout)

@@ -132,6 +132,16 @@ func TestConfigFromProperties(t *testing.T) {
 			Config{DisableIdempotence: true},
 		},
 		{
+			"auto topic creation off",
+			map[string]string{"allow.auto.create.topics": "false"},
+			Config{DisableAutoTopicCreation: true},
+		},
+		{
+			"auto topic creation on is the default",
+			map[string]string{"allow.auto.create.topics": "true"},
+			Config{},
+		},
+		{
 			"gzip's Java default level -1 is our 0",
 			map[string]string{"compression.type": "gzip", "compression.gzip.level": "-1"},
 			Config{Compression: compression.Gzip},

@@ -91,7 +91,17 @@ type ioTopic struct {
 	err      error     // last metadata error
 	creating bool      // CreateTopics in progress
 	createAt time.Time // next CreateTopics attempt
+	failing  failKind  // why Sends fail fast (accumulator.Topic.SetFailing), if they do
 }
+
+// failKind says why a topic fails its records fast.
+type failKind uint8
+
+const (
+	notFailing failKind = iota
+	failFatal           // a non-retriable topic error (TOPIC_AUTHORIZATION_FAILED, INVALID_TOPIC_EXCEPTION)
+	failMissing         // not present in metadata for MaxBlock
+)
 
 type ioPart struct {
 	topic  *ioTopic
@@ -121,6 +131,7 @@ type ioBroker struct {
 	conn     *conn.Conn
 	dialing  bool
 	failures int
+	lastErr  error // why the last dial failed; nil once connected
 	backoff  time.Time
 	inflight int
 	ready    []*ioPart
@@ -429,12 +440,50 @@ func (s *sink) applyTopic(t *ioTopic, snap *metadata.Snapshot) {
 		if t.err == nil {
 			t.err = kerr.LeaderNotAvailable
 		}
+		switch {
+		case !kerr.IsRetriable(t.err):
+			// Not authorized, or an invalid name: waiting does not
+			// help. Fail what is parked and what comes, at once, until
+			// the metadata says otherwise.
+			s.failTopic(t, failFatal, fmt.Errorf("topic %q: %w", t.name, t.err))
+		case t.failing == failFatal,
+			t.failing == failMissing && !errors.Is(t.err, kerr.UnknownTopicOrPartition):
+			s.setFailing(t, notFailing, nil) // the condition changed: records wait again
+		}
 		s.maybeCreateTopic(t)
 		return
 	}
 	t.err = nil
 	t.id = mt.ID
+	if t.failing != notFailing {
+		s.setFailing(t, notFailing, nil)
+	}
 	s.updatePartitions(t, mt)
+}
+
+// setFailing records why t's records fail fast (err nil: they do not).
+func (s *sink) setFailing(t *ioTopic, kind failKind, err error) {
+	if kind == t.failing && kind == notFailing {
+		return
+	}
+	if kind != t.failing {
+		if kind == notFailing {
+			s.p.log.Info("topic usable again: records wait for it again", "topic", t.name)
+		} else {
+			s.p.log.Warn("failing records of topic at once", "topic", t.name, "err", err)
+		}
+	}
+	t.failing = kind
+	t.ts.acc.SetFailing(err)
+}
+
+// failTopic makes t fail fast with err and fails its parked records.
+func (s *sink) failTopic(t *ioTopic, kind failKind, err error) {
+	s.setFailing(t, kind, err)
+	t.ts.acc.FailParked(func(c completion) {
+		s.p.completer.push(outcome{single: &c, md: RecordMetadata{Topic: t.name, Partition: -1, Offset: -1}, err: err})
+	})
+	delete(s.parked, t)
 }
 
 func (s *sink) updatePartitions(t *ioTopic, mt *metadata.Topic) {
@@ -545,23 +594,36 @@ func readVarBytes(b []byte) (v, rest []byte) {
 
 func timeFromMillis(ms int64) time.Time { return time.UnixMilli(ms) }
 
-// expire fails what has waited longer than DeliveryTimeout without being in
-// flight: parked records, and batches that never got (back) to a broker.
+// expire fails what has waited too long without being in flight: records
+// parked for a topic not present in metadata after MaxBlock (as the Java
+// producer's send fails after max.block.ms), other parked records and
+// batches that never got (back) to a broker after DeliveryTimeout.
 func (s *sink) expire() {
 	dt := s.cfg.DeliveryTimeout
 	deadline := s.now.Add(-dt)
 	for t := range s.parked {
-		if oldest := t.ts.acc.OldestParked(); oldest.IsZero() || oldest.After(deadline) {
+		limit, cause := s.parkLimit(t)
+		parkDeadline := s.now.Add(-limit)
+		if oldest := t.ts.acc.OldestParked(); oldest.IsZero() || oldest.After(parkDeadline) {
 			continue
 		}
-		cause := t.err
-		if cause == nil {
-			cause = kerr.UnknownTopicOrPartition
+		var err error
+		if len(t.parts) == 0 {
+			if cause == nil {
+				cause = errors.New("no metadata answer arrived")
+			}
+			err = fmt.Errorf("%w: topic %q not present in metadata after %v: %w", ErrDeliveryTimeout, t.name, limit, cause)
+		} else {
+			err = fmt.Errorf("%w: topic %q: record still parked after %v (no buffer memory to move it into a batch)", ErrDeliveryTimeout, t.name, limit)
 		}
-		t.ts.acc.ExpireParked(deadline, func(c completion, at time.Time) {
-			err := fmt.Errorf("%w: topic %q: no partitions known after %v: %w", ErrDeliveryTimeout, t.name, dt, cause)
+		t.ts.acc.ExpireParked(parkDeadline, func(c completion, at time.Time) {
 			s.p.completer.push(outcome{single: &c, md: RecordMetadata{Topic: t.name, Partition: -1, Offset: -1}, err: err})
 		})
+		if len(t.parts) == 0 && t.failing == notFailing {
+			// New Sends fail at once while the topic stays missing,
+			// instead of taking pool memory for MaxBlock each.
+			s.setFailing(t, failMissing, err)
+		}
 		if t.ts.acc.OldestParked().IsZero() {
 			delete(s.parked, t)
 		}
@@ -616,15 +678,42 @@ func (s *sink) expirePart(ip *ioPart, deadline time.Time) {
 	}
 }
 
+// parkLimit returns how long t's records may stay parked, and the cause to
+// report when they cannot: while t has no partitions, MaxBlock (at most
+// DeliveryTimeout) once something is known of why (a metadata answer
+// without the topic, or a failed fetch: the cause), else DeliveryTimeout.
+func (s *sink) parkLimit(t *ioTopic) (time.Duration, error) {
+	if len(t.parts) > 0 {
+		return s.cfg.DeliveryTimeout, nil
+	}
+	cause := t.err
+	if cause == nil {
+		cause = s.p.meta.Err() // unreachable cluster, failed handshake, ...
+	}
+	if cause == nil {
+		return s.cfg.DeliveryTimeout, nil
+	}
+	return min(s.cfg.MaxBlock, s.cfg.DeliveryTimeout), cause
+}
+
 func (s *sink) timeoutErr(ip *ioPart, b *batch) error {
 	what := "no leader available"
+	var cause error
 	if ip.leader >= 0 {
 		what = fmt.Sprintf("not acknowledged by broker %d", ip.leader)
+		if br := s.brokers[ip.leader]; br != nil && br.conn == nil && br.lastErr != nil {
+			cause = br.lastErr // it names the broker's address
+		}
+	} else {
+		cause = s.p.meta.Err()
+	}
+	if ip.lastErr != nil {
+		cause = ip.lastErr
 	}
 	err := fmt.Errorf("%w: %d records for %s[%d] expired after %v: %s",
 		ErrDeliveryTimeout, b.Records.Len(), ip.topic.name, ip.acc.ID, s.cfg.DeliveryTimeout, what)
-	if ip.lastErr != nil {
-		err = fmt.Errorf("%w (last error: %w)", err, ip.lastErr)
+	if cause != nil {
+		err = fmt.Errorf("%w (last error: %w)", err, cause)
 	}
 	return err
 }
@@ -706,8 +795,14 @@ func (s *sink) handleDial(d dialResult) {
 	}
 	if d.err != nil {
 		br.failures++
+		br.lastErr = d.err
 		br.backoff = time.Now().Add(s.backoff(br.failures))
-		s.p.log.Warn("cannot connect to broker", "broker", br.id, "addr", br.addr, "err", d.err)
+		// Once at Warn per outage; records that time out carry the error.
+		level := slog.LevelDebug
+		if br.failures == 1 {
+			level = slog.LevelWarn
+		}
+		s.p.log.Log(context.Background(), level, "cannot connect to broker", "broker", br.id, "addr", br.addr, "err", d.err, "failures", br.failures)
 		s.p.meta.Trigger()
 		return
 	}
@@ -718,7 +813,7 @@ func (s *sink) handleDial(d dialResult) {
 		s.p.log.Error("broker does not support Produce v3+ (Kafka 0.11+ is required)", "broker", br.id, "addr", br.addr)
 		return
 	}
-	br.failures = 0
+	br.failures, br.lastErr = 0, nil
 	br.conn = d.conn
 }
 
@@ -1290,7 +1385,8 @@ func (s *sink) resetTimer() {
 	}
 	for t := range s.parked {
 		if at := t.ts.acc.OldestParked(); !at.IsZero() {
-			if d := at.Add(s.cfg.DeliveryTimeout); d.Before(next) {
+			limit, _ := s.parkLimit(t)
+			if d := at.Add(limit); d.Before(next) {
 				next = d
 			}
 		}

@@ -250,7 +250,9 @@ func setErrorCode(resp kmsg.Response, code int16) {
 			}
 		}
 	case *kmsg.MetadataResponse:
-		if r.Version >= 13 {
+		if r.Version >= 13 && code == 129 {
+			// Kafka sets the top-level code (v13+, KIP-1102) only for
+			// REBOOTSTRAP_REQUIRED; other codes are per topic.
 			r.ErrorCode = code
 		}
 		for i := range r.Topics {
