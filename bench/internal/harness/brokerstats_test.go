@@ -22,6 +22,8 @@ func TestParseStatsLine(t *testing.T) {
 	}{
 		{name: "the testbroker line", line: "testbroker stats: requests=12 produce=9 batches=7 records=20001 bytes=1234567\n",
 			want: brokerStats{Batches: 7, Records: 20001, Bytes: 1234567}},
+		{name: "the kfakebroker line", line: "kfakebroker stats: produce=9 batches=7 records=20001 bytes=1234567\n",
+			want: brokerStats{Batches: 7, Records: 20001, Bytes: 1234567}},
 		{name: "zeros", line: "testbroker stats: requests=0 produce=0 batches=0 records=0 bytes=0",
 			want: brokerStats{}},
 		{name: "fields in another order, unknown ones ignored",

@@ -220,7 +220,9 @@ type RunResult struct {
 	CPUNsPerRecord float64 `json:"cpu_ns_per_record"`
 	// ProcessCPUNsPerRecord is CPU per record.
 	ProcessCPUNsPerRecord float64 `json:"process_cpu_ns_per_record"`
-	PeakRSSBytes          int64   `json:"peak_rss_bytes"`
+	// PeakRSSBytes is the process's maxrss from getrusage, or the highest
+	// RSS sample where that is higher.
+	PeakRSSBytes int64 `json:"peak_rss_bytes"`
 	// CPU is user+system time of the whole process (start-up, connection
 	// setup, the warm-up record and Close included), from getrusage.
 	CPU time.Duration `json:"cpu_ns"`
@@ -573,6 +575,10 @@ func runClient(ctx context.Context, o Options, spec workload.Spec, addr, client 
 			res.CPU = time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime))
 			res.PeakRSSBytes = ru.Maxrss << 10 // Linux reports KiB
 		}
+	}
+	// The kernel updates maxrss lazily, so a sample may be a little above it.
+	for _, kib := range res.RSSKiB {
+		res.PeakRSSBytes = max(res.PeakRSSBytes, kib<<10)
 	}
 	if err != nil {
 		if ctx.Err() != nil {

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -136,16 +139,24 @@ func cgoWorks(t *testing.T) (bool, string) {
 // in, and the Markdown has a row per client and workload.
 func runTiny(t *testing.T, clients, workloads []string) *Report {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	return runTinyWith(t, Options{Clients: clients, Workloads: workloads})
+}
+
+// runTinyWith is runTiny with o's broker and profile options.
+func runTinyWith(t *testing.T, o Options) *Report {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	var log bytes.Buffer
-	rep, err := Run(ctx, Options{
-		Clients: clients, Workloads: workloads, Records: tinyRecords, Runs: 1,
-		Timeout: 2 * time.Minute, BinDir: t.TempDir(), Log: &log,
-	})
+	o.Records, o.Runs, o.Timeout, o.BinDir, o.Log = tinyRecords, 1, 3*time.Minute, t.TempDir(), &log
+	workloads := o.Workloads
+	rep, err := Run(ctx, o)
 	require.NoError(t, err, "log:\n%s", log.String())
 	require.Empty(t, rep.BuildErrors)
+	require.Empty(t, rep.Skipped)
 	require.Len(t, rep.Workloads, len(workloads))
+	assert.NotContains(t, log.String(), "reading the CPU profile")
+	counted := o.Broker != BrokerKafka // real Kafka has no counters
 
 	var md bytes.Buffer
 	require.NoError(t, rep.WriteMarkdown(&md))
@@ -158,14 +169,25 @@ func runTiny(t *testing.T, clients, workloads []string) *Report {
 			assert.Equal(t, int64(tinyRecords), r.Acked)
 			assert.Positive(t, r.RecordsPerSec)
 			assert.Positive(t, r.CPUNsPerRecord)
+			assert.Positive(t, r.ProcessCPUNsPerRecord)
+			assert.Positive(t, r.ProduceCPU, "%s reports the timed phase's CPU", s.Client)
+			assert.GreaterOrEqual(t, r.CPU, r.ProduceCPU, "the timed phase is part of the process's life")
 			assert.Positive(t, r.PeakRSSBytes)
-			// The broker's counts: every record (and the warm-up) was
-			// appended during the run, in at least one 61-byte batch.
-			assert.GreaterOrEqual(t, r.BrokerRecords, int64(tinyRecords), "%s on %s", s.Client, w.Spec.Name)
-			assert.Positive(t, r.Batches)
-			assert.GreaterOrEqual(t, r.WireBytes, 61*r.Batches)
-			assert.Positive(t, s.RecordsPerBatch)
-			assert.Positive(t, s.WireBytesPerRecord)
+			require.NotEmpty(t, r.RSSKiB, "RSS sampled from the process's start")
+			assert.Positive(t, slices.Max(r.RSSKiB))
+			assert.LessOrEqual(t, slices.Max(r.RSSKiB)<<10, r.PeakRSSBytes, "the peak covers every sample")
+			assert.Contains(t, md.String(), "Broker: "+rep.Broker)
+			if counted {
+				// The broker's counts: every record (and the warm-up) was
+				// appended during the run, in at least one 61-byte batch.
+				assert.GreaterOrEqual(t, r.BrokerRecords, int64(tinyRecords), "%s on %s", s.Client, w.Spec.Name)
+				assert.Positive(t, r.Batches)
+				assert.GreaterOrEqual(t, r.WireBytes, 61*r.Batches)
+				assert.Positive(t, s.RecordsPerBatch)
+				assert.Positive(t, s.WireBytesPerRecord)
+			} else {
+				assert.Zero(t, r.Batches)
+			}
 			assert.Equal(t, 1, s.OK)
 			assert.Positive(t, s.ThroughputRatio)
 			assert.Positive(t, s.CPURatio)
@@ -214,4 +236,131 @@ func TestRunOtherPeers(t *testing.T) {
 		t.Logf("confluent left out: %s", why)
 	}
 	runTiny(t, clients, []string{"100B-lz4"})
+}
+
+// TestRunKfake runs ours and kgo against kfake in its own process, in
+// blackhole mode and storing, with the CPU profiles split by codec.
+func TestRunKfake(t *testing.T) {
+	cases := []struct {
+		name  string
+		store bool
+	}{{"blackhole", false}, {"storing", true}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			prof := t.TempDir()
+			rep := runTinyWith(t, Options{
+				Clients: []string{"samsa", "kgo"}, Workloads: []string{"100B-lz4", "100B-keyed-10k-partitions"},
+				Broker: BrokerKfake, BrokerStore: tc.store, ProfileDir: prof, Profile: []string{"samsa", "kgo"},
+			})
+			assert.Equal(t, BrokerKfake, rep.BrokerName)
+			assert.Contains(t, rep.Broker, "kfake")
+			assert.Equal(t, !tc.store, strings.Contains(rep.Broker, "blackhole"))
+			for _, c := range []string{"samsa", "kgo"} {
+				_, err := os.Stat(filepath.Join(prof, "100B-lz4-"+c+"-run1.pprof"))
+				assert.NoError(t, err, "%s's CPU profile", c)
+			}
+		})
+	}
+}
+
+// TestRunJava builds the Java client (Maven, javac) and runs it through
+// the harness: every record acknowledged, its CPU measured over the timed
+// phase. Without java, javac or mvn the harness skips it, said so.
+func TestRunJava(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fetches kafka-clients with Maven and starts a JVM")
+	}
+	if why := missingJavaTools(); why != "" {
+		var log bytes.Buffer
+		rep, err := Run(context.Background(), Options{Clients: []string{Java}, Workloads: []string{"100B"},
+			Records: 10, Runs: 1, BinDir: t.TempDir(), Log: &log})
+		require.NoError(t, err)
+		assert.Equal(t, why, rep.Skipped[Java])
+		assert.Contains(t, log.String(), "skipping the Java client: "+why)
+		return
+	}
+	rep := runTiny(t, []string{Java}, []string{"100B-lz4", "1KiB-zstd-keyed"})
+	assert.NotEmpty(t, rep.Notes[Java])
+	assert.NotEmpty(t, rep.JavaVersion)
+	for _, w := range rep.Workloads {
+		s := w.summary(Java)
+		require.NotNil(t, s)
+		r := s.Runs[0]
+		// The JVM's start-up is outside the timed phase.
+		assert.Less(t, r.ProduceCPU, r.CPU, "%s", w.Spec.Name)
+	}
+}
+
+// TestRunKafka runs ours, kgo and Java against the real Kafka cluster at
+// SAMSA_KAFKA_BROKERS (make test starts one); it is skipped without one.
+func TestRunKafka(t *testing.T) {
+	addr := os.Getenv("SAMSA_KAFKA_BROKERS")
+	if addr == "" {
+		t.Skip("SAMSA_KAFKA_BROKERS is not set: no real Kafka cluster")
+	}
+	clients := []string{"samsa", "kgo"}
+	if missingJavaTools() == "" && !testing.Short() {
+		clients = append(clients, Java)
+	}
+	rep := runTinyWith(t, Options{Clients: clients, Workloads: []string{"100B-lz4"}, Broker: BrokerKafka, KafkaBootstrap: addr})
+	assert.Contains(t, rep.Broker, "Apache Kafka")
+}
+
+func TestOptionsBroker(t *testing.T) {
+	cases := []struct {
+		name string
+		in   Options
+		want string
+		err  string
+	}{
+		{name: "testbroker by default", want: BrokerTestbroker},
+		{name: "kfake", in: Options{Broker: BrokerKfake}, want: BrokerKfake},
+		{name: "kafka with a running cluster", in: Options{Broker: BrokerKafka, KafkaBootstrap: "127.0.0.1:9092"}, want: BrokerKafka},
+		{name: "unknown broker", in: Options{Broker: "redpanda"}, err: `unknown broker "redpanda"`},
+		{name: "a bootstrap address without kafka", in: Options{Broker: BrokerKfake, KafkaBootstrap: "x:1"}, err: "needs broker kafka"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := tc.in
+			err := o.defaults()
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, o.Broker)
+			assert.NotEmpty(t, describeBroker(o))
+		})
+	}
+}
+
+// TestCodecSummary: the codec share is the median over the profiled runs
+// only, it splits the CPU per record, and the rest is compared with ours.
+func TestCodecSummary(t *testing.T) {
+	prof := func(cpu float64, codec, total time.Duration) RunResult {
+		return RunResult{RecordsPerSec: 1000, CPUNsPerRecord: cpu, ProfileCPU: total, CodecCPU: codec}
+	}
+	ours := Summary{Client: Ours, Runs: []RunResult{prof(1000, 50, 100), prof(1000, 60, 100), prof(1000, 0, 0)}}
+	base := Summary{Client: Baseline, Runs: []RunResult{prof(2000, 50, 100)}}
+	none := Summary{Client: "sarama", Runs: []RunResult{prof(3000, 0, 0)}}
+	w := WorkloadReport{Spec: workload.Spec{Name: "100B"}, Clients: []Summary{ours, base, none}}
+	for i := range w.Clients {
+		w.Clients[i].summarize()
+	}
+	w.ratios()
+	o, b, n := w.Clients[0], w.Clients[1], w.Clients[2]
+	assert.Equal(t, 2, o.ProfiledRuns)
+	assert.InDelta(t, 0.55, o.CodecShare, 1e-12)
+	assert.InDelta(t, 550, o.CodecNsPerRecord, 1e-9)
+	assert.InDelta(t, 450, o.RestNsPerRecord, 1e-9)
+	assert.InDelta(t, 1000, b.RestNsPerRecord, 1e-9)
+	assert.InDelta(t, 0.45, b.RestRatio, 1e-12, "ours/kgo outside the codec")
+	assert.Zero(t, n.ProfiledRuns)
+	assert.Zero(t, n.RestRatio, "no profile, no split")
+
+	var md bytes.Buffer
+	require.NoError(t, (&Report{Workloads: []WorkloadReport{w}}).WriteMarkdown(&md))
+	assert.Contains(t, md.String(), "| 100B | samsa | 2 | 55.0% | 550 | 450 | 1.00 |")
+	assert.Contains(t, md.String(), "| 100B | kgo | 1 | 50.0% | 1,000 | 1,000 | 0.45 |")
+	assert.NotContains(t, md.String(), "| 100B | sarama | 0 |")
 }
