@@ -41,6 +41,13 @@ type Config struct {
 	// Closing, when done, ends every wait for pool memory with an error
 	// wrapping ErrClosing (the producer is closing). Optional.
 	Closing context.Context
+
+	// MayWait, when set, is asked before an append waits for pool memory
+	// (only when the pool has none at once); false makes the append fail
+	// at once, as if it had not been allowed to wait. The producer uses
+	// it so that a Send from its completion goroutine, the one that frees
+	// memory, never waits for memory. Optional.
+	MayWait func() bool
 }
 
 // ErrClosing is returned (wrapped) by appends whose wait for memory was
@@ -181,7 +188,7 @@ func (a *Accumulator[C]) allocate(ctx context.Context, n int, wait bool) ([]byte
 	if buf := a.cfg.Pool.TryAllocate(n); buf != nil {
 		return buf, nil
 	}
-	if wait {
+	if wait && (a.cfg.MayWait == nil || a.cfg.MayWait()) {
 		if a.cfg.Closing == nil {
 			return a.cfg.Pool.Allocate(ctx, n, a.cfg.MaxBlock)
 		}
@@ -229,7 +236,7 @@ func (a *Accumulator[C]) Free(b *Batch[C]) {
 	b.gen.Add(1) // stale references (the IO goroutine's queues) see it is gone
 	b.Partition, b.Builder, b.Created = nil, recordbatch.Builder{}, time.Time{}
 	b.Raw, b.Attempts, b.BaseSequence, b.Uncompressed = nil, 0, -1, 0
-	b.buf, b.overdraft, b.heap, b.Ambiguous = nil, false, false, false
+	b.buf, b.overdraft, b.heap, b.Ambiguous, b.Expired = nil, false, false, false, false
 	a.freeMu.Lock()
 	a.free.Put(b)
 	a.freeMu.Unlock()

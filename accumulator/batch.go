@@ -33,6 +33,10 @@ type Batch[C any] struct {
 	// Ambiguous is set when an attempt ended without a clear answer (a
 	// timeout, a broken connection): the batch may have been written.
 	Ambiguous bool
+	// Expired is set when the batch's records were failed at their
+	// delivery timeout while a request carried it: the batch stays until
+	// that request's answer is in, which then only releases it.
+	Expired bool
 
 	buf       []byte
 	gen       atomic.Uint64 // bumped each time the struct is reused

@@ -212,27 +212,40 @@ type ParkedRecord struct {
 }
 
 // MoveParked moves parked records, oldest first, into partition batches
-// (IO goroutine only). place returns the partition of each record, or
-// ok=false to fail it with the error it returns; fail is then called with
-// the record's completion. Moving stops early when the pool has no memory
-// for a new batch; MoveParked then reports done=false and the IO goroutine
-// calls it again once memory is released. When every record has moved, the
+// (IO goroutine only). place returns the partition of each record, or an
+// error to fail it with; fail is then called with the record's
+// completion. Moving stops early when the pool has no memory for a new
+// batch; MoveParked then reports done=false and the IO goroutine calls it
+// again once memory is released. When every record has moved, the
 // topic stops parking and Send appends directly again.
+//
+// place runs without the topic's lock held (it runs the user's
+// partitioner, which may be slow or panic), on a copy of the record's body;
+// only the move itself, which keeps Send order, is under the lock.
 func (t *Topic[C]) MoveParked(place func(r ParkedRecord) (*Partition[C], error), fail func(c C, err error)) (done bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for r := t.parked.front(); r != nil; r = t.parked.front() {
-		body := t.chunks[r.chunk][r.off : r.off+r.n]
-		p, err := place(ParkedRecord{Timestamp: r.ts, Body: body, Partition: r.partition})
+	var body []byte
+	for {
+		t.mu.Lock()
+		r := t.parked.front()
+		if r == nil {
+			t.resetLocked()
+			t.mu.Unlock()
+			return true
+		}
+		rec := *r // stays the front: only the IO goroutine pops
+		body = append(body[:0], t.chunks[rec.chunk][rec.off:rec.off+rec.n]...)
+		t.mu.Unlock()
+		p, err := place(ParkedRecord{Timestamp: rec.ts, Body: body, Partition: rec.partition})
+		t.mu.Lock()
 		if err != nil {
-			fail(r.c, err)
-		} else if !p.appendBody(r.ts, body, r.c, r.at) {
+			fail(rec.c, err)
+		} else if !p.appendBody(rec.ts, body, rec.c, rec.at) {
+			t.mu.Unlock()
 			return false
 		}
 		t.popLocked()
+		t.mu.Unlock()
 	}
-	t.resetLocked()
-	return true
 }
 
 // ExpireParked fails, with fail, every record parked at or before deadline
