@@ -284,6 +284,9 @@ func (cn *conn) process(h *reqHeader, a *api, req kmsg.Request) error {
 			return errDropped
 		}
 		icptThrottle = max(icptThrottle, after.Throttle)
+		if after.Rewrite != nil && r.resp != nil {
+			after.Rewrite(r.resp)
+		}
 		if after.ErrorCode != 0 {
 			if r.resp != nil {
 				setErrorCode(r.resp, after.ErrorCode)

@@ -79,6 +79,10 @@ type Interceptor struct {
 	// connection is not read for that long, for older ones the response
 	// is delayed.
 	Throttle time.Duration
+	// Rewrite, with After, changes the handler's response before it is
+	// written (for example drops a partition from a Produce answer). It
+	// runs on the connection's goroutine.
+	Rewrite func(resp kmsg.Response)
 }
 
 // interception is a registered Interceptor and its state.
