@@ -562,8 +562,20 @@ func (c *Conn) readResponses(br *bufio.Reader) error {
 		if n < 4 || n > maxResponseSize {
 			return fmt.Errorf("conn: %s: %w: invalid response size %d", c.addr, kerr.NetworkException, n)
 		}
-		body := make([]byte, n)
-		if _, err := io.ReadFull(br, body); err != nil {
+		// Only the oldest request in flight can be answered: bound the
+		// response by what that request can produce before reading it.
+		c.mu.Lock()
+		head := c.inflight.peek()
+		c.mu.Unlock()
+		if head == nil {
+			return fmt.Errorf("conn: %s: %w: a response of %d bytes, but no request in flight", c.addr, kerr.NetworkException, n)
+		}
+		if limit := maxResponseFor(head.req); n > limit {
+			return fmt.Errorf("conn: %s: %w: a %s response of %d bytes is larger than that request can produce (%d)",
+				c.addr, kerr.NetworkException, kmsg.NameForKey(head.req.Key()), n, limit)
+		}
+		body, err := readBody(br, int(n))
+		if err != nil {
 			return c.brokenErr(err, "read")
 		}
 		corr := int32(binary.BigEndian.Uint32(body))
@@ -573,11 +585,11 @@ func (c *Conn) readResponses(br *bufio.Reader) error {
 			c.mu.Unlock()
 			return c.err
 		}
-		if c.inflight.len() == 0 {
-			c.mu.Unlock()
-			return fmt.Errorf("conn: %s: %w: response with correlation id %d, but no request in flight", c.addr, kerr.NetworkException, corr)
-		}
 		p := c.inflight.peek()
+		if p != head {
+			c.mu.Unlock()
+			return fmt.Errorf("conn: %s: %w: the request in flight changed while its response was read", c.addr, kerr.NetworkException)
+		}
 		if p.corr != corr {
 			c.mu.Unlock()
 			return fmt.Errorf("conn: %s: %w: response correlation id %d, want %d (%s)", c.addr, kerr.NetworkException, corr, p.corr, kmsg.NameForKey(p.req.Key()))
@@ -599,6 +611,71 @@ func (c *Conn) readResponses(br *bufio.Reader) error {
 		p.fn(resp, err)
 		putPending(p)
 	}
+}
+
+// readChunk is the most a frame's buffer grows by before that many bytes
+// have arrived: a peer announcing a huge frame gets memory only as fast as
+// it actually sends.
+const readChunk = 64 << 10
+
+// readBody reads a frame body of n bytes (its size already checked). Large
+// bodies are read into a buffer that starts at readChunk and doubles as the
+// bytes arrive, so that a size prefix alone never allocates much.
+func readBody(r io.Reader, n int) ([]byte, error) {
+	if n <= readChunk {
+		body := make([]byte, n)
+		_, err := io.ReadFull(r, body)
+		return body, err
+	}
+	body := make([]byte, readChunk)
+	got := 0
+	for {
+		k, err := io.ReadFull(r, body[got:])
+		got += k
+		if err != nil {
+			return nil, err
+		}
+		if got == n {
+			return body, nil
+		}
+		grown := make([]byte, min(2*len(body), n))
+		copy(grown, body)
+		body = grown
+	}
+}
+
+// Response size bounds per request (see maxResponseFor). Kafka's answers to
+// these requests are a few hundred bytes per partition or topic; the bounds
+// leave room for long error messages and tagged fields.
+const (
+	tinyResponseMax     = 64 << 10 // InitProducerId: a few fixed fields
+	smallResponseMax    = 1 << 20  // ApiVersions, and the base of the others
+	perPartitionMax     = 16 << 10 // Produce: error message, record errors, current leader
+	perTopicResponseMax = 64 << 10 // CreateTopics: the topic's configs
+)
+
+// maxResponseFor bounds the size of the response to req: a Produce answer
+// is small, whatever its batches weighed, and so are InitProducerId,
+// ApiVersions and CreateTopics answers. Metadata (and everything else) may
+// be as large as maxResponseSize, and is read as it arrives.
+func maxResponseFor(req kmsg.Request) int32 {
+	var n int
+	switch r := req.(type) {
+	case *kmsg.ProduceRequest:
+		n = smallResponseMax
+		for i := range r.Topics {
+			n += perPartitionMax * (1 + len(r.Topics[i].Partitions))
+		}
+	case *kmsg.InitProducerIDRequest:
+		n = tinyResponseMax
+	case *kmsg.ApiVersionsRequest:
+		n = smallResponseMax
+	case *kmsg.CreateTopicsRequest:
+		n = smallResponseMax + perTopicResponseMax*len(r.Topics)
+	default:
+		return maxResponseSize
+	}
+	return int32(min(n, maxResponseSize))
 }
 
 // decodeResponse decodes body (correlation id included) as the response to

@@ -37,7 +37,7 @@ func (c *Conn) negotiate() error {
 		if _, err := c.nc.Write(c.format.AppendRequest(nil, req, corr)); err != nil {
 			return c.handshakeErr(err)
 		}
-		body, err := readFrame(br)
+		body, err := readFrameMax(br, smallResponseMax)
 		if err != nil {
 			return c.handshakeErr(err)
 		}
@@ -52,12 +52,19 @@ func (c *Conn) negotiate() error {
 		resp := kmsg.NewPtrApiVersionsResponse()
 		resp.Version = version
 		// The error code is the first field of every version; with
-		// UNSUPPORTED_VERSION the rest of the body is v0.
-		if len(rest) >= 2 && int16(binary.BigEndian.Uint16(rest)) == kerr.UnsupportedVersion.Code {
+		// UNSUPPORTED_VERSION the rest of the body should be v0. Some
+		// brokers (librdkafka's mock cluster) send a short form that
+		// decodes as neither v0 nor the version asked: the code alone
+		// is enough to fall back to v0, as librdkafka and Java do.
+		unsupported := len(rest) >= 2 && int16(binary.BigEndian.Uint16(rest)) == kerr.UnsupportedVersion.Code
+		if unsupported {
 			resp.Version = 0
 		}
 		if err := resp.ReadFrom(rest); err != nil {
-			return fmt.Errorf("conn: %s: decode ApiVersions v%d response: %w", c.addr, resp.Version, err)
+			if !unsupported || attempt > 0 {
+				return fmt.Errorf("conn: %s: ApiVersions handshake: %w: cannot decode the ApiVersions v%d response: %w", c.addr, kerr.NetworkException, resp.Version, err)
+			}
+			*resp = kmsg.ApiVersionsResponse{ErrorCode: kerr.UnsupportedVersion.Code}
 		}
 		if resp.ErrorCode == kerr.UnsupportedVersion.Code && attempt == 0 {
 			next := int16(-1)
@@ -74,7 +81,7 @@ func (c *Conn) negotiate() error {
 			continue
 		}
 		if err := kerr.ForCode(resp.ErrorCode); err != nil {
-			return fmt.Errorf("conn: %s: ApiVersions v%d: %w", c.addr, version, err)
+			return fmt.Errorf("conn: %s: ApiVersions handshake (v%d): %w", c.addr, version, err)
 		}
 		c.versions = negotiatedVersions(resp.ApiKeys, c.cfg.MaxVersions)
 		return nil
@@ -118,21 +125,22 @@ func negotiatedVersions(keys []kmsg.ApiVersionsResponseApiKey, caps map[int16]in
 	return out
 }
 
-// readFrame reads one size-prefixed frame and returns its body.
-func readFrame(r io.Reader) ([]byte, error) {
+// readFrame reads one size-prefixed frame of at most maxResponseSize bytes
+// and returns its body.
+func readFrame(r io.Reader) ([]byte, error) { return readFrameMax(r, maxResponseSize) }
+
+// readFrameMax reads one size-prefixed frame of at most limit bytes, with
+// memory growing as its bytes arrive (readBody), and returns its body.
+func readFrameMax(r io.Reader, limit int32) ([]byte, error) {
 	var size [4]byte
 	if _, err := io.ReadFull(r, size[:]); err != nil {
 		return nil, err
 	}
 	n := int32(binary.BigEndian.Uint32(size[:]))
-	if n < 4 || n > maxResponseSize {
-		return nil, fmt.Errorf("invalid response size %d (is this a Kafka listener?)", n)
+	if n < 4 || n > limit {
+		return nil, fmt.Errorf("invalid response size %d, the limit is %d (is this a Kafka listener?)", n, limit)
 	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(r, body); err != nil {
-		return nil, err
-	}
-	return body, nil
+	return readBody(r, int(n))
 }
 
 // moduleVersion returns the samsa module version from the build info, or
