@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/samsa-go/samsa/bufferpool"
 	"github.com/samsa-go/samsa/compression"
+	"github.com/samsa-go/samsa/sasl"
 )
 
 // Acks says how many replicas must have a record before the broker
@@ -265,6 +267,20 @@ type Config struct {
 	// log start moves past the last acknowledged offset. Default: the event
 	// is only logged at Warn level.
 	OnDataLoss func(*DataLossError)
+
+	// TLS, if not nil, makes every broker connection use TLS (bootstrap,
+	// metadata and produce connections, and brokers learned from
+	// metadata). Certificates are verified; a config without ServerName
+	// verifies each broker's certificate against the host it is dialed
+	// by. Default nil: plaintext. See security.go for what fails how.
+	TLS *tls.Config
+
+	// SASL, if not nil, authenticates every broker connection with this
+	// mechanism (package sasl: Plain, ScramSHA256, ScramSHA512,
+	// OAuthBearer, or your own), and re-authenticates before the broker's
+	// session ends (KIP-368). Use it with TLS. Default nil: no SASL. It
+	// never prints its secrets, so %v of a Config is safe to log.
+	SASL sasl.Mechanism
 }
 
 // withDefaults validates c and returns it with every default applied and

@@ -85,6 +85,8 @@ func New(cfg Config) (*Producer, error) {
 		DialTimeout:    cfg.DialTimeout,
 		RequestTimeout: cfg.RequestTimeout,
 		Logger:         cfg.Logger,
+		TLS:            cfg.TLS,
+		SASL:           cfg.SASL,
 		OnThrottle: func(addr string, d time.Duration) {
 			p.stats.throttled.Add(int64(d))
 			p.log.Info("broker throttled the producer (KIP-219)", "broker", addr, "throttle", d)
