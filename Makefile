@@ -5,10 +5,18 @@ MODULES := $(patsubst %/go.mod,%,$(shell find . -name go.mod -not -path './.git/
 
 GO ?= go
 
-.PHONY: test vet fmt-check bench
+.PHONY: test test-modules vet fmt-check bench
 
-# test runs every test of every module with the race detector.
+# test runs every test of every module with the race detector, with two
+# real Apache Kafka clusters up when java and mvn are on PATH (a 1-node one
+# with SASL_SSL, a quota and ACLs, and a 3-node one; see
+# interop/kafka/README.md); without them it says the real-Kafka tests are
+# skipped. The clusters are stopped afterwards, also on failure.
 test:
+	@interop/kafka/with-clusters.sh $(MAKE) --no-print-directory test-modules
+
+# test-modules runs the tests without starting Kafka.
+test-modules:
 	@set -e; for m in $(MODULES); do \
 		echo "== go test -race $$m"; \
 		(cd $$m && $(GO) test -race -count=1 -timeout 20m ./...); \

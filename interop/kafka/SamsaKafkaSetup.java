@@ -5,7 +5,11 @@
 // DENY WRITE ACLs. Each change is read back until the broker serves it, so a
 // test that starts right after start.sh sees it.
 //
-// Usage (every flag is --name value):
+// Usage, formatting storage (one JVM for every node, through the storage
+// tool's own entry point; its output goes to stdout):
+//   format CONFIG... -- STORAGE_TOOL_FORMAT_ARGS...
+//
+// Usage, the admin step (every flag is --name value):
 //   --bootstrap host:port[,...]   required
 //   --nodes N                     brokers that must be registered (default 1)
 //   --wait-node ID                also require broker ID to be registered
@@ -49,6 +53,10 @@ public final class SamsaKafkaSetup {
 
     public static void main(String[] args) {
         try {
+            if (args.length > 0 && args[0].equals("format")) {
+                format(args);
+                return;
+            }
             run(parse(args));
         } catch (Fail f) {
             System.err.println("samsa-kafka-setup: " + f.getMessage());
@@ -62,6 +70,22 @@ public final class SamsaKafkaSetup {
     private static final class Fail extends Exception {
         Fail(String msg) {
             super(msg);
+        }
+    }
+
+    private static void format(String[] args) throws Fail {
+        int sep = List.of(args).indexOf("--");
+        if (sep < 2) {
+            throw new Fail("usage: format CONFIG... -- STORAGE_TOOL_FORMAT_ARGS...");
+        }
+        for (int i = 1; i < sep; i++) {
+            List<String> a = new ArrayList<>(List.of("format", "--config", args[i]));
+            a.addAll(List.of(args).subList(sep + 1, args.length));
+            System.out.println("== format " + args[i]);
+            int rc = kafka.tools.StorageTool.execute(a.toArray(new String[0]), System.out);
+            if (rc != 0) {
+                throw new Fail("formatting the storage of " + args[i] + " failed (status " + rc + ")");
+            }
         }
     }
 

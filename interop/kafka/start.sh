@@ -225,7 +225,7 @@ EOF
 	} >"$nd/server.properties"
 done
 
-# Format every node's storage (in parallel: one JVM each). SCRAM users are
+# Format every node's storage (one JVM for all). SCRAM users are
 # written into the bootstrap metadata, so they exist from the first second.
 cluster_id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
 declare -a fmt_args=()
@@ -236,18 +236,12 @@ if ((sasl_ssl)); then
 		done
 	done
 fi
-java=$(java_bin)
-declare -a fmt_pids=()
+declare -a configs=()
 for ((n = 0; n < nodes; n++)); do
-	# shellcheck disable=SC2086 # TOOL_JVM_OPTS is a list of flags
-	"$java" $TOOL_JVM_OPTS -Dlog4j2.configurationFile="$dir/log4j2-tools.properties" \
-		-cp "$KAFKA_LIB/*" kafka.tools.StorageTool format -t "$cluster_id" \
-		-c "$dir/node-$n/server.properties" "${fmt_args[@]}" >"$dir/logs/format-$n.log" 2>&1 &
-	fmt_pids[n]=$!
+	configs+=("$dir/node-$n/server.properties")
 done
-for ((n = 0; n < nodes; n++)); do
-	wait "${fmt_pids[n]}" || die "formatting node $n's storage failed (see $dir/logs/format-$n.log)"
-done
+run_tool "$dir" format "${configs[@]}" -- --cluster-id "$cluster_id" "${fmt_args[@]}" \
+	>"$dir/logs/format.log" 2>&1 || die "formatting the storage failed (see $dir/logs/format.log)"
 t_format=$SECONDS
 
 all=""

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# with-clusters.sh COMMAND [ARGS...]: runs COMMAND with two real Kafka
+# clusters up, and stops them afterwards, also when COMMAND fails or is
+# interrupted. The root Makefile's test target runs the tests this way.
+#
+#   - a 1-node cluster with -quota -acl, and -sasl-ssl when openssl is
+#     present: its DIR/env keys are exported (SAMSA_KAFKA_BROKERS, ...);
+#   - a 3-node cluster with -no-auto-create: SAMSA_KAFKA3_BROKERS,
+#     SAMSA_KAFKA3_DIR, SAMSA_KAFKA3_NODES.
+#
+# Without java, javac or mvn on PATH it prints one line and runs COMMAND
+# without clusters (the real-Kafka tests skip themselves). The clusters'
+# directories are removed after a successful COMMAND and kept, with their
+# logs, after a failure.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+(($# > 0)) || {
+	echo "usage: $0 COMMAND [ARGS...]" >&2
+	exit 2
+}
+
+missing=""
+for tool in java javac mvn; do
+	command -v "$tool" >/dev/null 2>&1 || missing+=" $tool"
+done
+if [[ -n $missing ]]; then
+	echo "== real Apache Kafka tests skipped:$missing not on PATH (see interop/kafka/README.md)"
+	exec "$@"
+fi
+
+one_args=(-brokers 1 -quota -acl)
+if command -v openssl >/dev/null 2>&1; then
+	one_args+=(-sasl-ssl)
+else
+	echo "== openssl not on PATH: the 1-node Kafka cluster has no SASL_SSL listener"
+fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/samsa-kafka-run.XXXXXX")
+dir1="$tmp/kafka1" dir3="$tmp/kafka3"
+rc=1
+cleanup() {
+	local status=$?
+	((rc == 0)) || rc=$status
+	trap - EXIT INT TERM
+	"$here/stop.sh" -dir "$dir1" >/dev/null 2>&1 &
+	"$here/stop.sh" -dir "$dir3" >/dev/null 2>&1 &
+	wait
+	if ((rc == 0)); then
+		rm -rf "$tmp"
+	else
+		echo "== Kafka clusters stopped; their logs are kept in $dir1/logs and $dir3/logs"
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'rc=130; exit 130' INT
+trap 'rc=143; exit 143' TERM
+
+echo "== starting real Apache Kafka clusters (1 node: ${one_args[*]:2}; 3 nodes: -no-auto-create)"
+t0=$SECONDS
+"$here/start.sh" -dir "$dir1" "${one_args[@]}" >"$tmp/start1.out" &
+p1=$!
+"$here/start.sh" -dir "$dir3" -brokers 3 -no-auto-create >"$tmp/start3.out" &
+p3=$!
+ok=1
+wait "$p1" || ok=0
+wait "$p3" || ok=0
+if ((ok == 0)); then
+	echo "== a Kafka cluster did not start (its logs are printed above)" >&2
+	exit 1
+fi
+
+set -a
+# shellcheck source=/dev/null
+. "$dir1/env"
+set +a
+SAMSA_KAFKA3_DIR=$dir3
+SAMSA_KAFKA3_BROKERS=$(sed -n 's/^SAMSA_KAFKA_BROKERS=//p' "$dir3/env")
+SAMSA_KAFKA3_NODES=$(sed -n 's/^SAMSA_KAFKA_NODES=//p' "$dir3/env")
+export SAMSA_KAFKA3_DIR SAMSA_KAFKA3_BROKERS SAMSA_KAFKA3_NODES
+echo "== Kafka $SAMSA_KAFKA_VERSION up in $((SECONDS - t0))s: SAMSA_KAFKA_BROKERS=$SAMSA_KAFKA_BROKERS SAMSA_KAFKA3_BROKERS=$SAMSA_KAFKA3_BROKERS"
+
+set +e
+"$@"
+rc=$?
+set -e
+exit "$rc"
