@@ -22,6 +22,7 @@ type idempotence struct {
 	needNewID  bool // the id was fenced: ask for a new one, not a bump
 	failures   int
 	retryAt    time.Time
+	lastErr    error // why the last InitProducerId failed (names it); nil once one succeeded
 }
 
 // canSend reports whether batches may be sent: the producer has an id. While
@@ -112,7 +113,7 @@ func (s *sink) handleProducerID(r kmsg.Response, err error) {
 		if err == nil {
 			bumped := id.producerID >= 0
 			id.producerID, id.epoch = resp.ProducerID, resp.ProducerEpoch
-			id.needBump, id.needNewID, id.failures = false, false, 0
+			id.needBump, id.needNewID, id.failures, id.lastErr = false, false, 0, nil
 			s.resetSequences()
 			s.p.log.Debug("idempotent producer id", "id", id.producerID, "epoch", id.epoch, "bumped", bumped)
 			return
@@ -123,6 +124,7 @@ func (s *sink) handleProducerID(r kmsg.Response, err error) {
 		}
 	}
 	id.failures++
+	id.lastErr = fmt.Errorf("InitProducerId failed: %w", err)
 	id.retryAt = s.now.Add(s.backoff(id.failures))
 	s.p.log.Warn("InitProducerId failed; retrying", "err", err, "attempt", id.failures)
 }

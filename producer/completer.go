@@ -2,10 +2,13 @@ package producer
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/samsa-go/samsa/accumulator"
 )
@@ -26,7 +29,14 @@ type completer struct {
 	exited  chan struct{}
 
 	goid atomic.Uint64 // the completion goroutine's id, to detect Close from a callback
+	// progress grows as outcomes are delivered (per outcome, and every 32
+	// records of a batch): stop tells a blocked callback from a long queue.
+	progress atomic.Uint64
 }
+
+// stuckAfter is how long stop, once Close's context has ended, waits for the
+// completion goroutine to make progress before it leaves it running.
+const stuckAfter = 100 * time.Millisecond
 
 // outcome is a completed batch, or a single record that failed outside a
 // batch (a parked record).
@@ -38,6 +48,13 @@ type outcome struct {
 
 	single *completion
 	md     RecordMetadata
+
+	// hold: deliver the batch's records but keep the batch, whose request
+	// is still in flight (failed at its delivery timeout); the IO goroutine
+	// sends a release outcome for it once the answer is in.
+	hold bool
+	// release: only free the batch (its records were delivered by a hold).
+	release bool
 }
 
 func newCompleter(p *Producer) *completer {
@@ -77,35 +94,78 @@ func (c *completer) run() {
 }
 
 func (c *completer) complete(o *outcome) {
+	defer c.progress.Add(1)
 	p := c.p
 	if o.single != nil {
-		o.single.deliver(o.md, o.err)
+		p.deliver(o.single, o.md, o.err)
 		p.finished(1)
 		return
 	}
 	b := o.batch
+	if o.release {
+		c.free(b)
+		return
+	}
 	part := b.Partition
 	md := RecordMetadata{Topic: part.Topic.Name, Partition: part.ID, Offset: -1}
 	if o.err == nil && o.appendTime >= 0 {
 		md.Timestamp = timeFromMillis(o.appendTime)
 	}
 	n := b.Records.Len()
-	for i := range n {
-		if o.err == nil && o.baseOffset >= 0 {
-			md.Offset = o.baseOffset + int64(i)
-		}
-		b.Records.At(i).deliver(md, o.err)
+	for i := 0; i < n; {
+		i = c.deliverFrom(o, md, i)
 	}
-	p.acc.Free(b)
+	if !o.hold {
+		c.free(b)
+	}
 	p.finished(int64(n))
+}
+
+// deliverFrom delivers the records of o's batch from index next on, and
+// returns the index it stopped at: the end, or the record after one whose
+// callback panicked. The panic is recovered and logged, so that one bad
+// callback does not kill the process or hold up the other records.
+func (c *completer) deliverFrom(o *outcome, md RecordMetadata, next int) (stop int) {
+	b := o.batch
+	defer func() {
+		if v := recover(); v != nil {
+			if b.Records.At(next).fut != nil {
+				panic(v) // the producer's own bug, not user code
+			}
+			c.p.log.Error("producer: a record's callback panicked; the panic was recovered", "panic", fmt.Sprint(v),
+				"topic", md.Topic, "partition", md.Partition)
+			stop = next + 1
+		}
+	}()
+	for n := b.Records.Len(); next < n; next++ {
+		if next&31 == 31 {
+			c.progress.Add(1)
+		}
+		if o.err == nil && o.baseOffset >= 0 {
+			md.Offset = o.baseOffset + int64(next)
+		}
+		b.Records.At(next).deliver(md, o.err)
+	}
+	return next
+}
+
+// free gives b's memory back and wakes the IO goroutine if it waits for
+// memory to move parked records.
+func (c *completer) free(b *batch) {
+	p := c.p
+	p.acc.Free(b)
 	if p.memWanted.Load() && p.memWanted.Swap(false) {
 		p.acc.Kick() // memory was freed: parked records may move now
 	}
 }
 
 // stop completes everything queued, then ends the goroutine. The IO
-// goroutine must have exited (nothing is pushed after stop).
-func (c *completer) stop() {
+// goroutine must have exited (nothing is pushed after stop). Once ctx has
+// ended it waits only while completions make progress: when no outcome was
+// delivered for stuckAfter, a callback blocks, and stop returns without
+// it. The goroutine then delivers what is queued behind that callback once
+// it returns, and exits.
+func (c *completer) stop(ctx context.Context) {
 	c.mu.Lock()
 	c.stopped = true
 	c.mu.Unlock()
@@ -113,12 +173,34 @@ func (c *completer) stop() {
 	case c.wake <- struct{}{}:
 	default:
 	}
-	<-c.exited
+	select {
+	case <-c.exited:
+		return
+	case <-ctx.Done():
+	}
+	tick := time.NewTicker(stuckAfter)
+	defer tick.Stop()
+	last := c.progress.Load()
+	for {
+		select {
+		case <-c.exited:
+			return
+		case <-tick.C:
+			n := c.progress.Load()
+			if n == last {
+				c.p.log.Warn("producer: Close's context ended and a callback has not returned; Close returns without waiting for it",
+					"waited", stuckAfter)
+				return
+			}
+			last = n
+		}
+	}
 }
 
 // goroutineID returns the calling goroutine's id, read from its stack
 // header ("goroutine 123 [running]:"). It is slow, and used only to tell
-// whether Close runs inside a callback.
+// whether Close or Flush runs inside a callback, and whether a Send that
+// would wait for memory does.
 func goroutineID() uint64 {
 	var buf [64]byte
 	b := buf[:runtime.Stack(buf[:], false)]

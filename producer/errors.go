@@ -16,7 +16,9 @@ var (
 	// from the buffer pool and none was freed within Config.MaxBlock (or
 	// before Send's context ended). The message says how long Send waited,
 	// how many bytes it asked for and how many were available. It is the
-	// same value as bufferpool.ErrBufferExhausted.
+	// same value as bufferpool.ErrBufferExhausted. A Send from a callback
+	// (on the completion goroutine, which is what frees memory) never
+	// waits: it fails at once with ErrBufferExhausted when the pool is full.
 	ErrBufferExhausted = bufferpool.ErrBufferExhausted
 
 	// ErrClosed fails a record sent after Close has been called (through
@@ -46,14 +48,19 @@ var (
 	// ErrInvalidRecord fails a record that cannot be produced as given: a
 	// nil record, an empty or invalid topic name, a partition out of range
 	// (ManualPartitioner, or a custom Partitioner's answer), a Partitioner
-	// error, or a TypedProducer serializer error. It surfaces through the
-	// record's Future or callback, before the record takes buffer memory.
+	// error (wrapped, so errors.Is matches it too) or panic, or a
+	// TypedProducer serializer error or panic. It surfaces through the
+	// record's Future or callback, before the record takes buffer memory,
+	// or, for a record parked until its topic's partitions are known, from
+	// the IO goroutine once they are.
 	ErrInvalidRecord = errors.New("producer: invalid record")
 
 	// ErrOutcomeUnknown is wrapped, together with the error that ended
 	// the record (ErrDeliveryTimeout, ErrClosed, ...), when the record may
 	// or may not have been written: a request timed out or a connection
-	// broke after the batch was sent, and no later attempt settled it.
+	// broke after the batch was sent, or the broker's answer left its
+	// partition out, and no later attempt settled it; also a batch still
+	// in flight when its DeliveryTimeout passed (it fails at the deadline).
 	// Errors without it mean the record was definitely not written.
 	ErrOutcomeUnknown = errors.New("producer: outcome unknown, the record may have been written")
 

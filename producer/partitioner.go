@@ -2,6 +2,7 @@ package producer
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -20,8 +21,11 @@ const UnknownPartition int32 = -1
 // not only those with a live leader) and is always at least 1. Partition
 // returns a partition in [0, numPartitions), or UnknownPartition to let the
 // built-in uniform sticky partitioner choose. A returned error fails that
-// record's future (it should wrap ErrInvalidRecord); a partition out of
-// range does too. Partition must not modify rec or keep it after returning.
+// record's future, wrapped in ErrInvalidRecord (a panic does too, and is
+// recovered); a partition out of range does too. Partition must not modify
+// rec or keep it after returning. Records sent before their topic's
+// partitions are known are partitioned later, on the producer's IO
+// goroutine, once metadata arrives.
 type Partitioner interface {
 	Partition(rec *Record, numPartitions int32) (int32, error)
 }
@@ -165,6 +169,23 @@ func (manualPartitioner) Partition(rec *Record, numPartitions int32) (int32, err
 		return 0, err
 	}
 	return rec.Partition, nil
+}
+
+// callPartitioner calls pt.Partition for rec. The partitioner's error, or
+// its panic (recovered: user code must not kill the goroutine it runs on,
+// nor leave the record uncounted), comes back as an error wrapping
+// ErrInvalidRecord that names the topic.
+func callPartitioner(pt Partitioner, rec *Record, n int32) (part int32, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			part, err = 0, fmt.Errorf("%w: topic %q: the partitioner panicked: %v", ErrInvalidRecord, rec.Topic, v)
+		}
+	}()
+	part, err = pt.Partition(rec, n)
+	if err != nil && !errors.Is(err, ErrInvalidRecord) {
+		err = fmt.Errorf("%w: topic %q: partitioner: %w", ErrInvalidRecord, rec.Topic, err)
+	}
+	return part, err
 }
 
 // checkPartition reports an error wrapping ErrInvalidRecord unless p is in

@@ -46,6 +46,12 @@ type Producer struct {
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
+	closeCtx  context.Context // Close's context, for the IO goroutine's shutdown (set before quit is closed)
+	// drained is set by the IO goroutine's shutdown once it stops failing
+	// buffered records (Close's context ended with records left). A Send
+	// that appends after that fails what is buffered itself (failLate).
+	drained   atomic.Bool
+	lateMu    sync.Mutex      // serializes failLate
 	quit      chan struct{}   // closed to stop the IO goroutine
 	closing   context.Context // canceled by Close: ends waits for memory and dials
 	stopWaits context.CancelFunc
@@ -108,12 +114,18 @@ func New(cfg Config) (*Producer, error) {
 	}
 	p.closing, p.stopWaits = context.WithCancel(context.Background())
 	p.acc = accumulator.New[completion](accumulator.Config{
-		BatchSize:        cfg.BatchSize,
+		// A batch never outgrows a request: a larger BatchSize would
+		// make requests over MaxRequestSize that brokers refuse.
+		BatchSize:        min(cfg.BatchSize, cfg.MaxRequestSize),
 		InitialBatchSize: startBatchSize(cfg),
 		MaxBatchSize:     min(cfg.MaxRequestSize, int(p.pool.Size())),
 		Pool:             p.pool,
 		MaxBlock:         cfg.MaxBlock,
 		Closing:          p.closing,
+		// The completion goroutine frees pool memory: a Send from a
+		// callback must not wait for it (it would wait MaxBlock for
+		// itself). Asked only when the pool is full.
+		MayWait: func() bool { return goroutineID() != p.completer.goid.Load() },
 	})
 	p.completer = newCompleter(p)
 	p.clock = newClock()
@@ -188,7 +200,9 @@ func (p *Producer) TrySend(ctx context.Context, rec *Record) *Future {
 // goroutine. For an error found by SendCallback itself (invalid record,
 // buffer exhausted, closed producer) fn runs on the caller's goroutine before
 // SendCallback returns. Flush returns only after the callbacks of the records
-// sent before it have returned.
+// sent before it have returned. A callback that panics is recovered and
+// logged at Error; the other records still complete. A Send from a callback
+// never waits for memory (see ErrBufferExhausted).
 func (p *Producer) SendCallback(ctx context.Context, rec *Record, fn func(RecordMetadata, error)) {
 	if fn == nil {
 		fn = func(RecordMetadata, error) {}
@@ -203,13 +217,25 @@ func (p *Producer) SendCallback(ctx context.Context, rec *Record, fn func(Record
 // (and the buffer memory behind it) until it has room. An error found by
 // SendTo itself is sent from the caller's goroutine before SendTo returns,
 // so an unbuffered channel must have a receiver running elsewhere.
+// SendTo panics if results is nil: the outcome would have nowhere to go.
 func (p *Producer) SendTo(ctx context.Context, rec *Record, results chan<- Result) {
+	if results == nil {
+		panic("producer: SendTo needs a non-nil results channel")
+	}
 	p.send(ctx, rec, completion{ch: results, rec: rec}, true)
 }
 
 func (p *Producer) send(ctx context.Context, rec *Record, c completion, wait bool) {
-	if err := p.checkRecord(rec); err != nil {
-		c.deliver(p.failedMetadata(rec), err)
+	if rec == nil {
+		p.deliver(&c, p.failedMetadata(rec), fmt.Errorf("%w: nil record", ErrInvalidRecord))
+		return
+	}
+	// Counted before the closed check: Close sets closed, then waits for
+	// unfinished to reach 0. So a Send either sees closed and fails, or
+	// Close waits for its record (flushed, or failed by the shutdown).
+	p.unfinished.Add(1)
+	if p.closed.Load() {
+		p.reject(&c, rec, ErrClosed)
 		return
 	}
 	if rec.Timestamp.IsZero() {
@@ -219,32 +245,88 @@ func (p *Producer) send(ctx context.Context, rec *Record, c completion, wait boo
 	}
 	size := recordbatch.BodySize(rec.Key, rec.Value, rec.Headers)
 	if err := p.acc.CheckSize(size); err != nil {
-		c.deliver(p.failedMetadata(rec), fmt.Errorf("%w: topic %q: %w", ErrRecordTooLarge, rec.Topic, err))
+		p.reject(&c, rec, fmt.Errorf("%w: topic %q: %w", ErrRecordTooLarge, rec.Topic, err))
 		return
 	}
 	t, err := p.topic(rec.Topic)
 	if err != nil {
-		c.deliver(p.failedMetadata(rec), err)
+		p.reject(&c, rec, err)
 		return
 	}
-	p.unfinished.Add(1)
 	if err := p.append(ctx, t, rec, size, c, wait); err != nil {
-		if errors.Is(err, accumulator.ErrClosing) {
+		switch {
+		case errors.Is(err, accumulator.ErrClosing):
 			err = fmt.Errorf("%w: %w", ErrClosed, err)
+		case wait && errors.Is(err, ErrBufferExhausted) && goroutineID() == p.completer.goid.Load():
+			err = fmt.Errorf("%w (a Send from a callback does not wait for memory: the completion goroutine frees it)", err)
 		}
-		c.deliver(p.failedMetadata(rec), err)
-		p.finished(1)
+		p.reject(&c, rec, err)
+		return
+	}
+	if p.drained.Load() {
+		// Close gave up waiting (its context ended) and the IO goroutine
+		// has stopped: nobody else will complete this record.
+		p.failLate()
 	}
 }
 
-func (p *Producer) checkRecord(rec *Record) error {
-	if rec == nil {
-		return fmt.Errorf("%w: nil record", ErrInvalidRecord)
+// reject completes a record that Send counted but did not take.
+func (p *Producer) reject(c *completion, rec *Record, err error) {
+	p.deliver(c, p.failedMetadata(rec), err)
+	p.finished(1)
+}
+
+// deliver completes c on the calling goroutine; a panicking callback is
+// recovered and logged.
+func (p *Producer) deliver(c *completion, md RecordMetadata, err error) {
+	defer p.recoverCallback(c)
+	c.deliver(md, err)
+}
+
+// recoverCallback, deferred around callbacks, recovers a panicking callback
+// (or a send on a closed SendTo channel) and logs it: the other records
+// still complete. A panic completing a Future is the producer's own bug and
+// is not recovered.
+func (p *Producer) recoverCallback(c *completion) {
+	if c.fut != nil {
+		return
 	}
-	if p.closed.Load() {
-		return ErrClosed
+	if v := recover(); v != nil {
+		p.log.Error("producer: a record's callback panicked; the panic was recovered", "panic", fmt.Sprint(v))
 	}
-	return nil
+}
+
+// failLate fails every record still buffered, on the calling goroutine,
+// once the IO goroutine has stopped (see drained). Callbacks run here, after
+// the locks are released.
+func (p *Producer) failLate() {
+	p.lateMu.Lock()
+	defer p.lateMu.Unlock()
+	err := fmt.Errorf("%w: the record was sent while Close was giving up", ErrClosed)
+	var parked []completion
+	var batches []*batch
+	p.topics.Range(func(_, v any) bool {
+		ts := v.(*topicState)
+		ts.acc.FailParked(func(c completion) { parked = append(parked, c) })
+		for _, ap := range ts.acc.KnownPartitions() {
+			batches = ap.TakeAll(batches)
+		}
+		for i := range parked {
+			p.deliver(&parked[i], RecordMetadata{Topic: ts.acc.Name, Partition: -1, Offset: -1}, err)
+			p.finished(1)
+		}
+		parked = parked[:0]
+		return true
+	})
+	for _, b := range batches {
+		md := RecordMetadata{Topic: b.Partition.Topic.Name, Partition: b.Partition.ID, Offset: -1}
+		n := b.Records.Len()
+		for i := range n {
+			p.deliver(b.Records.At(i), md, err)
+		}
+		p.acc.Free(b)
+		p.finished(int64(n))
+	}
 }
 
 func (p *Producer) failedMetadata(rec *Record) RecordMetadata {
@@ -264,7 +346,7 @@ func (p *Producer) topic(name string) (*topicState, error) {
 	if err := validateTopic(name); err != nil {
 		return nil, err
 	}
-	t := &topicState{acc: p.acc.NewTopic(name), sticky: newStickyPartitioner(p.cfg.BatchSize)}
+	t := &topicState{acc: p.acc.NewTopic(name), sticky: newStickyPartitioner(min(p.cfg.BatchSize, p.cfg.MaxRequestSize))}
 	actual, _ := p.topics.LoadOrStore(name, t)
 	return actual.(*topicState), nil
 }
@@ -301,7 +383,7 @@ func (p *Producer) append(ctx context.Context, t *topicState, rec *Record, size 
 		// gets a copy instead.
 		r := *rec
 		var err error
-		if part, err = p.cfg.Partitioner.Partition(&r, n); err != nil {
+		if part, err = callPartitioner(p.cfg.Partitioner, &r, n); err != nil {
 			return err
 		}
 	}
@@ -388,7 +470,13 @@ func (p *Producer) whenIdle() <-chan struct{} {
 // Close flushes (as Flush does, bounded by ctx), then stops the producer:
 // records still buffered when ctx ends fail with ErrClosed, connections are
 // closed, and the producer's goroutines exit before Close returns. Send
-// after Close fails with ErrClosed. Close is safe to call more than once; later
+// after Close fails with ErrClosed. When ctx ends, Close stops waiting
+// (for Flush, and for the callbacks): every record still buffered fails
+// with ErrClosed and Close returns ctx.Err(), after the outcomes already
+// decided are delivered, as long as callbacks keep returning. A callback
+// that blocks (none returned for 100 ms after ctx ended) is not waited for:
+// the completion goroutine delivers the outcomes queued behind it once it
+// returns, and then exits, after Close has returned. Close is safe to call more than once; later
 // calls return the first call's result. Called from a callback (on the
 // completion goroutine) Close cannot wait for that callback: it starts
 // closing in the background and returns an error wrapping ErrClosed.
@@ -403,9 +491,10 @@ func (p *Producer) Close(ctx context.Context) error {
 		p.closed.Store(true)
 		flushErr := p.flush(ctx)
 		p.stopWaits() // Sends still waiting for memory fail with ErrClosed
+		p.closeCtx = ctx
 		close(p.quit)
 		<-p.ioDone
-		p.completer.stop()
+		p.completer.stop(ctx)
 		p.clock.stop()
 		if err := p.meta.Close(); err != nil && flushErr == nil {
 			flushErr = err

@@ -538,7 +538,7 @@ func (s *sink) moveParked() {
 		done := t.ts.acc.MoveParked(func(r accumulator.ParkedRecord) (*accumulator.Partition[completion], error) {
 			rec := Record{Topic: t.name, Partition: r.Partition, Timestamp: timeFromMillis(r.Timestamp)}
 			rec.Key, rec.Value, rec.Headers = parseBody(r.Body)
-			part, err := s.cfg.Partitioner.Partition(&rec, n)
+			part, err := callPartitioner(s.cfg.Partitioner, &rec, n) // no lock held; a panic fails only this record
 			if err != nil {
 				return nil, err
 			}
@@ -660,6 +660,11 @@ func (s *sink) expire() {
 // flight: they are the oldest, at the front of the retry list and then of the
 // accumulator's sealed queue.
 func (s *sink) expirePart(ip *ioPart, deadline time.Time) {
+	for _, b := range ip.inflight {
+		if !b.Expired && !b.Created.After(deadline) {
+			s.expireInflight(ip, b)
+		}
+	}
 	for len(ip.retry) > 0 && !ip.retry[0].Created.After(deadline) {
 		b := ip.retry[0]
 		ip.retry = popFront(ip.retry, 1)
@@ -696,6 +701,35 @@ func (s *sink) parkLimit(t *ioTopic) (time.Duration, error) {
 	return min(s.cfg.MaxBlock, s.cfg.DeliveryTimeout), cause
 }
 
+// expireInflight fails b, which a request still carries, at its delivery
+// timeout instead of up to RequestTimeout later, as the Java client does
+// since 2.1 (KIP-91). The broker may have written it, so the error wraps
+// ErrOutcomeUnknown. The batch stays in flight, holding its memory, until
+// the request's answer is in; lateAnswer then only releases it, so its
+// records complete once.
+func (s *sink) expireInflight(ip *ioPart, b *batch) {
+	b.Expired = true
+	err := fmt.Errorf("%w: %d records for %s[%d] not acknowledged after %v, with a request carrying them still in flight (%w)",
+		ErrDeliveryTimeout, b.Records.Len(), ip.topic.name, ip.acc.ID, s.cfg.DeliveryTimeout, ErrOutcomeUnknown)
+	if ip.lastErr != nil {
+		err = fmt.Errorf("%w (last error: %w)", err, ip.lastErr)
+	}
+	s.p.completer.push(outcome{batch: b, baseOffset: -1, appendTime: -1, err: err, hold: true})
+}
+
+// lateAnswer handles the answer to a batch already failed by
+// expireInflight: written tells whether the broker took it. Under
+// idempotence a batch the broker did not take (or may not have) leaves a gap
+// in its partition's sequence, which the epoch bump closes (KIP-360);
+// one it took keeps the sequence whole. The batch is then released.
+func (s *sink) lateAnswer(ip *ioPart, b *batch, written bool) {
+	if !written && s.idem != nil && b.BaseSequence >= 0 {
+		s.idem.needBump = true
+		ip.gapped = true
+	}
+	s.p.completer.push(outcome{batch: b, release: true})
+}
+
 func (s *sink) timeoutErr(ip *ioPart, b *batch) error {
 	what := "no leader available"
 	var cause error
@@ -709,6 +743,9 @@ func (s *sink) timeoutErr(ip *ioPart, b *batch) error {
 	}
 	if ip.lastErr != nil {
 		cause = ip.lastErr
+	}
+	if s.idem != nil && !s.idem.canSend() && s.idem.lastErr != nil {
+		cause = s.idem.lastErr // nothing goes out without a producer id; it names InitProducerId
 	}
 	err := fmt.Errorf("%w: %d records for %s[%d] expired after %v: %s",
 		ErrDeliveryTimeout, b.Records.Len(), ip.topic.name, ip.acc.ID, s.cfg.DeliveryTimeout, what)
@@ -1077,6 +1114,10 @@ func (s *sink) handleResponse(r produceResponse) {
 		}
 		s.p.meta.Trigger()
 		for _, b := range r.batches {
+			if b.Expired {
+				s.lateAnswer(b.Partition.IO.(*ioPart), b, false)
+				continue
+			}
 			b.Ambiguous = true // it may have reached the broker
 			s.retryOrFail(b.Partition.IO.(*ioPart), b, r.err)
 		}
@@ -1084,6 +1125,10 @@ func (s *sink) handleResponse(r produceResponse) {
 	}
 	if r.resp == nil { // acks=0: no answer comes
 		for _, b := range r.batches {
+			if b.Expired {
+				s.lateAnswer(b.Partition.IO.(*ioPart), b, true)
+				continue
+			}
 			s.succeed(b, -1, -1)
 		}
 		return
@@ -1092,9 +1137,23 @@ func (s *sink) handleResponse(r produceResponse) {
 	var cur answerCursor
 	for _, b := range r.batches {
 		ip := b.Partition.IO.(*ioPart)
-		if rp := cur.find(resp, ip); rp == nil {
+		switch rp := cur.find(resp, ip); {
+		case b.Expired:
+			err := errors.New("no answer")
+			if rp != nil {
+				err = kerr.ForCode(rp.ErrorCode)
+				if err == nil && rp.BaseOffset >= 0 {
+					ip.lastAcked = max(ip.lastAcked, rp.BaseOffset+int64(b.Records.Len())-1)
+				}
+			}
+			s.lateAnswer(ip, b, err == nil || errors.Is(err, kerr.DuplicateSequenceNumber))
+		case rp == nil:
+			// The broker may have written it all the same: retried
+			// (under idempotence a duplicate is recognized), and
+			// failing for good it fails with ErrOutcomeUnknown.
+			b.Ambiguous = true
 			s.retryOrFail(ip, b, fmt.Errorf("broker %d did not answer for %s[%d]", br.id, ip.topic.name, ip.acc.ID))
-		} else {
+		default:
 			s.handlePartition(br, ip, b, rp)
 		}
 		// A partition waiting for its in-flight batches (to resend in
@@ -1326,7 +1385,9 @@ const maxRecordOverhead = 21
 // split decodes b and rebuilds its records into two batches of half the
 // records each, with memory from the pool (non-blocking).
 func (s *sink) split(b *batch) ([]*batch, error) {
-	dec, err := recordbatch.Decode(b.Raw, s.cfg.MaxRequestSize*4)
+	// The batch's own uncompressed size bounds what decoding may produce:
+	// a batch of any size splits.
+	dec, err := recordbatch.Decode(b.Raw, max(b.Uncompressed, len(b.Raw)))
 	if err != nil {
 		return nil, err
 	}
@@ -1447,7 +1508,10 @@ func (s *sink) shutdown() {
 	}
 	// Fail what is still buffered. A Send that passed its closed check just
 	// before Close may still be appending: keep failing until every record
-	// the producer accepted is completed.
+	// the producer accepted is completed, or until Close's context ends
+	// (a callback may block, so completions may never catch up). Then a
+	// Send still appending fails what is buffered itself (Producer.failLate).
+	ctx := s.p.closeCtx
 	for {
 		s.drainEvents()
 		s.failBuffered()
@@ -1456,6 +1520,10 @@ func (s *sink) shutdown() {
 		case <-idle:
 		case <-s.p.acc.Wake():
 			continue
+		case <-ctx.Done():
+			s.p.drained.Store(true)
+			s.drainEvents()
+			s.failBuffered() // what was appended before drained was set
 		}
 		break
 	}
@@ -1518,6 +1586,10 @@ func (s *sink) handleResponseClosing(r produceResponse) {
 	for _, b := range r.batches {
 		ip := b.Partition.IO.(*ioPart)
 		ip.landed(b)
+		if b.Expired { // its records have failed already
+			s.p.completer.push(outcome{batch: b, release: true})
+			continue
+		}
 		if r.err != nil {
 			s.fail(ip, b, fmt.Errorf("%w: closing while the request was in flight: %w", ErrClosed, r.err))
 			continue
@@ -1528,6 +1600,7 @@ func (s *sink) handleResponseClosing(r produceResponse) {
 		}
 		rp := findPartition(r.resp.(*kmsg.ProduceResponse), ip)
 		if rp == nil {
+			b.Ambiguous = true // the broker may have written it
 			s.fail(ip, b, fmt.Errorf("%w: no answer for %s[%d]", ErrClosed, ip.topic.name, ip.acc.ID))
 			continue
 		}

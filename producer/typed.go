@@ -27,9 +27,9 @@ type TypedRecord[K, V any] struct {
 //	orders := producer.NewTyped(p, producer.StringSerializer{}, producer.JSONSerializer[Order]{})
 //	fut := orders.Send(ctx, "orders", order.ID, order)
 //
-// A serializer error fails the record's future (or callback) with an error
-// wrapping ErrInvalidRecord and the serializer's error; the record never
-// reaches the producer. Serializers that implement AppendSerializer (such as
+// A serializer error, or a panic (recovered), fails the record's future (or
+// callback) with an error wrapping ErrInvalidRecord and the serializer's
+// error; the record never reaches the producer. Serializers that implement AppendSerializer (such as
 // StringSerializer) write into a reused buffer, so the typed path adds no
 // allocation of its own to the Producer's. A TypedProducer is safe for
 // concurrent use. Flush and Close the Producer itself (see Producer).
@@ -119,14 +119,20 @@ func failedTyped[K, V any](rec *TypedRecord[K, V]) RecordMetadata {
 }
 
 // encode fills s.rec from rec, serializing the key and value (into s.buf
-// for append serializers).
-func (t *TypedProducer[K, V]) encode(s *typedScratch, rec *TypedRecord[K, V]) error {
+// for append serializers). A panicking serializer is recovered: its record
+// fails with ErrInvalidRecord, and the caller's goroutine goes on.
+func (t *TypedProducer[K, V]) encode(s *typedScratch, rec *TypedRecord[K, V]) (err error) {
 	if rec == nil {
 		return fmt.Errorf("%w: nil record", ErrInvalidRecord)
 	}
+	defer func() {
+		if v := recover(); v != nil {
+			s.buf = nil // may be left half written
+			err = fmt.Errorf("%w: topic %q: the serializer panicked: %v", ErrInvalidRecord, rec.Topic, v)
+		}
+	}()
 	s.rec = Record{Topic: rec.Topic, Partition: rec.Partition, Headers: rec.Headers, Timestamp: rec.Timestamp}
 	buf := s.buf[:0]
-	var err error
 	switch {
 	case t.key == nil:
 	case t.keyApp != nil:
