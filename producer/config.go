@@ -119,7 +119,8 @@ type Config struct {
 	// come (see BufferPool).
 	// A record larger than BatchSize gets a batch of its own. The sticky
 	// partitioner also switches partitions after about BatchSize bytes.
-	// Default 16384.
+	// A BatchSize above MaxRequestSize acts as MaxRequestSize: a batch never
+	// outgrows a request. Default 16384.
 	BatchSize int
 
 	// BufferMemory bounds the bytes of records buffered and in flight
