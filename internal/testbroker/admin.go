@@ -70,7 +70,8 @@ func msgPtr(s string) *string { return &s }
 // handleCreateTopics creates topics with Kafka's validation: INVALID_REQUEST
 // for a name repeated in the request, INVALID_TOPIC_EXCEPTION,
 // TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS (0 or below -1 partitions),
-// INVALID_REPLICATION_FACTOR (more than the brokers). -1 partitions means
+// INVALID_REPLICATION_FACTOR (more than the brokers), INVALID_CONFIG (an
+// unknown topic config or a bad value; see topicconfig.go). -1 partitions means
 // Config.DefaultPartitions; ValidateOnly creates nothing and costs no
 // quota. Each valid topic is then admitted or refused by the mutation
 // quota (see mutationGate).
@@ -87,6 +88,8 @@ func handleCreateTopics(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
 	var mutations int64
 	valid := make([]bool, len(req.Topics))
 	nparts := make([]int32, len(req.Topics))
+	rfs := make([]int16, len(req.Topics))
+	configs := make([]map[string]string, len(req.Topics))
 	for i, t := range req.Topics {
 		rt := kmsg.NewCreateTopicsResponseTopic()
 		rt.Topic = t.Topic
@@ -99,8 +102,9 @@ func handleCreateTopics(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
 		}
 		rf := t.ReplicationFactor
 		if rf == -1 {
-			rf = int16(min(replicationFactor, len(c.brokers)))
+			rf = c.defaultReplicationFactor()
 		}
+		cfgs, cfgErr := parseTopicConfigs(t.Configs)
 		switch {
 		case seen[t.Topic] > 1:
 			rt.ErrorCode, rt.ErrorMessage = ecInvalidRequest, msgPtr("topic named more than once in the request")
@@ -114,10 +118,17 @@ func handleCreateTopics(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
 			rt.ErrorCode, rt.ErrorMessage = ecInvalidPartitions, msgPtr("the cluster holds at most 65536 partitions")
 		case rf <= 0 || int(rf) > len(c.brokers):
 			rt.ErrorCode, rt.ErrorMessage = ecInvalidReplicationFact, msgPtr("replication factor must be between 1 and the number of brokers")
+		case cfgErr != nil:
+			rt.ErrorCode, rt.ErrorMessage = ecInvalidConfig, msgPtr(cfgErr.Error())
 		default:
-			valid[i], nparts[i] = true, n
+			valid[i], nparts[i], rfs[i], configs[i] = true, n, rf, cfgs
 			mutations += int64(n)
 			rt.NumPartitions, rt.ReplicationFactor = n, rf
+			if req.Version >= 5 {
+				// As Kafka does, v5+ answers with every config of
+				// the topic, set or default.
+				rt.Configs = c.createTopicConfigsLocked(&topic{state: topicState{configs: cfgs, rf: rf}})
+			}
 		}
 		if req.Version < 1 {
 			rt.ErrorMessage = nil
@@ -134,9 +145,9 @@ func handleCreateTopics(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
 		case !valid[i]:
 		case !gate.admit(int64(nparts[i])):
 			rt.ErrorCode, rt.ErrorMessage = ecThrottlingQuotaExceeded, msgPtr("controller mutation quota exceeded")
-			rt.NumPartitions, rt.ReplicationFactor = -1, -1
+			rt.NumPartitions, rt.ReplicationFactor, rt.Configs = -1, -1, nil
 		default:
-			t := c.createTopicLocked(rt.Topic, nparts[i])
+			t := c.createTopicLocked(rt.Topic, nparts[i], rfs[i], configs[i])
 			rt.TopicID = t.id
 		}
 	}

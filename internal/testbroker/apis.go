@@ -14,7 +14,9 @@ const (
 	createTopicsKey     int16 = 19
 	deleteTopicsKey     int16 = 20
 	initProducerIDKey   int16 = 22
+	describeConfigsKey  int16 = 32
 	createPartitionsKey int16 = 37
+	incrAlterConfigsKey int16 = 44
 	describeQuotasKey   int16 = 48
 	alterQuotasKey      int16 = 49
 
@@ -29,11 +31,13 @@ const (
 	ecLeaderNotAvailable      int16 = 5
 	ecNotLeaderOrFollower     int16 = 6
 	ecInvalidTopic            int16 = 17
+	ecNotEnoughReplicas       int16 = 19
 	ecInvalidRequiredAcks     int16 = 21
 	ecUnsupportedVersion      int16 = 35
 	ecTopicAlreadyExists      int16 = 36
 	ecInvalidPartitions       int16 = 37
 	ecInvalidReplicationFact  int16 = 38
+	ecInvalidConfig           int16 = 40
 	ecInvalidRequest          int16 = 42
 	ecInvalidProducerEpoch    int16 = 47
 	ecFetchSessionIDNotFound  int16 = 70
@@ -69,6 +73,8 @@ var apis = map[int16]*api{
 	deleteTopicsKey:     {min: 0, max: new(kmsg.DeleteTopicsRequest).MaxVersion(), request: newRequest(deleteTopicsKey), handle: handleDeleteTopics},
 	initProducerIDKey:   {min: 0, max: new(kmsg.InitProducerIDRequest).MaxVersion(), request: newRequest(initProducerIDKey), handle: handleInitProducerID},
 	createPartitionsKey: {min: 0, max: new(kmsg.CreatePartitionsRequest).MaxVersion(), request: newRequest(createPartitionsKey), handle: handleCreatePartitions},
+	describeConfigsKey:  {min: 0, max: new(kmsg.DescribeConfigsRequest).MaxVersion(), request: newRequest(describeConfigsKey), handle: handleDescribeConfigs},
+	incrAlterConfigsKey: {min: 0, max: new(kmsg.IncrementalAlterConfigsRequest).MaxVersion(), request: newRequest(incrAlterConfigsKey), handle: handleIncrementalAlterConfigs},
 	describeQuotasKey:   {min: 0, max: new(kmsg.DescribeClientQuotasRequest).MaxVersion(), request: newRequest(describeQuotasKey), handle: handleDescribeClientQuotas},
 	alterQuotasKey:      {min: 0, max: new(kmsg.AlterClientQuotasRequest).MaxVersion(), request: newRequest(alterQuotasKey), handle: handleAlterClientQuotas},
 }

@@ -241,6 +241,7 @@ type topic struct {
 	name       string
 	id         [16]byte
 	partitions []*partition
+	state      topicState // configs and replication factor (topicconfig.go)
 }
 
 // partition is one partition's leadership and log. leader and epoch are
@@ -359,12 +360,20 @@ func (c *Cluster) CreateTopic(name string, partitions int32) error {
 	if !c.roomLocked(int64(partitions)) {
 		return fmt.Errorf("testbroker: topic %q: the cluster holds at most %d partitions", name, maxClusterPartitions)
 	}
-	c.createTopicLocked(name, partitions)
+	c.createTopicLocked(name, partitions, c.defaultReplicationFactor(), nil)
 	return nil
 }
 
-func (c *Cluster) createTopicLocked(name string, partitions int32) *topic {
-	t := &topic{name: name}
+// defaultReplicationFactor is the replication factor of a topic created
+// without one: 3, capped by the brokers.
+func (c *Cluster) defaultReplicationFactor() int16 {
+	return int16(min(replicationFactor, len(c.brokers)))
+}
+
+// createTopicLocked creates a topic with validated configs (nil: none).
+func (c *Cluster) createTopicLocked(name string, partitions int32, rf int16, configs map[string]string) *topic {
+	t := &topic{name: name, state: topicState{configs: configs, rf: rf}}
+	c.applyConfigsLocked(t)
 	for {
 		_, _ = rand.Read(t.id[:])
 		if _, dup := c.topicIDs[t.id]; !dup && t.id != [16]byte{} {
@@ -401,6 +410,9 @@ func (c *Cluster) addPartitionsLocked(t *topic, n int32) {
 			Sink:            c.cfg.Sink,
 			MaxMessageBytes: c.cfg.MaxMessageBytes,
 		})}
+		if s := t.state.settings.Load(); s != nil {
+			p.log.setSettings(s.log)
+		}
 		p.leader.Store(c.pickLeaderLocked())
 		t.partitions = append(t.partitions, p)
 	}

@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/samsa-go/samsa/compression"
@@ -121,16 +122,34 @@ type storedBatch struct {
 	timestamps []int64
 }
 
+// logSettings are the topic configs a log enforces (see topicconfig.go).
+// IncrementalAlterConfigs changes them at any time, so an append reads them
+// once, atomically.
+type logSettings struct {
+	// maxMessageBytes is max.message.bytes: the largest batch accepted,
+	// its 12-byte offset and length prefix included.
+	maxMessageBytes int32
+	// logAppendTime is message.timestamp.type=LogAppendTime.
+	logAppendTime bool
+	// retentionBytes is retention.bytes: after an append, the oldest
+	// batches are dropped (the log start moves up) while the stored
+	// batches exceed it, always keeping the newest one, as Kafka keeps the
+	// active segment. Negative: unbounded. Sink mode stores nothing.
+	retentionBytes int64
+}
+
 // partitionLog is one partition's in-memory log. It is safe for concurrent
 // use; its mutex is never held across I/O.
 type partitionLog struct {
-	cfg logConfig
+	cfg      logConfig
+	settings atomic.Pointer[logSettings]
 
 	mu          sync.Mutex
 	logStart    int64 // first offset still readable
 	next        int64 // log end offset == high watermark (no replication)
 	leaderEpoch int32
 	batches     []storedBatch // sorted by offset; empty in sink mode
+	size        int64         // bytes of the stored batches
 	appended    int           // batches appended in sink mode
 	producers   *producerStates
 }
@@ -142,7 +161,14 @@ func newPartitionLog(cfg logConfig) *partitionLog {
 	if cfg.MaxUncompressedBytes <= 0 {
 		cfg.MaxUncompressedBytes = defaultMaxUncompressedBytes
 	}
-	return &partitionLog{cfg: cfg, producers: newProducerStates(cfg.UnknownProducerIDErrors)}
+	l := &partitionLog{cfg: cfg, producers: newProducerStates(cfg.UnknownProducerIDErrors)}
+	l.settings.Store(&logSettings{maxMessageBytes: cfg.MaxMessageBytes, logAppendTime: cfg.LogAppendTime, retentionBytes: -1})
+	return l
+}
+
+// setSettings applies changed topic configs to the appends from now on.
+func (l *partitionLog) setSettings(s logSettings) {
+	l.settings.Store(&s)
 }
 
 func failed(code int16, format string, args ...any) appendResult {
@@ -154,7 +180,8 @@ func failed(code int16, format string, args ...any) appendResult {
 // it. raw is not retained: the log copies what it keeps, so the caller may
 // release raw to its pool afterwards. now is the append time.
 func (l *partitionLog) appendBatch(raw []byte, now time.Time) appendResult {
-	h, res, ok := l.validateFrame(raw)
+	set := l.settings.Load()
+	h, res, ok := l.validateFrame(raw, set.maxMessageBytes)
 	if !ok {
 		l.mu.Lock()
 		res.LogStartOffset = l.logStart
@@ -182,7 +209,7 @@ func (l *partitionLog) appendBatch(raw []byte, now time.Time) appendResult {
 	firstSeq := h.BaseSequence
 	lastSeq := lastSequence(firstSeq, h.LastOffsetDelta)
 	appendTime := int64(-1)
-	if l.cfg.LogAppendTime {
+	if set.logAppendTime {
 		appendTime = now.UnixMilli()
 	}
 
@@ -191,7 +218,7 @@ func (l *partitionLog) appendBatch(raw []byte, now time.Time) appendResult {
 		// Copy outside the lock: raw belongs to the caller's pool.
 		stored = make([]byte, len(raw))
 		copy(stored, raw)
-		if l.cfg.LogAppendTime {
+		if set.logAppendTime {
 			be := binary.BigEndian
 			attrs := be.Uint16(stored[bOffAttributes:]) | attrLogAppendTime
 			be.PutUint16(stored[bOffAttributes:], attrs)
@@ -222,19 +249,23 @@ func (l *partitionLog) appendBatch(raw []byte, now time.Time) appendResult {
 		// BaseOffset and PartitionLeaderEpoch are outside the CRC.
 		binary.BigEndian.PutUint64(stored[bOffBaseOffset:], uint64(base))
 		binary.BigEndian.PutUint32(stored[bOffLeaderEpoch:], uint32(l.leaderEpoch))
-		if l.cfg.LogAppendTime {
+		if set.logAppendTime {
 			for i := range timestamps {
 				timestamps[i] = appendTime
 			}
 		}
 		l.batches = append(l.batches, storedBatch{baseOffset: base, lastOffset: last, raw: stored, timestamps: timestamps})
+		l.size += int64(len(stored))
+		if set.retentionBytes >= 0 {
+			l.retainLocked(set.retentionBytes)
+		}
 	}
 	return appendResult{BaseOffset: base, LogAppendTime: appendTime, LogStartOffset: l.logStart, NumRecords: h.NumRecords}
 }
 
 // validateFrame runs steps 1 to 7 (see the top of the file). It allocates
 // nothing on success.
-func (l *partitionLog) validateFrame(raw []byte) (recordbatch.BatchHeader, appendResult, bool) {
+func (l *partitionLog) validateFrame(raw []byte, maxMessageBytes int32) (recordbatch.BatchHeader, appendResult, bool) {
 	if len(raw) == 0 {
 		return recordbatch.BatchHeader{}, failed(codeInvalidRecord, "produce requests v3+ must hold one record batch per partition; got none"), false
 	}
@@ -251,8 +282,8 @@ func (l *partitionLog) validateFrame(raw []byte) (recordbatch.BatchHeader, appen
 	if h.BaseOffset != 0 {
 		return h, failed(codeInvalidRecord, "the base offset of a produced batch must be 0, got %d", h.BaseOffset), false
 	}
-	if size := len(raw); size > int(l.cfg.MaxMessageBytes) {
-		return h, failed(codeMessageTooLarge, "batch of %d bytes is larger than max.message.bytes %d", size, l.cfg.MaxMessageBytes), false
+	if size := len(raw); size > int(maxMessageBytes) {
+		return h, failed(codeMessageTooLarge, "batch of %d bytes is larger than max.message.bytes %d", size, maxMessageBytes), false
 	}
 	if got := crc32.Checksum(raw[bOffAttributes:], castagnoliTable); got != h.CRC {
 		return h, failed(codeCorruptMessage, "record batch CRC-32C mismatch: header says %#08x, bytes give %#08x", h.CRC, got), false
@@ -476,10 +507,33 @@ func (l *partitionLog) deleteRecordsBefore(offset int64) {
 		return
 	}
 	l.logStart = offset
-	i := l.batchIndex(offset)
-	// Copy rather than reslice so that dropped batches can be collected.
-	l.batches = append([]storedBatch(nil), l.batches[i:]...)
+	l.dropBatchesLocked(l.batchIndex(offset))
 	l.producers.truncate(offset)
+}
+
+// dropBatchesLocked drops the first n stored batches.
+func (l *partitionLog) dropBatchesLocked(n int) {
+	for _, b := range l.batches[:n] {
+		l.size -= int64(len(b.raw))
+	}
+	// Copy rather than reslice so that dropped batches can be collected.
+	l.batches = append([]storedBatch(nil), l.batches[n:]...)
+}
+
+// retainLocked applies retention.bytes: the oldest batches go while the
+// stored batches exceed limit, the newest always stays.
+func (l *partitionLog) retainLocked(limit int64) {
+	n, size := 0, l.size
+	for n < len(l.batches)-1 && size > limit {
+		size -= int64(len(l.batches[n].raw))
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	l.dropBatchesLocked(n)
+	l.logStart = l.batches[0].baseOffset
+	l.producers.truncate(l.logStart)
 }
 
 // records decodes every stored record at or above the log start, in offset

@@ -80,7 +80,7 @@ func handleMetadata(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
 		case rt.Topic == nil || validTopicName(*rt.Topic) != nil:
 			mt.ErrorCode = ecInvalidTopic
 		case autoCreate && c.roomLocked(int64(c.cfg.DefaultPartitions)):
-			c.createTopicLocked(*rt.Topic, c.cfg.DefaultPartitions)
+			c.createTopicLocked(*rt.Topic, c.cfg.DefaultPartitions, c.defaultReplicationFactor(), nil)
 			created += c.cfg.DefaultPartitions
 			mt.ErrorCode = ecLeaderNotAvailable
 		}
@@ -108,7 +108,7 @@ func (c *Cluster) metadataTopicLocked(t *topic) kmsg.MetadataResponseTopic {
 		if mp.Leader < 0 {
 			mp.ErrorCode = ecLeaderNotAvailable
 		} else {
-			mp.Replicas = c.replicasLocked(mp.Leader)
+			mp.Replicas = c.replicasLocked(mp.Leader, t.state.rf)
 			mp.ISR = mp.Replicas
 		}
 		mt.Partitions = append(mt.Partitions, mp)
@@ -116,11 +116,12 @@ func (c *Cluster) metadataTopicLocked(t *topic) kmsg.MetadataResponseTopic {
 	return mt
 }
 
-// replicasLocked lists the leader and the next running brokers after it.
-func (c *Cluster) replicasLocked(leader int32) []int32 {
+// replicasLocked lists the leader and the next running brokers after it,
+// rf in all at most.
+func (c *Cluster) replicasLocked(leader int32, rf int16) []int32 {
 	n := int32(len(c.brokers))
 	rs := []int32{leader}
-	for i := int32(1); i < n && len(rs) < replicationFactor; i++ {
+	for i := int32(1); i < n && len(rs) < int(rf); i++ {
 		id := (leader + i) % n
 		if c.brokers[id].running() {
 			rs = append(rs, id)

@@ -56,6 +56,15 @@ func handleProduce(cn *conn, h *reqHeader, kreq kmsg.Request) result {
 					}
 					break
 				}
+				if req.Acks == -1 {
+					if s := tp.state.settings.Load(); s.minInsync > 1 && c.inSyncReplicas(tp) < s.minInsync {
+						rp.ErrorCode = ecNotEnoughReplicas
+						if req.Version >= 8 {
+							rp.ErrorMessage = msgPtr("fewer in-sync replicas than min.insync.replicas")
+						}
+						break
+					}
+				}
 				res := part.log.appendBatch(p.Records, now)
 				rp.ErrorCode = res.ErrorCode
 				rp.LogStartOffset = res.LogStartOffset
