@@ -29,6 +29,10 @@ type Topic[C any] struct {
 
 	mu     sync.Mutex // guards the fields below
 	chunks [][]byte   // parking memory from the pool, oldest first
+	// chunkSize is the size of the next parking chunk: InitialBatchSize
+	// at first, doubling per chunk up to BatchSize, as batches grow, so
+	// that a record parked for a new topic does not take a whole batch.
+	chunkSize int
 	parked parkQueue[C]
 }
 
@@ -192,13 +196,26 @@ func (t *Topic[C]) Park(ctx context.Context, ts int64, key, value []byte, header
 			}
 			return true, nil
 		}
+		want := t.nextChunkLocked()
 		t.mu.Unlock()
-		buf, err := t.acc.allocate(ctx, max(t.acc.cfg.BatchSize, size), wait)
+		buf, err := t.acc.allocate(ctx, max(want, size), wait)
 		if err != nil {
 			return false, err
 		}
 		spare = buf[:0]
 	}
+}
+
+// nextChunkLocked returns the size of the next parking chunk and doubles
+// the one after it, up to BatchSize.
+func (t *Topic[C]) nextChunkLocked() int {
+	cfg := &t.acc.cfg
+	if t.chunkSize <= 0 {
+		t.chunkSize = cfg.InitialBatchSize
+	}
+	n := t.chunkSize
+	t.chunkSize = min(2*n, cfg.BatchSize)
+	return n
 }
 
 // ParkedRecord is a parked record handed to MoveParked's function.
@@ -313,6 +330,7 @@ func (t *Topic[C]) resetLocked() {
 		}
 	}
 	t.chunks = t.chunks[:0]
+	t.chunkSize = 0
 	t.parked.free = t.parked.free[:min(len(t.parked.free), 4)] // keep a few segments
 	t.parking.Store(false)
 }
