@@ -245,7 +245,7 @@ func TestBatchSizeAboveMaxRequestSizeLosesNoRecord(t *testing.T) {
 		t.Run(fmt.Sprint(bs>>20, "MiB"), func(t *testing.T) {
 			c := newCluster(t, testbroker.Config{})
 			require.NoError(t, c.CreateTopic("big", 1))
-			p := newProducer(t, c, Config{BatchSize: bs, BufferMemory: 32 << 20, Linger: 50 * time.Millisecond})
+			p := newProducer(t, c, Config{BatchSize: bs, BufferMemory: 32 << 20, Linger: 500 * time.Millisecond})
 			ctx := context.Background()
 			_, err := p.Send(ctx, &Record{Topic: "big", Value: []byte("warm")}).Wait(ctx)
 			require.NoError(t, err)
