@@ -17,11 +17,12 @@
 // The served APIs are ApiVersions (with the v0 fallback: a version the
 // broker does not know gets a v0 answer with UNSUPPORTED_VERSION and the
 // supported ranges), Metadata, Produce v3+, Fetch, ListOffsets,
-// InitProducerId, CreateTopics, CreatePartitions and DeleteTopics, each up
-// to the highest version kmsg knows. Other API keys, or an unsupported
-// version of them, close the connection, as a Kafka broker does. A
-// malformed or truncated request closes its connection with a logged error
-// and never affects the other connections.
+// InitProducerId, CreateTopics, CreatePartitions, DeleteTopics,
+// DescribeConfigs, IncrementalAlterConfigs, DescribeClientQuotas and
+// AlterClientQuotas, each up to the highest version kmsg knows. Other API
+// keys, or an unsupported version of them, close the connection, as a
+// Kafka broker does. A malformed or truncated request closes its
+// connection with a logged error and never affects the other connections.
 //
 // Produce is validated as Kafka does (framing, magic 2, CRC-32C,
 // decompression, record count and offset deltas, max message bytes, acks,
@@ -33,6 +34,11 @@
 //
 //	go run ./internal/testbroker/cmd/testbroker -brokers 3 -port 9092
 //
+// and its flags reach both KIPs below (-queued-max-bytes,
+// -socket-request-max-bytes, -mutation-rate, -mutation-burst,
+// -mutation-window, -mutation-samples, -produce-byte-rate); -v logs every
+// connection.
+//
 // # Topics
 //
 // Topics are created with [Cluster.CreateTopic], with CreateTopics requests,
@@ -42,6 +48,13 @@
 // broker gets NOT_LEADER_OR_FOLLOWER (Produce v10+ and Fetch v12+ also name
 // the current leader, KIP-951). [Cluster.Records], [Cluster.NumBatches] and
 // [Cluster.HighWatermark] read a partition back for assertions.
+//
+// Topic configs given to CreateTopics are validated (INVALID_CONFIG for an
+// unknown name or a bad value), kept, echoed by CreateTopics v5+, shown by
+// DescribeConfigs and changed by IncrementalAlterConfigs. max.message.bytes,
+// min.insync.replicas, message.timestamp.type and retention.bytes change
+// what Produce and Fetch do (see topicconfig.go); cleanup.policy,
+// retention.ms and segment.bytes are only kept.
 //
 // Creating a topic later (after a producer's first send) is how a test
 // makes metadata unavailable for a while: the producer sees
@@ -68,19 +81,28 @@
 //
 // # Quotas
 //
-// Config.MutationRate and Config.MutationBurst enable KIP-599's controller
-// mutation quota per client id: a token bucket that may go negative. A
-// CreateTopics (v6+), CreatePartitions (v3+) or DeleteTopics (v5+) request
-// mutating N partitions is admitted iff the bucket holds more than zero
-// tokens, and then takes N; otherwise each of its topics gets
-// THROTTLING_QUOTA_EXCEEDED and ThrottleTimeMs says when tokens are back.
-// Older versions, and topics auto-created by Metadata, are always accepted
-// and throttled instead.
+// Quotas are set per entity, as Kafka's are (KIP-55): a user (the
+// connection's principal: ANONYMOUS until SASL authenticates it), a client
+// id, both, or the <default> of either, through AlterClientQuotas (kadm,
+// kafka-configs.sh) and read back with DescribeClientQuotas. A connection
+// gets the most specific quota in Kafka's order: user and client id, user
+// and default client, user, default user and client id, default user and
+// default client, default user, client id, default client.
+// Config.MutationRate and Config.ProduceByteRate apply to the client ids
+// no entity matches. Two keys are enforced, and others are refused:
 //
-// Config.ProduceByteRate is a produce quota per client id with KIP-219
-// semantics: a client over the rate gets a Produce v6+ response at once
-// with ThrottleTimeMs, and its connection is not read until the throttle
-// passes; older versions get their response delayed.
+//   - controller_mutation_rate, KIP-599's controller mutation quota: a
+//     token bucket (rate R, burst R × MutationSamples × MutationWindow) that
+//     may go negative. The topics of a CreateTopics (v6+), CreatePartitions
+//     (v3+) or DeleteTopics (v5+) request are admitted one by one while the
+//     bucket holds tokens, each taking its partition count; once it is
+//     empty the remaining topics get THROTTLING_QUOTA_EXCEEDED, and
+//     ThrottleTimeMs says when tokens are back. Older versions, and topics
+//     auto-created by Metadata, are always accepted and throttled instead.
+//   - producer_byte_rate, with KIP-219 semantics: a client over the rate
+//     gets a Produce v6+ response at once with ThrottleTimeMs, and its
+//     connection is not read until the throttle passes; older versions get
+//     their response delayed.
 //
 // # Memory bound
 //
@@ -91,6 +113,54 @@
 // stop reading (they are muted) and wait, first in first out and without
 // spinning, holding no request memory meanwhile. Like Kafka's pool it grants
 // a request whenever any memory is free, so [Stats].PeakInFlightRequestBytes
-// stays within QueuedMaxBytes + SocketRequestMaxBytes. QueuedMaxBytes must
-// exceed SocketRequestMaxBytes, or be <= 0 to turn the bound off.
+// stays within QueuedMaxBytes + SocketRequestMaxBytes, and so does the live
+// heap those requests hold: nothing keeps a request once it is released,
+// and nothing is read off a socket ahead of its pool memory.
+// QueuedMaxBytes must exceed SocketRequestMaxBytes, or be <= 0 to turn the
+// bound off. Config.MemoryPool plugs in another bufferpool.Pool.
+//
+// # The seeds, requirement by requirement
+//
+// KIP-72 (queued.max.bytes, memory.pool.class.name):
+//
+//   - "a limit on the volume of requests that can be held in memory":
+//     requestMemory (memory.go), sized by Config.QueuedMaxBytes; the live
+//     heap is checked by TestQueuedMaxBytesLiveHeapFlood
+//     (memory_heap_test.go).
+//   - "memory would be released at the end of request processing":
+//     conn.serve releases after the response is written, and
+//     conn.forgetRequest first drops the reusable Produce structs'
+//     references into the buffer (TestQueuedMaxBytesIdleConnsRetainNothing).
+//   - "allocate memory when reading requests out of sockets": conn.serve
+//     reads the 4-byte size alone, then the body straight into pool memory,
+//     with no read-ahead.
+//   - non-blocking TryAllocate, muting when out of memory, no deadlock
+//     (a muted connection holds no request memory), single request per
+//     channel, no starvation (FIFO waiters): requestMemory.acquire and the
+//     bufferpool's Allocate queue.
+//   - the bound is queued.max.bytes + socket.request.max.bytes (the pool
+//     over-allocates): bufferpool.Options.OverAllocate; Stats and the
+//     live-heap tests.
+//   - queued.max.bytes must be larger than socket.request.max.bytes, or
+//     <= 0: Config.setDefaults.
+//   - memory.pool.class.name: Config.MemoryPool, any bufferpool.Pool.
+//   - "reclaiming buffers that were never released": the tests' clusters
+//     use a bufferpool.SimplePool with LeakDetection and fail on a leak
+//     (newTestCluster in client_test.go).
+//
+// KIP-599 (controller mutation quota):
+//
+//   - K = min(K + (now - T) × R, B): bucketSet.refillLocked (quota.go).
+//   - "admitted iff K > 0, and updates K = K - N", tokens may go negative:
+//     bucketSet.admitWith, applied per topic by mutationGate (admin.go).
+//   - the throttle time: waitLocked, -K/R as the KIP's worked example
+//     (its formula line "R * (-K + 1)" is ambiguous; see the comment).
+//   - Samples = B / R, the window: Config.MutationSamples and
+//     Config.MutationWindow.
+//   - THROTTLING_QUOTA_EXCEEDED only from CreateTopics v6, CreatePartitions
+//     v3, DeleteTopics v5; older versions accepted and throttled:
+//     the *StrictVersion constants and mutationGate.
+//   - the quota as a client quota of Kafka's entities
+//     (controller_mutation_rate): clientQuotas.resolve (clientquota.go),
+//     DescribeClientQuotas and AlterClientQuotas.
 package testbroker
