@@ -58,8 +58,41 @@ import (
 // message.send.max.retries (samsa retries until DeliveryTimeout);
 // batch.num.messages and queue.buffering.max.messages (batches and the
 // buffer are bounded in bytes, by batch.size and buffer.memory);
-// partitioner.adaptive.partitioning.enable=true (always on);
-// security.protocol=PLAINTEXT (the only protocol supported).
+// partitioner.adaptive.partitioning.enable=true (always on).
+//
+// TLS and SASL keys (properties_security.go). A value of a secret key
+// (a password, the JAAS line) never appears in an error:
+//
+//	security.protocol                       PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL: sets TLS and SASL
+//	sasl.mechanism (sasl.mechanisms)        PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, AWS_MSK_IAM
+//	sasl.username, sasl.password            the credentials (librdkafka)
+//	sasl.jaas.config                        the credentials (Java): PlainLoginModule or ScramLoginModule
+//	                                        with username and password options
+//	ssl.ca.location, ssl.truststore.location
+//	  (ssl.truststore.type PEM)             the CAs to trust, a PEM file; default: the system's
+//	ssl.truststore.certificates             the CAs to trust, as PEM text
+//	ssl.certificate.location,
+//	  ssl.key.location, ssl.key.password    a client certificate (mutual TLS): PEM files; the key
+//	                                        PKCS#8, PKCS#1 or SEC 1, encrypted or not
+//	ssl.keystore.location
+//	  (ssl.keystore.type PEM)               a client certificate and its key in one PEM file
+//	ssl.keystore.certificate.chain,
+//	  ssl.keystore.key                      the same as PEM text
+//	ssl.endpoint.identification.algorithm   https (default) or empty (librdkafka: none): empty
+//	                                        skips the host name check; the chain is still verified
+//	enable.ssl.certificate.verification     false skips every certificate check (librdkafka)
+//	ssl.protocol, ssl.enabled.protocols     TLSv1.2 or TLSv1.3: the lowest version allowed
+//
+// JKS and PKCS12 stores are refused with an error that says how to convert
+// them to PEM. OAUTHBEARER and AWS_MSK_IAM need code: ConfigFromProperties
+// then sets a Config.SASL that fails every connection with a message
+// saying so; replace it with sasl.OAuthBearer(...) or the mechanism of the
+// module github.com/samsa-go/samsa/sasl/awsmskiam. Accepted and ignored:
+// ssl.truststore.password and ssl.keystore.password (PEM files have none),
+// client.dns.lookup (every address of a host is tried anyway),
+// session.timeout.ms (a consumer setting that Confluent Cloud's templates
+// include), sasl.login.callback.handler.class and
+// sasl.client.callback.handler.class.
 //
 // Any other key is an error. The returned error wraps ErrInvalidConfig and
 // lists every problem: all unknown keys, sorted, then every bad value.
@@ -78,6 +111,7 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 		bad     []string
 		setBy   = map[string]string{} // Config field -> the key that set it
 		idemSet bool
+		sec     securityProps // TLS and SASL keys (properties_security.go)
 	)
 	fail := func(key, format string, args ...any) {
 		bad = append(bad, key+": "+fmt.Sprintf(format, args...))
@@ -286,10 +320,6 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 			if b, ok := boolean(key, v); ok && !b {
 				fail(key, "false is not supported: the sticky partitioner is always adaptive")
 			}
-		case "security.protocol":
-			if !strings.EqualFold(v, "PLAINTEXT") {
-				fail(key, "%q is not supported: only PLAINTEXT is", v)
-			}
 		case "retries", "message.send.max.retries", "batch.num.messages", "queue.buffering.max.messages":
 			// Accepted and ignored (see the doc comment), once the value
 			// parses, so that a typo does not pass silently.
@@ -297,9 +327,12 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 		case "key.serializer", "value.serializer":
 			// Java class names: ignored; Go code uses TypedProducer.
 		default:
-			unknown = append(unknown, key)
+			if !sec.take(key, v) {
+				unknown = append(unknown, key)
+			}
 		}
 	}
+	sec.apply(&c, fail)
 
 	if genericLevelSet && genericLevel != -1 {
 		if _, ok := levels[c.Compression]; ok {

@@ -197,8 +197,8 @@ func TestConfigFromPropertiesErrors(t *testing.T) {
 	}{
 		{
 			"unknown keys listed sorted",
-			map[string]string{"zz.unknown": "1", "linger.ms": "5", "aa.unknown": "2", "sasl.mechanism": "PLAIN"},
-			[]string{"unknown properties: aa.unknown, sasl.mechanism, zz.unknown"},
+			map[string]string{"zz.unknown": "1", "linger.ms": "5", "aa.unknown": "2", "sasl.kerberos.service.name": "kafka"},
+			[]string{"unknown properties: aa.unknown, sasl.kerberos.service.name, zz.unknown"},
 		},
 		{"not a number", map[string]string{"linger.ms": "5ms"}, []string{`linger.ms: "5ms" is not a number of milliseconds`}},
 		{"negative ms", map[string]string{"request.timeout.ms": "-1"}, []string{"request.timeout.ms"}},
@@ -222,7 +222,7 @@ func TestConfigFromPropertiesErrors(t *testing.T) {
 		},
 		{"librdkafka crc partitioner", map[string]string{"partitioner": "consistent_random"}, []string{"partitioner: \"consistent_random\" is not supported"}},
 		{"adaptive off", map[string]string{"partitioner.adaptive.partitioning.enable": "false"}, []string{"always adaptive"}},
-		{"tls", map[string]string{"security.protocol": "SSL"}, []string{`security.protocol: "SSL" is not supported`}},
+		{"bad protocol", map[string]string{"security.protocol": "SSH"}, []string{`security.protocol: "SSH" is not PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL`}},
 		{"ignored keys still parse", map[string]string{"retries": "many"}, []string{"retries"}},
 		{
 			"unknown keys first, then bad values",

@@ -427,6 +427,7 @@ func (s *sink) applyMetadata() {
 	for _, t := range s.topics {
 		s.applyTopic(t, snap)
 	}
+	s.checkAuth()
 }
 
 // applyTopic updates t from snap, if snap has it.
@@ -841,6 +842,7 @@ func (s *sink) handleDial(d dialResult) {
 		}
 		s.p.log.Log(context.Background(), level, "cannot connect to broker", "broker", br.id, "addr", br.addr, "err", d.err, "failures", br.failures)
 		s.p.meta.Trigger()
+		s.authFailed(br, d.err)
 		return
 	}
 	if v := d.conn.MaxVersion(kmsg.Produce.Int16()); v < 3 {

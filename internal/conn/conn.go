@@ -210,7 +210,7 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 	if dl, ok := dctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)
 	}
-	err = c.negotiate()
+	err = alertErr(addr, c.negotiate())
 	if err == nil && cfg.SASL != nil {
 		err = c.authenticate(dctx)
 	}

@@ -46,20 +46,38 @@ func tlsClient(ctx context.Context, nc net.Conn, addr string, cfg *tls.Config) (
 // timeout) is a network error that is retried.
 func tlsError(addr string, err error) error {
 	var (
-		verr  *tls.CertificateVerificationError
-		alert tls.AlertError
-		rh    tls.RecordHeaderError
-		ua    x509.UnknownAuthorityError
-		he    x509.HostnameError
-		ci    x509.CertificateInvalidError
+		verr *tls.CertificateVerificationError
+		rh   tls.RecordHeaderError
+		ua   x509.UnknownAuthorityError
+		he   x509.HostnameError
+		ci   x509.CertificateInvalidError
 	)
 	switch {
 	case errors.As(err, &verr), errors.As(err, &ua), errors.As(err, &he), errors.As(err, &ci):
 		return fmt.Errorf("conn: %s: TLS handshake: %w: the broker's certificate does not verify: %w", addr, ErrAuthentication, err)
-	case errors.As(err, &alert):
+	case isTLSAlert(err):
 		return fmt.Errorf("conn: %s: TLS handshake: %w: the broker refused the handshake: %w", addr, ErrAuthentication, err)
 	case errors.As(err, &rh):
 		return fmt.Errorf("conn: %s: TLS handshake: %w: the broker does not speak TLS on this port (a PLAINTEXT listener?): %w", addr, ErrAuthentication, err)
 	}
 	return fmt.Errorf("conn: %s: TLS handshake: %w: %w", addr, kerr.NetworkException, err)
+}
+
+// alertErr turns a TLS alert that arrives after the handshake, during
+// ApiVersions, into an authentication error: with TLS 1.3 a broker that
+// rejects the client's certificate (or its absence) says so only then.
+func alertErr(addr string, err error) error {
+	if err == nil || !isTLSAlert(err) {
+		return err
+	}
+	return fmt.Errorf("conn: %s: TLS: %w: the broker refused the connection: %w", addr, ErrAuthentication, err)
+}
+
+// isTLSAlert reports whether err is an alert the peer sent: crypto/tls
+// reports those as a net.OpError with Op "remote error" (tls.AlertError is
+// only for QUIC).
+func isTLSAlert(err error) bool {
+	var op *net.OpError
+	var alert tls.AlertError
+	return errors.As(err, &op) && op.Op == "remote error" || errors.As(err, &alert)
 }

@@ -1,0 +1,72 @@
+package producer_test
+
+import (
+	"context"
+	"crypto/tls"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/samsa-go/samsa/internal/testbroker"
+	"github.com/samsa-go/samsa/producer"
+	"github.com/samsa-go/samsa/sasl"
+)
+
+// TestAuthenticationFailsFast: bad credentials or an untrusted certificate
+// fail every pending record within seconds, not at DeliveryTimeout, with
+// an error that wraps ErrAuthentication, names the broker and never holds
+// the password; Sends made while it lasts fail fast too.
+func TestAuthenticationFailsFast(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	cl, ca := secureCluster(t, 0)
+	other, err := testbroker.NewTestCA()
+	require.NoError(t, err)
+	tests := []struct {
+		name  string
+		tls   *tls.Config
+		mech  sasl.Mechanism
+		cause string
+	}{
+		{"bad password", ca.ClientConfig(), sasl.Plain("alice", "WRONG-secret"), "SASL_AUTHENTICATION_FAILED"},
+		{"bad SCRAM password", ca.ClientConfig(), sasl.ScramSHA512("carol", "WRONG-secret"), "SASL_AUTHENTICATION_FAILED"},
+		{"unknown CA", other.ClientConfig(), sasl.Plain("alice", "alice-secret"), "certificate"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			addr := cl.ListenerAddrs(testbroker.SASLSSL)[0]
+			p, err := producer.New(producer.Config{
+				Brokers:         []string{addr},
+				TLS:             tt.tls,
+				SASL:            tt.mech,
+				DeliveryTimeout: 2 * time.Minute,
+				MaxBlock:        time.Minute,
+			})
+			require.NoError(t, err)
+			defer p.Close(ctx)
+			start := time.Now()
+			futures := make([]*producer.Future, 50)
+			for i := range futures {
+				futures[i] = p.Send(ctx, &producer.Record{Topic: "secure", Value: []byte("v")})
+			}
+			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			for _, f := range futures {
+				_, err := f.Wait(wctx)
+				require.Error(t, err)
+				require.ErrorIs(t, err, producer.ErrAuthentication)
+				assert.Contains(t, err.Error(), addr, "names the broker")
+				assert.Contains(t, err.Error(), tt.cause)
+				assert.NotContains(t, err.Error(), "secret")
+			}
+			assert.Less(t, time.Since(start), 10*time.Second)
+			// While it lasts, a new Send fails fast too.
+			f := p.Send(ctx, &producer.Record{Topic: "secure", Value: []byte("v")})
+			_, err = f.Wait(wctx)
+			require.ErrorIs(t, err, producer.ErrAuthentication)
+		})
+	}
+}

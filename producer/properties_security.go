@@ -1,0 +1,685 @@
+package producer
+
+import (
+	"bytes"
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/sha1"
+	"crypto/sha256"
+	"crypto/sha512"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"hash"
+	"os"
+	"strings"
+
+	"crypto/pbkdf2"
+
+	"github.com/samsa-go/samsa/sasl"
+)
+
+// securityProps collects the TLS and SASL keys of ConfigFromProperties
+// (its doc lists them) and turns them into Config.TLS and Config.SASL.
+type securityProps struct {
+	v map[string]string
+}
+
+// securityKeys are the keys securityProps takes; true marks secrets.
+var securityKeys = map[string]bool{
+	"security.protocol":                     false,
+	"sasl.mechanism":                        false,
+	"sasl.mechanisms":                       false,
+	"sasl.username":                         false,
+	"sasl.password":                         true,
+	"sasl.jaas.config":                      true,
+	"ssl.ca.location":                       false,
+	"ssl.truststore.location":               false,
+	"ssl.truststore.type":                   false,
+	"ssl.truststore.certificates":           false,
+	"ssl.truststore.password":               true,
+	"ssl.certificate.location":              false,
+	"ssl.key.location":                      false,
+	"ssl.key.password":                      true,
+	"ssl.keystore.location":                 false,
+	"ssl.keystore.type":                     false,
+	"ssl.keystore.password":                 true,
+	"ssl.keystore.certificate.chain":        false,
+	"ssl.keystore.key":                      true,
+	"ssl.endpoint.identification.algorithm": false,
+	"enable.ssl.certificate.verification":   false,
+	"ssl.protocol":                          false,
+	"ssl.enabled.protocols":                 false,
+	"client.dns.lookup":                     false,
+	"session.timeout.ms":                    false,
+	"sasl.login.callback.handler.class":     false,
+	"sasl.client.callback.handler.class":    false,
+}
+
+// take records key if it is one of securityKeys, and reports whether it
+// was.
+func (sp *securityProps) take(key, v string) bool {
+	if _, ok := securityKeys[key]; !ok {
+		return false
+	}
+	if sp.v == nil {
+		sp.v = map[string]string{}
+	}
+	sp.v[key] = v
+	return true
+}
+
+// apply sets c.TLS and c.SASL from the recorded keys, reporting problems
+// through fail.
+func (sp *securityProps) apply(c *Config, fail func(key, format string, args ...any)) {
+	get := func(k string) (string, bool) { v, ok := sp.v[k]; return v, ok }
+	proto := "PLAINTEXT"
+	if v, ok := get("security.protocol"); ok {
+		proto = strings.ToUpper(v)
+	}
+	var useTLS, useSASL bool
+	switch proto {
+	case "PLAINTEXT":
+	case "SSL":
+		useTLS = true
+	case "SASL_PLAINTEXT":
+		useSASL = true
+	case "SASL_SSL":
+		useTLS, useSASL = true, true
+	default:
+		fail("security.protocol", "%q is not PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", sp.v["security.protocol"])
+		return
+	}
+	if v, ok := get("session.timeout.ms"); ok {
+		if _, err := parseNonNegative(v); err != nil {
+			fail("session.timeout.ms", "%q is not a number of milliseconds", v)
+		}
+	}
+	if useTLS {
+		if t, ok := sp.tlsConfig(fail); ok {
+			c.TLS = t
+		}
+	}
+	if useSASL {
+		if m, ok := sp.mechanism(fail); ok {
+			c.SASL = m
+		}
+	}
+}
+
+func parseNonNegative(v string) (int64, error) {
+	var n int64
+	if v == "" {
+		return 0, errors.New("empty")
+	}
+	for _, ch := range v {
+		if ch < '0' || ch > '9' || n > 1<<50 {
+			return 0, errors.New("not a number")
+		}
+		n = n*10 + int64(ch-'0')
+	}
+	return n, nil
+}
+
+// mechanism builds Config.SASL.
+func (sp *securityProps) mechanism(fail func(key, format string, args ...any)) (sasl.Mechanism, bool) {
+	mkey := "sasl.mechanism"
+	name, ok := sp.v[mkey]
+	if alt, altOK := sp.v["sasl.mechanisms"]; altOK {
+		if ok {
+			fail("sasl.mechanisms", "conflicts with sasl.mechanism")
+			return nil, false
+		}
+		mkey, name, ok = "sasl.mechanisms", alt, true
+	}
+	if !ok || name == "" {
+		fail("sasl.mechanism", "not set, with a SASL security.protocol (the Java default, GSSAPI, is not supported)")
+		return nil, false
+	}
+	name = strings.ToUpper(name)
+	user, pass, haveUser := "", "", false
+	if u, ok := sp.v["sasl.username"]; ok {
+		user, haveUser = u, true
+		pass = sp.v["sasl.password"]
+	} else if _, ok := sp.v["sasl.password"]; ok {
+		fail("sasl.password", "set without sasl.username")
+		return nil, false
+	}
+	jaas, haveJAAS := sp.v["sasl.jaas.config"]
+	var module string
+	if haveJAAS {
+		j, err := parseJAAS(jaas)
+		if err != nil {
+			fail("sasl.jaas.config", "%v", err)
+			return nil, false
+		}
+		module = j.module
+		if i := strings.LastIndexByte(module, '.'); i >= 0 {
+			module = module[i+1:]
+		}
+		if haveUser {
+			fail("sasl.jaas.config", "conflicts with sasl.username and sasl.password (both give the credentials)")
+			return nil, false
+		}
+		user, pass = j.options["username"], j.options["password"]
+	}
+	switch name {
+	case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
+		want := "PlainLoginModule"
+		if name != "PLAIN" {
+			want = "ScramLoginModule"
+		}
+		if haveJAAS && module != want {
+			fail("sasl.jaas.config", "%s does not go with sasl.mechanism %s (use %s)", module, name, want)
+			return nil, false
+		}
+		if user == "" || pass == "" {
+			fail(mkey, "%s needs a user name and a password: sasl.jaas.config with username and password, or sasl.username and sasl.password", name)
+			return nil, false
+		}
+		switch name {
+		case "PLAIN":
+			return sasl.Plain(user, pass), true
+		case "SCRAM-SHA-256":
+			return sasl.ScramSHA256(user, pass), true
+		default:
+			return sasl.ScramSHA512(user, pass), true
+		}
+	case "OAUTHBEARER":
+		return needCode{name: name, hint: "set Config.SASL to sasl.OAuthBearer(yourTokenSource) after ConfigFromProperties"}, true
+	case "AWS_MSK_IAM":
+		return needCode{name: name, hint: "set Config.SASL to the mechanism of module github.com/samsa-go/samsa/sasl/awsmskiam after ConfigFromProperties"}, true
+	case "GSSAPI":
+		fail(mkey, "GSSAPI (Kerberos) is not supported")
+	default:
+		fail(mkey, "%q is not PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM", name)
+	}
+	return nil, false
+}
+
+// needCode stands for a mechanism that properties cannot express; every
+// exchange fails with hint.
+type needCode struct{ name, hint string }
+
+func (m needCode) Name() string { return m.name }
+
+func (m needCode) Start(context.Context, string) (sasl.Session, []byte, error) {
+	return nil, nil, fmt.Errorf("sasl.mechanism %s from properties: %s", m.name, m.hint)
+}
+
+func (m needCode) String() string { return m.name + "(not configured: " + m.hint + ")" }
+
+// jaasConfig is a parsed sasl.jaas.config line.
+type jaasConfig struct {
+	module  string
+	options map[string]string
+}
+
+// parseJAAS parses "ModuleClass flag key=value ... ;" as Java's JaasConfig
+// does: values bare or quoted ("..." or '...', with backslash escapes). Its
+// errors never quote the line, which holds a password.
+func parseJAAS(line string) (jaasConfig, error) {
+	j := jaasConfig{options: map[string]string{}}
+	s := strings.TrimSpace(line)
+	next := func() (string, bool, error) { // token, quoted
+		s = strings.TrimLeft(s, " \t\r\n")
+		if s == "" {
+			return "", false, nil
+		}
+		if q := s[0]; q == '"' || q == '\'' {
+			var b strings.Builder
+			for i := 1; i < len(s); i++ {
+				switch ch := s[i]; {
+				case ch == '\\' && i+1 < len(s):
+					i++
+					b.WriteByte(s[i])
+				case ch == q:
+					s = s[i+1:]
+					return b.String(), true, nil
+				default:
+					b.WriteByte(ch)
+				}
+			}
+			return "", false, errors.New("an unterminated quoted value")
+		}
+		if s[0] == '=' || s[0] == ';' {
+			t := s[:1]
+			s = s[1:]
+			return t, false, nil
+		}
+		i := strings.IndexAny(s, " \t\r\n=;")
+		if i < 0 {
+			i = len(s)
+		}
+		t := s[:i]
+		s = s[i:]
+		return t, false, nil
+	}
+	mod, _, err := next()
+	if err != nil {
+		return j, err
+	}
+	if mod == "" || mod == ";" || mod == "=" {
+		return j, errors.New("no login module class")
+	}
+	j.module = mod
+	flag, _, err := next()
+	if err != nil {
+		return j, err
+	}
+	switch strings.ToLower(flag) {
+	case "required", "requisite", "sufficient", "optional":
+	default:
+		return j, errors.New("the login module class must be followed by required, requisite, sufficient or optional")
+	}
+	for {
+		k, quoted, err := next()
+		if err != nil {
+			return j, err
+		}
+		if k == "" && !quoted {
+			return j, nil // Java requires the ';', but be lenient
+		}
+		if k == ";" && !quoted {
+			if rest, _, _ := next(); rest != "" {
+				return j, errors.New("more than one login module (only one is supported)")
+			}
+			return j, nil
+		}
+		if eq, _, _ := next(); eq != "=" {
+			return j, fmt.Errorf("option %q has no value", k)
+		}
+		v, _, err := next()
+		if err != nil {
+			return j, err
+		}
+		j.options[k] = v
+	}
+}
+
+// tlsConfig builds Config.TLS.
+func (sp *securityProps) tlsConfig(fail func(key, format string, args ...any)) (*tls.Config, bool) {
+	ok := true
+	bad := func(key, format string, args ...any) { fail(key, format, args...); ok = false }
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+
+	for _, k := range []string{"ssl.truststore.type", "ssl.keystore.type"} {
+		if v, set := sp.v[k]; set && !strings.EqualFold(v, "PEM") {
+			bad(k, "%q stores are not supported: convert to PEM (keytool -importkeystore -deststoretype PKCS12, then openssl pkcs12 -nodes) and set %s=PEM", v, k)
+		}
+	}
+	// Trusted CAs.
+	var caPEM []byte
+	caKey := ""
+	for _, k := range []string{"ssl.ca.location", "ssl.truststore.location"} {
+		if path, set := sp.v[k]; set {
+			if caKey != "" {
+				bad(k, "conflicts with %s", caKey)
+				continue
+			}
+			caKey = k
+			b, err := readPEMFile(path, k)
+			if err != nil {
+				bad(k, "%v", err)
+				continue
+			}
+			caPEM = b
+		}
+	}
+	if v, set := sp.v["ssl.truststore.certificates"]; set {
+		if caKey != "" {
+			bad("ssl.truststore.certificates", "conflicts with %s", caKey)
+		} else {
+			caKey, caPEM = "ssl.truststore.certificates", []byte(v)
+		}
+	}
+	if caKey != "" && caPEM != nil {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(caPEM) {
+			bad(caKey, "holds no PEM certificate")
+		}
+		tc.RootCAs = pool
+	}
+
+	// Client certificate.
+	if cert, set, err := sp.clientCert(); err != nil {
+		bad(err.key, "%s", err.msg)
+	} else if set {
+		tc.Certificates = []tls.Certificate{cert}
+	}
+
+	// Verification.
+	verify := true
+	if v, set := sp.v["enable.ssl.certificate.verification"]; set {
+		switch strings.ToLower(v) {
+		case "true":
+		case "false":
+			verify = false
+		default:
+			bad("enable.ssl.certificate.verification", "%q is not true or false", v)
+		}
+	}
+	checkHost := true
+	if v, set := sp.v["ssl.endpoint.identification.algorithm"]; set {
+		switch strings.ToLower(v) {
+		case "https":
+		case "", "none":
+			checkHost = false
+		default:
+			bad("ssl.endpoint.identification.algorithm", "%q is not https or empty", v)
+		}
+	}
+	switch {
+	case !verify:
+		tc.InsecureSkipVerify = true
+	case !checkHost:
+		tc.InsecureSkipVerify = true
+		tc.VerifyConnection = verifyChainOnly(tc.RootCAs)
+	}
+
+	for _, k := range []string{"ssl.protocol", "ssl.enabled.protocols"} {
+		v, set := sp.v[k]
+		if !set {
+			continue
+		}
+		lowest := uint16(0)
+		for _, p := range strings.Split(v, ",") {
+			var ver uint16
+			switch strings.ToUpper(strings.TrimSpace(p)) {
+			case "TLSV1.2", "TLS":
+				ver = tls.VersionTLS12
+			case "TLSV1.3":
+				ver = tls.VersionTLS13
+			default:
+				bad(k, "%q is not TLSv1.2 or TLSv1.3", strings.TrimSpace(p))
+				continue
+			}
+			if lowest == 0 || ver < lowest {
+				lowest = ver
+			}
+		}
+		if lowest > tc.MinVersion {
+			tc.MinVersion = lowest
+		}
+	}
+	return tc, ok
+}
+
+// verifyChainOnly verifies the peer's chain against roots (nil: the
+// system's) without checking the host name, as Java does with an empty
+// ssl.endpoint.identification.algorithm.
+func verifyChainOnly(roots *x509.CertPool) func(tls.ConnectionState) error {
+	return func(cs tls.ConnectionState) error {
+		if len(cs.PeerCertificates) == 0 {
+			return errors.New("the broker sent no certificate")
+		}
+		opts := x509.VerifyOptions{Roots: roots, Intermediates: x509.NewCertPool()}
+		for _, c := range cs.PeerCertificates[1:] {
+			opts.Intermediates.AddCert(c)
+		}
+		_, err := cs.PeerCertificates[0].Verify(opts)
+		return err
+	}
+}
+
+type keyErr struct{ key, msg string }
+
+// clientCert loads the client certificate and key, if any key asks for
+// one.
+func (sp *securityProps) clientCert() (tls.Certificate, bool, *keyErr) {
+	var certPEM, keyPEM []byte
+	certKey, keyKey := "", ""
+	// Later sources win: inline PEM over the keystore file, librdkafka's
+	// separate files over both.
+	sources := []struct {
+		key        string
+		file       bool
+		cert, priv bool
+	}{
+		{"ssl.keystore.location", true, true, true},
+		{"ssl.keystore.certificate.chain", false, true, false},
+		{"ssl.keystore.key", false, false, true},
+		{"ssl.certificate.location", true, true, false},
+		{"ssl.key.location", true, false, true},
+	}
+	for _, src := range sources {
+		v, set := sp.v[src.key]
+		if !set {
+			continue
+		}
+		b := []byte(v)
+		if src.file {
+			var err error
+			if b, err = readPEMFile(v, src.key); err != nil {
+				return tls.Certificate{}, false, &keyErr{src.key, err.Error()}
+			}
+		}
+		if src.cert {
+			certPEM, certKey = b, src.key
+		}
+		if src.priv {
+			keyPEM, keyKey = b, src.key
+		}
+	}
+	if certKey == "" && keyKey == "" {
+		return tls.Certificate{}, false, nil
+	}
+	if certKey == "" || keyKey == "" {
+		missing := "ssl.certificate.location"
+		if keyKey == "" {
+			missing = "ssl.key.location"
+		}
+		return tls.Certificate{}, false, &keyErr{certKey + keyKey, "a client certificate needs both a certificate and a key: " + missing + " is missing"}
+	}
+	var cert tls.Certificate
+	for rest := certPEM; ; {
+		var blk *pem.Block
+		blk, rest = pem.Decode(rest)
+		if blk == nil {
+			break
+		}
+		if blk.Type == "CERTIFICATE" {
+			cert.Certificate = append(cert.Certificate, blk.Bytes)
+		}
+	}
+	if len(cert.Certificate) == 0 {
+		return cert, false, &keyErr{certKey, "holds no PEM certificate"}
+	}
+	key, err := parsePEMKey(keyPEM, sp.v["ssl.key.password"])
+	if err != nil {
+		return cert, false, &keyErr{keyKey, err.Error()}
+	}
+	cert.PrivateKey = key
+	// Check that the key matches the certificate.
+	if _, err := tls.X509KeyPair(pemEncodeCerts(cert.Certificate), pemEncodeKey(key)); err != nil {
+		return cert, false, &keyErr{keyKey, "the key does not match the certificate"}
+	}
+	return cert, true, nil
+}
+
+func pemEncodeCerts(ders [][]byte) []byte {
+	var b bytes.Buffer
+	for _, d := range ders {
+		_ = pem.Encode(&b, &pem.Block{Type: "CERTIFICATE", Bytes: d})
+	}
+	return b.Bytes()
+}
+
+func pemEncodeKey(key any) []byte {
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+}
+
+// readPEMFile reads a PEM file, with a clear error for JKS and PKCS12
+// stores.
+func readPEMFile(path, key string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.Contains(b, []byte("-----BEGIN ")) {
+		what := "not PEM"
+		switch {
+		case bytes.HasPrefix(b, []byte{0xfe, 0xed, 0xfe, 0xed}):
+			what = "a JKS store"
+		case len(b) > 0 && b[0] == 0x30:
+			what = "DER or PKCS12"
+		}
+		return nil, fmt.Errorf("%s is %s: only PEM files are supported; convert it (keytool -importkeystore -srckeystore %s -destkeystore store.p12 -deststoretype PKCS12, then openssl pkcs12 -in store.p12 -nodes)", path, what, path)
+	}
+	return b, nil
+}
+
+// parsePEMKey finds the private key in b: PKCS#8, PKCS#1 or SEC 1,
+// encrypted PKCS#8 (PBES2 with PBKDF2 and AES-CBC, as openssl and Java
+// write them) or legacy encrypted PEM, decrypted with password.
+func parsePEMKey(b []byte, password string) (any, error) {
+	for rest := b; ; {
+		var blk *pem.Block
+		blk, rest = pem.Decode(rest)
+		if blk == nil {
+			return nil, errors.New("holds no PEM private key")
+		}
+		der := blk.Bytes
+		switch blk.Type {
+		case "ENCRYPTED PRIVATE KEY":
+			if password == "" {
+				return nil, errors.New("the key is encrypted: set ssl.key.password")
+			}
+			var err error
+			if der, err = decryptPKCS8(der, password); err != nil {
+				return nil, err
+			}
+			key, err := x509.ParsePKCS8PrivateKey(der)
+			if err != nil {
+				return nil, errors.New("ssl.key.password does not decrypt the key")
+			}
+			return key, nil
+		case "PRIVATE KEY", "RSA PRIVATE KEY", "EC PRIVATE KEY":
+			// Legacy encrypted PEM (deprecated, but some tools still write it).
+			if x509.IsEncryptedPEMBlock(blk) {
+				if password == "" {
+					return nil, errors.New("the key is encrypted: set ssl.key.password")
+				}
+				d, err := x509.DecryptPEMBlock(blk, []byte(password))
+				if err != nil {
+					return nil, errors.New("ssl.key.password does not decrypt the key")
+				}
+				der = d
+			}
+			if k, err := x509.ParsePKCS8PrivateKey(der); err == nil {
+				return k, nil
+			}
+			if k, err := x509.ParsePKCS1PrivateKey(der); err == nil {
+				return k, nil
+			}
+			if k, err := x509.ParseECPrivateKey(der); err == nil {
+				return k, nil
+			}
+			return nil, errors.New("the private key is neither PKCS#8, PKCS#1 nor SEC 1")
+		}
+	}
+}
+
+var (
+	oidPBES2      = asn1.ObjectIdentifier{1, 2, 840, 113549, 1, 5, 13}
+	oidPBKDF2     = asn1.ObjectIdentifier{1, 2, 840, 113549, 1, 5, 12}
+	oidHMACSHA1   = asn1.ObjectIdentifier{1, 2, 840, 113549, 2, 7}
+	oidHMACSHA256 = asn1.ObjectIdentifier{1, 2, 840, 113549, 2, 9}
+	oidHMACSHA512 = asn1.ObjectIdentifier{1, 2, 840, 113549, 2, 11}
+	oidAES128CBC  = asn1.ObjectIdentifier{2, 16, 840, 1, 101, 3, 4, 1, 2}
+	oidAES192CBC  = asn1.ObjectIdentifier{2, 16, 840, 1, 101, 3, 4, 1, 22}
+	oidAES256CBC  = asn1.ObjectIdentifier{2, 16, 840, 1, 101, 3, 4, 1, 42}
+)
+
+type encryptedPKCS8 struct {
+	Algo pkix.AlgorithmIdentifier
+	Data []byte
+}
+
+type pbes2Params struct {
+	KDF    pkix.AlgorithmIdentifier
+	Scheme pkix.AlgorithmIdentifier
+}
+
+type pbkdf2Params struct {
+	Salt      []byte
+	Iter      int
+	KeyLength int                      `asn1:"optional"`
+	PRF       pkix.AlgorithmIdentifier `asn1:"optional"`
+}
+
+// decryptPKCS8 decrypts an EncryptedPrivateKeyInfo (RFC 5958) with PBES2
+// (RFC 8018): PBKDF2 with HMAC-SHA1/256/512, then AES-CBC.
+func decryptPKCS8(der []byte, password string) ([]byte, error) {
+	var epk encryptedPKCS8
+	if _, err := asn1.Unmarshal(der, &epk); err != nil {
+		return nil, errors.New("malformed encrypted private key")
+	}
+	if !epk.Algo.Algorithm.Equal(oidPBES2) {
+		return nil, fmt.Errorf("encrypted private key scheme %v is not supported (only PBES2: openssl pkcs8 -topk8 -v2 aes-256-cbc)", epk.Algo.Algorithm)
+	}
+	var p pbes2Params
+	if _, err := asn1.Unmarshal(epk.Algo.Parameters.FullBytes, &p); err != nil || !p.KDF.Algorithm.Equal(oidPBKDF2) {
+		return nil, errors.New("encrypted private key: only PBKDF2 key derivation is supported")
+	}
+	var kp pbkdf2Params
+	if _, err := asn1.Unmarshal(p.KDF.Parameters.FullBytes, &kp); err != nil {
+		return nil, errors.New("malformed PBKDF2 parameters")
+	}
+	var h func() hash.Hash
+	switch prf := kp.PRF.Algorithm; {
+	case len(prf) == 0 || prf.Equal(oidHMACSHA1):
+		h = sha1.New
+	case prf.Equal(oidHMACSHA256):
+		h = sha256.New
+	case prf.Equal(oidHMACSHA512):
+		h = sha512.New
+	default:
+		return nil, fmt.Errorf("PBKDF2 function %v is not supported", prf)
+	}
+	var keyLen int
+	switch s := p.Scheme.Algorithm; {
+	case s.Equal(oidAES128CBC):
+		keyLen = 16
+	case s.Equal(oidAES192CBC):
+		keyLen = 24
+	case s.Equal(oidAES256CBC):
+		keyLen = 32
+	default:
+		return nil, fmt.Errorf("encryption %v is not supported (only AES-CBC)", s)
+	}
+	var iv []byte
+	if _, err := asn1.Unmarshal(p.Scheme.Parameters.FullBytes, &iv); err != nil || len(iv) != aes.BlockSize {
+		return nil, errors.New("malformed AES-CBC parameters")
+	}
+	if kp.Iter <= 0 || kp.Iter > 10_000_000 {
+		return nil, errors.New("PBKDF2 iteration count out of range")
+	}
+	key, err := pbkdf2.Key(h, password, kp.Salt, kp.Iter, keyLen)
+	if err != nil {
+		return nil, err
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	if len(epk.Data) == 0 || len(epk.Data)%aes.BlockSize != 0 {
+		return nil, errors.New("malformed encrypted private key")
+	}
+	out := make([]byte, len(epk.Data))
+	cipher.NewCBCDecrypter(block, iv).CryptBlocks(out, epk.Data)
+	pad := int(out[len(out)-1])
+	if pad == 0 || pad > aes.BlockSize || !bytes.Equal(out[len(out)-pad:], bytes.Repeat([]byte{byte(pad)}, pad)) {
+		return nil, errors.New("ssl.key.password does not decrypt the key")
+	}
+	return out[:len(out)-pad], nil
+}
