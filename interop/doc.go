@@ -43,8 +43,21 @@
 //     timestamps, order per partition, exactly once; records sent before
 //     their topic exists; and kfake's faults (NOT_LEADER, sleeps, dropped
 //     connections, errors after the append, leader moves).
+//   - samsa's producer against real Apache Kafka (realkafka_*_test.go,
+//     clusters from interop/kafka/start.sh given by SAMSA_KAFKA_BROKERS and
+//     SAMSA_KAFKA3_BROKERS; skipped without them; fewer records with CI
+//     set): every codec read back by kgo and by kcat field by field, keyed
+//     partitions checked against kgo's Java murmur2; KIP-286 (Sends before
+//     the topic exists stay in microseconds, records arrive in order); the
+//     broker auto-creating a topic, and a missing topic failing after
+//     MaxBlock when it does not; idempotence through the stop and restart
+//     of a partition leader (0 lost, duplicated or reordered, every
+//     callback once); NOT_ENOUGH_REPLICAS retried until the ISR is back;
+//     KIP-599 THROTTLING_QUOTA_EXCEEDED retried after its throttle time;
+//     TOPIC_AUTHORIZATION_FAILED failing at once.
 //
-// Every test starts its own in-process cluster on random loopback ports,
-// closes it, and is bounded by timeouts; TestMain checks that no goroutine
-// is left behind.
+// Every test but the real-Kafka ones starts its own in-process cluster on
+// random loopback ports, closes it, and is bounded by timeouts; the
+// real-Kafka tests share the clusters and name their topics with a random
+// suffix. TestMain checks that no goroutine is left behind.
 package interop

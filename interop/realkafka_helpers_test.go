@@ -378,6 +378,11 @@ func checkKcatRecords(t *testing.T, sent []*producer.Record, mds []producer.Reco
 			report("record %d (kcat): timestamp %s %d, want create %d", i, r.TSType, r.TS, want.Timestamp.UnixMilli())
 		}
 	}
+	for i, ok := range seen {
+		if !ok {
+			report("record %d (sent to %d/%d) never read by kcat", i, mds[i].Partition, mds[i].Offset)
+		}
+	}
 	if problems > 10 {
 		t.Errorf("... %d mismatches in all", problems)
 	}
