@@ -21,22 +21,36 @@ import (
 
 // TestRealKafkaIdempotenceLeaderStop produces continuously with the
 // idempotent producer (the default) to a replication-factor-3 topic of the
-// 3-node cluster while the broker leading partition 0 is stopped
-// (controlled shutdown, so leadership moves) and later restarted, after
-// which a preferred leader election moves its partitions back to it: two
-// leader changes under load, with requests in flight to the old leader.
+// 3-node cluster while the broker leading partition 0 goes down, and later
+// restarts, after which a preferred leader election moves its partitions
+// back to it: two leader changes under load, with requests in flight to the
+// old leader. The broker goes down in two ways: "stop" is a controlled
+// shutdown (SIGTERM: leadership moves first, and the old leader answers
+// NOT_LEADER_OR_FOLLOWER), "kill" a crash (SIGKILL: requests in flight get
+// no answer, so their outcome is unknown until the controller fences the
+// broker, and their retries reach a new leader that may already hold them).
 // The real broker de-duplicates by producer id and sequence, so the
 // read-back must find every record once, in Send order per partition, at
 // the offset samsa reported (0 lost, 0 duplicated, 0 reordered), and every
 // record's callback must run exactly once, without error.
 func TestRealKafkaIdempotenceLeaderStop(t *testing.T) {
 	c := realKafka3(t)
+	for _, down := range []string{"stop", "kill"} {
+		if !t.Run(down, func(t *testing.T) { testLeaderDown(t, c, down) }) {
+			return
+		}
+	}
+}
+
+// testLeaderDown is TestRealKafkaIdempotenceLeaderStop with the leader of
+// partition 0 taken down by kafka/node.sh's verb down (stop or kill).
+func testLeaderDown(t *testing.T, c *realCluster, down string) {
 	n := recordCount(200_000, 30_000)
 	// Stopping a node, restarting it and moving leaders back takes about
 	// half a minute on a small machine: the records are spread over more,
 	// so that all of it happens under load.
-	const sendFor = 55 * time.Second
-	topic := uniqueTopic("samsa-failover")
+	const sendFor = 45 * time.Second
+	topic := uniqueTopic("samsa-failover-" + down)
 	c.createTopic(t, topic, samsaPartitions, 3, nil)
 	leader, _ := c.partitionInfo(t, topic, 0)
 
@@ -68,10 +82,15 @@ func TestRealKafkaIdempotenceLeaderStop(t *testing.T) {
 
 	waitFor(t, time.Minute, "the first tenth of the records was not sent", func() bool { return sent.Load() >= int64(n/10) })
 	t0 := time.Now()
-	c.stopNode(t, leader)
-	t.Logf("stopped node %d, the leader of partition 0, in %v, after %d records were sent", leader, time.Since(t0).Round(time.Millisecond), sent.Load())
-	moved, _ := c.partitionInfo(t, topic, 0)
-	assert.NotEqual(t, leader, moved, "partition 0's leader after its broker stopped")
+	c.stopNode(t, down, leader)
+	// After a kill, the controller moves the leadership once the broker's
+	// session times out.
+	waitFor(t, 30*time.Second, "partition 0 still led by the node that went down", func() bool {
+		moved, _ := c.partitionInfo(t, topic, 0)
+		return moved != leader
+	})
+	t.Logf("%s node %d, the leader of partition 0, after %d records were sent; new leader after %v",
+		down, leader, sent.Load(), time.Since(t0).Round(time.Millisecond))
 	time.Sleep(2 * time.Second) // producing to the new leaders only
 	t0 = time.Now()
 	c.startNode(t, leader)
@@ -132,7 +151,7 @@ func TestRealKafkaNotEnoughReplicas(t *testing.T) {
 	require.Len(t, isr, 3, "ISR of %s-0 before a follower stops", topic)
 	follower := (leader + 1) % 3
 	logBefore := len(c.nodeLog(leader))
-	c.stopNode(t, follower)
+	c.stopNode(t, "stop", follower)
 	waitFor(t, time.Minute, "the stopped follower is still in the ISR", func() bool {
 		_, isr := c.partitionInfo(t, topic, 0)
 		return len(isr) == 2
@@ -185,12 +204,12 @@ func findLine(log string, subs ...string) string {
 	return ""
 }
 
-// stopNode stops node n with kafka/node.sh (controlled shutdown), and makes
-// the test's cleanup start it again if the test has not: the cluster is
-// shared with the other tests.
-func (c *realCluster) stopNode(t *testing.T, n int32) {
+// stopNode stops node n with kafka/node.sh's verb ("stop": controlled
+// shutdown, or "kill"), and makes the test's cleanup start it again if the
+// test has not: the cluster is shared with the other tests.
+func (c *realCluster) stopNode(t *testing.T, verb string, n int32) {
 	t.Helper()
-	c.node(t, "stop", n)
+	c.node(t, verb, n)
 	if c.stopped == nil {
 		c.stopped = make(map[int32]bool)
 		t.Cleanup(func() {

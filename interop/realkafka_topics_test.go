@@ -236,6 +236,10 @@ func checkThrottledRetries(t *testing.T, log string, topics []string) int {
 				continue
 			}
 			throttled++
+			if throttled == 1 {
+				t.Logf("e.g. %s: THROTTLING_QUOTA_EXCEEDED with a throttle time of %v; the next attempt answered %v later",
+					topic, time.Duration(e.Throttle), es[i+1].Time.Sub(e.Time))
+			}
 			// The next attempt was sent at least Throttle after this
 			// answer, so its answer came later still. 10 ms of slack for
 			// the producer's millisecond clock.
