@@ -2,7 +2,11 @@ package testbroker
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/sha512"
 	"crypto/tls"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
@@ -83,8 +87,9 @@ type clusterSecurity struct {
 	cfg        Security
 	mechanisms []string
 	scram      map[string]*scram.Server // by mechanism
-	plain      map[string]string        // user → password
-	tokens     map[string]string        // token → principal
+	scramCreds map[string]map[string]scram.StoredCredentials
+	plain      map[string]string // user → password
+	tokens     map[string]string // token → principal
 
 	auths, reauths, failures atomic.Int64
 }
@@ -143,6 +148,7 @@ func (c *Cluster) initSecurity() error {
 			cs.mechanisms = append(cs.mechanisms, u.Mechanism)
 		}
 	}
+	cs.scramCreds = scramCreds
 	for mech, creds := range scramCreds {
 		hash := scram.SHA256
 		if mech == MechScramSHA512 {
@@ -316,8 +322,10 @@ type connSecurity struct {
 	mechanism string // of the handshake in progress or done
 	handshook bool   // SaslHandshake done, SaslAuthenticate expected
 	scram     *scram.ServerConversation
-	expires   time.Time // session end; zero: none
-	authed    bool
+	// The SCRAM messages so far, for scramDoubledNonce.
+	scramFirst, scramServerFirst string
+	expires                      time.Time // session end; zero: none
+	authed                       bool
 }
 
 // wrapListener makes ln a TLS listener if listener i is SSL or SASL_SSL:
@@ -397,6 +405,7 @@ func handleSASLHandshake(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
 	cn.sec.mechanism = req.Mechanism
 	cn.sec.handshook = true
 	cn.sec.scram = nil
+	cn.sec.scramFirst, cn.sec.scramServerFirst = "", ""
 	return result{resp: resp}
 }
 
@@ -445,9 +454,24 @@ func handleSASLAuthenticate(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
 		if cn.sec.scram == nil {
 			cn.sec.scram = s.scram[cn.sec.mechanism].NewConversation()
 		}
-		out, err := cn.sec.scram.Step(string(req.SASLAuthBytes))
+		msg := string(req.SASLAuthBytes)
+		first := cn.sec.scramFirst == ""
+		out, err := cn.sec.scram.Step(msg)
+		if err != nil && !first {
+			// librdkafka before 2.6.1 repeats its nonce in the
+			// client-final message; Kafka 3.8.1 to 3.9.0 accept that
+			// (KAFKA-17584's endsWith), and so does the test broker.
+			var ok bool
+			if out, principal, ok = s.scramDoubledNonce(cn, msg); ok {
+				resp.SASLAuthBytes = []byte(out)
+				break
+			}
+		}
 		if err != nil {
 			return fail("Invalid username or password")
+		}
+		if first {
+			cn.sec.scramFirst, cn.sec.scramServerFirst = msg, out
 		}
 		resp.SASLAuthBytes = []byte(out)
 		if !cn.sec.scram.Done() {
@@ -469,6 +493,7 @@ func handleSASLAuthenticate(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
 		s.auths.Add(1)
 	}
 	cn.sec.authed, cn.sec.handshook, cn.sec.scram = true, false, nil
+	cn.sec.scramFirst, cn.sec.scramServerFirst = "", ""
 	cn.sec.principal = principal
 	cn.sec.expires = time.Time{}
 	if lt := s.cfg.SessionLifetime; lt > 0 {
@@ -489,4 +514,57 @@ func oauthToken(msg string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// scramDoubledNonce verifies a SCRAM client-final message whose nonce is
+// the client nonce followed by the whole server nonce (librdkafka before
+// 2.6.1, confluentinc/librdkafka#4895), as Kafka 3.8.1 to 3.9.0 accept it:
+// the proof is checked over the messages as they were sent (RFC 5802
+// section 3), with the credentials xdg-go/scram derived. It returns the
+// server-final message and the user.
+func (s *clusterSecurity) scramDoubledNonce(cn *conn, final string) (string, string, bool) {
+	bare, ok := strings.CutPrefix(cn.sec.scramFirst, "n,,")
+	if !ok {
+		return "", "", false
+	}
+	attr := func(msg, key string) string {
+		for _, kv := range strings.Split(msg, ",") {
+			if v, ok := strings.CutPrefix(kv, key+"="); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	user, cnonce, snonce := attr(bare, "n"), attr(bare, "r"), attr(cn.sec.scramServerFirst, "r")
+	i := strings.LastIndex(final, ",p=")
+	if i < 0 || cnonce == "" || attr(final, "r") != cnonce+snonce || attr(final, "c") != "biws" {
+		return "", "", false
+	}
+	proof, err := base64.StdEncoding.DecodeString(final[i+3:])
+	creds, known := s.scramCreds[cn.sec.mechanism][user]
+	if err != nil || !known {
+		return "", "", false
+	}
+	h := sha256.New
+	if cn.sec.mechanism == MechScramSHA512 {
+		h = sha512.New
+	}
+	authMsg := []byte(bare + "," + cn.sec.scramServerFirst + "," + final[:i])
+	mac := hmac.New(h, creds.StoredKey)
+	mac.Write(authMsg)
+	sig := mac.Sum(nil)
+	if len(proof) != len(sig) {
+		return "", "", false
+	}
+	for j := range sig {
+		sig[j] ^= proof[j] // the client key
+	}
+	sum := h()
+	sum.Write(sig)
+	if !hmac.Equal(sum.Sum(nil), creds.StoredKey) {
+		return "", "", false
+	}
+	mac = hmac.New(h, creds.ServerKey)
+	mac.Write(authMsg)
+	return "v=" + base64.StdEncoding.EncodeToString(mac.Sum(nil)), user, true
 }
