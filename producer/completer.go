@@ -3,7 +3,6 @@ package producer
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"runtime"
 	"strconv"
 	"sync"
@@ -132,8 +131,7 @@ func (c *completer) deliverFrom(o *outcome, md RecordMetadata, next int) (stop i
 			if b.Records.At(next).fut != nil {
 				panic(v) // the producer's own bug, not user code
 			}
-			c.p.log.Error("producer: a record's callback panicked; the panic was recovered", "panic", fmt.Sprint(v),
-				"topic", md.Topic, "partition", md.Partition)
+			c.p.logPanic(v, "topic", md.Topic, "partition", md.Partition)
 			stop = next + 1
 		}
 	}()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -292,8 +293,20 @@ func (p *Producer) recoverCallback(c *completion) {
 		return
 	}
 	if v := recover(); v != nil {
-		p.log.Error("producer: a record's callback panicked; the panic was recovered", "panic", fmt.Sprint(v))
+		p.logPanic(v)
 	}
+}
+
+// logPanic logs a recovered callback panic at Error, with its stack, to
+// Config.Logger, or to slog.Default when that one would drop it (no Logger
+// set): a swallowed panic must not go unseen.
+func (p *Producer) logPanic(v any, args ...any) {
+	l := p.log
+	if !l.Enabled(context.Background(), slog.LevelError) {
+		l = slog.Default()
+	}
+	l.Error("producer: a record's callback panicked; the panic was recovered",
+		append([]any{"panic", fmt.Sprint(v), "stack", string(debug.Stack())}, args...)...)
 }
 
 // failLate fails every record still buffered, on the calling goroutine,
