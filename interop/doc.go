@@ -37,6 +37,12 @@
 //     (every codec, from the start and from an offset) against the test
 //     broker.
 //   - A kgo round trip against kfake.
+//   - franz-go's own pkg/kgo integration tests against a 3-broker test
+//     broker process (kgo_conformance_test.go, about 80 s; -short or
+//     SAMSA_KGO_CONFORMANCE=0 skips it), compared with a list of tests
+//     expected to fail until the broker has groups and transactions; and
+//     kadm setting client quotas and topic configs that the broker
+//     enforces.
 //   - samsa's producer against kfake and internal/testbroker, read back by a
 //     kgo consumer: every codec, idempotent and not, keys (checked against
 //     the murmur2 partition), null and empty keys and values, headers,
