@@ -155,7 +155,9 @@ start_node() {
 	if [[ -f $log ]]; then wc -l <"$log" >"$dir/node-$n/logline"; else echo 0 >"$dir/node-$n/logline"; fi
 	echo "==== $(date -u '+%Y-%m-%dT%H:%M:%SZ') start node $n" >>"$log"
 	local -a cds=()
-	mapfile -t cds < <(cds_opts "$dir" "$n")
+	local flags
+	flags=$(cds_opts "$dir" "$n")
+	[[ -z $flags ]] || mapfile -t cds <<<"$flags"
 	# shellcheck disable=SC2086 # NODE_JVM_OPTS is a list of flags
 	setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$pidf" \
 		"$java" $NODE_JVM_OPTS "${cds[@]}" -Dsamsa.kafka.dir="$dir" \
@@ -245,17 +247,24 @@ log_tails() {
 	done
 }
 
-# run_tool DIR ARGS... runs SamsaKafkaSetup. The class path starts with the
-# nodes' own, so the class data archive applies.
-run_tool() {
-	local dir=$1 java
+# tool_cmd DIR sets TOOL_CMD to the command that runs SamsaKafkaSetup. The
+# class path starts with the nodes' own, so the class data archive applies.
+tool_cmd() {
+	local dir=$1 java flags
 	local -a cds=()
-	shift
 	java=$(java_bin)
-	mapfile -t cds < <(cds_opts "$dir" "")
-	# shellcheck disable=SC2086 # TOOL_JVM_OPTS is a list of flags
-	"$java" $TOOL_JVM_OPTS "${cds[@]}" -Dlog4j2.configurationFile="$dir/log4j2-tools.properties" \
-		-cp "$KAFKA_LIB/*:$KAFKA_CLASSES" SamsaKafkaSetup "$@"
+	flags=$(cds_opts "$dir" "")
+	[[ -z $flags ]] || mapfile -t cds <<<"$flags"
+	# shellcheck disable=SC2206 # TOOL_JVM_OPTS is a list of flags
+	TOOL_CMD=("$java" $TOOL_JVM_OPTS "${cds[@]}" -Dlog4j2.configurationFile="$dir/log4j2-tools.properties"
+		-cp "$KAFKA_LIB/*:$KAFKA_CLASSES" SamsaKafkaSetup)
+}
+
+# run_tool DIR ARGS... runs SamsaKafkaSetup in the foreground.
+run_tool() {
+	tool_cmd "$1"
+	shift
+	"${TOOL_CMD[@]}" "$@"
 }
 
 # setup_tool runs SamsaKafkaSetup with its flags while watching that every
@@ -265,8 +274,21 @@ setup_tool() {
 	local dir=$1 watch=$2
 	shift 2
 	local n
-	run_tool "$dir" "$@" 2>>"$dir/logs/setup.log" &
+	for n in $watch; do
+		node_pid "$dir" "$n" >/dev/null || {
+			say "node $n exited while starting (see $dir/logs/node-$n.log)"
+			return 1
+		}
+	done
+	tool_cmd "$dir"
+	# The JVM replaces the subshell, so killing $! kills it; the caller's
+	# traps must not run in the subshell.
+	(
+		trap - EXIT INT TERM
+		exec "${TOOL_CMD[@]}" "$@"
+	) 2>>"$dir/logs/setup.log" &
 	local tool=$!
+	sleep 0.2
 	while kill -0 "$tool" 2>/dev/null; do
 		for n in $watch; do
 			if ! node_pid "$dir" "$n" >/dev/null; then
@@ -276,7 +298,7 @@ setup_tool() {
 				return 1
 			fi
 		done
-		sleep 0.2
+		sleep 0.1
 	done
 	if ! wait "$tool"; then
 		say "$(tail -n 1 "$dir/logs/setup.log")"

@@ -68,6 +68,9 @@ mkdir -p "$dir/logs"
 started=0
 cleanup() {
 	local rc=$?
+	# A subshell signalled before it dropped the inherited traps (the
+	# setup tool's) must not clean up: only this shell does.
+	[[ $BASHPID == "$$" ]] || exit "$rc"
 	if ((started == 0)); then
 		say "start failed; stopping what was started in $dir"
 		stop_nodes "$dir" KILL $(all_nodes "$dir") || true

@@ -42,6 +42,13 @@ cleanup() {
 	local status=$?
 	((rc == 0)) || rc=$status
 	trap - EXIT INT TERM
+	# A start.sh still running (interrupted here: background jobs ignore
+	# SIGINT) stops its own nodes on SIGTERM.
+	local p
+	for p in ${p1:-} ${p3:-}; do
+		kill -TERM "$p" 2>/dev/null || true
+	done
+	wait
 	"$here/stop.sh" -dir "$dir1" >/dev/null 2>&1 &
 	"$here/stop.sh" -dir "$dir3" >/dev/null 2>&1 &
 	wait
