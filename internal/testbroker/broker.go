@@ -108,10 +108,6 @@ func (b *broker) forget(cn *conn) {
 	b.mu.Unlock()
 }
 
-// anonymousPrincipal is the user of a connection that did not authenticate,
-// as Kafka names it (User:ANONYMOUS); user quotas resolve against it.
-const anonymousPrincipal = "ANONYMOUS"
-
 // newConn wraps an accepted connection.
 func newConn(b *broker, nc net.Conn) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -119,11 +115,10 @@ func newConn(b *broker, nc net.Conn) *conn {
 		_ = tc.SetNoDelay(true)
 	}
 	return &conn{
-		b:         b,
-		c:         b.c,
-		nc:        nc,
-		ctx:       ctx,
-		cancel:    cancel,
-		principal: anonymousPrincipal,
+		b:      b,
+		c:      b.c,
+		nc:     nc,
+		ctx:    ctx,
+		cancel: cancel,
 	}
 }

@@ -109,13 +109,26 @@ func bucketKey(byUser, byID bool, user, client string) string {
 	return k
 }
 
+// anonymousPrincipal is the user of a connection that did not authenticate,
+// as Kafka names it (User:ANONYMOUS); user quotas resolve against it.
+const anonymousPrincipal = "ANONYMOUS"
+
+// quotaUser is the connection's user as a quota entity (KIP-55): its SASL
+// principal once authenticated, else ANONYMOUS.
+func (cn *conn) quotaUser() string {
+	if cn.sec.principal != "" {
+		return cn.sec.principal
+	}
+	return anonymousPrincipal
+}
+
 // quotaFor returns the limit of quota key for the connection and its
 // bucket; ok is false when no quota applies. Quotas set with
 // AlterClientQuotas win; Config.MutationRate and Config.ProduceByteRate
 // apply to every client id that no entity matches, each client id with its
 // own bucket (like Kafka's old static quota.producer.default).
 func (c *Cluster) quotaFor(key string, cn *conn) (limit, string, bool) {
-	rate, bucket, ok := c.quotas.resolve(key, cn.principal, cn.clientID)
+	rate, bucket, ok := c.quotas.resolve(key, cn.quotaUser(), cn.clientID)
 	var burst float64
 	switch {
 	case ok && key == quotaKeyMutationRate:

@@ -144,3 +144,40 @@ func TestAlterDescribeClientQuotas(t *testing.T) {
 	codes, _ = createTopicsCodes(resp)
 	assert.Equal(t, []int16{0, 0, 0}, codes, "burst 5000")
 }
+
+// TestUserQuotaFollowsSASLPrincipal: over SASL, the user entity of the
+// quotas is the authenticated principal: alice's controller_mutation_rate
+// refuses her third 60-partition topic, while bob, another user with the
+// same client id, falls back to the client-id default and is not refused.
+func TestUserQuotaFollowsSASLPrincipal(t *testing.T) {
+	clock := newFakeClock()
+	c := newTestCluster(t, Config{Brokers: 1, Clock: clock.Now, Security: &Security{
+		Listeners: []Listener{{Protocol: SASLPlaintext}},
+		Users:     []User{{Mechanism: MechPlain, Name: "alice", Password: "a-secret"}, {Mechanism: MechPlain, Name: "bob", Password: "b-secret"}},
+	}})
+	login := func(user, pass string) *wireClient {
+		w := dialBroker(t, c.Addrs()[0], "app")
+		hs := kmsg.NewPtrSASLHandshakeRequest()
+		hs.Version, hs.Mechanism = 1, MechPlain
+		require.Zero(t, w.request(hs).(*kmsg.SASLHandshakeResponse).ErrorCode)
+		auth := kmsg.NewPtrSASLAuthenticateRequest()
+		auth.SASLAuthBytes = []byte("\x00" + user + "\x00" + pass)
+		require.Zero(t, w.request(auth).(*kmsg.SASLAuthenticateResponse).ErrorCode, user)
+		return w
+	}
+	alice, dflt := "alice", ""
+	alter := kmsg.NewPtrAlterClientQuotasRequest()
+	alter.Entries = []kmsg.AlterClientQuotasRequestEntry{
+		quotaEntry(&alice, nil, quotaKeyMutationRate, 1, false),
+		quotaEntry(nil, &dflt, quotaKeyMutationRate, 1000, false),
+	}
+	aw := login("alice", "a-secret")
+	for _, e := range aw.request(alter).(*kmsg.AlterClientQuotasResponse).Entries {
+		require.Zero(t, e.ErrorCode)
+	}
+	codes, throttle := createTopicsCodes(aw.request(createTopicsRequest(7, "a", 3, 60)))
+	assert.Equal(t, []int16{0, 0, ecThrottlingQuotaExceeded}, codes, "alice: R = 1, B = 100")
+	assert.EqualValues(t, 20000, throttle)
+	codes, _ = createTopicsCodes(login("bob", "b-secret").request(createTopicsRequest(7, "b", 3, 60)))
+	assert.Equal(t, []int16{0, 0, 0}, codes, "bob: the client-id default, R = 1000")
+}

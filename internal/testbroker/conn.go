@@ -33,7 +33,6 @@ type conn struct {
 	scratch     []byte // request memory when QueuedMaxBytes is off
 	out         []byte // response encoding buffer
 	clientID    string
-	principal   string // the authenticated user (KIP-55 quota entity); "ANONYMOUS" without SASL
 	produceReq  kmsg.ProduceRequest
 	produceResp kmsg.ProduceResponse
 	mutedUntil  time.Time // KIP-219: no read before this time
@@ -87,7 +86,7 @@ func (cn *conn) serve() {
 	cn.c.log.Debug("testbroker: connection opened", "broker", cn.b.id, "remote", remote)
 	defer func() {
 		cn.c.log.Debug("testbroker: connection closed", "broker", cn.b.id, "remote", remote,
-			"client_id", cn.clientID, "principal", cn.principal)
+			"client_id", cn.clientID, "user", cn.quotaUser())
 	}()
 	for {
 		if err := cn.waitMuted(); err != nil {
