@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/samsa-go/samsa/compression"
 	"github.com/samsa-go/samsa/producer"
+	"github.com/samsa-go/samsa/sasl"
 )
 
 func main() {
@@ -63,6 +65,8 @@ type options struct {
 	batchSize   int
 	idempotent  bool
 	json        bool
+	tls         *tls.Config    // nil: plaintext (security.go)
+	sasl        sasl.Mechanism // nil: no SASL
 }
 
 // minRecordSize is the smallest value: it holds the record's sequence
@@ -91,6 +95,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.batchSize, "batch-size", 64<<10, "batch size in `bytes`")
 	fs.BoolVar(&o.idempotent, "idempotent", true, "idempotent producer; turned off by default when -acks is not all")
 	fs.BoolVar(&o.json, "json", false, "print the summary as one JSON object on stdout, and no progress bar")
+	security := addSecurityFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return o, err
@@ -109,6 +114,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 			}
 		}
 	}
+	bad = append(bad, security.apply(&o)...)
 	if o.records <= 0 {
 		bad = append(bad, fmt.Sprintf("-records must be positive, got %d", o.records))
 	}
@@ -168,6 +174,8 @@ func (o options) config(brokers []string) producer.Config {
 		DisableIdempotence:   !o.idempotent,
 		AutoCreateTopics:     true,
 		AutoCreatePartitions: int32(o.partitions),
+		TLS:                  o.tls,
+		SASL:                 o.sasl,
 	}
 }
 
