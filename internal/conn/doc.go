@@ -9,6 +9,21 @@
 // API key, the highest version kmsg and the broker both support, and Send
 // uses it. Dial refuses brokers without Produce v3 (Kafka 0.11).
 //
+// # TLS and SASL
+//
+// Config.TLS runs a TLS handshake right after the connect (a config
+// without ServerName verifies the broker's certificate against its host).
+// Config.SASL then authenticates after ApiVersions with SaslHandshake v1
+// and SaslAuthenticate (v0 to v2, kmsg structs), and the writer
+// re-authenticates (KIP-368) at 85% to 95% of the session lifetime the
+// broker returned, before writing its next request: requests already in
+// flight stay there (the broker answers them in order before the new
+// SaslHandshake, as Java's client also expects), and new ones wait in the
+// queue until the exchange is over. Trust failures (a certificate that
+// does not verify, a TLS alert, SASL_AUTHENTICATION_FAILED, an unsupported
+// mechanism) wrap ErrAuthentication, not kerr.NetworkException; a broker
+// that closes the connection during the handshake is a network error.
+//
 // # Pipelining
 //
 // Send queues a request and returns at once. One writer goroutine encodes

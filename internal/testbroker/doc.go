@@ -119,6 +119,22 @@
 // QueuedMaxBytes must exceed SocketRequestMaxBytes, or be <= 0 to turn the
 // bound off. Config.MemoryPool plugs in another bufferpool.Pool.
 //
+// # TLS and SASL
+//
+// Config.Security gives each broker several listeners (PLAINTEXT, SSL,
+// SASL_PLAINTEXT, SASL_SSL; [Cluster.ListenerAddrs]), and Metadata
+// advertises to a connection the ports of the listener it came in on. TLS
+// uses a certificate from a [TestCA] the test makes. SASL serves PLAIN,
+// SCRAM-SHA-256/512 (the server side of github.com/xdg-go/scram; it also
+// accepts the doubled nonce of librdkafka before 2.6.1, as Kafka 3.8.1 to
+// 3.9.0 do) and OAUTHBEARER with a user list; bad credentials get
+// SASL_AUTHENTICATION_FAILED and a closed connection, as in Kafka. With
+// Security.SessionLifetime the session expires (KIP-368): a request other
+// than SaslHandshake after it closes the connection, so clients must
+// re-authenticate in time. [Cluster.SecurityStats] counts the exchanges.
+// The command takes -secure-protocol, -secure-port, -sasl-users, -tls-dir
+// and -sasl-session-lifetime.
+//
 // # The seeds, requirement by requirement
 //
 // KIP-72 (queued.max.bytes, memory.pool.class.name):

@@ -82,6 +82,7 @@ func run(args []string) error {
 		"quota windows kept (controller.quota.window.num; Kafka's default is 11)")
 	produceRate := fs.Int64("produce-byte-rate", 0,
 		"producer_byte_rate of every client id in bytes per second (0: none)")
+	secFlags := addSecurityFlags(fs) // security.go
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: testbroker [flags]\n\n"+
 			"Prints each broker's address on stdout, then serves until SIGINT or SIGTERM.\n"+
@@ -97,6 +98,10 @@ func run(args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	security, announce, err := secFlags.build(*host)
+	if err != nil {
+		return err
 	}
 	level := slog.LevelWarn
 	if *verbose {
@@ -116,6 +121,7 @@ func run(args []string) error {
 		MutationWindow:         *mutationWindow,
 		MutationSamples:        *mutationSamples,
 		ProduceByteRate:        *produceRate,
+		Security:               security,
 		Logger:                 slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 	})
 	if err != nil {
@@ -135,6 +141,9 @@ func run(args []string) error {
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGUSR1)
 	for _, addr := range c.Addrs() {
 		fmt.Println(addr)
+	}
+	if announce != nil {
+		announce(c)
 	}
 	for s := range sig {
 		if s != syscall.SIGUSR1 {
