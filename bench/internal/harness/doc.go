@@ -1,22 +1,37 @@
 // Package harness runs the peer benchmark: the same workloads through
-// samsa and four other Go Kafka producers, each in a process of its own,
-// against one testbroker process in sink mode.
+// samsa, four other Go Kafka producers and Apache Kafka's Java producer,
+// each in a process of its own, against one broker per workload.
+//
+// # Brokers
+//
+// Options.Broker picks it: BrokerTestbroker (internal/testbroker as a
+// process, sink mode: checked, acknowledged, not stored), BrokerKfake
+// (franz-go's kfake as a process, cmd/kfakebroker, blackhole mode) or
+// BrokerKafka (a one-node Apache Kafka started by interop/kafka/start.sh,
+// or the cluster at Options.KafkaBootstrap). Options.BrokerStore makes
+// testbroker and kfake store the batches. Each workload's topic exists
+// before the first run, with the workload's partition count.
 //
 // # Runs
 //
 // Run builds the broker and the client binaries (bench/clients/NAME) with
-// the go command, starts one broker per workload with the workload's topic,
-// and runs every client once per round, for Options.Runs rounds, rotating
-// the client order between rounds so that machine noise spreads evenly.
+// the go command, and the Java client (clients/java) with Maven's
+// dependency:copy-dependencies and javac; without java, javac or mvn it
+// skips the Java client and says so (Report.Skipped). It starts one broker
+// per workload and runs every client once per round, for Options.Runs
+// rounds, rotating the client order between rounds so that machine noise
+// spreads evenly.
 //
 // # Measures
 //
 // Each client times itself from the first send to the last
-// acknowledgment, after an untimed warm-up record (package workload). The
-// harness adds the process's user+system CPU time and peak RSS from
-// getrusage (ProcessState.SysUsage), so CPU per record includes process
-// start-up and connection setup. Summary holds the medians over the
-// successful runs and the ratios ours/peer.
+// acknowledgment, after an untimed warm-up record, and measures its own
+// process CPU over that phase (package workload; the JVM's process CPU
+// time in Java). The harness adds the whole process's user+system CPU time
+// and peak RSS from getrusage (ProcessState.SysUsage), samples VmRSS from
+// /proc every RSSInterval, and with Options.ProfileDir splits the Go
+// clients' CPU profiles between compression code and the rest. Summary
+// holds the medians over the successful runs and the ratios ours/peer.
 //
 // # Failures
 //

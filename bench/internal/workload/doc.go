@@ -19,7 +19,11 @@
 //
 // A client binary implements Client and calls Main. Main creates the
 // producer and gets one warm-up record acknowledged (untimed), then times
-// Produce from the first send to the last acknowledgment, and prints a
-// Result as one JSON line. The harness (package harness) reads it and adds
-// the process's CPU time and peak RSS from getrusage.
+// Produce from the first send to the last acknowledgment, with the
+// process's CPU time over that phase (getrusage), and prints a Result as
+// one JSON line. The harness (package harness) reads it and adds the whole
+// process's CPU time and peak RSS from getrusage.
+//
+// A client not written in Go (clients/java) gets the same keys and values
+// from a file Payload.WriteFile writes, and prints the same Result line.
 package workload
