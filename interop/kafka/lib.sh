@@ -66,9 +66,11 @@ ensure_jars() {
 		command -v mvn >/dev/null 2>&1 || die "mvn not found (needed once to fetch Kafka's jars)"
 		say "fetching Kafka $KAFKA_VERSION jars with Maven into $KAFKA_LIB"
 		rm -rf "$KAFKA_LIB" "$CDS_DIR"
-		mvn -q -B -Dstyle.color=never -f "$KAFKA_HOME_DIR/pom.xml" dependency:copy-dependencies \
-			-DincludeScope=runtime -DoutputDirectory="$KAFKA_LIB" >&2 ||
-			die "mvn dependency:copy-dependencies failed (is Maven Central reachable?)"
+		if ! mvn -q -B -f "$KAFKA_HOME_DIR/pom.xml" dependency:copy-dependencies \
+			-DincludeScope=runtime -DoutputDirectory="$KAFKA_LIB" >"$KAFKA_HOME_DIR/target/mvn.log" 2>&1; then
+			tail -n 30 "$KAFKA_HOME_DIR/target/mvn.log" >&2
+			die "mvn dependency:copy-dependencies failed (is Maven Central reachable? full log: $KAFKA_HOME_DIR/target/mvn.log)"
+		fi
 		touch "$stamp"
 	fi
 	local src="$KAFKA_HOME_DIR/SamsaKafkaSetup.java"
@@ -200,6 +202,16 @@ stop_nodes() {
 		done
 		((${#live[@]} > 0)) || break
 		if ((SECONDS >= deadline && killed == 0)); then
+			# The node writing the class data archive gets 30 s more.
+			local writer="" owner
+			owner=$(cat "$CDS_DIR/dumping/owner" 2>/dev/null || true)
+			for n in "${!live[@]}"; do
+				[[ $owner != "$dir $n" ]] || writer=$n
+			done
+			if [[ -n $writer ]] && ((SECONDS < deadline + 30)); then
+				sleep 0.1
+				continue
+			fi
 			for n in "${!live[@]}"; do
 				say "node $n still up after SIG$sig: SIGKILL"
 				kill -KILL "${live[$n]}" 2>/dev/null || true
