@@ -225,7 +225,12 @@ func checkThrottledRetries(t *testing.T, log string, topics []string) int {
 		}
 	}
 	require.NoError(t, sc.Err())
-	throttled := 0
+	throttled, failed := 0, 0
+	defer func() {
+		if failed > 0 {
+			t.Logf("%d CreateTopics attempts failed otherwise and were retried", failed)
+		}
+	}()
 	for _, topic := range topics {
 		es := byTopic[topic]
 		if !assert.NotEmpty(t, es, "no CreateTopics outcome logged for %s", topic) {
@@ -238,7 +243,9 @@ func checkThrottledRetries(t *testing.T, log string, topics []string) int {
 				created = true
 			case strings.Contains(e.Msg, "cannot create"):
 				// Not a failure as such: samsa retries after a backoff.
-				t.Logf("%s: %s at %s: %s", topic, e.Msg, e.Time.Format("15:04:05.000"), e.Err)
+				if failed++; failed == 1 {
+					t.Logf("e.g. %s: %s at %s: %s", topic, e.Msg, e.Time.Format("15:04:05.000"), e.Err)
+				}
 			}
 		}
 		assert.True(t, created, "no CreateTopics of %s succeeded", topic)
