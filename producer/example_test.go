@@ -7,18 +7,16 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/samsa-go/samsa/internal/testbroker"
 	"github.com/samsa-go/samsa/producer"
+	"github.com/samsa-go/samsa/samsatest"
 )
 
 // startCluster starts an in-process cluster with one topic, standing in for
-// a real Kafka cluster in these examples.
-func startCluster(topic string, partitions int32) *testbroker.Cluster {
-	c, err := testbroker.New(testbroker.Config{})
+// a real Kafka cluster in these examples (package samsatest, which your own
+// tests can use too).
+func startCluster(topic string, partitions int32) *samsatest.Cluster {
+	c, err := samsatest.NewCluster(samsatest.Config{Topics: map[string]int32{topic: partitions}})
 	if err != nil {
-		panic(err)
-	}
-	if err := c.CreateTopic(topic, partitions); err != nil {
 		panic(err)
 	}
 	return c
@@ -108,7 +106,7 @@ func ExampleNewTyped() {
 		panic(err)
 	}
 
-	stored, _ := cluster.Records("orders", 0) // what a consumer would read
+	stored, _ := cluster.Records("orders") // what a consumer would read
 	fmt.Printf("%s: %s\n", stored[0].Key, stored[0].Value)
 	// Output: o-1: {"id":"o-1","amount":9.5}
 }
