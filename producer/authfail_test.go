@@ -3,6 +3,7 @@ package producer_test
 import (
 	"context"
 	"crypto/tls"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,4 +70,52 @@ func TestAuthenticationFailsFast(t *testing.T) {
 			require.ErrorIs(t, err, producer.ErrAuthentication)
 		})
 	}
+}
+
+// TestRevokedCredentialsFailFast: the token stops being accepted while the
+// producer runs (a revoked credential, seen at the next KIP-368
+// re-authentication or connection): records sent after that fail within
+// seconds with ErrAuthentication instead of retrying until DeliveryTimeout.
+func TestRevokedCredentialsFailFast(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	cl, ca := secureCluster(t, 300*time.Millisecond)
+	var revoked atomic.Bool
+	mech := sasl.OAuthBearer(func(context.Context) (sasl.Token, error) {
+		if revoked.Load() {
+			return sasl.Token{Value: "revoked-token"}, nil
+		}
+		return sasl.Token{Value: "dave-secret-token"}, nil
+	})
+	ctx := context.Background()
+	p, err := producer.New(producer.Config{
+		Brokers:         cl.ListenerAddrs(testbroker.SASLSSL),
+		TLS:             ca.ClientConfig(),
+		SASL:            mech,
+		DeliveryTimeout: 2 * time.Minute,
+		MaxBlock:        time.Minute,
+	})
+	require.NoError(t, err)
+	defer p.Close(ctx)
+	_, err = p.Send(ctx, &producer.Record{Topic: "secure", Value: []byte("before")}).Wait(ctx)
+	require.NoError(t, err)
+
+	revoked.Store(true)
+	time.Sleep(400 * time.Millisecond) // past the session lifetime
+	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	var futures []*producer.Future
+	for i := range 50 {
+		futures = append(futures, p.Send(ctx, &producer.Record{Topic: "secure", Key: []byte{byte(i)}, Value: []byte("after")}))
+	}
+	failed := 0
+	for _, f := range futures {
+		_, err := f.Wait(wctx)
+		require.NotErrorIs(t, err, context.DeadlineExceeded, "a record waited instead of failing")
+		if err != nil {
+			assert.ErrorIs(t, err, producer.ErrAuthentication)
+			assert.NotContains(t, err.Error(), "secret")
+			failed++
+		}
+	}
+	assert.Positive(t, failed, "records sent after the revocation fail")
 }

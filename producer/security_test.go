@@ -99,7 +99,7 @@ func TestProduceSecurely(t *testing.T) {
 // SASL sessions (KIP-368): no record fails.
 func TestProduceAcrossReauthentication(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t) })
-	cl, ca := secureCluster(t, 400*time.Millisecond)
+	cl, ca := secureCluster(t, 600*time.Millisecond)
 	ctx := context.Background()
 	p, err := producer.New(producer.Config{
 		Brokers: cl.ListenerAddrs(testbroker.SASLSSL),
@@ -109,7 +109,7 @@ func TestProduceAcrossReauthentication(t *testing.T) {
 	})
 	require.NoError(t, err)
 	defer p.Close(ctx)
-	end := time.Now().Add(1500 * time.Millisecond)
+	end := time.Now().Add(1600 * time.Millisecond)
 	var futures []*producer.Future
 	for time.Now().Before(end) {
 		for range 20 {
