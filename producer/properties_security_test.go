@@ -23,7 +23,7 @@ import (
 // and encrypted with openssl if it is installed) to a temp dir.
 type tlsFiles struct {
 	dir, ca, cert, key, keystore string
-	encKey, legacyKey          string // "" without openssl
+	encKey, legacyKey            string // "" without openssl
 }
 
 func writeTLSFiles(t *testing.T, ca *testbroker.TestCA) tlsFiles {
@@ -100,8 +100,8 @@ func TestPropertiesConnect(t *testing.T) {
 	}{
 		{"Confluent Cloud style: SASL_SSL, PLAIN via JAAS, single quotes", map[string]string{
 			"bootstrap.servers": saslSSL, "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
-			"sasl.jaas.config":  "org.apache.kafka.common.security.plain.PlainLoginModule required username='alice' password='alice-secret';",
-			"ssl.ca.location":   f.ca, "client.dns.lookup": "use_all_dns_ips", "session.timeout.ms": "45000", "acks": "all",
+			"sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required username='alice' password='alice-secret';",
+			"ssl.ca.location":  f.ca, "client.dns.lookup": "use_all_dns_ips", "session.timeout.ms": "45000", "acks": "all",
 		}, ""},
 		{"MSK SCRAM style: truststore PEM, ScramLoginModule", map[string]string{
 			"bootstrap.servers": saslSSL, "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
