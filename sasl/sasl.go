@@ -7,6 +7,12 @@ import (
 
 // Mechanism is a SASL mechanism. Implementations must be safe for
 // concurrent use: every broker connection starts its own exchange.
+//
+// The session's lifetime is the broker's to say: SaslAuthenticate v1+
+// returns session_lifetime_ms (connections.max.reauth.ms, capped by an
+// OAuth token's expiry), and the connection re-authenticates, calling Start
+// again, before it ends (KIP-368). A broker that returns none never expires
+// the session, so a mechanism need not track lifetimes itself.
 type Mechanism interface {
 	// Name is the mechanism's name as Kafka knows it ("PLAIN",
 	// "SCRAM-SHA-256", "OAUTHBEARER", ...), sent in SaslHandshake.
