@@ -56,9 +56,9 @@
 //     partitions checked against kgo's Java murmur2; KIP-286 (Sends before
 //     the topic exists stay in microseconds, records arrive in order); the
 //     broker auto-creating a topic, and a missing topic failing after
-//     MaxBlock when it does not; idempotence through the stop and restart
-//     of a partition leader (0 lost, duplicated or reordered, every
-//     callback once); NOT_ENOUGH_REPLICAS retried until the ISR is back;
+//     MaxBlock when it does not; idempotence through the stop (and the
+//     kill) and restart of a partition leader (0 lost, duplicated or
+//     reordered, every callback once); NOT_ENOUGH_REPLICAS retried until the ISR is back;
 //     KIP-599 THROTTLING_QUOTA_EXCEEDED retried after its throttle time;
 //     TOPIC_AUTHORIZATION_FAILED failing at once.
 //
