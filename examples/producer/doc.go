@@ -6,12 +6,15 @@
 //
 //	go run ./examples/producer
 //
-// With no flags it starts an in-process cluster of 3 brokers
-// (internal/testbroker), creates a topic of 12 partitions and produces
-// 1 000 000 records with 100-byte values, keyed by 10 000 distinct keys,
-// compressed with lz4, with the idempotent producer and acks=all. On a
+// With no flags it starts an in-process cluster of 3 brokers (package
+// samsatest, which your own tests can use), creates a topic of 12
+// partitions and produces 1 000 000 records with 100-byte values, keyed by
+// 10 000 distinct keys, compressed with lz4, with the idempotent producer
+// and acks=all. On a
 // terminal, a progress line on stderr shows the percentage done,
-// records/s, MB/s, Produce requests in flight and buffer memory in use.
+// records/s, MiB/s, Produce requests in flight and buffer memory in use,
+// then "verifying" while the records are read back. Sizes are in binary
+// units everywhere (KiB, MiB: 2^10, 2^20 bytes).
 //
 // Against a real cluster:
 //
@@ -35,7 +38,10 @@
 //
 // # The summary
 //
-// Records acknowledged and failed, payload bytes, batches and the
+// The effective linger and batch size (-batch-size, capped at the 1 MiB
+// request size), records acknowledged and failed (with acks=none the
+// producer only learns that a record was written to the connection, and
+// the summary says so), payload bytes, batches and the
 // compression ratio (bytes before compression over bytes on the wire, from
 // Producer.Stats), throughput from the first Send to the end of Flush,
 // Send latency p50 and p99 (the time spent in SendCallback, one record in
@@ -44,7 +50,12 @@
 //
 // The exit status is 0 when every record was acknowledged and verified, 1
 // when a record failed or the verification found a problem (the summary
-// lists what), and 2 for a bad command line.
+// lists what), and 2 for a bad command line, a bad flag combination
+// included (-idempotent with -acks other than all), named by its flags.
+//
+// Ctrl-C stops sending at once: the producer gets half a second to deliver
+// what it has buffered, and a partial summary is printed (exit status 1).
+// A second Ctrl-C kills the program.
 //
 // # How it sends
 //

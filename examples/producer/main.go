@@ -73,6 +73,20 @@ type options struct {
 // number, which the verification reads back.
 const minRecordSize = 8
 
+// The producer settings the example fixes, so that the flags' bounds are
+// its own: the buffer memory and the request size (both the producer's
+// defaults), and the longest -linger that fits the producer's default
+// delivery timeout (120 s, at least linger + request timeout of 30 s).
+const (
+	bufferMemory   = 32 << 20
+	maxRequestSize = 1 << 20
+	maxLinger      = time.Minute
+)
+
+// effectiveBatchSize is the batch size the producer uses for -batch-size
+// n: a batch never outgrows a request.
+func effectiveBatchSize(n int) int { return min(n, maxRequestSize) }
+
 func parseOptions(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("producer", flag.ContinueOnError)
@@ -91,9 +105,9 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.keys, "keys", 10_000, "number of distinct keys, used in turn; 0 sends records without keys")
 	codec := fs.String("compression", "lz4", "codec: none, gzip, snappy, lz4 or zstd")
 	acks := fs.String("acks", "all", "acks: all (-1), leader (1) or none (0)")
-	fs.DurationVar(&o.linger, "linger", 5*time.Millisecond, "how long a batch waits for more records (0: send at once)")
-	fs.IntVar(&o.batchSize, "batch-size", 64<<10, "batch size in `bytes`")
-	fs.BoolVar(&o.idempotent, "idempotent", true, "idempotent producer; turned off by default when -acks is not all")
+	fs.DurationVar(&o.linger, "linger", 5*time.Millisecond, "how long a batch waits for more records (0: send at once; at most 1m)")
+	fs.IntVar(&o.batchSize, "batch-size", 64<<10, "batch size in `bytes` (above 1 MiB a batch still stops at the 1 MiB request size)")
+	fs.BoolVar(&o.idempotent, "idempotent", true, "idempotent producer (needs -acks all); turned off by default when -acks is not all")
 	fs.BoolVar(&o.json, "json", false, "print the summary as one JSON object on stdout, and no progress bar")
 	security := addSecurityFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -127,11 +141,11 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	if o.partitions <= 0 {
 		bad = append(bad, fmt.Sprintf("-partitions must be positive, got %d", o.partitions))
 	}
-	if o.linger < 0 {
-		bad = append(bad, fmt.Sprintf("-linger must not be negative, got %v", o.linger))
+	if o.linger < 0 || o.linger > maxLinger {
+		bad = append(bad, fmt.Sprintf("-linger must be in [0, %v], got %v", maxLinger, o.linger))
 	}
-	if o.batchSize <= 0 {
-		bad = append(bad, fmt.Sprintf("-batch-size must be positive, got %d", o.batchSize))
+	if o.batchSize <= 0 || o.batchSize > bufferMemory {
+		bad = append(bad, fmt.Sprintf("-batch-size must be in [1, %d] (the buffer memory), got %d", bufferMemory, o.batchSize))
 	}
 	var err error
 	if o.compression, err = compression.ParseType(*codec); err != nil {
@@ -152,6 +166,9 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	if !idemSet && o.acks != producer.AcksAll {
 		o.idempotent = false // as the Java client does when acks is set alone
 	}
+	if o.idempotent && o.acks != producer.AcksAll {
+		bad = append(bad, fmt.Sprintf("-idempotent needs -acks all, got -acks %s (pass -idempotent=false, or leave -idempotent out)", o.acks))
+	}
 	if len(bad) > 0 {
 		return o, usageError{msg: strings.Join(bad, "; ")}
 	}
@@ -170,6 +187,8 @@ func (o options) config(brokers []string) producer.Config {
 		Acks:                 o.acks,
 		Linger:               linger,
 		BatchSize:            o.batchSize,
+		BufferMemory:         bufferMemory,
+		MaxRequestSize:       maxRequestSize,
 		Compression:          o.compression,
 		DisableIdempotence:   !o.idempotent,
 		AutoCreateTopics:     true,

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/samsa-go/samsa/internal/testbroker"
+	"github.com/samsa-go/samsa/samsatest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -96,7 +96,7 @@ func TestRunEmbedded(t *testing.T) {
 				assert.Greater(t, s.CompressionRatio, 2.0)
 			}
 			assert.Positive(t, s.RecordsPerSec)
-			assert.Positive(t, s.MBPerSec)
+			assert.Positive(t, s.MiBPerSec)
 			assert.Positive(t, s.Elapsed)
 			assert.Equal(t, uint64(want), s.AckLatency.Samples, "every acknowledged record is timed")
 			assert.Equal(t, uint64((want+sendSampleMask)/(sendSampleMask+1)), s.SendLatency.Samples)
@@ -119,14 +119,16 @@ func TestRunText(t *testing.T) {
 	out := stdout.String()
 	for _, want := range []string{
 		`samsa producer: 1000 records to "samsa-example" (embedded, 3 brokers, 12 partitions)`,
-		"settings     100-byte values, 10 keys, lz4, acks=all, idempotent",
-		"records      1000 acknowledged, 0 failed",
-		"bytes        0.1 MB of keys and values",
+		"settings      100-byte values, 10 keys, lz4, acks=all, idempotent",
+		"              linger 5ms, batch size 64.0KiB",
+		"records       1000 acknowledged, 0 failed",
+		"bytes         102.5KiB of keys and values",
+		" MiB/s (",
 		"compression ratio ",
-		"throughput   ",
-		"send latency p50 ",
-		"ack latency  p50 ",
-		"verified     yes: read back 1000 records, each once; order per key kept",
+		"throughput    ",
+		"send latency  p50 ",
+		"ack latency   p50 ",
+		"verified      yes: read back 1000 records, each once; order per key kept",
 	} {
 		assert.Contains(t, out, want)
 	}
@@ -135,9 +137,7 @@ func TestRunText(t *testing.T) {
 // A real cluster (here a test broker given with -brokers): the topic is
 // auto-created, nothing is read back, and the summary says so.
 func TestRunRealCluster(t *testing.T) {
-	c, err := testbroker.New(testbroker.Config{Brokers: 2})
-	require.NoError(t, err)
-	defer c.Close()
+	c := samsatest.Start(t, samsatest.Config{Brokers: 2})
 	s, _, err := runJSON(t, t.Context(), "-brokers", strings.Join(c.Addrs(), ","), "-topic", "real", "-partitions", "3", "-records", "2000")
 	require.NoError(t, err)
 	assert.True(t, s.Verified, "%q", s.Problems)
@@ -158,12 +158,8 @@ func TestRunRealCluster(t *testing.T) {
 // A broker that rejects every batch for good: every record fails, the
 // summary says so, and run returns an error (main exits 1).
 func TestRunFailedRecords(t *testing.T) {
-	c, err := testbroker.New(testbroker.Config{Brokers: 1})
-	require.NoError(t, err)
-	defer c.Close()
-	require.NoError(t, c.CreateTopic("denied", 2))
-	remove := c.Intercept(testbroker.Interceptor{Keys: []int16{0}, ErrorCode: 29}) // TOPIC_AUTHORIZATION_FAILED
-	defer remove()
+	c := samsatest.Start(t, samsatest.Config{Brokers: 1, Topics: map[string]int32{"denied": 2}})
+	c.FailProduce(0, samsatest.TopicAuthorizationFailed)
 
 	s, _, err := runJSON(t, t.Context(), "-brokers", c.Addrs()[0], "-topic", "denied", "-records", "500")
 	require.ErrorIs(t, err, errNotVerified)
@@ -199,12 +195,14 @@ func TestRunUsage(t *testing.T) {
 		{"record size", []string{"-record-size", "4"}, "-record-size must be at least 8, got 4"},
 		{"keys", []string{"-keys", "-1"}, "-keys must not be negative"},
 		{"partitions", []string{"-partitions", "0"}, "-partitions must be positive"},
-		{"linger", []string{"-linger", "-1ms"}, "-linger must not be negative"},
-		{"batch size", []string{"-batch-size", "0"}, "-batch-size must be positive"},
+		{"linger", []string{"-linger", "-1ms"}, "-linger must be in [0, 1m0s], got -1ms"},
+		{"linger too long", []string{"-linger", "2m"}, "-linger must be in [0, 1m0s], got 2m0s"},
+		{"batch size", []string{"-batch-size", "0"}, "-batch-size must be in [1, 33554432] (the buffer memory), got 0"},
+		{"batch size over the buffer", []string{"-batch-size", "40000000"}, "-batch-size must be in [1, 33554432]"},
 		{"compression", []string{"-compression", "brotli"}, `-compression: compression: unsupported type "brotli"`},
 		{"acks", []string{"-acks", "2"}, `-acks "2" is not all, leader or none`},
 		{"several", []string{"-records", "-5", "-acks", "x"}, "-records must be positive, got -5; -acks"},
-		{"idempotent with acks=1", []string{"-acks", "1", "-idempotent", "-records", "1"}, "idempotence requires AcksAll"},
+		{"idempotent with acks=1", []string{"-acks", "1", "-idempotent", "-records", "1"}, "-idempotent needs -acks all, got -acks leader"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -219,6 +217,11 @@ func TestRunUsage(t *testing.T) {
 				return
 			}
 			assert.Contains(t, err.Error(), tc.want)
+			var usage usageError
+			assert.ErrorAs(t, err, &usage, "main exits 2")
+			for _, field := range []string{"AcksAll", "BatchSize", "Linger", "DeliveryTimeout"} {
+				assert.NotContains(t, err.Error(), field, "flags are named, not Config fields")
+			}
 		})
 	}
 }
@@ -265,4 +268,57 @@ func TestIsTerminal(t *testing.T) {
 	require.NoError(t, err)
 	defer f.Close()
 	assert.False(t, isTerminal(f), "a regular file is not a terminal")
+}
+
+// Under acks=none nothing is acknowledged, and the text says so.
+func TestRunTextAcksNone(t *testing.T) {
+	var stdout bytes.Buffer
+	err := run(t.Context(), []string{"-records", "500", "-acks", "none", "-linger", "0", "-batch-size", "1048576"}, &stdout, &bytes.Buffer{})
+	require.NoError(t, err)
+	out := stdout.String()
+	assert.Contains(t, out, "records       500 written to the connection, not acknowledged (acks=none), 0 failed")
+	assert.Contains(t, out, "write latency p50 ")
+	assert.Contains(t, out, "              no linger, batch size 1.0MiB")
+	assert.NotContains(t, out, "acknowledged,")
+	assert.NotContains(t, out, "ack latency")
+}
+
+// The progress output says "verifying" while the records are read back.
+func TestProduceShowsVerifying(t *testing.T) {
+	o, err := parseOptions([]string{"-records", "300", "-partitions", "2"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	var progress syncBuffer
+	s, err := produce(t.Context(), o, &progress)
+	require.NoError(t, err)
+	assert.True(t, s.Verified, "%q", s.Problems)
+	assert.Contains(t, progress.String(), "verifying: reading 300 records back from the embedded cluster...")
+}
+
+// Ctrl-C while the brokers do not answer: run returns within a moment
+// (Close gets interruptGrace, not closeTimeout), with a partial summary.
+func TestRunInterruptedPromptly(t *testing.T) {
+	c := samsatest.Start(t, samsatest.Config{Topics: map[string]int32{"stuck": 2}})
+	c.Inject(samsatest.Fault{Requests: []samsatest.API{samsatest.Produce}, Stall: true})
+	ctx, cancel := context.WithCancel(t.Context())
+	type outcome struct {
+		s   summary
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		s, _, err := runJSON(t, ctx, "-brokers", c.Addrs()[0], "-topic", "stuck", "-records", "100000000")
+		done <- outcome{s, err}
+	}()
+	time.Sleep(300 * time.Millisecond) // sending, nothing acknowledged
+	cancel()
+	select {
+	case out := <-done:
+		require.ErrorIs(t, out.err, errNotVerified)
+		assert.True(t, out.s.Interrupted)
+		assert.Less(t, out.s.Records+out.s.Failed, out.s.Sent, "partial: not every record was sent")
+		assert.Zero(t, out.s.Records, "nothing acknowledged while stalled")
+		assert.Contains(t, strings.Join(out.s.Problems, "; "), "interrupted after")
+	case <-time.After(closeTimeout):
+		t.Fatalf("run did not return within %v of the interrupt", closeTimeout)
+	}
 }

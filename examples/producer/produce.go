@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -11,8 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/samsa-go/samsa/internal/testbroker"
 	"github.com/samsa-go/samsa/producer"
+	"github.com/samsa-go/samsa/samsatest"
 )
 
 // sendSampleMask picks the records whose Send call is timed: one in 64,
@@ -20,8 +21,12 @@ import (
 const sendSampleMask = 63
 
 // closeTimeout bounds Close after the run: Flush has already waited for
-// every record, so this only matters after an interrupt.
+// every record, so this only matters when Flush failed.
 const closeTimeout = 10 * time.Second
+
+// interruptGrace bounds Close after an interrupt: records still buffered
+// then fail with ErrClosed and the partial summary is printed at once.
+const interruptGrace = 500 * time.Millisecond
 
 // produce runs the workload described by o and returns its summary. The
 // error is for setup failures (the cluster or the producer could not
@@ -35,19 +40,18 @@ func produce(ctx context.Context, o options, progressOut io.Writer) (*summary, e
 		Keys:        o.keys,
 		RecordSize:  o.recordSize,
 		Sent:        o.records,
+		Linger:      o.linger,
+		BatchSize:   effectiveBatchSize(o.batchSize),
 	}
 	brokers := o.brokers
-	var cluster *testbroker.Cluster
+	var cluster *samsatest.Cluster
 	if len(brokers) == 0 {
 		var err error
-		cluster, err = testbroker.New(testbroker.Config{Brokers: 3})
+		cluster, err = samsatest.NewCluster(samsatest.Config{Brokers: 3, Topics: map[string]int32{o.topic: int32(o.partitions)}})
 		if err != nil {
 			return nil, fmt.Errorf("starting the embedded cluster: %w", err)
 		}
 		defer cluster.Close()
-		if err := cluster.CreateTopic(o.topic, int32(o.partitions)); err != nil {
-			return nil, fmt.Errorf("creating topic %q: %w", o.topic, err)
-		}
 		brokers = cluster.Addrs()
 		s.Cluster = fmt.Sprintf("embedded, %d brokers", len(brokers))
 		s.Partitions = o.partitions
@@ -56,6 +60,11 @@ func produce(ctx context.Context, o options, progressOut io.Writer) (*summary, e
 	}
 
 	p, err := producer.New(o.config(brokers))
+	if errors.Is(err, producer.ErrInvalidConfig) {
+		// parseOptions checks the flag combinations New refuses; this is
+		// a safety net that still exits 2.
+		return nil, usageError{msg: err.Error()}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -76,26 +85,39 @@ func produce(ctx context.Context, o options, progressOut io.Writer) (*summary, e
 		bar.stop()
 	}
 
-	closeCtx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	grace := closeTimeout
+	if ctx.Err() != nil {
+		grace = interruptGrace
+	}
+	closeCtx, cancel := context.WithTimeout(context.Background(), grace)
 	closeErr := p.Close(closeCtx)
 	cancel()
 
 	s.fill(t, stats, elapsed)
 	switch {
-	case interrupted || flushErr != nil:
+	case interrupted || ctx.Err() != nil:
 		s.Interrupted = true
 		s.problem(fmt.Sprintf("interrupted after %d of %d records were sent", t.sent.Load(), o.records))
+	case flushErr != nil:
+		s.problem("Flush: " + flushErr.Error())
 	case closeErr != nil:
 		s.problem("Close: " + closeErr.Error())
 	}
 	t.check(s, o)
 	if cluster != nil && !s.Interrupted {
+		if progressOut != nil {
+			fmt.Fprintf(progressOut, "verifying: reading %d records back from the embedded cluster...\n", s.Records)
+		}
 		if o.acks == producer.AcksNone {
 			// Records completed once written to the connection: give the
 			// brokers a moment to append them.
 			waitForRecords(ctx, cluster, o.topic, o.partitions, s.Records)
 		}
-		rb := readBack(cluster, o.topic, o.partitions, o.records, keys, o.recordSize)
+		rb := readBack(ctx, cluster, o.topic, o.partitions, o.records, keys, o.recordSize)
+		if ctx.Err() != nil {
+			s.Interrupted = true
+			s.problem("interrupted while verifying")
+		}
 		s.ReadBack = true
 		s.ReadBackRecords = rb.records
 		if msg := rb.problem(); msg != "" {
@@ -252,7 +274,7 @@ func (t *tracker) fail(err error) {
 // records of a key go to one partition.
 func (t *tracker) observe(seq int64, md producer.RecordMetadata) {
 	if md.Partition < 0 {
-		t.disordered(fmt.Sprintf("record %d acknowledged with partition %d", seq, md.Partition))
+		t.disordered(fmt.Sprintf("record %d completed with partition %d", seq, md.Partition))
 		return
 	}
 	if int(md.Partition) >= len(t.partLast) {
@@ -262,7 +284,7 @@ func (t *tracker) observe(seq int64, md producer.RecordMetadata) {
 	if pl.seen {
 		switch {
 		case seq < pl.seq:
-			t.disordered(fmt.Sprintf("partition %d: record %d acknowledged after record %d", md.Partition, seq, pl.seq))
+			t.disordered(fmt.Sprintf("partition %d: record %d completed after record %d", md.Partition, seq, pl.seq))
 		case md.Offset >= 0 && md.Offset <= pl.offset:
 			t.disordered(fmt.Sprintf("partition %d: record %d got offset %d, not above record %d's %d",
 				md.Partition, seq, md.Offset, pl.seq, pl.offset))
@@ -275,7 +297,7 @@ func (t *tracker) observe(seq int64, md producer.RecordMetadata) {
 		case t.keyPart[k] >= 0 && t.keyPart[k] != md.Partition:
 			t.disordered(fmt.Sprintf("key %d: record %d went to partition %d, earlier ones to %d", k, seq, md.Partition, t.keyPart[k]))
 		case seq < t.keyLastSeq[k]:
-			t.disordered(fmt.Sprintf("key %d: record %d acknowledged after record %d", k, seq, t.keyLastSeq[k]))
+			t.disordered(fmt.Sprintf("key %d: record %d completed after record %d", k, seq, t.keyLastSeq[k]))
 		}
 		t.keyPart[k], t.keyLastSeq[k] = md.Partition, seq
 	}
@@ -299,17 +321,17 @@ func (t *tracker) check(s *summary, o options) {
 		s.problem(fmt.Sprintf("%d records failed, the first with: %s", n, s.FirstError))
 	}
 	if acked, failed := t.acked.Load(), t.failed.Load(); !s.Interrupted && acked+failed != o.records {
-		s.problem(fmt.Sprintf("%d records acknowledged and %d failed, of %d sent", acked, failed, o.records))
+		s.problem(fmt.Sprintf("%d records succeeded and %d failed, of %d sent", acked, failed, o.records))
 	}
 	s.PerKeyOrderVerified = t.disorder == 0 && !s.Interrupted
 	if t.disorder > 0 {
-		s.problem(fmt.Sprintf("%d acknowledgements out of order, the first: %s", t.disorder, t.firstOrder))
+		s.problem(fmt.Sprintf("%d completions out of order, the first: %s", t.disorder, t.firstOrder))
 	}
 }
 
 // waitForRecords waits, for at most readBackWait, until the partitions of
 // topic hold n records.
-func waitForRecords(ctx context.Context, c *testbroker.Cluster, topic string, partitions int, n int64) {
+func waitForRecords(ctx context.Context, c *samsatest.Cluster, topic string, partitions int, n int64) {
 	deadline := time.Now().Add(readBackWait)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		var total int64

@@ -22,7 +22,7 @@ type progressBar struct {
 	acked     *atomic.Int64
 	failed    *atomic.Int64
 	total     int64
-	recBytes  int64 // payload bytes per record, for MB/s
+	recBytes  int64 // payload bytes per record, for MiB/s
 	start     time.Time
 	done      chan struct{}
 	wg        sync.WaitGroup
@@ -72,7 +72,7 @@ func (b *progressBar) draw() {
 const barWidth = 30
 
 // progressLine renders the progress of done records out of total after
-// elapsed: the bar, percent, records/s and MB/s since the start, in-flight
+// elapsed: the bar, percent, records/s and MiB/s since the start, in-flight
 // Produce requests and buffer memory in use.
 func progressLine(done, total, recBytes int64, elapsed time.Duration, st producer.Stats) string {
 	frac := 0.0
@@ -87,9 +87,9 @@ func progressLine(done, total, recBytes int64, elapsed time.Duration, st produce
 	rate, mbs := 0.0, 0.0
 	if sec := elapsed.Seconds(); sec > 0 {
 		rate = float64(done) / sec
-		mbs = float64(done*recBytes) / sec / 1e6
+		mbs = float64(done*recBytes) / sec / (1 << 20)
 	}
-	return fmt.Sprintf("[%s] %5.1f%%  %s rec/s  %6.1f MB/s  in-flight %d  buffer %s/%s",
+	return fmt.Sprintf("[%s] %5.1f%%  %s rec/s  %6.1f MiB/s  in-flight %d  buffer %s/%s",
 		bar, 100*frac, humanCount(rate), mbs, st.InFlight, humanBytes(st.BufferUsed), humanBytes(st.BufferSize))
 }
 

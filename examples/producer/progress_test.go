@@ -21,13 +21,13 @@ func TestProgressLine(t *testing.T) {
 		want                  string
 	}{
 		{"start", 0, 100, 100, 0,
-			"[>                             ]   0.0%       0 rec/s     0.0 MB/s  in-flight 3  buffer 5.0MiB/32.0MiB"},
+			"[>                             ]   0.0%       0 rec/s     0.0 MiB/s  in-flight 3  buffer 5.0MiB/32.0MiB"},
 		{"half", 500_000, 1_000_000, 100, time.Second,
-			"[===============>              ]  50.0%  500.0k rec/s    50.0 MB/s  in-flight 3  buffer 5.0MiB/32.0MiB"},
+			"[===============>              ]  50.0%  500.0k rec/s    47.7 MiB/s  in-flight 3  buffer 5.0MiB/32.0MiB"},
 		{"done", 1_000_000, 1_000_000, 110, 500 * time.Millisecond,
-			"[==============================] 100.0%   2.00M rec/s   220.0 MB/s  in-flight 3  buffer 5.0MiB/32.0MiB"},
+			"[==============================] 100.0%   2.00M rec/s   209.8 MiB/s  in-flight 3  buffer 5.0MiB/32.0MiB"},
 		{"over", 5, 4, 1, time.Second,
-			"[==============================] 100.0%       5 rec/s     0.0 MB/s  in-flight 3  buffer 5.0MiB/32.0MiB"},
+			"[==============================] 100.0%       5 rec/s     0.0 MiB/s  in-flight 3  buffer 5.0MiB/32.0MiB"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,7 +12,8 @@ import (
 )
 
 // summary is the result of a run, printed as text or as one JSON object
-// (-json). Durations in JSON are nanoseconds; MB are 10^6 bytes.
+// (-json). Durations in JSON are nanoseconds; sizes are in bytes, or in
+// MiB (2^20 bytes) where the name says so, as in the text.
 type summary struct {
 	Cluster     string `json:"cluster"`
 	Topic       string `json:"topic"`
@@ -22,9 +23,14 @@ type summary struct {
 	Idempotent  bool   `json:"idempotent"`
 	Keys        int    `json:"keys"`
 	RecordSize  int    `json:"record_size"`
+	// Linger and BatchSize are the producer's effective settings: -linger
+	// (0: none) and -batch-size, capped by the producer's request size.
+	Linger    time.Duration `json:"linger_ns"`
+	BatchSize int           `json:"batch_size"`
 
 	// Sent is the number of records the run meant to send; Records were
-	// acknowledged, Failed failed.
+	// acknowledged (with acks=none: written to the connection, which is
+	// all the producer learns), Failed failed.
 	Sent    int64 `json:"sent"`
 	Records int64 `json:"records"`
 	Failed  int64 `json:"failed"`
@@ -42,7 +48,7 @@ type summary struct {
 	// Elapsed runs from the first Send to the end of Flush.
 	Elapsed       time.Duration `json:"elapsed_ns"`
 	RecordsPerSec float64       `json:"records_per_sec"`
-	MBPerSec      float64       `json:"mb_per_sec"`
+	MiBPerSec     float64       `json:"mib_per_sec"`
 	// SendLatency is the time spent in SendCallback (one record in 64);
 	// AckLatency is from SendCallback to the record's callback (every
 	// acknowledged record).
@@ -96,7 +102,7 @@ func (s *summary) fill(t *tracker, st producer.Stats, elapsed time.Duration) {
 	s.Elapsed = elapsed
 	if sec := elapsed.Seconds(); sec > 0 {
 		s.RecordsPerSec = float64(s.Records) / sec
-		s.MBPerSec = float64(s.Bytes) / sec / 1e6
+		s.MiBPerSec = float64(s.Bytes) / sec / (1 << 20)
 	}
 	s.SendLatency = latencyOf(&t.sendLat)
 	s.AckLatency = latencyOf(&t.ackLat)
@@ -137,7 +143,7 @@ func (s *summary) writeJSON(w io.Writer) error {
 func (s *summary) writeText(w io.Writer) error {
 	var b strings.Builder
 	line := func(label, format string, args ...any) {
-		fmt.Fprintf(&b, "  %-13s", label)
+		fmt.Fprintf(&b, "  %-14s", label)
 		fmt.Fprintf(&b, format, args...)
 		b.WriteByte('\n')
 	}
@@ -154,14 +160,27 @@ func (s *summary) writeText(w io.Writer) error {
 	if !s.Idempotent {
 		idem = "not idempotent"
 	}
+	linger := "no linger"
+	if s.Linger > 0 {
+		linger = "linger " + s.Linger.String()
+	}
 	line("settings", "%d-byte values, %s, %s, acks=%s, %s", s.RecordSize, keys, s.Compression, s.Acks, idem)
-	line("records", "%d acknowledged, %d failed", s.Records, s.Failed)
-	line("bytes", "%.1f MB of keys and values", float64(s.Bytes)/1e6)
+	line("", "%s, batch size %s", linger, humanBytes(int64(s.BatchSize)))
+	if s.Acks == producer.AcksNone.String() {
+		line("records", "%d written to the connection, not acknowledged (acks=none), %d failed", s.Records, s.Failed)
+	} else {
+		line("records", "%d acknowledged, %d failed", s.Records, s.Failed)
+	}
+	line("bytes", "%s of keys and values", humanBytes(s.Bytes))
 	line("batches", "%d, %s on the wire from %s: compression ratio %.2f, %d retries",
 		s.Batches, humanBytes(s.BatchBytes), humanBytes(s.UncompressedBytes), s.CompressionRatio, s.Retries)
-	line("throughput", "%.0f records/s, %.1f MB/s (%v)", s.RecordsPerSec, s.MBPerSec, s.Elapsed.Round(time.Millisecond))
+	line("throughput", "%.0f records/s, %.1f MiB/s (%v)", s.RecordsPerSec, s.MiBPerSec, s.Elapsed.Round(time.Millisecond))
 	line("send latency", "p50 %v  p99 %v", roundLatency(s.SendLatency.P50), roundLatency(s.SendLatency.P99))
-	line("ack latency", "p50 %v  p99 %v  max %v", roundLatency(s.AckLatency.P50), roundLatency(s.AckLatency.P99), roundLatency(s.AckLatency.Max))
+	ackLabel := "ack latency"
+	if s.Acks == producer.AcksNone.String() {
+		ackLabel = "write latency" // no acknowledgement: until written
+	}
+	line(ackLabel, "p50 %v  p99 %v  max %v", roundLatency(s.AckLatency.P50), roundLatency(s.AckLatency.P99), roundLatency(s.AckLatency.Max))
 	switch {
 	case !s.Verified:
 		line("verified", "NO")
@@ -174,6 +193,8 @@ func (s *summary) writeText(w io.Writer) error {
 			order = ""
 		}
 		line("verified", "yes: read back %d records, each once%s", s.ReadBackRecords, order)
+	case s.Acks == producer.AcksNone.String():
+		line("verified", "yes, as completed (acks=none; records not read back from a real cluster)")
 	default:
 		line("verified", "yes, as acknowledged (records not read back from a real cluster)")
 	}

@@ -2,11 +2,12 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"strings"
 
-	"github.com/samsa-go/samsa/internal/testbroker"
+	"github.com/samsa-go/samsa/samsatest"
 )
 
 // readBackResult is what reading a topic back from the embedded cluster
@@ -62,8 +63,8 @@ func (r *readBackResult) problem() string {
 // exactly once, with their value size and key, and, with keys, that each
 // key's records are in one partition in increasing sequence order. It
 // reads one partition at a time, so memory stays near one partition's
-// decoded records.
-func readBack(c *testbroker.Cluster, topic string, partitions int, n int64, keys [][]byte, valueSize int) readBackResult {
+// decoded records, and stops early when ctx ends.
+func readBack(ctx context.Context, c *samsatest.Cluster, topic string, partitions int, n int64, keys [][]byte, valueSize int) readBackResult {
 	var r readBackResult
 	seen := make([]uint64, (n+63)/64)
 	keyPart := make([]int32, len(keys))
@@ -72,7 +73,10 @@ func readBack(c *testbroker.Cluster, topic string, partitions int, n int64, keys
 		keyPart[i], keyLast[i] = -1, -1
 	}
 	for part := range int32(partitions) {
-		recs, err := c.Records(topic, part)
+		if ctx.Err() != nil {
+			return r
+		}
+		recs, err := c.PartitionRecords(topic, part)
 		if err != nil {
 			r.note(&r.missing, "partition %d: %v", part, err)
 			continue

@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/samsa-go/samsa/internal/testbroker"
 	"github.com/samsa-go/samsa/producer"
+	"github.com/samsa-go/samsa/samsatest"
 )
 
 // stored is a record to place in a partition for readBack to find.
@@ -21,9 +21,7 @@ type stored struct {
 }
 
 func TestReadBack(t *testing.T) {
-	c, err := testbroker.New(testbroker.Config{Brokers: 1})
-	require.NoError(t, err)
-	defer c.Close()
+	c := samsatest.Start(t, samsatest.Config{Brokers: 1})
 	p, err := producer.New(producer.Config{Brokers: c.Addrs(), Partitioner: producer.ManualPartitioner(), Linger: -1})
 	require.NoError(t, err)
 	defer p.Close(t.Context())
@@ -69,7 +67,7 @@ func TestReadBack(t *testing.T) {
 				_, err := p.Send(t.Context(), rec).Wait(t.Context())
 				require.NoError(t, err)
 			}
-			rb := readBack(c, topic, 2, n, makeKeys(tc.keys), 8)
+			rb := readBack(t.Context(), c, topic, 2, n, makeKeys(tc.keys), 8)
 			assert.Equal(t, int64(len(tc.recs)), rb.records)
 			assert.Equal(t, tc.wantOrder, rb.orderOK())
 			if tc.want == "" {
@@ -81,8 +79,8 @@ func TestReadBack(t *testing.T) {
 	}
 
 	t.Run("unknown topic", func(t *testing.T) {
-		rb := readBack(c, "nowhere", 1, 1, nil, 8)
-		assert.Contains(t, rb.problem(), "partition 0: testbroker: unknown topic")
+		rb := readBack(t.Context(), c, "nowhere", 1, 1, nil, 8)
+		assert.Contains(t, rb.problem(), "partition 0: samsatest: unknown topic")
 	})
 }
 
@@ -101,10 +99,10 @@ func TestTrackerObserve(t *testing.T) {
 	}{
 		{"in order", 2, []ack{{0, 0, 0}, {1, 1, 0}, {2, 0, 1}, {3, 1, 1}}, 0, ""},
 		{"acks=none offsets", 0, []ack{{0, 0, -1}, {1, 0, -1}, {2, 3, -1}}, 0, ""},
-		{"callback out of Send order", 0, []ack{{1, 0, 0}, {0, 0, 1}}, 1, "partition 0: record 0 acknowledged after record 1"},
+		{"callback out of Send order", 0, []ack{{1, 0, 0}, {0, 0, 1}}, 1, "partition 0: record 0 completed after record 1"},
 		{"offset not increasing", 0, []ack{{0, 2, 7}, {1, 2, 7}}, 1, "partition 2: record 1 got offset 7, not above record 0's 7"},
 		{"key moved", 2, []ack{{0, 0, 0}, {2, 1, 0}}, 1, "key 0: record 2 went to partition 1, earlier ones to 0"},
-		{"no partition", 0, []ack{{0, -1, 0}}, 1, "record 0 acknowledged with partition -1"},
+		{"no partition", 0, []ack{{0, -1, 0}}, 1, "record 0 completed with partition -1"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
