@@ -37,6 +37,10 @@
 //     (every codec, from the start and from an offset) against the test
 //     broker.
 //   - A kgo round trip against kfake.
+//   - TLS and SASL (security_*_test.go): samsa produces to kfake over TLS
+//     with SASL PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 and kgo reads every
+//     record back; kcat produces and consumes through the test broker's
+//     SASL_SSL listener with each of them, verifying its certificate.
 //   - franz-go's own pkg/kgo integration tests against a 3-broker test
 //     broker process (kgo_conformance_test.go, about 80 s; -short or
 //     SAMSA_KGO_CONFORMANCE=0 skips it), compared with a list of tests
