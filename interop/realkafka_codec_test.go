@@ -22,7 +22,6 @@ import (
 // StickyKeyPartitioner, an independent implementation.
 func TestRealKafkaCodecs(t *testing.T) {
 	c := realKafka(t)
-	kcatPath(t)
 	n := recordCount(100_000, 10_000)
 	const partitions = samsaPartitions
 	for _, codec := range codecs {
@@ -60,9 +59,13 @@ func TestRealKafkaCodecs(t *testing.T) {
 				}
 			}
 
-			checkKcatRecords(t, recs, mds, kcatConsume(t, c.addrs, topic))
-			t.Logf("%d records with %v: sent in %v, read back by kgo in %v, by kcat in %v", n, codec,
-				sent.Round(time.Millisecond), read.Round(time.Millisecond), (time.Since(start) - sent - read).Round(time.Millisecond))
+			t.Logf("%d records with %v: sent in %v, read back by kgo in %v", n, codec, sent.Round(time.Millisecond), read.Round(time.Millisecond))
+			t.Run("kcat", func(t *testing.T) {
+				kcatPath(t) // without kcat, only this part is skipped (it fails in CI)
+				start := time.Now()
+				checkKcatRecords(t, recs, mds, kcatConsume(t, c.addrs, topic))
+				t.Logf("read back by kcat in %v", time.Since(start).Round(time.Millisecond))
+			})
 		})
 		if !ok {
 			return
