@@ -1,0 +1,11 @@
+// Package readmecheck holds the test that keeps README.md's Go code
+// compiling: every ```go block of the README is either a complete file
+// (it starts with a package clause), which the test builds and vets
+// against this checkout in a module of its own, or a fragment marked
+// with the line <!-- compile: skip --> right before its fence. A block
+// that is neither fails the test, so a new fragment cannot drift
+// unnoticed. A block in a package whose name ends in _test is vetted as a
+// test file.
+//
+// The package has no code of its own.
+package readmecheck
