@@ -4,17 +4,16 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/samsa-go/samsa/internal/testbroker"
 	"github.com/samsa-go/samsa/metadata"
+	"github.com/samsa-go/samsa/samsatest"
 )
 
 func Example() {
-	cl, err := testbroker.New(testbroker.Config{Brokers: 3})
+	cl, err := samsatest.NewCluster(samsatest.Config{Brokers: 3, Topics: map[string]int32{"orders": 6}})
 	if err != nil {
 		panic(err)
 	}
 	defer cl.Close()
-	_ = cl.CreateTopic("orders", 6)
 
 	md, err := metadata.New(metadata.Config{Bootstrap: cl.Addrs()})
 	if err != nil {
