@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/samsa-go/samsa/bufferpool"
 	"github.com/samsa-go/samsa/internal/recordbatch"
@@ -35,12 +36,18 @@ type Config struct {
 	Pool bufferpool.Pool
 
 	// MaxBlock bounds how long an append waits for pool memory
-	// (max.block.ms).
+	// (max.block.ms); 0 means it never waits.
 	MaxBlock time.Duration
 
 	// Closing, when done, ends every wait for pool memory with an error
 	// wrapping ErrClosing (the producer is closing). Optional.
 	Closing context.Context
+
+	// ChargeBookkeeping charges the heap memory a record costs besides
+	// its bytes (its completion, its batch, its place in a parking queue)
+	// to the pool too, when the pool implements bufferpool.Reserver, so
+	// that the pool's size bounds that memory as well (see RecordCharge).
+	ChargeBookkeeping bool
 
 	// MayWait, when set, is asked before an append waits for pool memory
 	// (only when the pool has none at once); false makes the append fail
@@ -81,7 +88,19 @@ type Accumulator[C any] struct {
 	// overdraft is set while a batch of moved parked records lives outside
 	// the pool (at most one at a time).
 	overdraft atomic.Bool
+
+	// res charges the bookkeeping of records to the pool, when the pool
+	// implements bufferpool.Reserver (nil: not charged): recCharge bytes
+	// per record in a batch (its completion and its share of a chunk),
+	// batchCharge per batch, parkCharge per parked record, reserved in
+	// blocks of chargeBlock records.
+	res                                bufferpool.Reserver
+	recCharge, batchCharge, parkCharge int
 }
+
+// chargeBlock is how many records' bookkeeping is reserved at once, so that
+// the pool's lock is taken once per chargeBlock records, not per record.
+const chargeBlock = 32
 
 // New returns an accumulator.
 func New[C any](cfg Config) *Accumulator[C] {
@@ -91,7 +110,79 @@ func New[C any](cfg Config) *Accumulator[C] {
 	a := &Accumulator[C]{cfg: cfg, kick: make(chan struct{}, 1)}
 	a.free.Max = maxFreeBatches
 	a.chunks.free.Max = maxFreeChunks
+	if r, ok := cfg.Pool.(bufferpool.Reserver); ok && cfg.ChargeBookkeeping {
+		var c C
+		a.res = r
+		// A record: its completion, plus its share of a completion
+		// chunk. A batch: its struct, plus the IO goroutine's linger
+		// and expiry entries.
+		a.recCharge = int(unsafe.Sizeof(c)) + 8
+		a.batchCharge = int(unsafe.Sizeof(Batch[C]{})) + 64
+		a.parkCharge = int(unsafe.Sizeof(parkedRecord[C]{}))
+	}
 	return a
+}
+
+// RecordCharge, BatchCharge and ParkCharge return the bytes of pool memory
+// charged for the bookkeeping of a record in a batch, of a batch, and of a
+// parked record; 0 when the pool is not a bufferpool.Reserver.
+func (a *Accumulator[C]) RecordCharge() int { return a.recCharge }
+
+// BatchCharge: see RecordCharge.
+func (a *Accumulator[C]) BatchCharge() int { return a.batchCharge }
+
+// ParkCharge: see RecordCharge.
+func (a *Accumulator[C]) ParkCharge() int { return a.parkCharge }
+
+// credit makes sure b's reservation covers one more record, reserving a
+// block without waiting if needed; false if the pool has no room (the
+// caller then treats b as full). The caller holds b's partition lock.
+func (a *Accumulator[C]) credit(b *Batch[C]) bool {
+	if a.res == nil || b.credit >= a.batchCharge+(b.Records.n+1)*a.recCharge {
+		return true
+	}
+	if n := chargeBlock * a.recCharge; a.res.TryReserve(n) {
+		b.credit += n
+		return true
+	}
+	return false
+}
+
+// firstCharge is what a new batch reserves: itself and a block of records.
+func (a *Accumulator[C]) firstCharge() int {
+	if a.res == nil {
+		return 0
+	}
+	return a.batchCharge + chargeBlock*a.recCharge
+}
+
+// reserve reserves n bytes of bookkeeping in the pool, waiting as allocate
+// does.
+func (a *Accumulator[C]) reserve(ctx context.Context, n int, wait bool) error {
+	if a.res == nil || n <= 0 || a.res.TryReserve(n) {
+		return nil
+	}
+	if wait && a.cfg.MaxBlock > 0 && (a.cfg.MayWait == nil || a.cfg.MayWait()) {
+		if a.cfg.Closing == nil {
+			return a.res.Reserve(ctx, n, a.cfg.MaxBlock)
+		}
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(a.cfg.Closing, cancel)()
+		err := a.res.Reserve(ctx, n, a.cfg.MaxBlock)
+		if err != nil && a.cfg.Closing.Err() != nil {
+			return fmt.Errorf("%w: %w", ErrClosing, err)
+		}
+		return err
+	}
+	return fmt.Errorf("%w: %d bytes of record bookkeeping requested without waiting, %d available",
+		bufferpool.ErrBufferExhausted, n, a.cfg.Pool.Available())
+}
+
+func (a *Accumulator[C]) unreserve(n int) {
+	if a.res != nil && n > 0 {
+		a.res.Unreserve(n)
+	}
 }
 
 // Pool returns the pool the accumulator allocates from.
@@ -188,7 +279,9 @@ func (a *Accumulator[C]) allocate(ctx context.Context, n int, wait bool) ([]byte
 	if buf := a.cfg.Pool.TryAllocate(n); buf != nil {
 		return buf, nil
 	}
-	if wait && (a.cfg.MayWait == nil || a.cfg.MayWait()) {
+	// MaxBlock 0 is max.block.ms=0: never wait (the pool's maxWait of 0
+	// would wait without limit).
+	if wait && a.cfg.MaxBlock > 0 && (a.cfg.MayWait == nil || a.cfg.MayWait()) {
 		if a.cfg.Closing == nil {
 			return a.cfg.Pool.Allocate(ctx, n, a.cfg.MaxBlock)
 		}
@@ -232,6 +325,8 @@ func (a *Accumulator[C]) Free(b *Batch[C]) {
 	case !b.heap:
 		a.cfg.Pool.Release(b.buf)
 	}
+	a.unreserve(b.credit)
+	b.credit = 0
 	b.Records.reset(&a.chunks)
 	b.gen.Add(1) // stale references (the IO goroutine's queues) see it is gone
 	b.Partition, b.Builder, b.Created = nil, recordbatch.Builder{}, time.Time{}

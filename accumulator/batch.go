@@ -39,6 +39,7 @@ type Batch[C any] struct {
 	Expired bool
 
 	buf       []byte
+	credit    int           // pool bytes reserved for the batch's bookkeeping (Accumulator.credit)
 	gen       atomic.Uint64 // bumped each time the struct is reused
 	overdraft bool          // buf is the one batch outside the pool (see Partition.appendBody)
 	heap      bool          // buf is heap memory of a split batch (see NewDetachedBatch)

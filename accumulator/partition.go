@@ -63,7 +63,7 @@ func (p *Partition[C]) SetLeaderless(v bool) { p.leaderless.Store(v) }
 // the record's completion, kept in the batch.
 func (p *Partition[C]) Append(ctx context.Context, ts int64, key, value []byte, headers []recordbatch.Header, c C, wait bool) error {
 	p.mu.Lock()
-	if b := p.open; b != nil && (b.Builder.Append(ts, key, value, headers) ||
+	if b := p.open; b != nil && p.acc.credit(b) && (b.Builder.Append(ts, key, value, headers) ||
 		(p.growLocked(b, b.Builder.RecordSize(ts, recordbatch.BodySize(key, value, headers))) && b.Builder.Append(ts, key, value, headers))) {
 		b.Records.push(&p.acc.chunks, c)
 		p.mu.Unlock()
@@ -73,22 +73,35 @@ func (p *Partition[C]) Append(ctx context.Context, ts int64, key, value []byte, 
 	p.mu.Unlock()
 
 	// Allocate outside the lock: other appends to this partition go on while
-	// this one waits for memory.
+	// this one waits for memory. The new batch's bookkeeping is charged to
+	// the pool too (see Accumulator.credit).
 	a := p.acc
 	buf, err := a.allocate(ctx, a.bufferFor(last, recordbatch.BodySize(key, value, headers)), wait)
 	if err != nil {
 		return err
 	}
+	charge := a.firstCharge()
+	if err := a.reserve(ctx, charge, wait); err != nil {
+		a.cfg.Pool.Release(buf)
+		return err
+	}
 
 	p.mu.Lock()
-	if b := p.open; b != nil && b.Builder.Append(ts, key, value, headers) {
-		// Another append opened a batch with room while we waited.
-		b.Records.push(&p.acc.chunks, c)
-		p.mu.Unlock()
-		a.cfg.Pool.Release(buf)
-		return nil
+	if b := p.open; b != nil {
+		// Another append opened a batch while we waited, or the open one
+		// only lacked bookkeeping room: our reservation goes to it if the
+		// record fits.
+		b.credit += charge
+		if b.Builder.Append(ts, key, value, headers) {
+			b.Records.push(&p.acc.chunks, c)
+			p.mu.Unlock()
+			a.cfg.Pool.Release(buf)
+			return nil
+		}
+		b.credit -= charge
 	}
 	b := p.openLocked(buf, time.Now())
+	b.credit = charge
 	if !b.Builder.Append(ts, key, value, headers) {
 		panic("accumulator: record does not fit in a buffer sized for it")
 	}
@@ -101,15 +114,25 @@ func (p *Partition[C]) Append(ctx context.Context, ts int64, key, value []byte, 
 // it never waits for memory and reports false when the pool has none. A new
 // batch counts its age (linger, delivery timeout) from parkedAt, when its
 // first record entered the producer.
-func (p *Partition[C]) appendBody(ts int64, body []byte, c C, parkedAt time.Time) bool {
+func (p *Partition[C]) appendBody(ts int64, body []byte, c C, parkedAt time.Time, parkCredit *int) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	a := p.acc
+	// The record's bookkeeping moves from the topic's parking charge
+	// (parkCharge >= recCharge) when the pool has no room for more: the
+	// pool may be full of parked records themselves.
+	takeCredit := func(b *Batch[C]) {
+		if !a.credit(b) {
+			b.credit += a.recCharge
+			*parkCredit -= a.recCharge
+		}
+	}
 	if b := p.open; b != nil && (b.Builder.AppendBody(ts, body) ||
 		(p.growLocked(b, b.Builder.RecordSize(ts, len(body))) && b.Builder.AppendBody(ts, body))) {
+		takeCredit(b)
 		b.Records.push(&p.acc.chunks, c)
 		return true
 	}
-	a := p.acc
 	size := a.bufferFor(p.lastSize, len(body))
 	buf := a.cfg.Pool.TryAllocate(size)
 	overdraft := false
@@ -128,6 +151,10 @@ func (p *Partition[C]) appendBody(ts int64, body []byte, c C, parkedAt time.Time
 	if !b.Builder.AppendBody(ts, body) {
 		panic("accumulator: parked record does not fit in a buffer sized for it")
 	}
+	if n := a.firstCharge(); a.res != nil && a.res.TryReserve(n) {
+		b.credit = n
+	}
+	takeCredit(b)
 	b.Records.push(&p.acc.chunks, c)
 	return true
 }

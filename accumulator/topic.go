@@ -29,10 +29,16 @@ type Topic[C any] struct {
 
 	mu     sync.Mutex // guards the fields below
 	chunks [][]byte   // parking memory from the pool, oldest first
+	// credit is the pool memory reserved for the parked records'
+	// bookkeeping (parkCharge each, reserved in blocks); moving a record
+	// hands recCharge of it to the record's batch.
+	credit int
+
 	// chunkSize is the size of the next parking chunk: InitialBatchSize
 	// at first, doubling per chunk up to BatchSize, as batches grow, so
 	// that a record parked for a new topic does not take a whole batch.
 	chunkSize int
+
 	parked parkQueue[C]
 }
 
@@ -160,12 +166,15 @@ func (t *Topic[C]) Failing() error {
 // field, kept for the manual partitioner.
 func (t *Topic[C]) Park(ctx context.Context, ts int64, key, value []byte, headers []recordbatch.Header, partition int32, c C, wait bool) (parked bool, err error) {
 	size := recordbatch.BodySize(key, value, headers)
+	a := t.acc
 	var spare []byte
+	spareCredit := 0
 	for {
 		t.mu.Lock()
 		if !t.parking.Load() && t.parts.Load() != nil {
 			t.mu.Unlock()
-			t.acc.cfg.Pool.Release(spare)
+			a.cfg.Pool.Release(spare)
+			a.unreserve(spareCredit)
 			return false, nil
 		}
 		if p := t.failing.Load(); p != nil {
@@ -173,12 +182,28 @@ func (t *Topic[C]) Park(ctx context.Context, ts int64, key, value []byte, header
 			// fails what is parked under the lock, so no record slips
 			// in between unfailed.
 			t.mu.Unlock()
-			t.acc.cfg.Pool.Release(spare)
+			a.cfg.Pool.Release(spare)
+			a.unreserve(spareCredit)
 			return false, *p
 		}
 		if spare != nil {
 			t.chunks = append(t.chunks, spare)
 			spare = nil
+		}
+		t.credit += spareCredit
+		spareCredit = 0
+		if a.res != nil && t.credit < (t.parked.n+1)*a.parkCharge {
+			// The record's bookkeeping is charged to the pool too.
+			blk := chargeBlock * a.parkCharge
+			if !a.res.TryReserve(blk) {
+				t.mu.Unlock()
+				if err := a.reserve(ctx, blk, wait); err != nil {
+					return false, err
+				}
+				spareCredit = blk
+				continue
+			}
+			t.credit += blk
 		}
 		if n := len(t.chunks); n > 0 && cap(t.chunks[n-1])-len(t.chunks[n-1]) >= size {
 			chunk := t.chunks[n-1]
@@ -256,7 +281,7 @@ func (t *Topic[C]) MoveParked(place func(r ParkedRecord) (*Partition[C], error),
 		t.mu.Lock()
 		if err != nil {
 			fail(rec.c, err)
-		} else if !p.appendBody(rec.ts, body, rec.c, rec.at) {
+		} else if !p.appendBody(rec.ts, body, rec.c, rec.at, &t.credit) {
 			t.mu.Unlock()
 			return false
 		}
@@ -310,6 +335,14 @@ func (t *Topic[C]) OldestParked() time.Time {
 func (t *Topic[C]) popLocked() {
 	done := t.parked.front().chunk
 	t.parked.pop()
+	if a := t.acc; a.res != nil {
+		// Keep at most one spare block of bookkeeping reserved.
+		blk := chargeBlock * a.parkCharge
+		if extra := t.credit - t.parked.n*a.parkCharge - blk; extra >= blk {
+			a.unreserve(extra)
+			t.credit -= extra
+		}
+	}
 	next := t.parked.front()
 	if next == nil {
 		return // resetLocked frees everything
@@ -331,6 +364,10 @@ func (t *Topic[C]) resetLocked() {
 	}
 	t.chunks = t.chunks[:0]
 	t.chunkSize = 0
+	if t.credit > 0 {
+		t.acc.unreserve(t.credit)
+	}
+	t.credit = 0
 	t.parked.free = t.parked.free[:min(len(t.parked.free), 4)] // keep a few segments
 	t.parking.Store(false)
 }

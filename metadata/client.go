@@ -139,7 +139,7 @@ type Client struct {
 	cfg Config
 
 	snap   atomic.Pointer[Snapshot]
-	err    atomic.Pointer[error] // why the last fetch failed; nil after a success
+	err    atomic.Pointer[error]           // why the last fetch failed; nil after a success
 	wanted atomic.Pointer[map[string]*use] // copy on write, under wantMu
 	wantMu sync.Mutex
 

@@ -123,6 +123,11 @@ func New(cfg Config) (*Producer, error) {
 		Pool:             p.pool,
 		MaxBlock:         cfg.MaxBlock,
 		Closing:          p.closing,
+
+		// Completions, batches and parked records are charged to the
+		// pool: BufferMemory bounds the heap they take too.
+		ChargeBookkeeping: true,
+
 		// The completion goroutine frees pool memory: a Send from a
 		// callback must not wait for it (it would wait MaxBlock for
 		// itself). Asked only when the pool is full.

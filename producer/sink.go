@@ -98,9 +98,9 @@ type ioTopic struct {
 type failKind uint8
 
 const (
-	notFailing failKind = iota
-	failFatal           // a non-retriable topic error (TOPIC_AUTHORIZATION_FAILED, INVALID_TOPIC_EXCEPTION)
-	failMissing         // not present in metadata for MaxBlock
+	notFailing  failKind = iota
+	failFatal            // a non-retriable topic error (TOPIC_AUTHORIZATION_FAILED, INVALID_TOPIC_EXCEPTION)
+	failMissing          // not present in metadata for MaxBlock
 )
 
 type ioPart struct {

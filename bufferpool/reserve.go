@@ -1,0 +1,93 @@
+package bufferpool
+
+import (
+	"context"
+	"time"
+	"unsafe"
+)
+
+// Reserver is implemented by pools that can also account bytes that are
+// not one of their buffers: memory a user of the pool holds elsewhere on
+// its behalf (the producer's per-record and per-batch bookkeeping), so that
+// the pool's Size bounds it too. [SimplePool] implements it. A reservation
+// counts as handed out until Unreserve, exactly like a buffer of n bytes.
+type Reserver interface {
+	// TryReserve accounts n bytes as handed out if they are available
+	// now, and reports whether it did. It never blocks and never jumps
+	// the queue of Allocate calls waiting.
+	TryReserve(n int) bool
+	// Reserve is TryReserve that waits as Allocate does, with the same
+	// errors.
+	Reserve(ctx context.Context, n int, maxWait time.Duration) error
+	// Unreserve returns n reserved bytes.
+	Unreserve(n int)
+}
+
+var _ Reserver = (*SimplePool)(nil)
+
+// TryReserve implements [Reserver].
+func (p *SimplePool) TryReserve(n int) bool {
+	if n <= 0 {
+		return true
+	}
+	if int64(n) > p.size {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.waiters.head != nil || !p.canGrantLocked(n) {
+		return false
+	}
+	if buf := p.takeLocked(n); buf != nil {
+		p.forgetLocked(buf) // a recycled buffer of that size: its bytes are the reservation
+	}
+	return true
+}
+
+// Reserve implements [Reserver]. It waits in the same queue as Allocate.
+func (p *SimplePool) Reserve(ctx context.Context, n int, maxWait time.Duration) error {
+	if n <= 0 {
+		return nil
+	}
+	buf, err := p.Allocate(ctx, n, maxWait)
+	if err != nil {
+		return err
+	}
+	// The buffer was only the way to wait in line: drop it, keeping its
+	// bytes accounted as handed out.
+	p.mu.Lock()
+	p.forgetLocked(buf)
+	p.mu.Unlock()
+	return nil
+}
+
+// forgetLocked stops tracking buf, whose bytes stay accounted as handed out
+// (a reservation), so that its collection is not taken for a leak.
+func (p *SimplePool) forgetLocked(buf []byte) {
+	if !p.leakDetect || cap(buf) == 0 {
+		return
+	}
+	addr := uintptr(unsafe.Pointer(unsafe.SliceData(buf)))
+	if t := p.tracked[addr]; t != nil {
+		t.state = released
+		delete(p.tracked, addr)
+	}
+}
+
+// Unreserve implements [Reserver]. Returning more than was reserved panics,
+// as a double Release does.
+func (p *SimplePool) Unreserve(n int) {
+	if n <= 0 {
+		return
+	}
+	p.mu.Lock()
+	if p.availLocked()+int64(n) > p.size {
+		p.mu.Unlock()
+		panic("bufferpool: Unreserve of more bytes than were reserved")
+	}
+	p.nonPooled += int64(n)
+	if p.waiters.head != nil {
+		p.serveLocked()
+	}
+	p.mu.Unlock()
+}
