@@ -166,6 +166,8 @@ start_node() {
 		-Dlog4j2.configurationFile="$dir/log4j2.properties" \
 		-cp "$KAFKA_LIB/*" kafka.Kafka "$dir/node-$n/server.properties" \
 		</dev/null >>"$log" 2>&1 &
+	# Not a job of this shell: no "Killed" line when stop_nodes kills it.
+	disown "$!"
 	local i
 	for ((i = 0; i < 100; i++)); do
 		[[ -s $pidf ]] && return 0

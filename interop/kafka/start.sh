@@ -81,7 +81,14 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# Free ports: never one in use by any socket (any state) on this machine.
+# Free ports: below the kernel's ephemeral range (where a client's local
+# port could take one between this pick and the broker's bind), and never
+# one in use by any socket (any state) on this machine.
+read -r eph_low _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || eph_low=32768
+port_low=10000 port_high=$((eph_low - 1))
+if ((port_high - port_low < 2000)); then
+	port_low=20000 port_high=29999
+fi
 declare -A used=()
 for f in /proc/net/tcp /proc/net/tcp6; do
 	[[ -r $f ]] || continue
@@ -93,7 +100,7 @@ done
 free_port() {
 	local p i
 	for ((i = 0; i < 1000; i++)); do
-		p=$((20000 + RANDOM % 30000))
+		p=$((port_low + (RANDOM * 32768 + RANDOM) % (port_high - port_low + 1)))
 		if [[ -z ${used[$p]:-} ]]; then
 			used[$p]=1
 			echo "$p"
@@ -197,6 +204,11 @@ transaction.state.log.min.isr=$min_isr
 share.coordinator.state.topic.replication.factor=$rf
 share.coordinator.state.topic.min.isr=$min_isr
 group.initial.rebalance.delay.ms=0
+# A restarted node can register again only once its old session expired
+# (DUPLICATE_BROKER_REGISTRATION until then), and a killed one is fenced
+# only then: 4 s instead of 9 s, with heartbeats every 0.5 s instead of 2 s.
+broker.session.timeout.ms=4000
+broker.heartbeat.interval.ms=500
 EOF
 		((auto_create)) || echo "auto.create.topics.enable=false"
 		if ((acl)); then
