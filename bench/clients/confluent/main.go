@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -23,6 +24,7 @@ type client struct {
 	payload *workload.Payload
 	p       *kafka.Producer
 	topic   string
+	caFile  string // set: security.protocol=SSL
 
 	cnt      atomic.Pointer[workload.Counter] // where drain counts reports
 	progress chan struct{}                    // 1-buffered: a delivery report arrived
@@ -32,6 +34,8 @@ type client struct {
 func (c *client) Notes() string {
 	return "not idempotent (librdkafka's default enable.idempotence=false); consistent_random (CRC32) for keys, random for null keys (default); Produce + Events() channel, go.delivery.report.fields=none, queue-full answered by waiting for a delivery report"
 }
+
+func (c *client) UseTLS(caFile string, _ *tls.Config) { c.caFile = caFile }
 
 func (c *client) Open(ctx context.Context, spec workload.Spec, brokers []string, p *workload.Payload) error {
 	c.spec, c.payload, c.topic = spec, p, spec.Topic()
@@ -43,7 +47,7 @@ func (c *client) Open(ctx context.Context, spec workload.Spec, brokers []string,
 		servers += b
 	}
 	var err error
-	c.p, err = kafka.NewProducer(&kafka.ConfigMap{
+	cm := kafka.ConfigMap{
 		"bootstrap.servers":            servers,
 		"acks":                         "all",
 		"linger.ms":                    int(workload.Linger / time.Millisecond),
@@ -54,7 +58,13 @@ func (c *client) Open(ctx context.Context, spec workload.Spec, brokers []string,
 		"queue.buffering.max.kbytes":   workload.BufferBytes >> 10,
 		"queue.buffering.max.messages": workload.MaxBufferedRecords,
 		"go.delivery.report.fields":    "none",
-	})
+	}
+	if c.caFile != "" {
+		// librdkafka checks the host name by default
+		// (ssl.endpoint.identification.algorithm=https).
+		cm["security.protocol"], cm["ssl.ca.location"] = "SSL", c.caFile
+	}
+	c.p, err = kafka.NewProducer(&cm)
 	if err != nil {
 		return err
 	}

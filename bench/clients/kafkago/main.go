@@ -11,6 +11,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -29,6 +30,7 @@ type client struct {
 	spec    workload.Spec
 	payload *workload.Payload
 	w       *kafka.Writer
+	tls     *tls.Config
 
 	cnt      atomic.Pointer[workload.Counter] // where completions count
 	progress chan struct{}                    // 1-buffered: a completion happened
@@ -95,6 +97,8 @@ func (c *client) completion(msgs []kafka.Message, err error) {
 	}
 }
 
+func (c *client) UseTLS(_ string, cfg *tls.Config) { c.tls = cfg }
+
 func (c *client) Open(ctx context.Context, spec workload.Spec, brokers []string, p *workload.Payload) error {
 	cc, err := codec(spec.Compression)
 	if err != nil {
@@ -111,6 +115,9 @@ func (c *client) Open(ctx context.Context, spec workload.Spec, brokers []string,
 		Compression:  cc,
 		Async:        true,
 		Completion:   c.completion,
+	}
+	if c.tls != nil {
+		c.w.Transport = &kafka.Transport{TLS: c.tls} // ServerName: the broker's host
 	}
 	if spec.Keys > 0 {
 		c.w.Balancer = &kafka.Hash{}

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -18,7 +19,10 @@ type client struct {
 	spec    workload.Spec
 	payload *workload.Payload
 	cl      *kgo.Client
+	tls     *tls.Config
 }
+
+func (c *client) UseTLS(_ string, cfg *tls.Config) { c.tls = cfg }
 
 func (c *client) Notes() string {
 	return "idempotent (default); murmur2 for keys, uniform bytes sticky for null keys (default); Produce with a promise, one *kgo.Record per record"
@@ -42,7 +46,7 @@ func (c *client) Open(ctx context.Context, spec workload.Spec, brokers []string,
 		return err
 	}
 	c.spec, c.payload = spec, p
-	c.cl, err = kgo.NewClient(
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(brokers...),
 		kgo.DefaultProduceTopic(spec.Topic()),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
@@ -51,7 +55,11 @@ func (c *client) Open(ctx context.Context, spec workload.Spec, brokers []string,
 		kgo.ProducerBatchCompression(cc),
 		kgo.MaxBufferedBytes(workload.BufferBytes),
 		kgo.MaxBufferedRecords(workload.MaxBufferedRecords),
-	)
+	}
+	if c.tls != nil {
+		opts = append(opts, kgo.DialTLSConfig(c.tls)) // ServerName: the broker's host
+	}
+	c.cl, err = kgo.NewClient(opts...)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 
 	"github.com/samsa-go/samsa/bench/internal/workload"
@@ -18,7 +19,10 @@ type client struct {
 	spec    workload.Spec
 	payload *workload.Payload
 	p       *producer.Producer
+	tls     *tls.Config
 }
+
+func (c *client) UseTLS(_ string, cfg *tls.Config) { c.tls = cfg }
 
 func (c *client) Notes() string {
 	return "idempotent (default); murmur2 for keys, uniform sticky for null keys (default); SendCallback"
@@ -38,6 +42,7 @@ func (c *client) Open(ctx context.Context, spec workload.Spec, brokers []string,
 		MaxRequestSize: workload.MaxRequestBytes,
 		BufferMemory:   workload.BufferBytes,
 		Compression:    codec,
+		TLS:            c.tls,
 	})
 	if err != nil {
 		return err

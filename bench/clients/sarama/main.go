@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 
 	"github.com/IBM/sarama"
@@ -18,7 +19,10 @@ type client struct {
 	spec    workload.Spec
 	payload *workload.Payload
 	p       sarama.AsyncProducer
+	tls     *tls.Config
 }
+
+func (c *client) UseTLS(_ string, cfg *tls.Config) { c.tls = cfg }
 
 func (c *client) Notes() string {
 	return "not idempotent (sarama's idempotence forces MaxOpenRequests=1); FNV-1a hash for keys, random for null keys (default); AsyncProducer, Successes and Errors drained"
@@ -51,6 +55,9 @@ func (c *client) Open(ctx context.Context, spec workload.Spec, brokers []string,
 	cfg.Producer.MaxMessageBytes = workload.BatchBytes
 	cfg.Producer.Return.Successes = true
 	cfg.Producer.Return.Errors = true
+	if c.tls != nil {
+		cfg.Net.TLS.Enable, cfg.Net.TLS.Config = true, c.tls // ServerName: the broker's host
+	}
 	c.p, err = sarama.NewAsyncProducer(brokers, cfg)
 	if err != nil {
 		return err

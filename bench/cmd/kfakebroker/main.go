@@ -5,6 +5,7 @@
 //
 //	kfakebroker -topic bench-100B -partitions 8          # blackhole: acknowledge, store nothing
 //	kfakebroker -topic bench-100B -partitions 8 -store   # store every batch in memory
+//	kfakebroker -topic bench-100B -tls-dir /tmp/ca       # a TLS listener; the CA in /tmp/ca/ca.pem
 //
 // By default the cluster runs with kfake.BlackholeProduce: Produce requests
 // are answered with success and offsets advance (idempotent sequences are
@@ -27,16 +28,20 @@
 package main
 
 import (
+	"crypto/tls"
 	"encoding/binary"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sync/atomic"
 	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-go/samsa/internal/testbroker"
 )
 
 func main() {
@@ -44,6 +49,24 @@ func main() {
 		fmt.Fprintln(os.Stderr, "kfakebroker:", err)
 		os.Exit(1)
 	}
+}
+
+// serveTLS generates a CA, writes its certificate to dir/ca.pem and
+// returns a server config with a certificate it signed for 127.0.0.1 and
+// localhost.
+func serveTLS(dir string) (*tls.Config, error) {
+	ca, err := testbroker.NewTestCA()
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := ca.ServerConfig("127.0.0.1", "localhost")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ca.pem"), ca.CertPEM, 0o644); err != nil {
+		return nil, err
+	}
+	return cfg, nil
 }
 
 // counters are the SIGUSR1 line's figures.
@@ -91,6 +114,7 @@ func run(args []string) error {
 	topic := fs.String("topic", "", "the topic to create (required)")
 	partitions := fs.Int("partitions", 8, "the topic's partition count")
 	store := fs.Bool("store", false, "store the batches (default: kfake.BlackholeProduce, acknowledge without storing)")
+	tlsDir := fs.String("tls-dir", "", "serve TLS (kfake.TLS) with a certificate from a CA generated at start and written to `directory`/ca.pem")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -103,6 +127,13 @@ func run(args []string) error {
 	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(int32(*partitions), *topic)}
 	if !*store {
 		opts = append(opts, kfake.BlackholeProduce())
+	}
+	if *tlsDir != "" {
+		cfg, err := serveTLS(*tlsDir)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, kfake.TLS(cfg))
 	}
 	c, err := kfake.NewCluster(opts...)
 	if err != nil {

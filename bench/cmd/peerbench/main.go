@@ -12,6 +12,8 @@
 //	go run ./cmd/peerbench -cpuprofile /tmp/prof   # CPU profiles of samsa's runs, codec share
 //	go run ./cmd/peerbench -broker kfake -clients samsa,kgo
 //	go run ./cmd/peerbench -broker kafka -clients samsa,kgo,java -workloads 100B,100B-lz4,1KiB-zstd-keyed
+//	go run ./cmd/peerbench -tls -clients samsa,kgo           # over the broker's TLS listener
+//	go run ./cmd/peerbench -tls-compare -clients samsa,kgo   # plaintext and TLS, same broker, same rounds
 //
 // Progress goes to stderr, the table to stdout (or the JSON report with
 // -json). The exit status is 1 when a run fails or a target is not met
@@ -69,6 +71,8 @@ func run() error {
 	broker := flag.String("broker", harness.BrokerTestbroker, "broker to run against: "+strings.Join(harness.Brokers, "|")+
 		" (testbroker: sink, kfake: blackhole, kafka: interop/kafka/start.sh, 1 node)")
 	brokerStore := flag.Bool("broker-store", false, "testbroker and kfake store the batches instead of acknowledging without storing")
+	useTLS := flag.Bool("tls", false, "the broker (testbroker, kfake) serves TLS with a CA it generates, and the clients connect over TLS (-tls-ca)")
+	tlsCompare := flag.Bool("tls-compare", false, "with -broker testbroker: every client runs over the broker's plaintext and its TLS listener in each round (rows client+tls), and the report gives the TLS overhead; implies -tls")
 	kafkaBootstrap := flag.String("kafka-bootstrap", "", "with -broker kafka: use this running cluster instead of starting one (topics are created, the cluster is left running)")
 	flag.Parse()
 
@@ -99,6 +103,8 @@ func run() error {
 		Broker:         *broker,
 		BrokerStore:    *brokerStore,
 		KafkaBootstrap: *kafkaBootstrap,
+		TLS:            *useTLS,
+		TLSCompare:     *tlsCompare,
 	})
 	if rep == nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -44,6 +45,9 @@ var Brokers = []string{BrokerTestbroker, BrokerKfake, BrokerKafka}
 type brokerProc interface {
 	// bootstrap is the address the clients connect to.
 	bootstrap() string
+	// tlsBootstrap is the address of the broker's TLS listener, trusting
+	// the CA in caFile; "" when it serves none.
+	tlsBootstrap() string
 	// stats returns the broker's cumulative counters, or errNoCounters
 	// for a broker that has none.
 	stats() (brokerStats, error)
@@ -70,10 +74,30 @@ func describeBroker(o Options) string {
 		return "Apache Kafka 4.4.0 (one KRaft broker+controller started by interop/kafka/start.sh, storing)"
 	default:
 		if o.BrokerStore {
-			return "testbroker (internal/testbroker in its own process, storing)"
+			return "testbroker (internal/testbroker in its own process, storing)" + describeTLS(o)
 		}
-		return "testbroker (internal/testbroker in its own process, sink: checked, acknowledged, not stored)"
+		return "testbroker (internal/testbroker in its own process, sink: checked, acknowledged, not stored)" + describeTLS(o)
 	}
+}
+
+// describeTLS says in words how the clients reach the broker under
+// Options.TLS, or "" without it.
+func describeTLS(o Options) string {
+	switch {
+	case o.TLSCompare:
+		return "; every client runs over its plaintext listener (rows without +tls) and over its TLS listener (rows +tls, crypto/tls, ECDSA P-256 certificate from a CA the broker generates) in the same rounds"
+	case o.TLS && o.Broker == BrokerKfake:
+		return "; its one listener is TLS (kfake.TLS, crypto/tls, ECDSA P-256 certificate from a CA the broker generates)"
+	case o.TLS:
+		return "; the clients connect to its TLS listener (crypto/tls, ECDSA P-256 certificate from a CA the broker generates)"
+	}
+	return ""
+}
+
+// caFile is where the broker of spec writes its CA certificate under
+// Options.TLS, for the clients' -tls-ca.
+func caFile(o Options, spec workload.Spec) string {
+	return filepath.Join(o.BinDir, "tls-"+spec.Name, "ca.pem")
 }
 
 // startBroker starts the broker o names with spec's topic.
@@ -84,7 +108,14 @@ func startBroker(ctx context.Context, o Options, spec workload.Spec) (brokerProc
 		if o.BrokerStore {
 			args = append(args, "-store")
 		}
-		return startProcBroker(ctx, filepath.Join(o.BinDir, "kfakebroker"), args)
+		if o.TLS {
+			args = append(args, "-tls-dir", filepath.Dir(caFile(o, spec)))
+		}
+		b, err := startProcBroker(ctx, filepath.Join(o.BinDir, "kfakebroker"), args, false)
+		if err == nil && o.TLS {
+			b.tlsAddr = b.addr // kfake.TLS: its one listener is TLS
+		}
+		return b, err
 	case BrokerKafka:
 		return startKafka(ctx, o, spec)
 	default:
@@ -93,7 +124,10 @@ func startBroker(ctx context.Context, o Options, spec workload.Spec) (brokerProc
 		if !o.BrokerStore {
 			args = append(args, "-sink")
 		}
-		return startProcBroker(ctx, filepath.Join(o.BinDir, "testbroker"), args)
+		if o.TLS {
+			args = append(args, "-secure-protocol", "SSL", "-tls-dir", filepath.Dir(caFile(o, spec)))
+		}
+		return startProcBroker(ctx, filepath.Join(o.BinDir, "testbroker"), args, o.TLS)
 	}
 }
 
@@ -101,15 +135,24 @@ func startBroker(ctx context.Context, o Options, spec workload.Spec) (brokerProc
 // line of stdout and a stats line on SIGUSR1: the testbroker and
 // kfakebroker commands.
 type procBroker struct {
-	cmd    *exec.Cmd
-	addr   string
-	stderr *brokerStderr
+	cmd     *exec.Cmd
+	addr    string
+	tlsAddr string
+	stderr  *brokerStderr
 }
 
-func (b *procBroker) bootstrap() string { return b.addr }
+func (b *procBroker) bootstrap() string    { return b.addr }
+func (b *procBroker) tlsBootstrap() string { return b.tlsAddr }
 
-// startProcBroker starts bin with args and returns once it listens.
-func startProcBroker(ctx context.Context, bin string, args []string) (*procBroker, error) {
+// startProcBroker starts bin with args and returns once it listens. With
+// waitTLS it also waits for the testbroker command's line naming its SSL
+// listeners on stderr, for tlsBootstrap.
+func startProcBroker(ctx context.Context, bin string, args []string, waitTLS bool) (*procBroker, error) {
+	if i := slices.Index(args, "-tls-dir"); i >= 0 && i+1 < len(args) {
+		if err := os.MkdirAll(args[i+1], 0o755); err != nil {
+			return nil, err
+		}
+	}
 	cmd := exec.Command(bin, args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -133,7 +176,21 @@ func startProcBroker(ctx context.Context, bin string, args []string) (*procBroke
 	case a, ok := <-addr:
 		if ok {
 			b.addr = a
-			return b, nil
+			if !waitTLS {
+				return b, nil
+			}
+			select {
+			case line := <-b.stderr.tlsAddrs:
+				b.tlsAddr, _, _ = strings.Cut(line, ",") // one broker
+				return b, nil
+			case <-time.After(30 * time.Second):
+				err = errors.New("the broker did not name its SSL listener within 30s")
+			case <-ctx.Done():
+				err = ctx.Err()
+			}
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return nil, err
 		}
 		_ = cmd.Wait()
 		return nil, fmt.Errorf("the broker exited before listening: %s", strings.TrimSpace(b.stderr.String()))
@@ -175,6 +232,7 @@ type kafkaBroker struct {
 }
 
 func (k *kafkaBroker) bootstrap() string           { return k.addr }
+func (k *kafkaBroker) tlsBootstrap() string        { return "" }
 func (k *kafkaBroker) stats() (brokerStats, error) { return brokerStats{}, errNoCounters }
 
 func (k *kafkaBroker) stop() error {

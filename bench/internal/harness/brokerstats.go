@@ -105,10 +105,17 @@ type brokerStderr struct {
 	partial []byte     // an unfinished line
 	tail    tailBuffer // every line but the stats ones
 	stats   chan string
+	// tlsAddrs receives the comma-separated addresses of the first
+	// tlsListenersPrefix line.
+	tlsAddrs chan string
 }
 
+// tlsListenersPrefix starts the line the testbroker command prints to
+// stderr with -secure-protocol SSL, before its comma-separated addresses.
+const tlsListenersPrefix = "testbroker: SSL listeners: "
+
 func newBrokerStderr() *brokerStderr {
-	return &brokerStderr{tail: tailBuffer{max: 4096}, stats: make(chan string, 4)}
+	return &brokerStderr{tail: tailBuffer{max: 4096}, stats: make(chan string, 4), tlsAddrs: make(chan string, 1)}
 }
 
 func (e *brokerStderr) Write(p []byte) (int, error) {
@@ -127,6 +134,12 @@ func (e *brokerStderr) Write(p []byte) (int, error) {
 			default: // nobody asked for it: drop it rather than block the broker
 			}
 		} else {
+			if addrs, ok := bytes.CutPrefix(line, []byte(tlsListenersPrefix)); ok {
+				select {
+				case e.tlsAddrs <- strings.TrimSpace(string(addrs)):
+				default: // a second one: the first stands
+				}
+			}
 			_, _ = e.tail.Write(line)
 		}
 		e.partial = e.partial[i+1:]

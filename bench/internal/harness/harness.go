@@ -70,6 +70,16 @@ type Options struct {
 	// KafkaBootstrap, with BrokerKafka, is a running cluster to use instead
 	// of starting one with interop/kafka/start.sh; it is left running.
 	KafkaBootstrap string
+	// TLS makes the broker (testbroker or kfake) serve a TLS listener with
+	// a certificate from a CA it generates and writes under BinDir, and
+	// the clients connect to it, trusting only that CA (-tls-ca). Not with
+	// BrokerKafka.
+	TLS bool
+	// TLSCompare, with BrokerTestbroker, implies TLS and runs every client
+	// twice per round, over the broker's plaintext listener and over its
+	// TLS listener: the TLS runs are reported as client+tls (TLSSuffix),
+	// and the report adds the TLS overhead per client.
+	TLSCompare bool
 	// Log receives progress lines. Default io.Discard.
 	Log io.Writer
 
@@ -130,6 +140,15 @@ func (o *Options) defaults() error {
 	if !slices.Contains(Brokers, o.Broker) {
 		return fmt.Errorf("unknown broker %q (want one of %s)", o.Broker, strings.Join(Brokers, ", "))
 	}
+	if o.TLSCompare {
+		if o.Broker != BrokerTestbroker {
+			return fmt.Errorf("comparing plaintext with TLS needs broker %s (one broker, both listeners), not %s", BrokerTestbroker, o.Broker)
+		}
+		o.TLS = true
+	}
+	if o.TLS && o.Broker == BrokerKafka {
+		return fmt.Errorf("TLS needs broker %s or %s, not %s", BrokerTestbroker, BrokerKfake, o.Broker)
+	}
 	if o.KafkaBootstrap != "" && o.Broker != BrokerKafka {
 		return fmt.Errorf("a Kafka bootstrap address needs broker %s, not %s", BrokerKafka, o.Broker)
 	}
@@ -156,6 +175,9 @@ type Report struct {
 	Broker string `json:"broker"`
 	// BrokerName is Options.Broker.
 	BrokerName string `json:"broker_name"`
+	// TLS and TLSCompare are Options.TLS and Options.TLSCompare.
+	TLS        bool `json:"tls,omitempty"`
+	TLSCompare bool `json:"tls_compare,omitempty"`
 	// Skipped maps a client that was left out to why (no Java tools).
 	Skipped map[string]string `json:"skipped,omitempty"`
 	// RSSIntervalNanos is the sampling interval of every run's RSS series.
@@ -289,7 +311,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		Started: time.Now(), Records: o.Records, Runs: o.Runs,
 		CPUs: numCPU(), Notes: map[string]string{}, BuildErrors: map[string]string{},
 		Skipped: map[string]string{}, Broker: describeBroker(o), BrokerName: o.Broker,
-		RSSIntervalNanos: RSSInterval,
+		RSSIntervalNanos: RSSInterval, TLS: o.TLS, TLSCompare: o.TLSCompare,
 	}
 	var err error
 	if o.modDir, err = moduleDir(ctx); err != nil {
@@ -474,14 +496,19 @@ func runWorkload(ctx context.Context, o Options, spec workload.Spec, rep *Report
 			fmt.Fprintf(o.Log, "workload %s: no broker counters (records/batch and wire bytes left out): %v\n", spec.Name, err)
 		}
 		for r := range o.Runs {
-			order := runnable(o.Clients, rep.BuildErrors)
+			order := variants(o, runnable(o.Clients, rep.BuildErrors))
 			// Rotate, so that no client always runs right after another.
 			k := r % max(1, len(order))
 			order = append(order[k:], order[:k]...)
-			for _, c := range order {
-				res, notes := runClient(ctx, o, spec, b.bootstrap(), c, r, payload)
+			for _, v := range order {
+				addr := b.bootstrap()
+				if v.tls {
+					addr = b.tlsBootstrap()
+				}
+				c := v.name(o)
+				res, notes := runClient(ctx, o, spec, addr, v, r, payload)
 				if notes != "" {
-					rep.Notes[c] = notes
+					rep.Notes[v.client] = notes
 				}
 				// The client has exited: every batch it got acknowledged is
 				// counted. A failure here costs the columns, never the run.
@@ -513,9 +540,9 @@ func runWorkload(ctx context.Context, o Options, spec workload.Spec, rep *Report
 			wr.Error = err.Error()
 		}
 	}
-	for _, c := range o.Clients {
-		s := Summary{Client: c, Runs: runs[c]}
-		if msg, ok := rep.BuildErrors[c]; ok {
+	for _, v := range variants(o, o.Clients) {
+		s := Summary{Client: v.name(o), Runs: runs[v.name(o)]}
+		if msg, ok := rep.BuildErrors[v.client]; ok {
 			s.Runs = []RunResult{{Error: "build failed: " + msg}}
 		}
 		s.summarize()
@@ -523,6 +550,40 @@ func runWorkload(ctx context.Context, o Options, spec workload.Spec, rep *Report
 	}
 	wr.ratios()
 	return wr
+}
+
+// TLSSuffix ends the name of a client's runs over TLS in an
+// Options.TLSCompare report: "samsa+tls".
+const TLSSuffix = "+tls"
+
+// variant is one client over one of the broker's listeners.
+type variant struct {
+	client string
+	tls    bool
+}
+
+// name is the variant's row in the report: the client, with TLSSuffix for
+// its TLS runs when plaintext ones run too.
+func (v variant) name(o Options) string {
+	if v.tls && o.TLSCompare {
+		return v.client + TLSSuffix
+	}
+	return v.client
+}
+
+// variants returns the runs of one round for clients: each over the
+// plaintext listener, over the TLS one, or (TLSCompare) both in turn.
+func variants(o Options, clients []string) []variant {
+	var out []variant
+	for _, c := range clients {
+		if !o.TLS || o.TLSCompare {
+			out = append(out, variant{client: c})
+		}
+		if o.TLS {
+			out = append(out, variant{client: c, tls: true})
+		}
+	}
+	return out
 }
 
 func runnable(clients []string, buildErrs map[string]string) []string {
@@ -547,15 +608,19 @@ func clientCommand(ctx context.Context, o Options, client string, args []string,
 }
 
 // runClient runs one client process and measures it.
-func runClient(ctx context.Context, o Options, spec workload.Spec, addr, client string, run int, payload string) (RunResult, string) {
+func runClient(ctx context.Context, o Options, spec workload.Spec, addr string, v variant, run int, payload string) (RunResult, string) {
 	res := RunResult{Run: run + 1}
+	client := v.client
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	args := []string{"-brokers", addr, "-workload", spec.Name, "-records", strconv.Itoa(spec.Records),
 		"-timeout", o.Timeout.String()}
+	if v.tls {
+		args = append(args, "-tls-ca", caFile(o, spec))
+	}
 	profile := ""
 	if o.ProfileDir != "" && slices.Contains(o.Profile, client) && client != Java {
-		name := filepath.Join(o.ProfileDir, fmt.Sprintf("%s-%s-run%d", spec.Name, client, run+1))
+		name := filepath.Join(o.ProfileDir, fmt.Sprintf("%s-%s-run%d", spec.Name, v.name(o), run+1))
 		profile = name + ".pprof"
 		args = append(args, "-cpuprofile", profile, "-memprofile", name+".heap")
 	}

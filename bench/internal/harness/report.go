@@ -92,9 +92,12 @@ func abs64(x int64) int64 {
 
 // ratios sets every summary's ratios to ours.
 func (w *WorkloadReport) ratios() {
-	ours := w.summary(Ours)
 	for i := range w.Clients {
 		s := &w.Clients[i]
+		ours := w.summary(Ours)
+		if strings.HasSuffix(s.Client, TLSSuffix) {
+			ours = w.summary(Ours + TLSSuffix) // TLS rows compare with ours over TLS
+		}
 		if ours == nil || ours.OK == 0 || s.OK == 0 {
 			continue
 		}
@@ -190,6 +193,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 				orDash("%.1f", s.RecordsPerBatch), orDash("%.1f", s.WireBytesPerRecord), s.OK, len(s.Runs))
 		}
 	}
+	r.writeTLS(&b)
 	r.writeCodec(&b)
 	r.writeRSS(&b)
 	b.WriteString("\nWorkloads:\n\n")
@@ -236,6 +240,74 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// TLSOverhead is what TLS costs one client on one workload, from an
+// Options.TLSCompare report.
+type TLSOverhead struct {
+	Client string
+	// CPUNsPerRecord is the median, over the rounds where both runs
+	// succeeded, of the TLS run's CPU ns/record minus the plaintext
+	// run's: each pair ran back to back, so machine load shifts both.
+	CPUNsPerRecord float64
+	// CPUShare is CPUNsPerRecord over the plaintext median CPU ns/record.
+	CPUShare float64
+	// ThroughputRatio is the TLS median records/s over the plaintext one.
+	ThroughputRatio float64
+	// Pairs counts the rounds the median is over.
+	Pairs int
+}
+
+// TLSOverheads returns the TLS overhead of every client with plaintext
+// and TLS runs (an Options.TLSCompare report), in table order.
+func (w *WorkloadReport) TLSOverheads() []TLSOverhead {
+	var out []TLSOverhead
+	for _, plain := range w.Clients {
+		if strings.HasSuffix(plain.Client, TLSSuffix) {
+			continue
+		}
+		tls := w.summary(plain.Client + TLSSuffix)
+		if tls == nil || plain.OK == 0 || tls.OK == 0 {
+			continue
+		}
+		byRun := map[int]float64{}
+		for _, r := range plain.Runs {
+			if r.OK() {
+				byRun[r.Run] = r.CPUNsPerRecord
+			}
+		}
+		var diffs []float64
+		for _, r := range tls.Runs {
+			if p, ok := byRun[r.Run]; ok && r.OK() {
+				diffs = append(diffs, r.CPUNsPerRecord-p)
+			}
+		}
+		if len(diffs) == 0 {
+			continue
+		}
+		o := TLSOverhead{Client: plain.Client, CPUNsPerRecord: median(diffs), Pairs: len(diffs),
+			ThroughputRatio: tls.RecordsPerSec / plain.RecordsPerSec}
+		o.CPUShare = o.CPUNsPerRecord / plain.CPUNsPerRecord
+		out = append(out, o)
+	}
+	return out
+}
+
+// writeTLS writes the TLS overhead table of a TLSCompare report.
+func (r *Report) writeTLS(b *strings.Builder) {
+	if !r.TLSCompare {
+		return
+	}
+	b.WriteString("\nTLS overhead: each client ran over the plaintext and the TLS listener of the same broker in every round, back to back; " +
+		"CPU ns/record is the median over the rounds of (TLS run − plaintext run), its share is of the plaintext median; " +
+		"records/s TLS/plaintext is the ratio of the medians:\n\n")
+	b.WriteString("| workload | client | TLS CPU ns/record | TLS CPU share | records/s TLS/plaintext | rounds |\n|---|---|---:|---:|---:|---:|\n")
+	for _, wr := range r.Workloads {
+		for _, o := range wr.TLSOverheads() {
+			fmt.Fprintf(b, "| %s | %s | %s | %+.1f%% | %.2f | %d |\n", wr.Spec.Name, o.Client,
+				thousands(o.CPUNsPerRecord), 100*o.CPUShare, o.ThroughputRatio, o.Pairs)
+		}
+	}
 }
 
 // writeCodec writes the codec split of the profiled clients, if any.

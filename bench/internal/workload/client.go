@@ -2,6 +2,8 @@ package workload
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -30,6 +32,32 @@ type Client interface {
 	// Notes says which of the client's own defaults the run relies on
 	// (idempotence, partitioner, delivery path), for the report.
 	Notes() string
+}
+
+// TLSClient is a Client that can connect over TLS. Main calls UseTLS
+// before Open when it is given -tls-ca; a client that is not a TLSClient
+// fails with -tls-ca.
+type TLSClient interface {
+	Client
+	// UseTLS makes every broker connection use TLS with cfg, which trusts
+	// only the CA in the PEM file caFile (for libraries that take a file)
+	// and leaves ServerName empty: the library sets it from the broker's
+	// host.
+	UseTLS(caFile string, cfg *tls.Config)
+}
+
+// LoadCA returns a TLS client config that trusts only the PEM
+// certificates in caFile.
+func LoadCA(caFile string) (*tls.Config, error) {
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s: no PEM certificate", caFile)
+	}
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }
 
 // Counter counts acknowledged and failed records; safe for concurrent use.
@@ -107,6 +135,7 @@ func run(name string, c Client, args []string, stdout io.Writer) (err error) {
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the timed phase to this file")
 	memprofile := fs.String("memprofile", "", "write a heap profile (in use and allocated) after the timed phase to this file")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
+	tlsCA := fs.String("tls-ca", "", "connect over TLS, trusting only the CA certificate in this PEM `file`")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -119,6 +148,17 @@ func run(name string, c Client, args []string, stdout io.Writer) (err error) {
 	}
 	if err := spec.Validate(); err != nil {
 		return err
+	}
+	if *tlsCA != "" {
+		tc, ok := c.(TLSClient)
+		if !ok {
+			return errors.New("-tls-ca: this client does not connect over TLS in the benchmark")
+		}
+		cfg, err := LoadCA(*tlsCA)
+		if err != nil {
+			return fmt.Errorf("-tls-ca: %w", err)
+		}
+		tc.UseTLS(*tlsCA, cfg)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()

@@ -198,6 +198,13 @@ public final class BenchProducer {
         props.put(ProducerConfig.BATCH_SIZE_CONFIG, BATCH_BYTES);
         props.put(ProducerConfig.BUFFER_MEMORY_CONFIG, BUFFER_BYTES);
         props.put(ProducerConfig.MAX_REQUEST_SIZE_CONFIG, MAX_REQUEST_BYTES);
+        String tlsCA = flags.get("tls-ca");
+        if (tlsCA != null) {
+            // TLS trusting only that CA; the host name is checked (Java's default).
+            props.put("security.protocol", "SSL");
+            props.put("ssl.truststore.type", "PEM");
+            props.put("ssl.truststore.location", tlsCA);
+        }
         props.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, p.compression);
         props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
         props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
