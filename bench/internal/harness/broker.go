@@ -64,9 +64,9 @@ func describeBroker(o Options) string {
 	switch o.Broker {
 	case BrokerKfake:
 		if o.BrokerStore {
-			return "kfake (franz-go pkg/kfake, one broker in its own process, storing in memory)"
+			return "kfake (franz-go pkg/kfake, one broker in its own process, storing in memory)" + describeTLS(o)
 		}
-		return "kfake (franz-go pkg/kfake, one broker in its own process, blackhole: acknowledged, not stored)"
+		return "kfake (franz-go pkg/kfake, one broker in its own process, blackhole: acknowledged, not stored)" + describeTLS(o)
 	case BrokerKafka:
 		if o.KafkaBootstrap != "" {
 			return "Apache Kafka at " + o.KafkaBootstrap + " (started outside the harness)"

@@ -3,7 +3,9 @@ package harness
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,6 +71,9 @@ func TestOptionsDefaults(t *testing.T) {
 		{name: "unknown client", in: Options{Clients: []string{"rdkafka"}}, err: `unknown client "rdkafka"`},
 		{name: "unknown workload", in: Options{Workloads: []string{"1GiB"}}, err: `unknown workload "1GiB"`},
 		{name: "negative runs", in: Options{Runs: -1}, err: "runs -1"},
+		{name: "TLS compare needs testbroker", in: Options{Broker: BrokerKfake, TLSCompare: true}, err: "comparing plaintext with TLS needs broker testbroker"},
+		{name: "no TLS with real Kafka", in: Options{Broker: BrokerKafka, TLS: true}, err: "TLS needs broker testbroker or kfake"},
+		{name: "TLS compare implies TLS", in: Options{TLSCompare: true}, clients: Clients},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -367,4 +372,89 @@ func TestCodecSummary(t *testing.T) {
 	assert.Contains(t, md.String(), "| 100B | samsa | 2 | 55.0% | 550 | 450 | 1.00 |")
 	assert.Contains(t, md.String(), "| 100B | kgo | 1 | 50.0% | 1,000 | 1,000 | 0.45 |")
 	assert.NotContains(t, md.String(), "| 100B | sarama | 0 |")
+}
+
+// TestBrokerTLS starts each broker with Options.TLS and checks its TLS
+// listener as a client would: a handshake that trusts the CA the broker
+// wrote succeeds (host name checked), one that trusts the system's roots
+// fails, and the plaintext listener, where there is one, is not TLS.
+func TestBrokerTLS(t *testing.T) {
+	cases := []struct {
+		broker    string
+		plaintext bool // it keeps a plaintext listener
+	}{
+		{BrokerTestbroker, true},
+		{BrokerKfake, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.broker, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			o := Options{Broker: tc.broker, TLS: true, BinDir: t.TempDir(), Workloads: []string{"100B"}}
+			require.NoError(t, o.defaults())
+			o.Clients = nil // the broker only
+			var err error
+			o.modDir, err = moduleDir(ctx)
+			require.NoError(t, err)
+			_, err = build(ctx, o, map[string]string{})
+			require.NoError(t, err)
+			spec, err := workload.ByName("100B", 10)
+			require.NoError(t, err)
+			b, err := startBroker(ctx, o, spec)
+			require.NoError(t, err)
+			defer func() { assert.NoError(t, b.stop()) }()
+
+			require.NotEmpty(t, b.tlsBootstrap())
+			cfg, err := workload.LoadCA(caFile(o, spec))
+			require.NoError(t, err)
+			dialer := &net.Dialer{Timeout: 10 * time.Second}
+			conn, err := tls.DialWithDialer(dialer, "tcp", b.tlsBootstrap(), cfg)
+			require.NoError(t, err, "a client trusting the broker's CA")
+			assert.True(t, conn.ConnectionState().HandshakeComplete)
+			_ = conn.Close()
+			_, err = tls.DialWithDialer(dialer, "tcp", b.tlsBootstrap(), &tls.Config{MinVersion: tls.VersionTLS12})
+			assert.Error(t, err, "a client that does not trust the CA")
+			if tc.plaintext {
+				assert.NotEqual(t, b.bootstrap(), b.tlsBootstrap())
+				_, err = tls.DialWithDialer(dialer, "tcp", b.bootstrap(), cfg)
+				assert.Error(t, err, "the plaintext listener does not speak TLS")
+			} else {
+				assert.Equal(t, b.bootstrap(), b.tlsBootstrap(), "kfake's one listener is TLS")
+			}
+		})
+	}
+}
+
+// TestRunTLS runs ours and kgo through the harness over TLS: against
+// testbroker's plaintext and TLS listeners in the same rounds (rows
+// client+tls and the TLS overhead table), and against kfake's TLS
+// listener.
+func TestRunTLS(t *testing.T) {
+	t.Run("testbroker compare", func(t *testing.T) {
+		rep := runTinyWith(t, Options{Clients: []string{"samsa", "kgo"}, Workloads: []string{"100B-lz4"}, TLSCompare: true})
+		assert.True(t, rep.TLS)
+		var names []string
+		for _, s := range rep.Workloads[0].Clients {
+			names = append(names, s.Client)
+		}
+		assert.Equal(t, []string{"samsa", "samsa+tls", "kgo", "kgo+tls"}, names)
+		ovh := rep.Workloads[0].TLSOverheads()
+		require.Len(t, ovh, 2)
+		for i, c := range []string{"samsa", "kgo"} {
+			assert.Equal(t, c, ovh[i].Client)
+			assert.Equal(t, 1, ovh[i].Pairs)
+			assert.Positive(t, ovh[i].ThroughputRatio)
+		}
+		var md bytes.Buffer
+		require.NoError(t, rep.WriteMarkdown(&md))
+		assert.Contains(t, md.String(), "TLS overhead")
+		assert.Contains(t, md.String(), "| 100B-lz4 | samsa | ")
+		assert.Contains(t, md.String(), "TLS listener")
+	})
+	t.Run("kfake", func(t *testing.T) {
+		rep := runTinyWith(t, Options{Clients: []string{"samsa", "kgo"}, Workloads: []string{"100B"}, Broker: BrokerKfake, TLS: true})
+		assert.Contains(t, rep.Broker, "kfake.TLS")
+		require.Len(t, rep.Workloads[0].Clients, 2)
+		assert.Empty(t, rep.Workloads[0].TLSOverheads(), "no plaintext runs to compare with")
+	})
 }
