@@ -63,15 +63,22 @@ func completedAtOnce(f *Future) bool {
 }
 
 // TestUnauthorizedTopicFailsAtOnce: a topic the producer may not write to
-// (TOPIC_AUTHORIZATION_FAILED in Metadata, not retriable) fails its parked
-// records as soon as the answer comes, not after MaxBlock or DeliveryTimeout,
-// with an error naming the topic and the code; later Sends fail at once
-// while the condition lasts, and once the broker authorizes the topic,
-// records go through again.
+// (TOPIC_AUTHORIZATION_FAILED in Metadata, not retriable), or one the
+// broker finds invalid (INVALID_TOPIC_EXCEPTION), fails its parked records
+// as soon as the answer comes, not after MaxBlock or DeliveryTimeout, with
+// an error naming the topic and the code; later Sends fail at once while
+// the condition lasts, and once the broker accepts the topic, records go
+// through again.
 func TestUnauthorizedTopicFailsAtOnce(t *testing.T) {
+	for _, code := range []*kerr.Error{kerr.TopicAuthorizationFailed, kerr.InvalidTopicException} {
+		t.Run(code.Name, func(t *testing.T) { testTopicFailsAtOnce(t, code) })
+	}
+}
+
+func testTopicFailsAtOnce(t *testing.T, code *kerr.Error) {
 	c := newCluster(t, testbroker.Config{})
 	require.NoError(t, c.CreateTopic("secret", 1))
-	remove := c.Intercept(testbroker.Interceptor{Keys: []int16{3}, ErrorCode: kerr.TopicAuthorizationFailed.Code})
+	remove := c.Intercept(testbroker.Interceptor{Keys: []int16{3}, ErrorCode: code.Code})
 	p := newProducer(t, c, Config{MaxBlock: time.Minute, DeliveryTimeout: 2 * time.Minute})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -81,22 +88,22 @@ func TestUnauthorizedTopicFailsAtOnce(t *testing.T) {
 	require.NoError(t, ctx.Err(), "the record waited for MaxBlock or DeliveryTimeout")
 	var ke *KafkaError
 	require.ErrorAs(t, err, &ke)
-	require.Equal(t, kerr.TopicAuthorizationFailed.Code, ke.Code)
+	require.Equal(t, code.Code, ke.Code)
 	require.Contains(t, err.Error(), `"secret"`)
-	require.Contains(t, err.Error(), "TOPIC_AUTHORIZATION_FAILED")
+	require.Contains(t, err.Error(), code.Name)
 
 	f := p.Send(ctx, &Record{Topic: "secret", Value: []byte("v")})
-	require.True(t, completedAtOnce(f), "a Send to a topic known to be unauthorized fails at once")
+	require.True(t, completedAtOnce(f), "a Send to a topic known to fail fails at once")
 	_, err = f.Wait(ctx)
 	require.ErrorAs(t, err, &ke)
-	require.Equal(t, kerr.TopicAuthorizationFailed.Code, ke.Code)
+	require.Equal(t, code.Code, ke.Code)
 
 	remove()
 	var md RecordMetadata
 	require.Eventually(t, func() bool {
 		md, err = p.Send(ctx, &Record{Topic: "secret", Value: []byte("ok")}).Wait(ctx)
 		return err == nil
-	}, 8*time.Second, 20*time.Millisecond, "records go through once the topic is authorized: %v", err)
+	}, 8*time.Second, 20*time.Millisecond, "records go through once the topic is accepted: %v", err)
 	require.Equal(t, "secret", md.Topic)
 }
 
