@@ -175,3 +175,23 @@ func TestUnreachableClusterErrorNamesTheCause(t *testing.T) {
 	require.Contains(t, err.Error(), "refused")
 	require.Equal(t, 1, strings.Count(logs.String(), "metadata fetch failed"), "logged once at Warn:\n%s", logs.String())
 }
+
+// TestFailedHandshakeIsReportedAsSuch: a broker whose ApiVersions answer
+// cannot be read makes records fail with that cause (the handshake, the
+// broker's address), not as a missing topic.
+func TestFailedHandshakeIsReportedAsSuch(t *testing.T) {
+	b := newHostileBroker(t, 18, "garbage")
+	defer b.close()
+	p, err := New(Config{Brokers: []string{b.addr()}, MaxBlock: 300 * time.Millisecond,
+		RetryBackoff: 10 * time.Millisecond, RetryBackoffMax: 50 * time.Millisecond})
+	require.NoError(t, err)
+	defer p.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err = p.Send(ctx, &Record{Topic: "t", Value: []byte("v")}).Wait(ctx)
+	require.NoError(t, ctx.Err())
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "ApiVersions")
+	require.Contains(t, err.Error(), b.addr())
+	require.False(t, errors.Is(err, kerr.UnknownTopicOrPartition), "reported as a missing topic: %v", err)
+}
