@@ -49,6 +49,8 @@ type sink struct {
 	expireLive int          // expireQ's length after its last filtering
 	parked     map[*ioTopic]struct{}
 
+	creatingTopics bool // a CreateTopics request is in flight (admin.go)
+
 	// Produce answers, queued by the connections' goroutines in arrival
 	// order: a queue under a lock never blocks them and keeps the order.
 	respMu   sync.Mutex
