@@ -153,7 +153,7 @@ type Client struct {
 	wg        sync.WaitGroup
 
 	connMu   sync.Mutex
-	conns    map[string]*conn.Conn // by address
+	conns    map[string]*conn.Conn // by connKey
 	lastGood string
 	closed   bool
 	// rebootstrap makes the next request skip the known brokers
@@ -580,7 +580,7 @@ func (c *Client) fetch(names []string) (*kmsg.MetadataResponse, error) {
 		t.Topic = kmsg.StringPtr(n)
 		req.Topics = append(req.Topics, t)
 	}
-	resp, err := c.do(c.ctx, req, -1)
+	resp, err := c.do(c.ctx, req, -1, false)
 	if err != nil {
 		return nil, err
 	}
@@ -608,16 +608,30 @@ func (c *Client) fetch(names []string) (*kmsg.MetadataResponse, error) {
 func (c *Client) Do(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
 	ctx, stop := c.joinCtx(ctx)
 	defer stop()
-	return c.do(ctx, req, -1)
+	return c.do(ctx, req, -1, false)
 }
 
 // DoController is Do, sent to the controller of the last snapshot when it
 // is known (for CreateTopics; with KRaft any broker forwards to the
-// controller), else to any broker.
+// controller), else to any broker. It uses connections of its own, apart
+// from the ones Metadata and Do use: a broker enforcing a KIP-599 mutation
+// quota answers a throttled CreateTopics and then mutes that connection for
+// the throttle time (KIP-219), which would hold a Metadata request written
+// behind it past its request timeout.
 func (c *Client) DoController(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
 	ctx, stop := c.joinCtx(ctx)
 	defer stop()
-	return c.do(ctx, req, c.Snapshot().ControllerID)
+	return c.do(ctx, req, c.Snapshot().ControllerID, true)
+}
+
+// connKey is the key of addr's connection in Client.conns: the address, or
+// for the admin connections of DoController, the address behind a prefix no
+// address has.
+func connKey(addr string, admin bool) string {
+	if admin {
+		return "admin\x00" + addr
+	}
+	return addr
 }
 
 // joinCtx returns ctx, also cancelled by Close.
@@ -664,10 +678,10 @@ func (c *Client) candidates(prefer int32) []string {
 	return out
 }
 
-func (c *Client) do(ctx context.Context, req kmsg.Request, prefer int32) (kmsg.Response, error) {
+func (c *Client) do(ctx context.Context, req kmsg.Request, prefer int32, admin bool) (kmsg.Response, error) {
 	var errs []error
 	for _, addr := range c.candidates(prefer) {
-		cn, err := c.connTo(ctx, addr)
+		cn, err := c.connTo(ctx, addr, connKey(addr, admin))
 		if err == nil {
 			var resp kmsg.Response
 			resp, err = cn.Do(ctx, req)
@@ -684,7 +698,7 @@ func (c *Client) do(ctx context.Context, req kmsg.Request, prefer int32) (kmsg.R
 				return nil, err
 			}
 			if ctx.Err() == nil {
-				c.dropConn(addr, cn)
+				c.dropConn(addr, connKey(addr, admin), cn)
 			}
 		}
 		if cerr := ctx.Err(); cerr != nil {
@@ -714,18 +728,18 @@ func (e joinedErrs) Error() string {
 
 func (e joinedErrs) Unwrap() []error { return e }
 
-// connTo returns the open connection to addr, dialing one if needed. The
-// lock is not held while dialing.
-func (c *Client) connTo(ctx context.Context, addr string) (*conn.Conn, error) {
+// connTo returns the open connection to addr kept under key (connKey),
+// dialing one if needed. The lock is not held while dialing.
+func (c *Client) connTo(ctx context.Context, addr, key string) (*conn.Conn, error) {
 	c.connMu.Lock()
 	if c.closed {
 		c.connMu.Unlock()
 		return nil, ErrClosed
 	}
-	if cn := c.conns[addr]; cn != nil {
+	if cn := c.conns[key]; cn != nil {
 		select {
 		case <-cn.Done():
-			delete(c.conns, addr)
+			delete(c.conns, key)
 		default:
 			c.connMu.Unlock()
 			return cn, nil
@@ -743,18 +757,18 @@ func (c *Client) connTo(ctx context.Context, addr string) (*conn.Conn, error) {
 		_ = cn.Close()
 		return nil, ErrClosed
 	}
-	if other := c.conns[addr]; other != nil && other.Err() == nil {
+	if other := c.conns[key]; other != nil && other.Err() == nil {
 		_ = cn.Close() // lost a dial race
 		return other, nil
 	}
-	c.conns[addr] = cn
+	c.conns[key] = cn
 	return cn, nil
 }
 
-func (c *Client) dropConn(addr string, cn *conn.Conn) {
+func (c *Client) dropConn(addr, key string, cn *conn.Conn) {
 	c.connMu.Lock()
-	if c.conns[addr] == cn {
-		delete(c.conns, addr)
+	if c.conns[key] == cn {
+		delete(c.conns, key)
 	}
 	if c.lastGood == addr {
 		c.lastGood = ""

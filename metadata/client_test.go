@@ -362,3 +362,35 @@ func BenchmarkWantTouchParallel(b *testing.B) {
 		}
 	})
 }
+
+// TestThrottledCreateTopicsDoesNotHoldMetadata: a broker that throttles a
+// CreateTopics (KIP-599) mutes that connection for the throttle time
+// (KIP-219), and the client holds its writes there as well; Metadata and Do
+// still answer at once, since DoController has connections of its own.
+// Found against a real Kafka, where a Metadata request written behind a
+// throttled CreateTopics timed out and broke the connection.
+func TestThrottledCreateTopicsDoesNotHoldMetadata(t *testing.T) {
+	cl := newCluster(t, 1)
+	cl.Intercept(testbroker.Interceptor{Keys: []int16{19}, After: true, Throttle: 20 * time.Second})
+	c := newClient(t, Config{Bootstrap: cl.Addrs()})
+	if _, err := c.Do(context.Background(), kmsg.NewPtrMetadataRequest()); err != nil {
+		t.Fatal(err) // the ordinary connection exists before the CreateTopics
+	}
+	ct := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "throttled", 1, 1
+	ct.Topics = append(ct.Topics, rt)
+	ct.TimeoutMillis = 5000
+	resp, err := c.DoController(context.Background(), ct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ms := resp.(*kmsg.CreateTopicsResponse).ThrottleMillis; ms <= 0 {
+		t.Fatalf("CreateTopics was not throttled (ThrottleMillis %d): the test proves nothing", ms)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if _, err := c.Do(ctx, kmsg.NewPtrMetadataRequest()); err != nil {
+		t.Fatalf("Metadata behind a throttled CreateTopics: %v", err)
+	}
+}
