@@ -2,6 +2,7 @@ package conn
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
@@ -11,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -149,6 +151,10 @@ type Conn struct {
 	queue    fifo // sent, not yet written; owned by the writer
 	inflight fifo // written, awaiting a response; owned by the reader
 	err      error
+	seq      uint64     // next send sequence number
+	orphans  []*pending // handed back by the writer after the break, for failPending
+	exited   int        // goroutines that have exited; the second fails what is pending
+	drained  bool       // failPending is done: Send fails new requests itself
 
 	wake          chan struct{} // 1-buffered: Send → writer
 	done          chan struct{} // closed once err is set
@@ -163,6 +169,7 @@ type pending struct {
 	req      kmsg.Request
 	fn       func(kmsg.Response, error)
 	corr     int32
+	seq      uint64 // send order: pending requests are failed in this order
 	deadline time.Time
 	noResp   bool // Produce with acks=0: the broker sends nothing back
 }
@@ -287,11 +294,20 @@ func (c *Conn) ThrottledUntil() time.Time {
 //   - from the writer goroutine with (nil, nil) once a Produce request with
 //     Acks 0 is written, as the broker sends no response;
 //   - with an error wrapping ErrClosed, ErrTimeout or kerr.NetworkException
-//     when the connection is closed or breaks first, from the reader
-//     goroutine (the writer for an unflushed acks=0 request);
-//   - before Send returns, on the caller's goroutine, if the connection is
-//     already broken or the broker does not support req's key (an error
-//     wrapping kerr.UnsupportedVersion).
+//     when the connection is closed or breaks first: once both of the
+//     connection's goroutines have exited, the last of them fails every
+//     request still pending, one after the other in the order they were
+//     sent, oldest first (a request sent meanwhile, even from a callback,
+//     is failed after them by the same goroutine);
+//   - before Send returns, on the caller's goroutine, if the connection
+//     broke and everything sent before has already been failed, or if the
+//     broker does not support req's key (an error wrapping
+//     kerr.UnsupportedVersion).
+//
+// So per connection, answers come in send order, and failures too, after
+// every answer. The one exception is acks=0: such a request completes when
+// written, which may be before an older request on the same connection has
+// its answer (or its failure).
 //
 // done must not block for long and must not call Close. The caller bounds the
 // number of requests in flight; Send itself does not.
@@ -308,12 +324,16 @@ func (c *Conn) Send(req kmsg.Request, done func(kmsg.Response, error)) {
 		p.noResp = true
 	}
 	c.mu.Lock()
-	if err := c.err; err != nil {
+	if err := c.err; err != nil && c.drained {
 		c.mu.Unlock()
 		putPending(p)
 		done(nil, err)
 		return
 	}
+	// Queued even when broken, until failPending is done: it then fails
+	// this request after the older ones.
+	p.seq = c.seq
+	c.seq++
 	c.queue.push(p)
 	c.mu.Unlock()
 	select {
@@ -353,8 +373,8 @@ func (c *Conn) Close() error {
 }
 
 // fail marks the connection broken with err (the first error wins) and
-// closes the socket, which ends both goroutines. The reader then completes
-// everything pending, so callbacks keep running on the reader goroutine.
+// closes the socket, which ends both goroutines. The last of them to exit
+// then fails everything pending (exit, failPending).
 func (c *Conn) fail(err error) {
 	c.mu.Lock()
 	if c.err != nil {
@@ -407,13 +427,13 @@ func (c *Conn) next() *pending {
 // writer formats the request first, so that once the request is in flight
 // (where the reader may complete it, and its owner reuse its memory, at any
 // moment) the writer never touches it again. If the connection broke
-// meanwhile, launch completes the request itself and reports false.
+// meanwhile, launch hands the request back for failPending, which fails it
+// in its place in send order, and reports false.
 func (c *Conn) launch(p *pending) bool {
 	c.mu.Lock()
-	if err := c.err; err != nil {
+	if c.err != nil {
+		c.orphans = append(c.orphans, p)
 		c.mu.Unlock()
-		p.fn(nil, err)
-		putPending(p)
 		return false
 	}
 	p.deadline = time.Now().Add(c.cfg.RequestTimeout)
@@ -435,18 +455,16 @@ func (c *Conn) writeLoop() {
 	)
 	timer.Stop()
 	defer timer.Stop()
+	// The writer only returns once the connection is broken. Acks=0
+	// requests not flushed by then are handed back, to be failed with the
+	// rest in send order.
+	defer func() { c.exit(unflushed) }()
 
 	flush := func() bool {
 		if bw.Buffered() > 0 {
 			_ = c.nc.SetWriteDeadline(time.Now().Add(c.cfg.RequestTimeout))
 			if err := bw.Flush(); err != nil {
-				err = c.brokenErr(err, "write")
-				c.fail(err)
-				for _, p := range unflushed {
-					p.fn(nil, err)
-					putPending(p)
-				}
-				unflushed = unflushed[:0]
+				c.fail(c.brokenErr(err, "write"))
 				return false
 			}
 		}
@@ -512,12 +530,7 @@ func (c *Conn) writeLoop() {
 				return
 			}
 			if _, err := bw.Write(buf); err != nil {
-				err = c.brokenErr(err, "write")
-				c.fail(err)
-				for _, p := range unflushed {
-					p.fn(nil, err)
-					putPending(p)
-				}
+				c.fail(c.brokenErr(err, "write"))
 				return
 			}
 		}
@@ -533,16 +546,47 @@ func (c *Conn) writeLoop() {
 func (c *Conn) readLoop() {
 	defer c.wg.Done()
 	br := bufio.NewReaderSize(c.nc, bufSize)
-	err := c.readResponses(br)
-	c.fail(err)
-	// The socket is closed and the writer moves nothing more to the
-	// in-flight queue (next returns nil once err is set): complete what is
-	// left, oldest first, on this goroutine.
+	c.fail(c.readResponses(br))
+	c.exit(nil)
+}
+
+// exit is the last thing the writer and the reader do, once the connection
+// is broken; the writer passes the acks=0 requests it wrote but did not
+// flush. The second goroutine to exit fails everything pending: then
+// nothing else holds a request, so no request is failed twice or out of
+// its place, and every answer the reader delivered comes before.
+func (c *Conn) exit(held []*pending) {
 	c.mu.Lock()
-	err = c.err
-	inflight, queued := c.inflight.drain(), c.queue.drain()
+	c.orphans = append(c.orphans, held...)
+	c.exited++
+	last := c.exited == 2
 	c.mu.Unlock()
-	for _, list := range [2][]*pending{inflight, queued} {
+	if last {
+		c.failPending()
+	}
+}
+
+// failPending fails every pending request with the connection's error, in
+// send order, on the calling goroutine, then sets drained. Requests sent
+// while it runs (from callbacks or other goroutines) are queued, and failed
+// in a further round, after the ones before them.
+func (c *Conn) failPending() {
+	for {
+		c.mu.Lock()
+		err := c.err
+		list := append(c.inflight.drain(), c.orphans...)
+		list = append(list, c.queue.drain()...)
+		clear(c.orphans)
+		c.orphans = c.orphans[:0]
+		if len(list) == 0 {
+			c.drained = true
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		// In flight and handed-back acks=0 requests interleave; the
+		// queue holds only newer ones.
+		slices.SortFunc(list, func(a, b *pending) int { return cmp.Compare(a.seq, b.seq) })
 		for _, p := range list {
 			p.fn(nil, err)
 			putPending(p)

@@ -380,6 +380,129 @@ func TestBrokerDropFailsPending(t *testing.T) {
 	<-c.Done()
 }
 
+// TestPendingFailInSendOrder: however the connection ends (Close, a
+// dropped connection, a timeout) and wherever its requests are (in flight,
+// queued, held by the writer, acks=0 and not yet flushed, sent by a
+// callback while the pending ones are being failed), every callback runs
+// once, in send order: answers first, then failures. The producer's
+// in-order retries rely on that.
+func TestPendingFailInSendOrder(t *testing.T) {
+	const n = 200
+	// answerUpTo answers Metadata requests until the one for topic k, and
+	// then nothing more, as a broker answers in order.
+	answerUpTo := func(k int) func(<-chan struct{}) func(reqHeader, kmsg.Request) kmsg.Response {
+		return func(<-chan struct{}) func(reqHeader, kmsg.Request) kmsg.Response {
+			var hung atomic.Bool
+			return func(h reqHeader, req kmsg.Request) kmsg.Response {
+				if mr, ok := req.(*kmsg.MetadataRequest); ok && *mr.Topics[0].Topic == fmt.Sprint(k) {
+					hung.Store(true)
+				}
+				if hung.Load() {
+					return nil
+				}
+				return metadataEcho(h, req)
+			}
+		}
+	}
+	// stall stops reading at the first request until the test ends, so
+	// that the connection's buffers fill and the writer has requests
+	// written but not flushed when the connection ends.
+	stall := func(release <-chan struct{}) func(reqHeader, kmsg.Request) kmsg.Response {
+		return func(reqHeader, kmsg.Request) kmsg.Response { <-release; return nil }
+	}
+	records := make([]byte, 64<<10)
+	acks0 := func(int) kmsg.Request {
+		r := kmsg.NewPtrProduceRequest()
+		r.Acks = 0
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "t"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = records
+		rt.Partitions = append(rt.Partitions, rp)
+		r.Topics = append(r.Topics, rt)
+		return r
+	}
+	meta := func(i int) kmsg.Request { return metadataReq(fmt.Sprint(i)) }
+	closeConn := func(c *Conn, _ *fakeBroker) { _ = c.Close() }
+	dropConns := func(_ *Conn, b *fakeBroker) {
+		deadline := time.Now().Add(10 * time.Second)
+		for len(b.requests()) < 2 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		b.dropConns()
+	}
+	cases := []struct {
+		name   string
+		cfg    Config
+		handle func(release <-chan struct{}) func(reqHeader, kmsg.Request) kmsg.Response
+		req    func(i int) kmsg.Request
+		// answered: requests before this one may succeed.
+		answered int
+		end      func(c *Conn, b *fakeBroker)
+		resend   bool // request 0's callback sends request n
+		want     error
+	}{
+		{name: "close", handle: answerUpTo(0), req: meta, end: closeConn, want: ErrClosed},
+		{name: "close, answers first", handle: answerUpTo(n / 2), req: meta, answered: n / 2, end: closeConn, want: ErrClosed},
+		{name: "close, acks=0", handle: stall, req: acks0, answered: n, end: closeConn, want: ErrClosed},
+		{name: "close, a callback sends", handle: answerUpTo(0), req: meta, end: closeConn, resend: true, want: ErrClosed},
+		{name: "broker drops", handle: answerUpTo(0), req: meta, end: dropConns, want: kerr.NetworkException},
+		{name: "broker drops, acks=0", handle: stall, req: acks0, answered: n, end: dropConns, want: kerr.NetworkException},
+		{name: "timeout, answers first", cfg: Config{RequestTimeout: 100 * time.Millisecond}, handle: answerUpTo(n / 2), req: meta,
+			answered: n / 2, end: func(*Conn, *fakeBroker) {}, want: ErrTimeout},
+		{name: "timeout, a callback sends", cfg: Config{RequestTimeout: 100 * time.Millisecond}, handle: answerUpTo(0), req: meta,
+			end: func(*Conn, *fakeBroker) {}, resend: true, want: ErrTimeout},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			release := make(chan struct{})
+			b := newFakeBroker(t, tc.handle(release))
+			t.Cleanup(func() { close(release) }) // runs before the broker's cleanup
+			c := dial(t, b.addr(), tc.cfg)
+			total := n
+			if tc.resend {
+				total++
+			}
+			cb := newCallbacks(total)
+			for i := 0; i < n; i++ {
+				fn := cb.fn(i)
+				if i == 0 && tc.resend {
+					fn = func(resp kmsg.Response, err error) {
+						c.Send(tc.req(n), cb.fn(n)) // the newest: fails last
+						cb.fn(0)(resp, err)
+					}
+				}
+				c.Send(tc.req(i), fn)
+			}
+			tc.end(c, b)
+			cb.wait(t)
+			<-c.Done()
+			cb.assertOnce(t, total)
+			cb.mu.Lock()
+			defer cb.mu.Unlock()
+			for i, got := range cb.order {
+				if got != i {
+					t.Fatalf("callbacks ran in the order %v, want send order", cb.order)
+				}
+			}
+			failed := 0
+			for i := 0; i < total; i++ {
+				switch err := cb.errs[i]; {
+				case err == nil && (i >= tc.answered || failed > 0):
+					t.Fatalf("request %d succeeded after %d failed (answers end before %d)", i, failed, tc.answered)
+				case err != nil && !errors.Is(err, tc.want):
+					t.Fatalf("request %d: %v, want %v", i, err, tc.want)
+				case err != nil:
+					failed++
+				}
+			}
+			if failed == 0 {
+				t.Fatal("no request failed")
+			}
+		})
+	}
+}
+
 // TestCorrelationMismatchBreaksConnection: a broker answering with the wrong
 // correlation id breaks the connection with a clear error.
 func TestCorrelationMismatchBreaksConnection(t *testing.T) {

@@ -42,7 +42,12 @@
 // closed and every pending request fails with an error wrapping ErrTimeout.
 // A broken connection fails every pending request with an error wrapping
 // kerr.NetworkException and the cause; Close fails them with ErrClosed. In
-// every case each callback runs exactly once. Done and Err tell the owner
+// every case each callback runs exactly once, and in send order: the writer
+// hands back what it holds (a request it was encoding, acks=0 requests not
+// yet flushed), and the last of the two goroutines to exit fails everything
+// pending, oldest first, after every answer the reader delivered; a request
+// sent meanwhile is failed after them. Only acks=0 requests complete out of
+// that order, when written. Done and Err tell the owner
 // that the connection is gone; reconnecting (with Backoff) is the owner's job.
 //
 // # Throttling (KIP-219)

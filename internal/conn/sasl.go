@@ -177,7 +177,9 @@ func (c *Conn) reauthDue() bool {
 // the broker answers them in order before the SaslHandshake, so the reader
 // completes them as usual and then hands each exchange response back here.
 // New requests wait in the queue until the exchange is over. A failure
-// breaks the connection; every pending request then fails with it.
+// breaks the connection; every pending request then fails with it, once
+// the writer has returned (failPending), so the writer never waits for an
+// exchange request's callback on a broken connection.
 func (c *Conn) reauthenticate() error {
 	c.cfg.Logger.Debug("SASL re-authentication (KIP-368)", "addr", c.addr, "mechanism", c.cfg.SASL.Name())
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.RequestTimeout)
@@ -207,21 +209,29 @@ func (c *Conn) reauthenticate() error {
 		}
 		p.corr = c.corr
 		c.corr++
+		p.seq = c.seq
+		c.seq++
 		c.mu.Unlock()
 		buf = c.format.AppendRequest(buf[:0], req, p.corr)
-		if !c.launch(p) { // completed p with the error
-			r := <-ch
-			return nil, r.err
+		if !c.launch(p) { // handed back: failPending completes it later
+			return nil, c.Err()
 		}
 		_ = c.nc.SetWriteDeadline(time.Now().Add(c.cfg.RequestTimeout))
 		if _, err := c.nc.Write(buf); err != nil {
 			c.fail(c.brokenErr(err, "write"))
 		}
-		r := <-ch // the reader completes p, even when the connection breaks
-		if r.err != nil {
-			return nil, r.err
+		// The reader completes p with its answer. If the connection
+		// breaks first, p is failed only after this goroutine returns
+		// (into ch, which has room for it).
+		select {
+		case r := <-ch:
+			if r.err != nil {
+				return nil, r.err
+			}
+			return r.resp, nil
+		case <-c.done:
+			return nil, c.Err()
 		}
-		return r.resp, nil
 	}
 	start := time.Now()
 	lifetime, err := c.saslExchange(ctx, roundTrip)
