@@ -64,7 +64,9 @@
 //     kill) and restart of a partition leader (0 lost, duplicated or
 //     reordered, every callback once); NOT_ENOUGH_REPLICAS retried until the ISR is back;
 //     KIP-599 THROTTLING_QUOTA_EXCEEDED retried after its throttle time;
-//     TOPIC_AUTHORIZATION_FAILED failing at once.
+//     TOPIC_AUTHORIZATION_FAILED failing at once; samsa over the SASL_SSL
+//     listener with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512, read back by kgo,
+//     and a wrong password failing fast with ErrAuthentication.
 //
 // Every test but the real-Kafka ones starts its own in-process cluster on
 // random loopback ports, closes it, and is bounded by timeouts; the

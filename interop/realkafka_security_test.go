@@ -1,0 +1,78 @@
+package interop
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/samsa-go/samsa/compression"
+	"github.com/samsa-go/samsa/producer"
+	"github.com/samsa-go/samsa/sasl"
+)
+
+// TestRealKafkaSASLSSL: samsa produces to a real Kafka's SASL_SSL listener
+// (the 1-node cluster started with -sasl-ssl: a CA of the script's, SCRAM
+// users made at format time, a PLAIN user in the JAAS config) with each
+// mechanism, every record read back by kgo over the plaintext listener; and
+// a wrong password fails every record fast with ErrAuthentication, naming
+// the broker, without the password in the error.
+func TestRealKafkaSASLSSL(t *testing.T) {
+	c := realKafka(t)
+	brokers := realEnv(t, "SAMSA_KAFKA_SASL_SSL_BROKERS", "the 1-node cluster was started without -sasl-ssl")
+	caPEM, err := os.ReadFile(realEnv(t, "SAMSA_KAFKA_CA", "no CA"))
+	require.NoError(t, err)
+	roots := x509.NewCertPool()
+	require.True(t, roots.AppendCertsFromPEM(caPEM))
+	tlsCfg := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	scramUser, scramPass := realEnv(t, "SAMSA_KAFKA_SCRAM_USER", "no SCRAM user"), realEnv(t, "SAMSA_KAFKA_SCRAM_PASSWORD", "no SCRAM password")
+	plainUser, plainPass := realEnv(t, "SAMSA_KAFKA_PLAIN_USER", "no PLAIN user"), realEnv(t, "SAMSA_KAFKA_PLAIN_PASSWORD", "no PLAIN password")
+	secureAddrs := strings.Split(brokers, ",")
+
+	for _, tt := range []struct {
+		name string
+		mech sasl.Mechanism
+	}{
+		{"PLAIN", sasl.Plain(plainUser, plainPass)},
+		{"SCRAM-SHA-256", sasl.ScramSHA256(scramUser, scramPass)},
+		{"SCRAM-SHA-512", sasl.ScramSHA512(scramUser, scramPass)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			topic := uniqueTopic("samsa-sasl-" + tt.name)
+			c.createTopic(t, topic, 3, 1, nil)
+			p := newSamsaProducer(t, secureAddrs, producer.Config{TLS: tlsCfg.Clone(), SASL: tt.mech, Compression: compression.Zstd})
+			const n = 2000
+			recs := makeSamsaRecords(topic, n)
+			mds := sendAll(t, p, recs)
+			got := consumeAll(t, c.addrs, topic, 3, n)
+			checkDelivered(t, recs, mds, got, 3, compression.Zstd)
+			require.NoError(t, p.Close(testContext(t)))
+		})
+	}
+
+	t.Run("wrong password", func(t *testing.T) {
+		const secret = "not-the-password-x9"
+		p := newSamsaProducer(t, secureAddrs, producer.Config{TLS: tlsCfg.Clone(), SASL: sasl.ScramSHA512(scramUser, secret), DeliveryTimeout: 2 * time.Minute})
+		ctx := testContext(t)
+		start := time.Now()
+		futs := make([]*producer.Future, 20)
+		for i := range futs {
+			futs[i] = p.Send(ctx, &producer.Record{Topic: uniqueTopic("samsa-sasl-denied"), Value: []byte(fmt.Sprint(i))})
+		}
+		for i, f := range futs {
+			_, err := f.Wait(ctx)
+			require.Error(t, err, "record %d", i)
+			assert.True(t, errors.Is(err, producer.ErrAuthentication), "record %d: %v", i, err)
+			assert.NotContains(t, err.Error(), secret)
+		}
+		require.Less(t, time.Since(start), 20*time.Second, "records failed only after %v", time.Since(start))
+		require.NoError(t, p.Close(ctx))
+	})
+}
