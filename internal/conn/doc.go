@@ -16,10 +16,11 @@
 // Config.SASL then authenticates after ApiVersions with SaslHandshake v1
 // and SaslAuthenticate (v0 to v2, kmsg structs), and the writer
 // re-authenticates (KIP-368) at 85% to 95% of the session lifetime the
-// broker returned, before writing its next request: requests already in
-// flight stay there (the broker answers them in order before the new
-// SaslHandshake, as Java's client also expects), and new ones wait in the
-// queue until the exchange is over. Trust failures (a certificate that
+// broker returned, and at least a second (a quarter of a session shorter
+// than 4 s) before it ends, before writing its next request: requests
+// already in flight stay there (the broker answers them in order before
+// the new SaslHandshake, as Java's client also expects), and new ones wait
+// in the queue until the exchange is over. Trust failures (a certificate that
 // does not verify, a TLS alert, SASL_AUTHENTICATION_FAILED, an unsupported
 // mechanism) wrap ErrAuthentication, not kerr.NetworkException; a broker
 // that closes the connection during the handshake is a network error.

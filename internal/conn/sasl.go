@@ -147,19 +147,20 @@ func lifetimeOf(r *kmsg.SASLAuthenticateResponse) time.Duration {
 
 // setReauth schedules re-authentication (KIP-368) at 85% to 95% of the
 // session lifetime, like the Java client, and at least a second before its
-// end for sessions of 10 s or more; counted from before the exchange
-// started (the broker counts from its end), so this errs early.
+// end (a quarter of the lifetime, for sessions shorter than 4 s); counted
+// from before the exchange started (the broker counts from its end), so
+// this errs early.
 func (c *Conn) setReauth(start time.Time, lifetime time.Duration) {
 	if lifetime <= 0 {
 		c.reauthAt = 0
 		return
 	}
 	d := time.Duration(float64(lifetime) * (0.85 + 0.1*rand.Float64()))
-	if lifetime >= 10*time.Second {
-		// At least a second early: the broker checks the expiry when it
-		// reads a request, which may wait behind others.
-		d = min(d, lifetime-time.Second)
-	}
+	// The broker checks the expiry when it reads a request, which may
+	// wait behind others in flight: the last request written before the
+	// exchange needs a margin that does not shrink with the lifetime
+	// (5% of a 600 ms session was too little on a loaded machine).
+	d = min(d, lifetime-min(time.Second, lifetime/4))
 	at := start.Add(d)
 	c.reauthAt = at.UnixNano()
 	c.cfg.Logger.Debug("SASL session established", "addr", c.addr, "mechanism", c.cfg.SASL.Name(), "lifetime", lifetime, "reauth_in", time.Until(at))
