@@ -92,6 +92,58 @@ func (t *TypedProducer[K, V]) SendRecord(ctx context.Context, rec *TypedRecord[K
 	return t.p.Send(ctx, &s.rec)
 }
 
+// TrySend serializes rec's key and value and sends it like
+// Producer.TrySend: when the buffer pool has no memory for the record it
+// fails at once with ErrBufferExhausted instead of waiting up to MaxBlock.
+// A serialization error fails the returned Future, as in SendRecord. rec
+// may be reused once TrySend returns.
+func (t *TypedProducer[K, V]) TrySend(ctx context.Context, rec *TypedRecord[K, V]) *Future {
+	s := t.scratch.Get().(*typedScratch)
+	defer t.release(s)
+	if err := t.encode(s, rec); err != nil {
+		f := new(Future)
+		f.complete(failedTyped(rec), err)
+		return f
+	}
+	return t.p.TrySend(ctx, &s.rec)
+}
+
+// TypedResult is what TypedProducer.SendTo delivers on its channel for each
+// record.
+type TypedResult[K, V any] struct {
+	// Record is the record given to SendTo. The producer keeps the pointer
+	// (not the serialized key and value, which Send copied) until the
+	// TypedResult is delivered, so do not reuse it before then.
+	Record *TypedRecord[K, V]
+	// Metadata is set when Err is nil.
+	Metadata RecordMetadata
+	// Err is why the record failed, or nil.
+	Err error
+}
+
+// SendTo serializes rec's key and value and sends it like Producer.SendTo:
+// one TypedResult per record is sent on results, from the producer's
+// completion goroutine, so the channel must be drained (a full channel
+// holds up every completion). A serialization error, or another error found
+// by SendTo itself, is sent from the caller's goroutine before SendTo
+// returns, so an unbuffered channel must have a receiver running elsewhere.
+// SendTo costs one allocation per record more than SendCallback (the
+// delivery closure). It panics if results is nil.
+func (t *TypedProducer[K, V]) SendTo(ctx context.Context, rec *TypedRecord[K, V], results chan<- TypedResult[K, V]) {
+	if results == nil {
+		panic("producer: SendTo needs a non-nil results channel")
+	}
+	s := t.scratch.Get().(*typedScratch)
+	defer t.release(s)
+	if err := t.encode(s, rec); err != nil {
+		results <- TypedResult[K, V]{Record: rec, Metadata: failedTyped(rec), Err: err}
+		return
+	}
+	t.p.SendCallback(ctx, &s.rec, func(md RecordMetadata, err error) {
+		results <- TypedResult[K, V]{Record: rec, Metadata: md, Err: err}
+	})
+}
+
 // SendCallback serializes rec's key and value and sends it like
 // Producer.SendCallback. A serialization error calls fn on the caller's
 // goroutine before SendCallback returns, as other errors found by Send

@@ -244,3 +244,95 @@ func TestTypedProducerDelivers(t *testing.T) {
 	assert.Equal(t, "hello", string(recs[0].Value))
 	require.Len(t, recs[0].Headers, 1)
 }
+
+// SendTo delivers one TypedResult per record, carrying the caller's typed
+// record; a serialization error arrives before SendTo returns; a nil
+// channel panics.
+func TestTypedSendToDeliversEveryResult(t *testing.T) {
+	c := newCluster(t, testbroker.Config{})
+	require.NoError(t, c.CreateTopic("orders", 2))
+	p := newProducer(t, c, Config{})
+	orders := NewTyped(p, StringSerializer{}, JSONSerializer[order]{})
+
+	const n = 50
+	results := make(chan TypedResult[string, order], n)
+	recs := make([]*TypedRecord[string, order], n)
+	for i := range recs {
+		recs[i] = &TypedRecord[string, order]{Topic: "orders", Key: fmt.Sprint(i), Value: order{ID: i}}
+		orders.SendTo(context.Background(), recs[i], results)
+	}
+	seen := map[*TypedRecord[string, order]]bool{}
+	for range recs {
+		r := <-results
+		require.NoError(t, r.Err)
+		assert.Equal(t, "orders", r.Metadata.Topic)
+		assert.GreaterOrEqual(t, r.Metadata.Offset, int64(0))
+		require.False(t, seen[r.Record], "one result per record")
+		seen[r.Record] = true
+	}
+	for _, rec := range recs {
+		assert.True(t, seen[rec], "record %s delivered with its own pointer", rec.Key)
+	}
+
+	boom := errors.New("boom")
+	bad := NewTyped(p, StringSerializer{}, SerializerFunc[int](func(string, int) ([]byte, error) { return nil, boom }))
+	badResults := make(chan TypedResult[string, int], 1)
+	badRec := &TypedRecord[string, int]{Topic: "orders"}
+	bad.SendTo(context.Background(), badRec, badResults)
+	require.Len(t, badResults, 1, "a serialization error is delivered before SendTo returns")
+	r := <-badResults
+	assert.Same(t, badRec, r.Record)
+	assert.ErrorIs(t, r.Err, ErrInvalidRecord)
+	assert.ErrorIs(t, r.Err, boom)
+	assert.Equal(t, int64(-1), r.Metadata.Offset)
+
+	assert.Panics(t, func() { orders.SendTo(context.Background(), recs[0], nil) })
+}
+
+// TrySend delivers like SendRecord, fails a serialization error at once,
+// and fails with ErrBufferExhausted instead of waiting for memory (MaxBlock
+// is a minute here: a TrySend that waited would hang the test).
+func TestTypedTrySend(t *testing.T) {
+	c := newCluster(t, testbroker.Config{})
+	require.NoError(t, c.CreateTopic("t", 1))
+	p := newProducer(t, c, Config{BufferMemory: 64 << 10, BatchSize: 16 << 10, MaxBlock: time.Minute, Linger: -1})
+	tp := NewTyped(p, StringSerializer{}, StringSerializer{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	md, err := tp.TrySend(ctx, &TypedRecord[string, string]{Topic: "t", Key: "k", Value: "v"}).Wait(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), md.Offset)
+	recs, err := c.Records("t", 0)
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	assert.Equal(t, "k", string(recs[0].Key))
+	assert.Equal(t, "v", string(recs[0].Value))
+
+	_, err = tp.TrySend(ctx, nil).Wait(ctx)
+	assert.ErrorIs(t, err, ErrInvalidRecord)
+
+	remove := c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Stall: true})
+	defer remove()
+	value := strings.Repeat("v", 1000)
+	var pending []*Future
+	var exhausted error
+	for range 1000 {
+		f := tp.TrySend(ctx, &TypedRecord[string, string]{Topic: "t", Value: value})
+		select {
+		case <-f.Done():
+			_, err := f.Wait(ctx)
+			if errors.Is(err, ErrBufferExhausted) {
+				exhausted = err
+			}
+		default:
+			pending = append(pending, f)
+		}
+		if exhausted != nil {
+			break
+		}
+	}
+	require.ErrorIs(t, exhausted, ErrBufferExhausted, "64 KiB of buffer fills up within 1000 records of 1 KB")
+	remove()
+	waitAll(t, pending)
+}
