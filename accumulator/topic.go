@@ -198,6 +198,7 @@ func (t *Topic[C]) Park(ctx context.Context, ts int64, key, value []byte, header
 			if !a.res.TryReserve(blk) {
 				t.mu.Unlock()
 				if err := a.reserve(ctx, blk, wait); err != nil {
+					t.dropIdle()
 					return false, err
 				}
 				spareCredit = blk
@@ -225,10 +226,24 @@ func (t *Topic[C]) Park(ctx context.Context, ts int64, key, value []byte, header
 		t.mu.Unlock()
 		buf, err := t.acc.allocate(ctx, max(want, size), wait)
 		if err != nil {
+			t.dropIdle()
 			return false, err
 		}
 		spare = buf[:0]
 	}
+}
+
+// dropIdle gives back what a Park that failed for memory leaves behind
+// when nothing is parked: the bookkeeping block it reserved and the chunks
+// of other Parks that failed the same way. With nothing parked no event
+// brings the IO goroutine to resetLocked, and once the topic's partitions
+// are known Park is not called again, so they would stay taken.
+func (t *Topic[C]) dropIdle() {
+	t.mu.Lock()
+	if t.parked.n == 0 && !t.parking.Load() {
+		t.resetLocked()
+	}
+	t.mu.Unlock()
 }
 
 // nextChunkLocked returns the size of the next parking chunk and doubles

@@ -35,7 +35,7 @@ func (p *SimplePool) TryReserve(n int) bool {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.waiters.head != nil || !p.canGrantLocked(n) {
+	if (p.waiters.head != nil && !p.held) || !p.canGrantLocked(n) {
 		return false
 	}
 	if buf := p.takeLocked(n); buf != nil {

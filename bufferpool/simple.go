@@ -35,6 +35,7 @@ type SimplePool struct {
 	freeBytes int64
 	freeCount int
 	waiters   waitQueue
+	held      bool                   // see Hold
 	spare     freelist.List[*waiter] // recycled waiter structs
 	tracked   map[uintptr]*tracker
 
@@ -130,7 +131,7 @@ func (p *SimplePool) TryAllocate(size int) []byte {
 		return nil
 	}
 	p.mu.Lock()
-	if p.waiters.head != nil || !p.canGrantLocked(size) {
+	if (p.waiters.head != nil && !p.held) || !p.canGrantLocked(size) {
 		p.mu.Unlock()
 		return nil
 	}
@@ -158,7 +159,7 @@ func (p *SimplePool) Allocate(ctx context.Context, size int, maxWait time.Durati
 		}
 	}
 	p.mu.Lock()
-	if p.waiters.head == nil && p.canGrantLocked(size) {
+	if p.waiters.head == nil && !p.held && p.canGrantLocked(size) {
 		buf := p.takeLocked(size)
 		p.mu.Unlock()
 		if buf == nil {
@@ -356,6 +357,9 @@ func (p *SimplePool) popFreeLocked(k int) freeBuf {
 // blocks the ones behind it: that is what keeps small requests from starving
 // a large one.
 func (p *SimplePool) serveLocked() {
+	if p.held {
+		return // Hold: released memory waits for TryAllocate
+	}
 	for w := p.waiters.head; w != nil && p.canGrantLocked(w.size); w = p.waiters.head {
 		p.waiters.remove(w)
 		w.buf = p.takeLocked(w.size)

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-go/samsa/accumulator"
+	"github.com/samsa-go/samsa/bufferpool"
 	"github.com/samsa-go/samsa/compression"
 	"github.com/samsa-go/samsa/internal/conn"
 	"github.com/samsa-go/samsa/internal/kerr"
@@ -50,6 +51,7 @@ type sink struct {
 	parked     map[*ioTopic]struct{}
 
 	creatingTopics bool // a CreateTopics request is in flight (admin.go)
+	holding        bool // the pool holds released memory for moveParked (bufferpool.Holder)
 
 	// Produce answers, queued by the connections' goroutines in arrival
 	// order: a queue under a lock never blocks them and keeps the order.
@@ -529,6 +531,7 @@ func (s *sink) updatePartitions(t *ioTopic, mt *metadata.Topic) {
 
 // moveParked moves parked records of topics whose partitions are known.
 func (s *sink) moveParked() {
+	starved := false
 	for t := range s.parked {
 		if len(t.parts) == 0 {
 			s.maybeCreateTopic(t)
@@ -558,7 +561,26 @@ func (s *sink) moveParked() {
 		})
 		if done {
 			delete(s.parked, t)
+		} else {
+			starved = true
 		}
+	}
+	s.hold(starved)
+}
+
+// hold asks the pool, when it can (bufferpool.Holder), to keep released
+// memory for moveParked while parked records cannot move for the lack of
+// it, instead of handing it to Sends waiting for memory: those Sends would
+// park more records of the same topic, or fill other topics' batches, and
+// the parked records, which free their memory only by moving, would expire.
+// Off again once nothing parked is starved (and at shutdown).
+func (s *sink) hold(on bool) {
+	if on == s.holding {
+		return
+	}
+	if h, ok := s.p.pool.(bufferpool.Holder); ok {
+		h.Hold(on)
+		s.holding = on
 	}
 }
 
@@ -1484,6 +1506,7 @@ func (s *sink) resetTimer() {
 // still buffered with ErrClosed, waits for requests in flight, and closes the
 // connections.
 func (s *sink) shutdown() {
+	defer s.hold(false) // Sends still waiting for memory fail with ErrClosed, not MaxBlock
 	s.timer.Stop()
 	s.now = time.Now()
 	s.drainEvents()

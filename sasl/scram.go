@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/xdg-go/scram"
 )
@@ -49,8 +51,32 @@ func (m *scramMech) Start(context.Context, string) (Session, []byte, error) {
 }
 
 type scramSession struct {
-	name string
-	conv *scram.ClientConversation
+	name     string
+	conv     *scram.ClientConversation
+	sawFirst bool // the server-first message was checked
+}
+
+// maxScramIterations is the most PBKDF2 iterations a server may ask for:
+// Kafka's own bound (ScramMechanism's maxIterations). The library checks
+// only the minimum (4096), and a hostile broker asking for 2^31-1 would keep
+// a dial (which Close waits for) computing for minutes.
+const maxScramIterations = 16384
+
+// checkIterations refuses a server-first message (RFC 5802 section 5.1:
+// comma-separated attributes) whose iteration count is over
+// maxScramIterations; the library parses and checks the rest.
+func checkIterations(serverFirst []byte) error {
+	for _, attr := range strings.Split(string(serverFirst), ",") {
+		v, ok := strings.CutPrefix(attr, "i=")
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n > maxScramIterations {
+			return fmt.Errorf("the server asks for %q PBKDF2 iterations, more than %d", v, maxScramIterations)
+		}
+	}
+	return nil
 }
 
 // Step answers the server-first message with the client-final one, then
@@ -58,6 +84,12 @@ type scramSession struct {
 func (s *scramSession) Step(challenge []byte) (bool, []byte, error) {
 	if s.conv.Done() {
 		return true, nil, nil
+	}
+	if !s.sawFirst {
+		s.sawFirst = true
+		if err := checkIterations(challenge); err != nil {
+			return false, nil, fmt.Errorf("sasl: %s: %w", s.name, err)
+		}
 	}
 	out, err := s.conv.Step(string(challenge))
 	if err != nil {
