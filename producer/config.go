@@ -282,6 +282,10 @@ type Config struct {
 	// session ends (KIP-368). Use it with TLS. Default nil: no SASL. It
 	// never prints its secrets, so %v of a Config is safe to log.
 	SASL sasl.Mechanism
+
+	// ignoredProps are the properties ConfigFromProperties accepted without
+	// a setting to map them to; New logs them once at Warn to Logger.
+	ignoredProps []string
 }
 
 // withDefaults validates c and returns it with every default applied and

@@ -165,12 +165,12 @@ func ExampleConfigFromProperties_java() {
 	// acks=1 alone turns idempotence off, as in the Java client.
 	fmt.Println("idempotent:", !cfg.DisableIdempotence)
 
-	_, err = producer.ConfigFromProperties(map[string]string{"linger.ms": "soon", "sasl.kerberos.service.name": "kafka"})
+	_, err = producer.ConfigFromProperties(map[string]string{"linger.ms": "soon", "lingr.ms": "5"})
 	fmt.Println(errors.Is(err, producer.ErrInvalidConfig))
 	fmt.Println(err)
 	// Output:
 	// [kafka1:9092 kafka2:9092] leader 20ms zstd 65536
 	// idempotent: false
 	// true
-	// producer: invalid config: unknown properties: sasl.kerberos.service.name; linger.ms: "soon" is not a number of milliseconds
+	// producer: invalid config: unknown properties: lingr.ms (did you mean linger.ms?); linger.ms: "soon" is not a number of milliseconds
 }

@@ -87,6 +87,7 @@ func New(cfg Config) (*Producer, error) {
 		quit:       make(chan struct{}),
 		ioDone:     make(chan struct{}),
 	}
+	logIgnoredProperties(p.log, cfg.ignoredProps)
 	connCfg := conn.Config{
 		ClientID:       cfg.ClientID,
 		DialTimeout:    cfg.DialTimeout,

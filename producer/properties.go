@@ -94,8 +94,22 @@ import (
 // include), sasl.login.callback.handler.class and
 // sasl.client.callback.handler.class.
 //
-// Any other key is an error. The returned error wraps ErrInvalidConfig and
-// lists every problem: all unknown keys, sorted, then every bad value.
+// The rest of the Java producer's documented keys (Apache Kafka 4.x: for
+// example connections.max.idle.ms, reconnect.backoff.ms,
+// reconnect.backoff.max.ms, send.buffer.bytes, receive.buffer.bytes,
+// metadata.recovery.strategy, the metrics.* keys, sasl.kerberos.*,
+// sasl.login.* and sasl.oauthbearer.* tuning, ssl.cipher.suites,
+// transaction.timeout.ms) are accepted and ignored: samsa has no setting
+// for them, and none changes what is delivered. New logs them once, at
+// Warn, to Config.Logger (set Logger on the returned Config to see it).
+// interceptor.classes is accepted only empty.
+//
+// transactional.id is an error until samsa supports transactions: the
+// records would silently be produced outside a transaction. Any other key
+// is an error too, naming the nearest known key when it looks like a typo
+// ("lingr.ms (did you mean linger.ms?)"). The returned error wraps
+// ErrInvalidConfig and lists every problem: all unknown keys, sorted, then
+// every bad value.
 // ConfigFromProperties does not apply defaults or check settings against
 // each other; New does.
 func ConfigFromProperties(props map[string]string) (Config, error) {
@@ -108,6 +122,7 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 	var (
 		c       Config
 		unknown []string
+		ignored []string
 		bad     []string
 		setBy   = map[string]string{} // Config field -> the key that set it
 		idemSet bool
@@ -326,9 +341,18 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 			integer(key, v, 0, math.MaxInt32)
 		case "key.serializer", "value.serializer":
 			// Java class names: ignored; Go code uses TypedProducer.
+		case "interceptor.classes":
+			if v != "" {
+				fail(key, "%q cannot be loaded in Go, and interceptors may change what is sent: wrap Send instead", v)
+			}
 		default:
-			if !sec.take(key, v) {
-				unknown = append(unknown, key)
+			switch {
+			case refusedKeys[key] != "":
+				fail(key, "%s", refusedKeys[key])
+			case javaIgnoredKeys[key]:
+				ignored = append(ignored, key)
+			case !sec.take(key, v):
+				unknown = append(unknown, unknownKey(key))
 			}
 		}
 	}
@@ -355,5 +379,6 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 	if len(bad) > 0 {
 		return Config{}, fmt.Errorf("%w: %s", ErrInvalidConfig, strings.Join(bad, "; "))
 	}
+	c.ignoredProps = ignored
 	return c, nil
 }

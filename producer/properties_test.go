@@ -1,8 +1,10 @@
 package producer
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -197,8 +199,8 @@ func TestConfigFromPropertiesErrors(t *testing.T) {
 	}{
 		{
 			"unknown keys listed sorted",
-			map[string]string{"zz.unknown": "1", "linger.ms": "5", "aa.unknown": "2", "sasl.kerberos.service.name": "kafka"},
-			[]string{"unknown properties: aa.unknown, sasl.kerberos.service.name, zz.unknown"},
+			map[string]string{"zz.unknown": "1", "linger.ms": "5", "aa.unknown": "2", "lingr.ms": "5"},
+			[]string{"unknown properties: aa.unknown, lingr.ms (did you mean linger.ms?), zz.unknown"},
 		},
 		{"not a number", map[string]string{"linger.ms": "5ms"}, []string{`linger.ms: "5ms" is not a number of milliseconds`}},
 		{"negative ms", map[string]string{"request.timeout.ms": "-1"}, []string{"request.timeout.ms"}},
@@ -275,7 +277,7 @@ func ExampleConfigFromProperties() {
 	fmt.Println(err)
 	// Output:
 	// [localhost:9092] 10ms lz4
-	// producer: invalid config: unknown properties: lingr.ms; acks: "2" is not one of all, -1, 1, 0
+	// producer: invalid config: unknown properties: lingr.ms (did you mean linger.ms?); acks: "2" is not one of all, -1, 1, 0
 }
 
 // Any property, known or not, with any value, gives a Config or an error
@@ -306,4 +308,77 @@ func FuzzConfigFromProperties(f *testing.F) {
 			t.Fatalf("withDefaults error does not wrap ErrInvalidConfig: %v", err)
 		}
 	})
+}
+
+// Java's documented producer keys that samsa has no setting for are
+// accepted, and New logs them once at Warn; transactional.id and a
+// non-empty interceptor.classes are refused; an unknown key names the
+// nearest known one.
+func TestConfigFromPropertiesJavaKeys(t *testing.T) {
+	props := map[string]string{
+		"bootstrap.servers":        "k1:9092",
+		"connections.max.idle.ms":  "540000",
+		"reconnect.backoff.ms":     "50",
+		"reconnect.backoff.max.ms": "1000",
+		"send.buffer.bytes":        "131072",
+		"receive.buffer.bytes":     "32768",
+		"client.dns.lookup":        "use_all_dns_ips",
+		"metrics.recording.level":  "INFO",
+		"interceptor.classes":      "",
+		"transaction.timeout.ms":   "60000",
+	}
+	cfg, err := ConfigFromProperties(props)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"k1:9092"}, cfg.Brokers)
+	assert.ElementsMatch(t, []string{"connections.max.idle.ms", "reconnect.backoff.ms", "reconnect.backoff.max.ms",
+		"send.buffer.bytes", "receive.buffer.bytes", "metrics.recording.level", "transaction.timeout.ms"}, cfg.ignoredProps)
+
+	var logs strings.Builder
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	p, err := New(cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, p.Close(ctx))
+	out := logs.String()
+	assert.Equal(t, 1, strings.Count(out, "are ignored"), "logged once: %s", out)
+	assert.Contains(t, out, "level=WARN")
+	assert.Contains(t, out, "connections.max.idle.ms, metrics.recording.level, receive.buffer.bytes")
+
+	cases := []struct {
+		name  string
+		props map[string]string
+		want  string
+	}{
+		{"transactional.id", map[string]string{"transactional.id": "tx-1"}, "transactional.id: transactions are not supported yet"},
+		{"interceptors", map[string]string{"interceptor.classes": "com.example.Audit"}, `interceptor.classes: "com.example.Audit" cannot be loaded in Go`},
+		{"typo", map[string]string{"lingr.ms": "5"}, "unknown properties: lingr.ms (did you mean linger.ms?)"},
+		{"typo in a long key", map[string]string{"reconnect.backof.max.ms": "5"}, "reconnect.backof.max.ms (did you mean reconnect.backoff.max.ms?)"},
+		{"typo in a security key", map[string]string{"security.protocl": "SSL"}, "security.protocl (did you mean security.protocol?)"},
+		{"nothing near", map[string]string{"zz": "1"}, "unknown properties: zz"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ConfigFromProperties(tc.props)
+			require.ErrorIs(t, err, ErrInvalidConfig)
+			assert.Contains(t, err.Error(), tc.want)
+			if tc.name == "nothing near" {
+				assert.NotContains(t, err.Error(), "did you mean")
+			}
+		})
+	}
+}
+
+func TestEditDistance(t *testing.T) {
+	cases := []struct {
+		a, b string
+		want int
+	}{
+		{"", "", 0}, {"abc", "", 3}, {"", "ab", 2}, {"linger.ms", "linger.ms", 0},
+		{"lingr.ms", "linger.ms", 1}, {"kitten", "sitting", 3}, {"acks", "ackss", 1},
+	}
+	for _, tc := range cases {
+		assert.Equal(t, tc.want, editDistance(tc.a, tc.b), "%q %q", tc.a, tc.b)
+		assert.Equal(t, tc.want, editDistance(tc.b, tc.a), "%q %q", tc.b, tc.a)
+	}
 }
