@@ -97,7 +97,7 @@ func (c *completer) complete(o *outcome) {
 	p := c.p
 	if o.single != nil {
 		p.deliver(o.single, o.md, o.err)
-		p.finished(1)
+		p.finished(o.single.epoch, 1)
 		return
 	}
 	b := o.batch
@@ -114,10 +114,11 @@ func (c *completer) complete(o *outcome) {
 	for i := 0; i < n; {
 		i = c.deliverFrom(o, md, i)
 	}
+	odd := oddEpochs(b)
 	if !o.hold {
 		c.free(b)
 	}
-	p.finished(int64(n))
+	p.finishedBatch(int64(n), odd)
 }
 
 // deliverFrom delivers the records of o's batch from index next on, and

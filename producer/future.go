@@ -100,6 +100,9 @@ type completion struct {
 	ch  chan<- Result
 	rec *Record // for ch
 	ts  int64   // the record's timestamp, Unix milliseconds
+	// epoch is the Flush epoch's parity when the record was sent: the
+	// slot of Producer.pending that counts it.
+	epoch uint8
 }
 
 // deliver completes c. It runs on the completion goroutine, or on the

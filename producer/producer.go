@@ -32,11 +32,17 @@ type Producer struct {
 
 	topics sync.Map // string → *topicState
 
-	// unfinished counts records accepted by Send and not yet completed.
-	unfinished atomic.Int64
-	flushMu    sync.Mutex
-	flushDone  chan struct{} // closed when unfinished reaches 0; nil when nobody waits
-	flushing   atomic.Int32  // Flush calls in progress: the IO goroutine seals at once
+	// pending counts records accepted by Send and not yet completed, in
+	// two slots: a record counts in slot epoch&1 as loaded at its Send.
+	// Flush increments epoch, so that the records sent before it are
+	// those of the other slot, and waits for that slot to drain (see
+	// flush). Close waits for both.
+	pending  [2]atomic.Int64
+	epoch    atomic.Uint64
+	flushMu  sync.Mutex
+	slotDone [2]chan struct{} // closed when pending[i] reaches 0; nil when nobody waits
+	idleDone chan struct{}    // closed when both slots reach 0; nil when nobody waits
+	flushing atomic.Int32     // Flush calls in progress: the IO goroutine seals at once
 
 	// memWanted is set by the IO goroutine when moving parked records ran
 	// out of pool memory; the completer then wakes it when memory is freed.
@@ -238,9 +244,10 @@ func (p *Producer) send(ctx context.Context, rec *Record, c completion, wait boo
 		return
 	}
 	// Counted before the closed check: Close sets closed, then waits for
-	// unfinished to reach 0. So a Send either sees closed and fails, or
+	// pending to reach 0. So a Send either sees closed and fails, or
 	// Close waits for its record (flushed, or failed by the shutdown).
-	p.unfinished.Add(1)
+	c.epoch = uint8(p.epoch.Load() & 1)
+	p.pending[c.epoch].Add(1)
 	if p.closed.Load() {
 		p.reject(&c, rec, ErrClosed)
 		return
@@ -280,7 +287,7 @@ func (p *Producer) send(ctx context.Context, rec *Record, c completion, wait boo
 // reject completes a record that Send counted but did not take.
 func (p *Producer) reject(c *completion, rec *Record, err error) {
 	p.deliver(c, p.failedMetadata(rec), err)
-	p.finished(1)
+	p.finished(c.epoch, 1)
 }
 
 // deliver completes c on the calling goroutine; a panicking callback is
@@ -332,7 +339,7 @@ func (p *Producer) failLate() {
 		}
 		for i := range parked {
 			p.deliver(&parked[i], RecordMetadata{Topic: ts.acc.Name, Partition: -1, Offset: -1}, err)
-			p.finished(1)
+			p.finished(parked[i].epoch, 1)
 		}
 		parked = parked[:0]
 		return true
@@ -343,8 +350,9 @@ func (p *Producer) failLate() {
 		for i := range n {
 			p.deliver(b.Records.At(i), md, err)
 		}
+		odd := oddEpochs(b)
 		p.acc.Free(b)
-		p.finished(int64(n))
+		p.finishedBatch(int64(n), odd)
 	}
 }
 
@@ -423,24 +431,49 @@ func (p *Producer) append(ctx context.Context, t *topicState, rec *Record, size 
 	return nil
 }
 
-// finished marks n records as completed and wakes Flush when none is left.
-func (p *Producer) finished(n int64) {
-	if p.unfinished.Add(-n) != 0 {
+// finished marks n records of epoch parity e as completed, and wakes
+// Flush when none of that parity is left, and Close when none at all is.
+// Whichever slot reaches 0 last sees the other at 0 too, so idleDone is
+// never missed.
+func (p *Producer) finished(e uint8, n int64) {
+	if n == 0 || p.pending[e].Add(-n) != 0 {
 		return
 	}
 	p.flushMu.Lock()
-	if p.flushDone != nil && p.unfinished.Load() == 0 {
-		close(p.flushDone)
-		p.flushDone = nil
+	if ch := p.slotDone[e]; ch != nil && p.pending[e].Load() == 0 {
+		close(ch)
+		p.slotDone[e] = nil
+	}
+	if p.idleDone != nil && p.pending[0].Load() == 0 && p.pending[1].Load() == 0 {
+		close(p.idleDone)
+		p.idleDone = nil
 	}
 	p.flushMu.Unlock()
 }
 
+// finishedBatch marks n records as completed, odd of them of odd parity.
+func (p *Producer) finishedBatch(n, odd int64) {
+	p.finished(0, n-odd)
+	p.finished(1, odd)
+}
+
+// oddEpochs counts b's records sent in an odd Flush epoch.
+func oddEpochs(b *batch) int64 {
+	var odd int64
+	for i, n := 0, b.Records.Len(); i < n; i++ {
+		odd += int64(b.Records.At(i).epoch)
+	}
+	return odd
+}
+
 // Flush sends every buffered record at once, without waiting for Linger,
-// and waits until every record sent before Flush was called, and any sent
-// while it waits, is acknowledged or has failed, and its callback has
-// returned. It returns ctx.Err() if ctx ends first (records are not
-// affected), and ErrClosed after Close.
+// and waits until every record sent before Flush was called is
+// acknowledged or has failed, and its callback has returned. As in Java,
+// records sent while it waits are not waited for (they are sent at once
+// too, while Flush waits), so Flush returns under a continuous stream of
+// Sends; a Send concurrent with the call may or may not be covered. It
+// returns ctx.Err() if ctx ends first (records are not affected), and
+// ErrClosed after Close.
 //
 // Flush must not be called from a callback: it would wait for that very
 // callback. There it returns at once with an error wrapping
@@ -455,20 +488,66 @@ func (p *Producer) Flush(ctx context.Context) error {
 	return p.flush(ctx)
 }
 
+// flush ends the current epoch and waits for its records. Sends from then
+// on count in the other slot, which must be empty first: when an earlier
+// Flush's epoch is still draining there, flush waits for it (those records
+// were sent before this call too), and only then flips. So a slot never
+// holds two epochs that a Flush waits for, and records sent after the flip
+// never hold up this Flush. A Send that loaded the epoch just before the
+// flip may count in the slot after this Flush saw it drained: it was
+// concurrent with the call, and the next Flush covers it.
 func (p *Producer) flush(ctx context.Context) error {
 	p.flushing.Add(1)
 	defer p.flushing.Add(-1)
+	var sealed uint8
 	for {
-		idle := p.whenIdle()
-		if idle == closedChan {
+		p.flushMu.Lock()
+		e := p.epoch.Load()
+		next := uint8((e + 1) & 1)
+		if p.pending[next].Load() == 0 {
+			p.epoch.Store(e + 1)
+			sealed = uint8(e & 1)
+			p.flushMu.Unlock()
+			break
+		}
+		ch := p.slotDoneLocked(next)
+		p.flushMu.Unlock()
+		if err := p.awaitKicking(ctx, ch); err != nil {
+			return err
+		}
+	}
+	for {
+		p.flushMu.Lock()
+		if p.pending[sealed].Load() == 0 {
+			p.flushMu.Unlock()
 			return nil
 		}
-		p.acc.Kick()
-		select {
-		case <-idle:
-		case <-ctx.Done():
-			return ctx.Err()
+		ch := p.slotDoneLocked(sealed)
+		p.flushMu.Unlock()
+		if err := p.awaitKicking(ctx, ch); err != nil {
+			return err
 		}
+	}
+}
+
+// slotDoneLocked returns the channel closed when pending[e] reaches 0.
+// flushMu must be held.
+func (p *Producer) slotDoneLocked(e uint8) chan struct{} {
+	if p.slotDone[e] == nil {
+		p.slotDone[e] = make(chan struct{})
+	}
+	return p.slotDone[e]
+}
+
+// awaitKicking wakes the IO goroutine (to seal what lingers) and waits for
+// ch or ctx.
+func (p *Producer) awaitKicking(ctx context.Context, ch <-chan struct{}) error {
+	p.acc.Kick()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -477,13 +556,13 @@ func (p *Producer) flush(ctx context.Context) error {
 func (p *Producer) whenIdle() <-chan struct{} {
 	p.flushMu.Lock()
 	defer p.flushMu.Unlock()
-	if p.unfinished.Load() == 0 {
+	if p.pending[0].Load() == 0 && p.pending[1].Load() == 0 {
 		return closedChan
 	}
-	if p.flushDone == nil {
-		p.flushDone = make(chan struct{})
+	if p.idleDone == nil {
+		p.idleDone = make(chan struct{})
 	}
-	return p.flushDone
+	return p.idleDone
 }
 
 // Close flushes (as Flush does, bounded by ctx), then stops the producer:
@@ -551,7 +630,7 @@ type counters struct {
 // to call from any goroutine, for example for a progress bar.
 func (p *Producer) Stats() Stats {
 	return Stats{
-		Buffered:          p.unfinished.Load(),
+		Buffered:          p.pending[0].Load() + p.pending[1].Load(),
 		BufferUsed:        p.pool.Size() - p.pool.Available(),
 		BufferSize:        p.pool.Size(),
 		InFlight:          p.stats.inflight.Load(),
