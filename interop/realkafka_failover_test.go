@@ -175,7 +175,7 @@ func TestRealKafkaNotEnoughReplicas(t *testing.T) {
 	}
 	time.Sleep(time.Second) // more retries, all failing
 	for i, f := range futs {
-		if _, err, done := f.Result(); done {
+		if _, done, err := f.Result(); done {
 			t.Fatalf("record %d completed while the ISR was below min.insync.replicas: %v", i, err)
 		}
 	}

@@ -46,7 +46,7 @@ func TestRealKafkaSendBeforeTopicExists(t *testing.T) {
 		if sentBefore == 0 && time.Since(start) >= createAfter {
 			sentBefore = i
 			for j, f := range futs[:i] {
-				if _, err, done := f.Result(); done {
+				if _, done, err := f.Result(); done {
 					t.Fatalf("record %d completed before its topic existed: %v", j, err)
 				}
 			}

@@ -125,7 +125,7 @@ func TestSamsaSendBeforeTopicExists(t *testing.T) {
 			// and be told it does not exist.
 			time.Sleep(300 * time.Millisecond)
 			for i, f := range futs {
-				if _, err, done := f.Result(); done {
+				if _, done, err := f.Result(); done {
 					t.Fatalf("record %d completed before its topic existed: %v", i, err)
 				}
 			}

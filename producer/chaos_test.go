@@ -123,7 +123,7 @@ func TestIdempotentChaos(t *testing.T) {
 	for g, fs := range futures {
 		outcomes[g] = make([]outcome, len(fs))
 		for i, f := range fs {
-			_, err, done := f.Result()
+			_, done, err := f.Result()
 			require.True(t, done)
 			switch {
 			case err == nil:

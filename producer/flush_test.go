@@ -79,7 +79,7 @@ func TestFlushReturnsUnderContinuousSends(t *testing.T) {
 		after := len(sent)
 		mu.Unlock()
 		for i, f := range covered {
-			_, _, done := f.result()
+			_, done, _ := f.result()
 			require.True(t, done, "round %d: record %d was sent before Flush and is not complete", round, i)
 		}
 		assert.Greater(t, after, before, "round %d: the senders went on during Flush", round)
@@ -108,7 +108,7 @@ func TestConcurrentFlushes(t *testing.T) {
 			defer wg.Done()
 			errs[i] = p.Flush(ctx)
 			for j, f := range fs {
-				if _, _, done := f.result(); !done {
+				if _, done, _ := f.result(); !done {
 					errs[i] = assert.AnError
 					t.Errorf("flush %d returned before record %d completed", i, j)
 					return

@@ -44,26 +44,27 @@ func (f *Future) Done() <-chan struct{} {
 // it returns ctx.Err(), and the record stays in the producer: cancelling a
 // wait does not cancel the record.
 func (f *Future) Wait(ctx context.Context) (RecordMetadata, error) {
-	if md, err, ok := f.result(); ok {
+	if md, ok, err := f.result(); ok {
 		return md, err
 	}
 	select {
 	case <-f.Done():
-		md, err, _ := f.result()
+		md, _, err := f.result()
 		return md, err
 	case <-ctx.Done():
 		return RecordMetadata{}, ctx.Err()
 	}
 }
 
-// Result returns the outcome without waiting; ok is false while the record
-// is still pending.
-func (f *Future) Result() (md RecordMetadata, err error, ok bool) { return f.result() }
+// Result returns the outcome without waiting: the record's metadata and
+// the error it failed with, as Wait returns them, once ok is true; ok is
+// false (and md and err are zero) while the record is still pending.
+func (f *Future) Result() (md RecordMetadata, ok bool, err error) { return f.result() }
 
-func (f *Future) result() (RecordMetadata, error, bool) {
+func (f *Future) result() (RecordMetadata, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.md, f.err, f.done
+	return f.md, f.done, f.err
 }
 
 func (f *Future) complete(md RecordMetadata, err error) {

@@ -29,7 +29,7 @@ func TestParkedRecordTakesLittlePoolMemory(t *testing.T) {
 	var fs []*Future
 	for i := range 64 {
 		f := p.TrySend(context.Background(), &Record{Topic: fmt.Sprintf("new-%d", i), Value: []byte{1}})
-		_, err, done := f.Result()
+		_, done, err := f.Result()
 		require.False(t, done, "record %d failed at once: %v", i, err)
 		fs = append(fs, f)
 	}
@@ -135,7 +135,7 @@ func TestNegativeMaxBlockNeverWaits(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		for {
-			if _, err, ok := p.Send(context.Background(), &Record{Topic: "t", Value: make([]byte, 1000)}).Result(); ok {
+			if _, ok, err := p.Send(context.Background(), &Record{Topic: "t", Value: make([]byte, 1000)}).Result(); ok {
 				done <- err
 				return
 			}

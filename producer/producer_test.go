@@ -133,7 +133,7 @@ func TestParkedRecordsKeepSendOrder(t *testing.T) {
 	}
 	sendTime := time.Since(start)
 	for _, f := range fs[:100] {
-		_, _, done := f.Result()
+		_, done, _ := f.Result()
 		require.False(t, done, "no record can be done before its topic exists")
 	}
 	time.Sleep(300 * time.Millisecond)
@@ -224,7 +224,7 @@ func TestBufferFullBlocksForMaxBlock(t *testing.T) {
 	for time.Now().Before(deadline) {
 		start := time.Now()
 		f := p.Send(context.Background(), &Record{Topic: "stalled", Value: value})
-		if _, err, done := f.Result(); done && errors.Is(err, ErrBufferExhausted) {
+		if _, done, err := f.Result(); done && errors.Is(err, ErrBufferExhausted) {
 			require.GreaterOrEqual(t, time.Since(start), 150*time.Millisecond, "Send must wait about MaxBlock before giving up")
 			exhausted = f
 			break
@@ -283,7 +283,7 @@ func testCloseCompletesAll(t *testing.T, cfg Config) {
 	require.ErrorIs(t, p.Close(ctx), context.Canceled)
 	require.ErrorIs(t, p.Close(context.Background()), context.Canceled, "a second Close returns the first result")
 	for i, f := range fs {
-		_, err, done := f.Result()
+		_, done, err := f.Result()
 		require.True(t, done, "future %d not completed after Close", i)
 		if err != nil && !errors.Is(err, ErrClosed) {
 			t.Fatalf("future %d: unexpected error %v", i, err)
@@ -498,7 +498,7 @@ func TestSendContextEndsTheWaitForMemory(t *testing.T) {
 	var blocked *Future
 	for time.Since(start) < 10*time.Second {
 		f := p.Send(ctx, &Record{Topic: "ctx", Value: value})
-		if _, err, done := f.Result(); done && err != nil {
+		if _, done, err := f.Result(); done && err != nil {
 			blocked = f
 			break
 		}
@@ -510,7 +510,7 @@ func TestSendContextEndsTheWaitForMemory(t *testing.T) {
 	require.Less(t, time.Since(start), 5*time.Second, "the context, not MaxBlock, ended the wait")
 	remove()
 	for _, f := range fs {
-		if _, err, _ := f.Result(); err != nil {
+		if _, _, err := f.Result(); err != nil {
 			continue // a TrySend that found the pool full
 		}
 		_, err := f.Wait(context.Background())

@@ -28,7 +28,7 @@ func waitFuture(t *testing.T, f *Future, d time.Duration) (RecordMetadata, error
 	defer cancel()
 	md, err := f.Wait(ctx)
 	if ctx.Err() != nil {
-		if _, _, ok := f.Result(); !ok {
+		if _, ok, _ := f.Result(); !ok {
 			t.Fatalf("future still pending after %v", d)
 		}
 	}
@@ -217,7 +217,7 @@ func TestSendFromCallbackDoesNotWaitForMemory(t *testing.T) {
 	// Fill the pool while Produce is stalled.
 	val := make([]byte, 1000)
 	for {
-		if _, err, ok := p.TrySend(ctx, &Record{Topic: "full", Value: val}).Result(); ok {
+		if _, ok, err := p.TrySend(ctx, &Record{Topic: "full", Value: val}).Result(); ok {
 			require.ErrorIs(t, err, ErrBufferExhausted)
 			break
 		}

@@ -329,7 +329,7 @@ func TestSendsRacingCloseCompleteOnce(t *testing.T) {
 	}
 	for g := range futures {
 		for i, f := range futures[g] {
-			md, err, ok := f.Result()
+			md, ok, err := f.Result()
 			require.True(t, ok, "sender %d record %d not completed after Close", g, i)
 			if err != nil {
 				require.ErrorIs(t, err, ErrClosed, "sender %d record %d", g, i)

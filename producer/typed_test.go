@@ -108,7 +108,7 @@ func TestTypedSerializerErrorsFailTheFuture(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			md, err, ok := tc.tp.Send(context.Background(), "t", 1, 2).Result()
+			md, ok, err := tc.tp.Send(context.Background(), "t", 1, 2).Result()
 			require.True(t, ok, "a serialization error completes the future at once")
 			assert.ErrorIs(t, err, ErrInvalidRecord)
 			assert.ErrorIs(t, err, boom)
@@ -135,7 +135,7 @@ func TestTypedSerializerErrorCallsCallback(t *testing.T) {
 
 func TestTypedNilRecord(t *testing.T) {
 	tp := NewTyped(&Producer{}, StringSerializer{}, StringSerializer{})
-	_, err, ok := tp.SendRecord(context.Background(), nil).Result()
+	_, ok, err := tp.SendRecord(context.Background(), nil).Result()
 	require.True(t, ok)
 	assert.ErrorIs(t, err, ErrInvalidRecord)
 }
