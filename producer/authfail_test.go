@@ -3,6 +3,8 @@ package producer_test
 import (
 	"context"
 	"crypto/tls"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/samsa-go/samsa/internal/testbroker"
+	"github.com/samsa-go/samsa/internal/testutil"
 	"github.com/samsa-go/samsa/producer"
 	"github.com/samsa-go/samsa/sasl"
 )
@@ -87,12 +90,14 @@ func TestRevokedCredentialsFailFast(t *testing.T) {
 		return sasl.Token{Value: "dave-secret-token"}, nil
 	})
 	ctx := context.Background()
+	var logs testutil.SyncBuffer
 	p, err := producer.New(producer.Config{
 		Brokers:         cl.ListenerAddrs(testbroker.SASLSSL),
 		TLS:             ca.ClientConfig(),
 		SASL:            mech,
 		DeliveryTimeout: 2 * time.Minute,
 		MaxBlock:        time.Minute,
+		Logger:          slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	})
 	require.NoError(t, err)
 	defer p.Close(ctx)
@@ -118,4 +123,12 @@ func TestRevokedCredentialsFailFast(t *testing.T) {
 		}
 	}
 	assert.Positive(t, failed, "records sent after the revocation fail")
+
+	// While the credentials stay revoked, each failed metadata fetch must
+	// not make the topic usable again (it used to flip back and forth on
+	// every fetch: the old snapshot cleared the failure, then checkAuth set
+	// it again, with a log line each way).
+	time.Sleep(time.Second) // several failed fetches
+	assert.NotContains(t, logs.String(), "topic usable again", "the topic flipped back while authentication kept failing")
+	assert.LessOrEqual(t, strings.Count(logs.String(), "failing records of topic at once"), 1, "the topic was failed again and again")
 }

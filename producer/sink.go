@@ -460,7 +460,9 @@ func (s *sink) applyTopic(t *ioTopic, snap *metadata.Snapshot) {
 	}
 	t.err = nil
 	t.id = mt.ID
-	if t.failing != notFailing {
+	if t.failing != notFailing && t.failing != failAuth {
+		// An authentication failure is checkAuth's to clear: a failed
+		// fetch applies the old snapshot, which still has the topic.
 		s.setFailing(t, notFailing, nil)
 	}
 	s.updatePartitions(t, mt)
