@@ -43,7 +43,7 @@ func (b *broker) listen(port int) error {
 	b.port = int32(ln.Addr().(*net.TCPAddr).Port)
 	b.mu.Unlock()
 	b.c.wg.Add(1)
-	go b.accept(ln)
+	go b.accept(ln, 0)
 	return b.listenExtra()
 }
 
@@ -79,8 +79,10 @@ func (b *broker) stop() {
 	}
 }
 
-// accept runs until ln is closed, starting one goroutine per connection.
-func (b *broker) accept(ln net.Listener) {
+// accept runs until ln, the broker's listener number listener (0 the
+// first, the others brokerListeners.extra), is closed, starting one
+// goroutine per connection.
+func (b *broker) accept(ln net.Listener, listener int) {
 	defer b.c.wg.Done()
 	for {
 		nc, err := ln.Accept()
@@ -88,8 +90,9 @@ func (b *broker) accept(ln net.Listener) {
 			return
 		}
 		cn := newConn(b, nc)
+		cn.sec.listener = listener
 		b.mu.Lock()
-		if b.ln != ln { // stopped meanwhile
+		if b.ln == nil || listener == 0 && b.ln != ln { // stopped (or restarted) meanwhile
 			b.mu.Unlock()
 			_ = nc.Close()
 			cn.cancel()

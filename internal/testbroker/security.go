@@ -251,7 +251,7 @@ func (b *broker) listenExtra() error {
 		el.port = int32(ln.Addr().(*net.TCPAddr).Port)
 		el.ln = b.wrapListener(i, ln)
 		b.c.wg.Add(1)
-		go b.acceptExtra(el, el.ln)
+		go b.accept(el.ln, el.index)
 	}
 	return nil
 }
@@ -267,29 +267,6 @@ func (b *broker) stopExtra() {
 			_ = el.ln.Close()
 			el.ln = nil
 		}
-	}
-}
-
-func (b *broker) acceptExtra(el *extraListener, ln net.Listener) {
-	defer b.c.wg.Done()
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		cn := newConn(b, nc)
-		cn.sec.listener = el.index
-		b.mu.Lock()
-		if b.ln == nil { // the broker stopped meanwhile
-			b.mu.Unlock()
-			_ = nc.Close()
-			cn.cancel()
-			continue
-		}
-		b.conns[cn] = struct{}{}
-		b.mu.Unlock()
-		b.c.wg.Add(1)
-		go cn.serve()
 	}
 }
 
