@@ -26,6 +26,9 @@ type fakeBroker struct {
 	maxAPIVersions int16
 	// handle answers one request; a nil response sends nothing back.
 	handle func(h reqHeader, req kmsg.Request) kmsg.Response
+	// raw, if set, answers every request but ApiVersions instead of
+	// handle, writing what it likes on c; false closes the connection.
+	raw func(c net.Conn, h reqHeader, req kmsg.Request) bool
 
 	mu    sync.Mutex
 	seen  []seenReq
@@ -127,6 +130,12 @@ func (b *fakeBroker) serve(c net.Conn) {
 		b.seen = append(b.seen, seenReq{h, req, time.Now()})
 		b.mu.Unlock()
 
+		if b.raw != nil && h.key != 18 {
+			if !b.raw(c, h, req) {
+				return
+			}
+			continue
+		}
 		var resp kmsg.Response
 		if h.key == 18 {
 			resp = b.apiVersions(h)

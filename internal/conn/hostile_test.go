@@ -1,7 +1,6 @@
 package conn
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -17,77 +16,15 @@ import (
 	"github.com/samsa-go/samsa/internal/kerr"
 )
 
-// rawBroker answers ApiVersions properly and hands every other request to
-// answer, which writes whatever bytes it likes (or nothing) on the socket:
-// the hostile half of a broker.
-type rawBroker struct {
-	ln     net.Listener
-	answer func(c net.Conn, h reqHeader, req kmsg.Request) bool // false: close the connection
-	mu     sync.Mutex
-	conns  []net.Conn
-	wg     sync.WaitGroup
-}
-
-func newRawBroker(t testing.TB, answer func(c net.Conn, h reqHeader, req kmsg.Request) bool) *rawBroker {
+// newRawBroker starts a fakeBroker that answers ApiVersions properly and
+// hands every other request to answer, which writes whatever bytes it likes
+// (or nothing) on the socket: the hostile half of a broker. answer returning
+// false closes the connection.
+func newRawBroker(t testing.TB, answer func(c net.Conn, h reqHeader, req kmsg.Request) bool) *fakeBroker {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &rawBroker{ln: ln, answer: answer}
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			b.mu.Lock()
-			b.conns = append(b.conns, c)
-			b.mu.Unlock()
-			b.wg.Add(1)
-			go b.serve(c)
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		b.mu.Lock()
-		for _, c := range b.conns {
-			_ = c.Close()
-		}
-		b.mu.Unlock()
-		b.wg.Wait()
-	})
+	b := newFakeBroker(t, nil)
+	b.raw = answer
 	return b
-}
-
-func (b *rawBroker) addr() string { return b.ln.Addr().String() }
-
-func (b *rawBroker) serve(c net.Conn) {
-	defer b.wg.Done()
-	defer c.Close()
-	br := bufio.NewReader(c)
-	fb := &fakeBroker{apiKeys: defaultAPIKeys(), maxAPIVersions: -1}
-	for {
-		frame, err := readFrame(br)
-		if err != nil {
-			return
-		}
-		h, req, err := decodeRequest(frame)
-		if err != nil {
-			return
-		}
-		if h.key == apiVersionsKey {
-			if _, err := c.Write(encodeResponse(h, fb.apiVersions(h))); err != nil {
-				return
-			}
-			continue
-		}
-		if !b.answer(c, h, req) {
-			return
-		}
-	}
 }
 
 // sizePrefix returns a frame's 4-byte size followed by the correlation id.
