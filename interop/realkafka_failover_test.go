@@ -243,6 +243,12 @@ func (c *realCluster) electPreferredLeaders(t *testing.T, topic string, partitio
 	for {
 		err := electPreferred(ctx, cl, topic, partitions)
 		if err == nil {
+			// The election is done on the controller; the broker answering
+			// Metadata may not have the new leaders yet, and an election
+			// that found the replica out of sync moved nothing.
+			err = c.preferredLeadersLead(t, topic)
+		}
+		if err == nil {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -250,6 +256,22 @@ func (c *realCluster) electPreferredLeaders(t *testing.T, topic string, partitio
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// preferredLeadersLead returns an error naming the first partition of topic
+// whose leader, as Metadata tells, is not its preferred replica.
+func (c *realCluster) preferredLeadersLead(t *testing.T, topic string) error {
+	t.Helper()
+	mt := c.topicMetadata(testContext(t), t, topic)
+	if mt.ErrorCode != 0 {
+		return kerr.ErrorForCode(mt.ErrorCode)
+	}
+	for _, p := range mt.Partitions {
+		if len(p.Replicas) > 0 && p.Leader != p.Replicas[0] {
+			return fmt.Errorf("partition %d is led by %d, not its preferred replica %d", p.Partition, p.Leader, p.Replicas[0])
+		}
+	}
+	return nil
 }
 
 // electPreferred sends one ElectLeaders request (preferred) for every
