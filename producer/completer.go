@@ -27,7 +27,7 @@ type completer struct {
 	wake    chan struct{}
 	exited  chan struct{}
 
-	goid atomic.Uint64 // the completion goroutine's id, to detect Close from a callback
+	goid atomic.Uint64 // the completion goroutine's id: Close, Flush and a waiting Send detect a callback by it
 	// progress grows as outcomes are delivered (per outcome, and every 32
 	// records of a batch): stop tells a blocked callback from a long queue.
 	progress atomic.Uint64
