@@ -1,6 +1,7 @@
 package compression_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/samsa-go/samsa/compression"
@@ -79,5 +80,29 @@ func BenchmarkDecompressZstdStreamed(b *testing.B) {
 		if dst, err = compression.AppendDecompress(compression.Zstd, dst[:0], z, len(want)); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkCompressZstdBatch compresses zstd batches of the sizes a
+// producer sends, up to max.request.size's default of 1 MiB and past it
+// (the encoders with the level's default window).
+func BenchmarkCompressZstdBatch(b *testing.B) {
+	for _, size := range []int{64 << 10, 256 << 10, 1 << 20, 2 << 20} {
+		src := records(size)
+		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
+			c := mustCompressor(b, compression.Zstd, 0)
+			dst, err := c.AppendCompress(nil, src)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(src)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if dst, err = c.AppendCompress(dst[:0], src); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(src))/float64(len(dst)), "ratio")
+		})
 	}
 }

@@ -27,7 +27,8 @@ type Compressor struct {
 	lz4Level  lz4.CompressionLevel
 	pool      sync.Pool // *streamEncoder (gzip or lz4)
 	zstdLevel zstd.EncoderLevel
-	zstdFree  chan *zstd.Encoder // idle encoders, at most GOMAXPROCS
+	zstdSmall zstdClass // encoders for input up to zstdSmallWindow
+	zstdLarge zstdClass // encoders with the level's default window, for larger input
 }
 
 // NewCompressor returns a Compressor for codec t at the given level. Level 0
@@ -87,12 +88,13 @@ func NewCompressor(t Type, level int) (*Compressor, error) {
 			zl = 3
 		}
 		c.zstdLevel = zstd.EncoderLevelFromZstd(zl)
-		c.zstdFree = make(chan *zstd.Encoder, runtime.GOMAXPROCS(0))
-		enc, err := c.newZstdEncoder()
+		c.zstdSmall = zstdClass{window: zstdSmallWindow, free: make(chan *zstd.Encoder, runtime.GOMAXPROCS(0))}
+		c.zstdLarge = zstdClass{free: make(chan *zstd.Encoder, runtime.GOMAXPROCS(0))}
+		enc, err := c.newZstdEncoder(zstdSmallWindow)
 		if err != nil {
 			return nil, fmt.Errorf("compression: zstd encoder: %w", err)
 		}
-		c.zstdFree <- enc
+		c.zstdSmall.free <- enc
 	default:
 		return nil, fmt.Errorf("compression: %w type %s", ErrUnsupported, t)
 	}

@@ -18,30 +18,59 @@ import (
 // state retained is that of the peak number of concurrent calls (one, for
 // a producer that compresses on its IO goroutine). EncodeAll starts no
 // goroutine, so dropped encoders need no Close.
+//
+// The window is where the rest of an encoder's memory goes: with the
+// level's default window (8 MiB, 4 MiB at the fastest speed) an encoder
+// that compressed a 1 MiB batch keeps about 18 MiB; with a 1 MiB window,
+// 4 MiB. Input no longer than the window compresses to the same bytes
+// whatever the window (matches cannot reach before the input's start, and
+// a single-segment frame does not write the window size), so batches up to
+// zstdSmallWindow, the common case (Kafka's max.request.size is 1 MiB),
+// use encoders with that window, and only larger ones, made on first need,
+// the level's default window: the output never changes
+// (TestZstdWindowClassesGiveTheSameBytes).
 
-func (c *Compressor) newZstdEncoder() (*zstd.Encoder, error) {
-	return zstd.NewWriter(nil,
+// zstdSmallWindow is the window of the encoders used for input up to its
+// size.
+const zstdSmallWindow = 1 << 20
+
+// zstdClass is one kind of encoder: its window and its idle encoders.
+type zstdClass struct {
+	window int                // 0: the level's default
+	free   chan *zstd.Encoder // idle encoders, at most GOMAXPROCS
+}
+
+func (c *Compressor) newZstdEncoder(window int) (*zstd.Encoder, error) {
+	opts := []zstd.EOption{
 		zstd.WithEncoderLevel(c.zstdLevel),
 		zstd.WithEncoderConcurrency(1),
 		// An empty batch still becomes a valid frame, which every other
 		// zstd decoder reads.
 		zstd.WithZeroFrames(true),
-	)
+	}
+	if window > 0 {
+		opts = append(opts, zstd.WithWindowSize(window))
+	}
+	return zstd.NewWriter(nil, opts...)
 }
 
 func (c *Compressor) appendZstd(dst, src []byte) ([]byte, error) {
+	class := &c.zstdSmall
+	if len(src) > zstdSmallWindow {
+		class = &c.zstdLarge
+	}
 	var enc *zstd.Encoder
 	select {
-	case enc = <-c.zstdFree:
+	case enc = <-class.free:
 	default:
 		var err error
-		if enc, err = c.newZstdEncoder(); err != nil {
+		if enc, err = c.newZstdEncoder(class.window); err != nil {
 			return dst, fmt.Errorf("compression: zstd encoder: %w", err)
 		}
 	}
 	dst = enc.EncodeAll(src, dst)
 	select {
-	case c.zstdFree <- enc:
+	case class.free <- enc:
 	default: // enough idle encoders already
 	}
 	return dst, nil
