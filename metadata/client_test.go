@@ -13,8 +13,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/samsa-go/samsa/internal/conn"
-	"github.com/samsa-go/samsa/internal/kerr"
 	"github.com/samsa-go/samsa/internal/testbroker"
+	"github.com/samsa-go/samsa/kerr"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/samsa-go/samsa/bufferpool"
-	"github.com/samsa-go/samsa/internal/kerr"
+	"github.com/samsa-go/samsa/kerr"
 )
 
 // Sentinel errors. Every error the producer returns or completes a future

@@ -19,8 +19,8 @@ import (
 	"github.com/samsa-go/samsa/bufferpool"
 	"github.com/samsa-go/samsa/compression"
 	"github.com/samsa-go/samsa/internal/conn"
-	"github.com/samsa-go/samsa/internal/kerr"
 	"github.com/samsa-go/samsa/internal/recordbatch"
+	"github.com/samsa-go/samsa/kerr"
 	"github.com/samsa-go/samsa/metadata"
 
 	"github.com/samsa-go/samsa/internal/freelist"

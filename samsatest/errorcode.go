@@ -4,7 +4,7 @@ import (
 	"errors"
 	"strconv"
 
-	"github.com/samsa-go/samsa/internal/kerr"
+	"github.com/samsa-go/samsa/kerr"
 )
 
 // ErrorCode is a Kafka protocol error code, as a broker sends it (for
