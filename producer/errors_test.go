@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"regexp"
@@ -23,7 +24,7 @@ func TestErrBufferExhaustedIsThePoolsSentinel(t *testing.T) {
 }
 
 func TestSentinelsAreDistinct(t *testing.T) {
-	all := []error{ErrBufferExhausted, ErrClosed, ErrRecordTooLarge, ErrDeliveryTimeout, ErrInvalidRecord, ErrInvalidConfig}
+	all := []error{ErrBufferExhausted, ErrClosed, ErrRecordTooLarge, ErrDeliveryTimeout, ErrInvalidRecord, ErrInvalidConfig, ErrFlushInCallback, ErrOutcomeUnknown, ErrAuthentication}
 	for i, a := range all {
 		for j, b := range all {
 			if i != j {
@@ -47,10 +48,18 @@ func TestIsRetriable(t *testing.T) {
 		{"not retriable", kerr.TopicAuthorizationFailed, false},
 		{"from ForCode", kerr.ForCode(19), true}, // NOT_ENOUGH_REPLICAS
 		{"sentinel", ErrClosed, false},
+		{"delivery timeout without a code", fmt.Errorf("%w: no leader available (last error: %w)", ErrDeliveryTimeout, errors.New("dial tcp: connection refused")), true},
+		{"delivery timeout, outcome unknown", fmt.Errorf("%w: still in flight (%w)", ErrDeliveryTimeout, ErrOutcomeUnknown), true},
+		{"delivery timeout over a final code", fmt.Errorf("%w: topic not present in metadata: %w", ErrDeliveryTimeout, kerr.TopicAuthorizationFailed), false},
+		{"buffer full", fmt.Errorf("bufferpool: waited 1s: %w", ErrBufferExhausted), true},
+		{"closed over a retriable code", fmt.Errorf("%w: t[0]: %w", ErrClosed, kerr.NotLeaderOrFollower), false},
+		{"authentication", fmt.Errorf("conn: b:9092: SASL PLAIN: %w: %w", ErrAuthentication, kerr.SASLAuthenticationFailed), false},
+		{"invalid record", fmt.Errorf("%w: empty topic name", ErrInvalidRecord), false},
+		{"context", context.DeadlineExceeded, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, IsRetriable(tc.err))
+			assert.Equal(t, tc.want, IsRetriable(tc.err), "%v", tc.err)
 		})
 	}
 }
