@@ -3,6 +3,7 @@ package producer
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -130,6 +131,7 @@ func TestSentinelCombinations(t *testing.T) {
 			err := tc.run(t, c)
 			require.Error(t, err)
 			assert.Equal(t, tc.want, sentinelsOf(err), "error: %v", err)
+			assert.LessOrEqual(t, strings.Count(err.Error(), "producer: "), 1, "the package is named once: %v", err)
 			var ke *KafkaError
 			if tc.wantCode == nil {
 				assert.False(t, errors.As(err, &ke), "error: %v", err)
