@@ -11,22 +11,29 @@ import (
 // Sentinel errors. Match them with errors.Is, never by comparing strings.
 //
 // Every error the producer returns or completes a record with is one of
-// three kinds:
+// these kinds:
 //   - it wraps one of ErrBufferExhausted, ErrClosed, ErrRecordTooLarge,
 //     ErrDeliveryTimeout, ErrInvalidRecord, ErrFlushInCallback,
 //     ErrInvalidConfig or ErrAuthentication, and, where there is one, the
 //     cause: a *KafkaError, a connection error (an authentication failure
 //     seen last before a delivery timeout wraps ErrAuthentication too), a
-//     Partitioner's error, ctx.Err();
+//     Partitioner's error;
 //   - it is a *KafkaError: the broker's code for a record it rejected for
 //     good, or for a topic metadata reports unusable (package kerr names
 //     the codes);
-//   - it is a *DataLossError, given to Config.OnDataLoss.
+//   - it wraps ctx.Err(), when Send's context ended while Send waited for
+//     buffer memory;
+//   - it is a *DataLossError, given to Config.OnDataLoss;
+//   - should encoding a batch ever fail, it is the codec's error.
 //
-// Of the sentinels in this block, ErrOutcomeUnknown is the only one that
-// accompanies another: it qualifies ErrDeliveryTimeout or ErrClosed (never
-// any other, and never alone) when the record may have been written. No
-// error wraps two of the others; in particular ErrDeliveryTimeout and
+// ErrOutcomeUnknown is the one sentinel that accompanies another kind: it
+// qualifies the error of a record that failed after its batch was sent,
+// when the record may have been written. It then comes with
+// ErrDeliveryTimeout, ErrClosed, ErrAuthentication or a *KafkaError (an
+// earlier attempt timed out, a later one was refused), never alone and
+// never with the sentinels that fail a record before it is sent
+// (ErrInvalidRecord, ErrRecordTooLarge, ErrBufferExhausted). No error wraps
+// two of the other sentinels; in particular ErrDeliveryTimeout and
 // ErrClosed never come together.
 var (
 	// ErrBufferExhausted is returned by Send when the record needs memory
@@ -72,17 +79,17 @@ var (
 	// the IO goroutine once they are.
 	ErrInvalidRecord = errors.New("producer: invalid record")
 
-	// ErrOutcomeUnknown qualifies an ErrDeliveryTimeout or ErrClosed error
-	// (the error wraps both) when the record may or may not have been
-	// written: a request timed out or a connection broke after the batch
-	// was sent, or the broker's answer left its partition out, and no later
-	// attempt settled it; a batch still in flight when its DeliveryTimeout
-	// passed (it fails at the deadline); or a batch in flight when Close
-	// gave up and closed its connection. An ErrDeliveryTimeout or ErrClosed
-	// error without it means the record was definitely not written; a
-	// *KafkaError alone means the broker refused it. It is never returned
-	// on its own, so its message has no "producer:" prefix: it reads as the
-	// end of the other sentinel's message.
+	// ErrOutcomeUnknown qualifies the error of a record that may or may not
+	// have been written (the error wraps both): a request timed out or a
+	// connection broke after the batch was sent, or the broker's answer
+	// left its partition out, and no later attempt settled it; a batch
+	// still in flight when its DeliveryTimeout passed (it fails at the
+	// deadline); or a batch in flight when Close gave up and closed its
+	// connection. Most often it comes with ErrDeliveryTimeout or ErrClosed;
+	// see above for the others. An error without it means the record was
+	// definitely not written. It is never returned on its own, so its
+	// message has no "producer:" prefix: it reads as the end of the other
+	// error's message.
 	ErrOutcomeUnknown = errors.New("outcome unknown, the record may have been written")
 
 	// ErrFlushInCallback is returned by Flush when it is called from a

@@ -44,9 +44,9 @@ func sentinelsOf(err error) []string {
 }
 
 // TestSentinelCombinations protects errors.go's rule on which sentinels an
-// error wraps: one at most, except ErrOutcomeUnknown, which qualifies
-// ErrDeliveryTimeout or ErrClosed when the record may have been written. The
-// errors are the producer's own, from a broker that misbehaves on purpose.
+// error wraps: one at most, except ErrOutcomeUnknown, which qualifies the
+// error of a record that may have been written. The errors are the
+// producer's own, from a broker that misbehaves on purpose.
 func TestSentinelCombinations(t *testing.T) {
 	dropAll := func(resp kmsg.Response) { resp.(*kmsg.ProduceResponse).Topics = nil }
 	short := Config{DisableIdempotence: true, DeliveryTimeout: time.Second, RequestTimeout: 500 * time.Millisecond, Linger: time.Millisecond}
@@ -86,6 +86,18 @@ func TestSentinelCombinations(t *testing.T) {
 				_, err := waitFuture(t, p.Send(context.Background(), &Record{Topic: "s", Value: []byte("x")}), 10*time.Second)
 				return err
 			},
+			wantCode: kerr.InvalidRecord,
+		},
+		{
+			name: "refused after an attempt that may have been written: the Kafka error, outcome unknown",
+			run: func(t *testing.T, c *testbroker.Cluster) error {
+				p := newProducer(t, c, short)
+				c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Times: 1, After: true, ErrorCode: kerr.RequestTimedOut.Code})
+				c.Intercept(testbroker.Interceptor{Keys: []int16{0}, ErrorCode: kerr.InvalidRecord.Code})
+				_, err := waitFuture(t, p.Send(context.Background(), &Record{Topic: "s", Value: []byte("x")}), 10*time.Second)
+				return err
+			},
+			want:     []string{"ErrOutcomeUnknown"},
 			wantCode: kerr.InvalidRecord,
 		},
 		{
