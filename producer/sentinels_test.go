@@ -43,6 +43,17 @@ func sentinelsOf(err error) []string {
 	return out
 }
 
+// sendThrough sends one record to topic "s" on c with a producer of cfg,
+// after installing the interceptors, and returns the record's error.
+func sendThrough(t *testing.T, c *testbroker.Cluster, cfg Config, ics ...testbroker.Interceptor) error {
+	p := newProducer(t, c, cfg)
+	for _, ic := range ics {
+		c.Intercept(ic)
+	}
+	_, err := waitFuture(t, p.Send(context.Background(), &Record{Topic: "s", Value: []byte("x")}), 10*time.Second)
+	return err
+}
+
 // TestSentinelCombinations protects errors.go's rule on which sentinels an
 // error wraps: one at most, except ErrOutcomeUnknown, which qualifies the
 // error of a record that may have been written. The errors are the
@@ -60,20 +71,16 @@ func TestSentinelCombinations(t *testing.T) {
 		{
 			name: "answer without the partition: timeout, outcome unknown",
 			run: func(t *testing.T, c *testbroker.Cluster) error {
-				p := newProducer(t, c, short)
-				c.Intercept(testbroker.Interceptor{Keys: []int16{0}, After: true, Rewrite: dropAll})
-				_, err := waitFuture(t, p.Send(context.Background(), &Record{Topic: "s", Value: []byte("x")}), 10*time.Second)
-				return err
+				return sendThrough(t, c, short,
+					testbroker.Interceptor{Keys: []int16{0}, After: true, Rewrite: dropAll})
 			},
 			want: []string{"ErrDeliveryTimeout", "ErrOutcomeUnknown"},
 		},
 		{
 			name: "refused before writing: timeout with the code, definitely not written",
 			run: func(t *testing.T, c *testbroker.Cluster) error {
-				p := newProducer(t, c, short)
-				c.Intercept(testbroker.Interceptor{Keys: []int16{0}, ErrorCode: kerr.NotEnoughReplicas.Code})
-				_, err := waitFuture(t, p.Send(context.Background(), &Record{Topic: "s", Value: []byte("x")}), 10*time.Second)
-				return err
+				return sendThrough(t, c, short,
+					testbroker.Interceptor{Keys: []int16{0}, ErrorCode: kerr.NotEnoughReplicas.Code})
 			},
 			want:     []string{"ErrDeliveryTimeout"},
 			wantCode: kerr.NotEnoughReplicas,
@@ -81,21 +88,17 @@ func TestSentinelCombinations(t *testing.T) {
 		{
 			name: "rejected for good: the Kafka error alone",
 			run: func(t *testing.T, c *testbroker.Cluster) error {
-				p := newProducer(t, c, short)
-				c.Intercept(testbroker.Interceptor{Keys: []int16{0}, ErrorCode: kerr.InvalidRecord.Code})
-				_, err := waitFuture(t, p.Send(context.Background(), &Record{Topic: "s", Value: []byte("x")}), 10*time.Second)
-				return err
+				return sendThrough(t, c, short,
+					testbroker.Interceptor{Keys: []int16{0}, ErrorCode: kerr.InvalidRecord.Code})
 			},
 			wantCode: kerr.InvalidRecord,
 		},
 		{
 			name: "refused after an attempt that may have been written: the Kafka error, outcome unknown",
 			run: func(t *testing.T, c *testbroker.Cluster) error {
-				p := newProducer(t, c, short)
-				c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Times: 1, After: true, ErrorCode: kerr.RequestTimedOut.Code})
-				c.Intercept(testbroker.Interceptor{Keys: []int16{0}, ErrorCode: kerr.InvalidRecord.Code})
-				_, err := waitFuture(t, p.Send(context.Background(), &Record{Topic: "s", Value: []byte("x")}), 10*time.Second)
-				return err
+				return sendThrough(t, c, short,
+					testbroker.Interceptor{Keys: []int16{0}, Times: 1, After: true, ErrorCode: kerr.RequestTimedOut.Code},
+					testbroker.Interceptor{Keys: []int16{0}, ErrorCode: kerr.InvalidRecord.Code})
 			},
 			want:     []string{"ErrOutcomeUnknown"},
 			wantCode: kerr.InvalidRecord,
