@@ -23,10 +23,9 @@
 //	var ke *kerr.Error
 //	if errors.As(err, &ke) { log.Printf("broker code %d (%s)", ke.Code, ke.Name) }
 //
-// The variables name the codes a producer meets. Every other code of the
-// protocol is known by ForCode, and the value ForCode returns is itself a
-// target for errors.Is: errors.Is(err, kerr.ForCode(1)) matches
-// OFFSET_OUT_OF_RANGE.
+// The variables name the codes a producer meets. ForCode returns the error
+// of any code of the protocol, and its value is itself a target for
+// errors.Is: errors.Is(err, kerr.ForCode(1)) matches OFFSET_OUT_OF_RANGE.
 //
 // # Sharing
 //
