@@ -2,6 +2,7 @@ package metadata
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,7 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-go/samsa/internal/conn"
-	"github.com/samsa-go/samsa/internal/kerr"
+	"github.com/samsa-go/samsa/kerr"
+	"github.com/samsa-go/samsa/sasl"
 )
 
 // Errors returned by Client methods.
@@ -27,6 +29,11 @@ var (
 	// ErrNoBroker is wrapped by the error of a request that found no
 	// reachable broker, neither a known one nor a bootstrap address.
 	ErrNoBroker = errors.New("metadata: no reachable broker")
+	// ErrAuthentication is wrapped by the error of a connection that
+	// failed TLS verification or SASL authentication (Err, Do): a broker
+	// and the client do not trust each other. It is the same value as
+	// producer.ErrAuthentication.
+	ErrAuthentication = conn.ErrAuthentication
 )
 
 // newTopicBackoff is the first retry delay for a topic that is not usable
@@ -46,8 +53,34 @@ type Config struct {
 	// (bootstrap.servers). Required. Names are resolved again at every
 	// dial, so a DNS name that moves is followed.
 	Bootstrap []string
-	// Conn configures every broker connection the client opens.
-	Conn conn.Config
+
+	// ClientID is sent in every request header (client.id). Default
+	// "samsa".
+	ClientID string
+	// DialTimeout bounds connection setup: the connect, the TLS handshake,
+	// ApiVersions and SASL. Default 10s.
+	DialTimeout time.Duration
+	// RequestTimeout is how long a written request may wait for its
+	// response (request.timeout.ms). Default 30s. A request that times out
+	// breaks its connection, and Do tries the next broker.
+	RequestTimeout time.Duration
+	// Dialer opens the network connection to a broker (for a proxy, or in
+	// tests). Default: a net.Dialer.
+	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+	// TLS, if not nil, makes every connection use TLS. Certificates are
+	// verified; a config without ServerName verifies each broker's
+	// certificate against the host it is dialed by. Default nil:
+	// plaintext.
+	TLS *tls.Config
+	// SASL, if not nil, authenticates every connection with this mechanism
+	// (package sasl) and re-authenticates before the broker's session
+	// ends (KIP-368). Default nil: no SASL.
+	SASL sasl.Mechanism
+	// OnThrottle, if set, is called each time a broker's response carries
+	// a throttle time (a quota, KIP-219), with the broker's address and
+	// the throttle. It runs on a connection's goroutine and must not
+	// block. Default nil.
+	OnThrottle func(addr string, d time.Duration)
 	// MaxAge is how often the topics in use are all fetched again
 	// (metadata.max.age.ms). Default 5m.
 	MaxAge time.Duration
@@ -61,7 +94,7 @@ type Config struct {
 	// retry.backoff.max.ms). Topics that are not usable yet retry faster
 	// at first: 10ms, doubled per attempt, up to RetryBackoffMax.
 	RetryBackoff, RetryBackoffMax time.Duration
-	// Logger receives refresh events. Default: Conn.Logger, else discard.
+	// Logger receives refresh and connection events. Default: discard.
 	Logger *slog.Logger
 	// AllowAutoTopicCreation sets the flag of the same name in every
 	// Metadata request: a broker with auto.create.topics.enable=true then
@@ -104,15 +137,23 @@ func (cfg *Config) validate() error {
 		return fmt.Errorf("%w: RetryBackoffMax %v is below RetryBackoff %v", ErrInvalidConfig, cfg.RetryBackoffMax, cfg.RetryBackoff)
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = cfg.Conn.Logger
-	}
-	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Conn.Logger == nil {
-		cfg.Conn.Logger = cfg.Logger
-	}
 	return nil
+}
+
+// connConfig is the configuration of every connection the client opens.
+func (cfg *Config) connConfig() conn.Config {
+	return conn.Config{
+		ClientID:       cfg.ClientID,
+		DialTimeout:    cfg.DialTimeout,
+		RequestTimeout: cfg.RequestTimeout,
+		Dialer:         cfg.Dialer,
+		Logger:         cfg.Logger,
+		OnThrottle:     cfg.OnThrottle,
+		TLS:            cfg.TLS,
+		SASL:           cfg.SASL,
+	}
 }
 
 // use marks a wanted topic as used; Want and Touch set it, the refresh
@@ -136,7 +177,8 @@ type topicState struct {
 // concurrent use. It owns one refresh goroutine and the connections it uses
 // for Metadata (and for Do); Close ends both.
 type Client struct {
-	cfg Config
+	cfg     Config
+	connCfg conn.Config
 
 	snap   atomic.Pointer[Snapshot]
 	err    atomic.Pointer[error]           // why the last fetch failed; nil after a success
@@ -177,6 +219,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	c := &Client{
 		cfg:     cfg,
+		connCfg: cfg.connConfig(),
 		wake:    make(chan struct{}, 1),
 		updates: make(chan struct{}, 1),
 		conns:   map[string]*conn.Conn{},
@@ -747,7 +790,7 @@ func (c *Client) connTo(ctx context.Context, addr, key string) (*conn.Conn, erro
 	}
 	c.connMu.Unlock()
 
-	cn, err := conn.Dial(ctx, addr, c.cfg.Conn)
+	cn, err := conn.Dial(ctx, addr, c.connCfg)
 	if err != nil {
 		return nil, err
 	}

@@ -12,9 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 
-	"github.com/samsa-go/samsa/internal/conn"
-	"github.com/samsa-go/samsa/internal/kerr"
 	"github.com/samsa-go/samsa/internal/testbroker"
+	"github.com/samsa-go/samsa/kerr"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -242,7 +241,8 @@ func TestRebootstrapAfterAllBrokersDie(t *testing.T) {
 	}
 	c := newClient(t, Config{
 		Bootstrap:       []string{"kafka.test:9092"},
-		Conn:            conn.Config{Dialer: dialer, DialTimeout: time.Second},
+		Dialer:          dialer,
+		DialTimeout:     time.Second,
 		RetryBackoff:    10 * time.Millisecond,
 		RetryBackoffMax: 50 * time.Millisecond,
 	})

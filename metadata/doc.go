@@ -1,6 +1,29 @@
 // Package metadata keeps the cluster metadata a producer needs: brokers,
 // and for each topic in use its partitions, leaders and leader epochs.
 //
+// It is the layer package producer is built on, and it stands alone: a
+// program that wants to know where a topic's partitions lead, or to send a
+// Kafka request (from github.com/twmb/franz-go/pkg/kmsg) to some broker of
+// the cluster, can use a Client without a producer. Users of package
+// producer do not need it; a producer runs its own Client.
+//
+// # Use
+//
+// New takes the bootstrap addresses and the connection settings (TLS, SASL,
+// timeouts, Dialer); every field has a default. Want names the topics to
+// follow, Snapshot reads what is known, Updates says when it changed, and
+// Close stops the client:
+//
+//	md, err := metadata.New(metadata.Config{Bootstrap: []string{"localhost:9092"}})
+//	...
+//	md.Want("orders")
+//	<-md.Updates()
+//	leader, ok := md.Snapshot().Leader("orders", 0)
+//
+// A topic's error in the snapshot (Topic.Err, Partition.Err) is a
+// *kerr.Error; Err says why the last fetch reached no broker. Connection
+// errors wrap ErrAuthentication when TLS or SASL fails.
+//
 // # Snapshots
 //
 // The cache is an immutable *Snapshot behind an atomic pointer. Snapshot()

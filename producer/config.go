@@ -471,6 +471,6 @@ func checkCompression(t compression.Type, level int, fail func(field, format str
 		if _, terr := compression.NewCompressor(t, 0); terr != nil {
 			field = "Compression"
 		}
-		fail(field, "%v", err)
+		fail(field, "%s", strings.TrimPrefix(err.Error(), "compression: ")) // the field names the package
 	}
 }

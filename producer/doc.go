@@ -63,6 +63,10 @@
 //
 // Futures fail with errors that match the sentinels of this package with
 // errors.Is (ErrInvalidRecord, ErrRecordTooLarge, ErrBufferExhausted,
-// ErrDeliveryTimeout, ErrClosed) or a *KafkaError carrying the broker's code,
-// found with errors.As. IsRetriable tells retriable Kafka errors apart.
+// ErrDeliveryTimeout, ErrClosed, ErrAuthentication), or with a broker's
+// error code, matched with errors.Is against the values of package kerr
+// (kerr.TopicAuthorizationFailed) and read with errors.As as a *KafkaError.
+// ErrOutcomeUnknown accompanies ErrDeliveryTimeout or ErrClosed when the
+// record may have been written. IsRetriable tells whether sending a failed
+// record again may succeed.
 package producer

@@ -5,12 +5,36 @@ import (
 	"fmt"
 
 	"github.com/samsa-go/samsa/bufferpool"
-	"github.com/samsa-go/samsa/internal/kerr"
+	"github.com/samsa-go/samsa/kerr"
 )
 
-// Sentinel errors. Every error the producer returns or completes a future
-// with wraps at most one of these (plus, where one exists, the cause), so
-// match them with errors.Is, never by comparing strings.
+// Sentinel errors. Match them with errors.Is, never by comparing strings.
+//
+// Every error the producer returns or completes a record with is one of
+// these kinds:
+//   - it wraps one of ErrBufferExhausted, ErrClosed, ErrRecordTooLarge,
+//     ErrDeliveryTimeout, ErrInvalidRecord, ErrFlushInCallback,
+//     ErrInvalidConfig or ErrAuthentication, and, where there is one, the
+//     cause: a *KafkaError, a connection error (an authentication failure
+//     seen last before a delivery timeout wraps ErrAuthentication too), a
+//     Partitioner's error;
+//   - it is a *KafkaError: the broker's code for a record it rejected for
+//     good, or for a topic metadata reports unusable (package kerr names
+//     the codes);
+//   - it wraps ctx.Err(), when Send's context ended while Send waited for
+//     buffer memory;
+//   - it is a *DataLossError, given to Config.OnDataLoss;
+//   - should encoding a batch ever fail, it is the codec's error.
+//
+// ErrOutcomeUnknown is the one sentinel that accompanies another kind: it
+// qualifies the error of a record that failed after its batch was sent,
+// when the record may have been written. It then comes with
+// ErrDeliveryTimeout, ErrClosed, ErrAuthentication or a *KafkaError (an
+// earlier attempt timed out, a later one was refused), never alone and
+// never with the sentinels that fail a record before it is sent
+// (ErrInvalidRecord, ErrRecordTooLarge, ErrBufferExhausted). No error wraps
+// two of the other sentinels; in particular ErrDeliveryTimeout and
+// ErrClosed never come together.
 var (
 	// ErrBufferExhausted is returned by Send when the record needs memory
 	// from the buffer pool and none was freed within Config.MaxBlock (or
@@ -55,14 +79,18 @@ var (
 	// the IO goroutine once they are.
 	ErrInvalidRecord = errors.New("producer: invalid record")
 
-	// ErrOutcomeUnknown is wrapped, together with the error that ended
-	// the record (ErrDeliveryTimeout, ErrClosed, ...), when the record may
-	// or may not have been written: a request timed out or a connection
-	// broke after the batch was sent, or the broker's answer left its
-	// partition out, and no later attempt settled it; also a batch still
-	// in flight when its DeliveryTimeout passed (it fails at the deadline).
-	// Errors without it mean the record was definitely not written.
-	ErrOutcomeUnknown = errors.New("producer: outcome unknown, the record may have been written")
+	// ErrOutcomeUnknown qualifies the error of a record that may or may not
+	// have been written (the error wraps both): a request timed out or a
+	// connection broke after the batch was sent, or the broker's answer
+	// left its partition out, and no later attempt settled it; a batch
+	// still in flight when its DeliveryTimeout passed (it fails at the
+	// deadline); or a batch in flight when Close gave up and closed its
+	// connection. Most often it comes with ErrDeliveryTimeout or ErrClosed;
+	// see above for the others. An error without it means the record was
+	// definitely not written. It is never returned on its own, so its
+	// message has no "producer:" prefix: it reads as the end of the other
+	// error's message.
+	ErrOutcomeUnknown = errors.New("outcome unknown, the record may have been written")
 
 	// ErrFlushInCallback is returned by Flush when it is called from a
 	// callback (SendCallback's function, on the completion goroutine):
@@ -75,23 +103,58 @@ var (
 	ErrInvalidConfig = errors.New("producer: invalid config")
 )
 
-// KafkaError is an error code returned by a broker. It carries the code,
-// Kafka's name for it (for example NOT_LEADER_OR_FOLLOWER) and whether the
-// Kafka protocol marks it retriable. A record's future completes with a
-// *KafkaError (possibly wrapped by ErrDeliveryTimeout) when the broker
-// rejects its batch for good; get it with errors.As:
+// KafkaError is an error code returned by a broker: an alias of kerr.Error,
+// which carries the code, Kafka's name for it (for example
+// NOT_LEADER_OR_FOLLOWER), whether the protocol marks it retriable, and the
+// broker's message. A record's future completes with a *KafkaError
+// (possibly wrapped by ErrDeliveryTimeout or ErrClosed) when the broker
+// rejects its batch for good or metadata reports its topic unusable. Match
+// a code with errors.Is and the values of package kerr, or read it with
+// errors.As:
 //
+//	if errors.Is(err, kerr.TopicAuthorizationFailed) { ... grant WRITE ... }
 //	var ke *producer.KafkaError
-//	if errors.As(err, &ke) && ke.Code == 29 { ... } // TOPIC_AUTHORIZATION_FAILED
+//	if errors.As(err, &ke) { log.Print(ke.Code, ke.Name) }
 type KafkaError = kerr.Error
 
-// IsRetriable reports whether err, or any error it wraps, is a Kafka error
-// the protocol marks retriable (for example NOT_LEADER_OR_FOLLOWER or
-// REQUEST_TIMED_OUT). The producer already retries these until
-// Config.DeliveryTimeout; a caller can use IsRetriable to decide whether to
-// send a failed record again, knowing that a retriable error may still mean
-// the record was written (at-least-once). It returns false for nil.
-func IsRetriable(err error) bool { return kerr.IsRetriable(err) }
+// IsRetriable reports whether sending the record again may succeed, for an
+// error a record completed with (or Send returned). The producer already
+// retries retriable causes itself until Config.DeliveryTimeout, so this is
+// for a caller deciding whether to send a failed record again (with more
+// time, or once the cluster is back). In order:
+//   - false for nil, and for ErrClosed, ErrInvalidRecord,
+//     ErrRecordTooLarge, ErrInvalidConfig, ErrFlushInCallback and
+//     ErrAuthentication (fix the credentials first), whatever they wrap;
+//   - when err wraps a *KafkaError, its code decides, as kerr.IsRetriable:
+//     true for NOT_LEADER_OR_FOLLOWER or NOT_ENOUGH_REPLICAS, false for
+//     TOPIC_AUTHORIZATION_FAILED or MESSAGE_TOO_LARGE, even under
+//     ErrDeliveryTimeout;
+//   - true for ErrDeliveryTimeout without a Kafka code (no leader, an
+//     unreachable broker, a topic not in metadata yet) and for
+//     ErrBufferExhausted (the buffer was full);
+//   - false for anything else, such as a bare ctx.Err().
+//
+// A record whose error also wraps ErrOutcomeUnknown may have been written:
+// sending it again may store it twice. kerr.IsRetriable answers the
+// narrower question of whether a Kafka error code is retriable.
+func IsRetriable(err error) bool {
+	if err == nil {
+		return false
+	}
+	for _, final := range notRetriable {
+		if errors.Is(err, final) {
+			return false
+		}
+	}
+	if ke := (*KafkaError)(nil); errors.As(err, &ke) {
+		return ke.Retriable
+	}
+	return errors.Is(err, ErrDeliveryTimeout) || errors.Is(err, ErrBufferExhausted)
+}
+
+// notRetriable are the sentinels after which sending the same record again
+// cannot succeed without a change, whatever cause they wrap.
+var notRetriable = []error{ErrAuthentication, ErrClosed, ErrInvalidRecord, ErrRecordTooLarge, ErrInvalidConfig, ErrFlushInCallback}
 
 // maxTopicLen is Kafka's limit on topic name length (Topic.MAX_NAME_LENGTH).
 const maxTopicLen = 249

@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"regexp"
@@ -11,7 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/samsa-go/samsa/bufferpool"
-	"github.com/samsa-go/samsa/internal/kerr"
+	"github.com/samsa-go/samsa/compression"
+	"github.com/samsa-go/samsa/kerr"
 )
 
 // The producer re-exports the pool's sentinel, so a Send error from the pool
@@ -23,7 +25,7 @@ func TestErrBufferExhaustedIsThePoolsSentinel(t *testing.T) {
 }
 
 func TestSentinelsAreDistinct(t *testing.T) {
-	all := []error{ErrBufferExhausted, ErrClosed, ErrRecordTooLarge, ErrDeliveryTimeout, ErrInvalidRecord, ErrInvalidConfig}
+	all := []error{ErrBufferExhausted, ErrClosed, ErrRecordTooLarge, ErrDeliveryTimeout, ErrInvalidRecord, ErrInvalidConfig, ErrFlushInCallback, ErrOutcomeUnknown, ErrAuthentication}
 	for i, a := range all {
 		for j, b := range all {
 			if i != j {
@@ -47,10 +49,18 @@ func TestIsRetriable(t *testing.T) {
 		{"not retriable", kerr.TopicAuthorizationFailed, false},
 		{"from ForCode", kerr.ForCode(19), true}, // NOT_ENOUGH_REPLICAS
 		{"sentinel", ErrClosed, false},
+		{"delivery timeout without a code", fmt.Errorf("%w: no leader available (last error: %w)", ErrDeliveryTimeout, errors.New("dial tcp: connection refused")), true},
+		{"delivery timeout, outcome unknown", fmt.Errorf("%w: still in flight (%w)", ErrDeliveryTimeout, ErrOutcomeUnknown), true},
+		{"delivery timeout over a final code", fmt.Errorf("%w: topic not present in metadata: %w", ErrDeliveryTimeout, kerr.TopicAuthorizationFailed), false},
+		{"buffer full", fmt.Errorf("bufferpool: waited 1s: %w", ErrBufferExhausted), true},
+		{"closed over a retriable code", fmt.Errorf("%w: t[0]: %w", ErrClosed, kerr.NotLeaderOrFollower), false},
+		{"authentication", fmt.Errorf("conn: b:9092: SASL PLAIN: %w: %w", ErrAuthentication, kerr.SASLAuthenticationFailed), false},
+		{"invalid record", fmt.Errorf("%w: empty topic name", ErrInvalidRecord), false},
+		{"context", context.DeadlineExceeded, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, IsRetriable(tc.err))
+			assert.Equal(t, tc.want, IsRetriable(tc.err), "%v", tc.err)
 		})
 	}
 }
@@ -137,4 +147,46 @@ func FuzzValidateTopic(f *testing.F) {
 			t.Fatalf("error does not wrap ErrInvalidRecord: %v", err)
 		}
 	})
+}
+
+// TestErrorMessages pins the text of representative errors: each names its
+// package once ("producer: producer: invalid config" read badly), then the
+// field or rule.
+func TestErrorMessages(t *testing.T) {
+	newErr := func(cfg Config) error {
+		p, err := New(cfg)
+		if err == nil {
+			_ = p.Close(context.Background())
+		}
+		return err
+	}
+	propsErr := func(props map[string]string) error {
+		_, err := ConfigFromProperties(props)
+		return err
+	}
+	cases := []struct {
+		name string
+		err  error
+		want string
+		is   error
+	}{
+		{"no brokers", newErr(Config{}),
+			"producer: invalid config: Brokers: at least one bootstrap broker is required", ErrInvalidConfig},
+		{"unsupported codec", newErr(Config{Brokers: []string{"b:9092"}, Compression: compression.Type(9)}),
+			"producer: invalid config: Compression: unsupported type compression(9)", ErrInvalidConfig},
+		{"unsupported level", newErr(Config{Brokers: []string{"b:9092"}, Compression: compression.Zstd, CompressionLevel: 99}),
+			"producer: invalid config: CompressionLevel: unsupported zstd level 99 (valid: -131072 to 22, or 0 for the default 3)", ErrInvalidConfig},
+		{"codec property", propsErr(map[string]string{"bootstrap.servers": "b:9092", "compression.type": "brotli"}),
+			`producer: invalid config: compression.type: "brotli" is not one of none, gzip, snappy, lz4, zstd`, ErrInvalidConfig},
+		{"empty topic", validateTopic(""), "producer: invalid record: empty topic name", ErrInvalidRecord},
+		{"outcome unknown qualifier", fmt.Errorf("%w: 1 records for t[0] not acknowledged after 1s (%w)", ErrDeliveryTimeout, ErrOutcomeUnknown),
+			"producer: delivery timeout: 1 records for t[0] not acknowledged after 1s (outcome unknown, the record may have been written)", ErrOutcomeUnknown},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Error(t, tc.err)
+			assert.Equal(t, tc.want, tc.err.Error())
+			assert.ErrorIs(t, tc.err, tc.is)
+		})
+	}
 }

@@ -108,7 +108,12 @@ func New(cfg Config) (*Producer, error) {
 	}
 	p.meta, err = metadata.New(metadata.Config{
 		Bootstrap:       cfg.Brokers,
-		Conn:            connCfg,
+		ClientID:        connCfg.ClientID,
+		DialTimeout:     connCfg.DialTimeout,
+		RequestTimeout:  connCfg.RequestTimeout,
+		TLS:             connCfg.TLS,
+		SASL:            connCfg.SASL,
+		OnThrottle:      connCfg.OnThrottle,
 		MaxAge:          cfg.MetadataMaxAge,
 		MaxIdle:         cfg.MetadataMaxIdle,
 		RetryBackoff:    cfg.RetryBackoff,

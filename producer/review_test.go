@@ -15,8 +15,8 @@ import (
 
 	"github.com/samsa-go/samsa/accumulator"
 	"github.com/samsa-go/samsa/internal/conn"
-	"github.com/samsa-go/samsa/internal/kerr"
 	"github.com/samsa-go/samsa/internal/testbroker"
+	"github.com/samsa-go/samsa/kerr"
 )
 
 // Tests from the review of the producer pipeline. Each protects one property

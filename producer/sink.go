@@ -19,8 +19,8 @@ import (
 	"github.com/samsa-go/samsa/bufferpool"
 	"github.com/samsa-go/samsa/compression"
 	"github.com/samsa-go/samsa/internal/conn"
-	"github.com/samsa-go/samsa/internal/kerr"
 	"github.com/samsa-go/samsa/internal/recordbatch"
+	"github.com/samsa-go/samsa/kerr"
 	"github.com/samsa-go/samsa/metadata"
 
 	"github.com/samsa-go/samsa/internal/freelist"
@@ -1380,7 +1380,7 @@ func (s *sink) retryOrFail(ip *ioPart, b *batch, err error) {
 		s.p.log.Debug("retrying batch", "topic", ip.topic.name, "partition", ip.acc.ID, "records", b.Records.Len(), "seq", b.BaseSequence, "attempts", b.Attempts, "ambiguous", b.Ambiguous, "err", err)
 	}
 	if s.now.Sub(b.Created) >= s.cfg.DeliveryTimeout {
-		s.fail(ip, b, fmt.Errorf("%w: %d records for %s[%d] not acknowledged after %v; the outcome is unknown, the last error was: %w",
+		s.fail(ip, b, fmt.Errorf("%w: %d records for %s[%d] not acknowledged after %v; the last error was: %w",
 			ErrDeliveryTimeout, b.Records.Len(), ip.topic.name, ip.acc.ID, s.cfg.DeliveryTimeout, err))
 		return
 	}
@@ -1620,6 +1620,7 @@ func (s *sink) handleResponseClosing(r produceResponse) {
 			continue
 		}
 		if r.err != nil {
+			b.Ambiguous = true // the broker may have written it before the connection closed
 			s.fail(ip, b, fmt.Errorf("%w: closing while the request was in flight: %w", ErrClosed, r.err))
 			continue
 		}

@@ -11,9 +11,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/samsa-go/samsa/internal/kerr"
 	"github.com/samsa-go/samsa/internal/testbroker"
 	"github.com/samsa-go/samsa/internal/testutil"
+	"github.com/samsa-go/samsa/kerr"
 	"github.com/samsa-go/samsa/metadata"
 )
 

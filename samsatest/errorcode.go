@@ -4,12 +4,14 @@ import (
 	"errors"
 	"strconv"
 
-	"github.com/samsa-go/samsa/internal/kerr"
+	"github.com/samsa-go/samsa/kerr"
 )
 
 // ErrorCode is a Kafka protocol error code, as a broker sends it (for
 // example 6 for NOT_LEADER_OR_FOLLOWER). Any int16 code may be injected;
-// the constants name the ones tests of a producer use most.
+// the constants name the ones tests of a producer use most. A record the
+// broker failed this way carries the code as a *kerr.Error: match it with
+// errors.Is(err, kerr.NotLeaderOrFollower).
 type ErrorCode int16
 
 // Kafka error codes (https://kafka.apache.org/protocol#protocol_error_codes).

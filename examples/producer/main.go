@@ -32,13 +32,23 @@ func main() {
 	case errors.Is(err, flag.ErrHelp):
 	case errors.As(err, &usage):
 		if !usage.printed {
-			fmt.Fprintln(os.Stderr, "producer:", err)
+			fmt.Fprintln(os.Stderr, errorLine(err))
 		}
 		os.Exit(2)
 	default:
-		fmt.Fprintln(os.Stderr, "producer:", err)
+		fmt.Fprintln(os.Stderr, errorLine(err))
 		os.Exit(1)
 	}
+}
+
+// errorLine is the line main prints for err: the program's name, then the
+// error. An error of package producer begins with that name already
+// ("producer: invalid config: ..."), and is not prefixed twice.
+func errorLine(err error) string {
+	if msg := err.Error(); strings.HasPrefix(msg, "producer: ") {
+		return msg
+	}
+	return "producer: " + err.Error()
 }
 
 // usageError is a bad command line; main exits with status 2 for it.
@@ -149,7 +159,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	}
 	var err error
 	if o.compression, err = compression.ParseType(*codec); err != nil {
-		bad = append(bad, "-compression: "+err.Error())
+		bad = append(bad, fmt.Sprintf("-compression %q is not none, gzip, snappy, lz4 or zstd", *codec))
 	}
 	switch strings.ToLower(strings.TrimSpace(*acks)) {
 	case "all", "-1":

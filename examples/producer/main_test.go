@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/samsa-go/samsa/producer"
 	"github.com/samsa-go/samsa/samsatest"
 )
 
@@ -199,7 +202,7 @@ func TestRunUsage(t *testing.T) {
 		{"linger too long", []string{"-linger", "2m"}, "-linger must be in [0, 1m0s], got 2m0s"},
 		{"batch size", []string{"-batch-size", "0"}, "-batch-size must be in [1, 33554432] (the buffer memory), got 0"},
 		{"batch size over the buffer", []string{"-batch-size", "40000000"}, "-batch-size must be in [1, 33554432]"},
-		{"compression", []string{"-compression", "brotli"}, `-compression: compression: unsupported type "brotli"`},
+		{"compression", []string{"-compression", "brotli"}, `-compression "brotli" is not none, gzip, snappy, lz4 or zstd`},
 		{"acks", []string{"-acks", "2"}, `-acks "2" is not all, leader or none`},
 		{"several", []string{"-records", "-5", "-acks", "x"}, "-records must be positive, got -5; -acks"},
 		{"idempotent with acks=1", []string{"-acks", "1", "-idempotent", "-records", "1"}, "-idempotent needs -acks all, got -acks leader"},
@@ -320,5 +323,21 @@ func TestRunInterruptedPromptly(t *testing.T) {
 		assert.Contains(t, strings.Join(out.s.Problems, "; "), "interrupted after")
 	case <-time.After(closeTimeout):
 		t.Fatalf("run did not return within %v of the interrupt", closeTimeout)
+	}
+}
+
+// main prints the program's name once, also before an error of package
+// producer, which starts with the same name.
+func TestErrorLineNamesTheProgramOnce(t *testing.T) {
+	cases := []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("%w: Brokers: at least one bootstrap broker is required", producer.ErrInvalidConfig),
+			"producer: invalid config: Brokers: at least one bootstrap broker is required"},
+		{errors.New("starting the embedded cluster: boom"), "producer: starting the embedded cluster: boom"},
+	}
+	for _, tc := range cases {
+		assert.Equal(t, tc.want, errorLine(tc.err))
 	}
 }

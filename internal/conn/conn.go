@@ -19,7 +19,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/samsa-go/samsa/internal/kerr"
+	"github.com/samsa-go/samsa/kerr"
 	"github.com/samsa-go/samsa/sasl"
 )
 
@@ -35,8 +35,9 @@ var (
 	// way to cancel a request, so a timeout breaks the connection and
 	// fails every pending request with an error wrapping ErrTimeout. For a
 	// Produce request the outcome is ambiguous: the broker may have
-	// written the batch.
-	ErrTimeout = errors.New("conn: request timed out")
+	// written the batch. Its message has no "conn:" prefix: it is always
+	// wrapped in one that names the broker and the request.
+	ErrTimeout = errors.New("request timed out")
 )
 
 const (

@@ -13,7 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/samsa-go/samsa/internal/kerr"
+	"github.com/samsa-go/samsa/kerr"
 )
 
 // newRawBroker starts a fakeBroker that answers ApiVersions properly and

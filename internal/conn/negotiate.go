@@ -10,7 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/samsa-go/samsa/internal/kerr"
+	"github.com/samsa-go/samsa/kerr"
 )
 
 // maxApiVersionsVersion is the ApiVersions version we start with: v3 added

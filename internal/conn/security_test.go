@@ -15,8 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 
-	"github.com/samsa-go/samsa/internal/kerr"
 	"github.com/samsa-go/samsa/internal/testbroker"
+	"github.com/samsa-go/samsa/kerr"
 	"github.com/samsa-go/samsa/sasl"
 )
 

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"net"
 
-	"github.com/samsa-go/samsa/internal/kerr"
+	"github.com/samsa-go/samsa/kerr"
 )
 
 // ErrAuthentication is wrapped by every error that says the broker and the

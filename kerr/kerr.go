@@ -5,10 +5,12 @@ import (
 	"strconv"
 )
 
-// Error is a Kafka protocol error code with its name and retriability.
+// Error is a Kafka protocol error code with its name, retriability and a
+// message.
 //
 // Errors compare by Code: errors.Is(err, kerr.NotLeaderOrFollower) is true for
 // any *Error with code 6 in err's chain, including copies made by WithMessage.
+// The values this package holds are shared; do not modify their fields.
 type Error struct {
 	// Code is the wire error code (for example 6).
 	Code int16
@@ -22,7 +24,7 @@ type Error struct {
 	Message string
 }
 
-// Error returns "NAME: message".
+// Error returns "NAME: message", or "NAME" when Message is empty.
 func (e *Error) Error() string {
 	if e.Message == "" {
 		return e.Name
@@ -30,7 +32,8 @@ func (e *Error) Error() string {
 	return e.Name + ": " + e.Message
 }
 
-// Is reports whether target is an *Error with the same code.
+// Is reports whether target is an *Error with the same code. errors.Is calls
+// it, so errors.Is(err, kerr.X) matches by code, not by pointer.
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
 	return ok && t.Code == e.Code
@@ -61,8 +64,12 @@ func ForCode(code int16) error {
 	return &Error{Code: code, Name: "UNKNOWN_ERROR_CODE_" + strconv.Itoa(int(code)), Message: "the broker returned an error code this client does not know"}
 }
 
-// IsRetriable reports whether err wraps an *Error whose code is retriable.
-// It is false for nil and for errors that are not Kafka error codes.
+// IsRetriable reports whether err is, or wraps, an *Error whose code the
+// protocol marks retriable: the same request may succeed later (a leader
+// moved, an election is running, too few in-sync replicas). It looks at the
+// first *Error in err's chain and returns false for nil and for errors that
+// carry no Kafka error code, such as a broken connection; see
+// producer.IsRetriable for the producer's wider answer.
 func IsRetriable(err error) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Retriable
@@ -91,7 +98,9 @@ func lookup(code int16) *Error {
 	return byCode[i]
 }
 
-// The errors a producer meets. Every other code is reachable through ForCode.
+// The codes a producer meets, by Kafka's name for them (the message of each
+// says what it means). Every other code of the protocol is returned by
+// ForCode, and the value it returns can be used with errors.Is the same way.
 var (
 	UnknownServerError                 = &Error{-1, "UNKNOWN_SERVER_ERROR", false, "the broker hit an unexpected error"}
 	CorruptMessage                     = &Error{2, "CORRUPT_MESSAGE", true, "the batch failed its CRC check, exceeds the valid size or is otherwise corrupt"}

@@ -101,9 +101,3 @@ func TestForCodeDoesNotAllocate(t *testing.T) {
 		t.Fatalf("ForCode allocates %v", n)
 	}
 }
-
-func ExampleForCode() {
-	err := ForCode(6)
-	fmt.Println(err, errors.Is(err, NotLeaderOrFollower), IsRetriable(err))
-	// Output: NOT_LEADER_OR_FOLLOWER: the broker is not the leader of this partition true true
-}
