@@ -279,3 +279,18 @@ func TestRegisterMetrics(t *testing.T) {
 		t.Errorf("broker connection_count %v %v", v, a)
 	}
 }
+
+// TestTwoTracersEndTheirOwnSpans: each Tracer finds its own span in the
+// context, also when another Tracer ran after it.
+func TestTwoTracersEndTheirOwnSpans(t *testing.T) {
+	exp, tp := newTracing(sdktrace.AlwaysSample())
+	a, b := NewTracer(WithTracerProvider(tp)), NewTracer(WithTracerProvider(tp))
+	rec := &producer.Record{Topic: "t"}
+	ctx := b.OnRecordBuffered(a.OnRecordBuffered(context.Background(), rec), rec)
+	a.OnRecordCompleted(ctx, producer.RecordCompletion{})
+	b.OnRecordCompleted(ctx, producer.RecordCompletion{})
+	spans := exp.GetSpans()
+	if len(spans) != 2 || spans[0].SpanContext.SpanID() == spans[1].SpanContext.SpanID() {
+		t.Fatalf("%d spans", len(spans))
+	}
+}

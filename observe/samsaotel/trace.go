@@ -81,9 +81,9 @@ var (
 	_ producer.HookRecordCompleted = (*Tracer)(nil)
 )
 
-// spanKey marks the context of a span this hook started, so that
-// OnRecordCompleted never ends a span of the caller's.
-type spanKey struct{}
+// spanKey marks the context of a span this Tracer started, so that
+// OnRecordCompleted never ends a span of the caller's or of another Tracer.
+type spanKey struct{ t *Tracer }
 
 // OnRecordBuffered starts the record's span and injects its context into
 // the record's headers; an unsampled record keeps ctx and its headers.
@@ -111,12 +111,12 @@ func (t *Tracer) OnRecordBuffered(ctx context.Context, rec *producer.Record) con
 		return ctx
 	}
 	t.propagator.Inject(sctx, HeaderCarrier{Headers: &rec.Headers})
-	return context.WithValue(sctx, spanKey{}, span)
+	return context.WithValue(sctx, spanKey{t}, span)
 }
 
 // OnRecordCompleted ends the record's span.
 func (t *Tracer) OnRecordCompleted(ctx context.Context, c producer.RecordCompletion) {
-	span, ok := ctx.Value(spanKey{}).(trace.Span)
+	span, ok := ctx.Value(spanKey{t}).(trace.Span)
 	if !ok {
 		return
 	}
