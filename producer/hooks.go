@@ -407,110 +407,61 @@ func (hs *hooks) callRecordBuffered(e hookEntry[HookRecordBuffered], ctx context
 	return out
 }
 
-func (hs *hooks) onRecordCompleted(ctx context.Context, c RecordCompletion) {
-	for _, e := range hs.recordCompleted {
+// dispatch calls call with each hook of list, in order, recovering a panic
+// of each (see recovered). call does not escape, so it costs no allocation.
+func dispatch[H any](hs *hooks, list []hookEntry[H], k hookKind, call func(H)) {
+	for _, e := range list {
 		func() {
-			defer hs.recovered(e.i, kindRecordCompleted)
-			e.h.OnRecordCompleted(ctx, c)
+			defer hs.recovered(e.i, k)
+			call(e.h)
 		}()
 	}
+}
+
+func (hs *hooks) onRecordCompleted(ctx context.Context, c RecordCompletion) {
+	dispatch(hs, hs.recordCompleted, kindRecordCompleted, func(h HookRecordCompleted) { h.OnRecordCompleted(ctx, c) })
 }
 
 func (hs *hooks) onBatchWritten(b BatchWritten) {
-	for _, e := range hs.batchWritten {
-		func() {
-			defer hs.recovered(e.i, kindBatchWritten)
-			e.h.OnBatchWritten(b)
-		}()
-	}
+	dispatch(hs, hs.batchWritten, kindBatchWritten, func(h HookBatchWritten) { h.OnBatchWritten(b) })
 }
 
 func (hs *hooks) onBrokerConnected(b BrokerInfo, dial time.Duration, err error) {
-	for _, e := range hs.brokerConnected {
-		func() {
-			defer hs.recovered(e.i, kindBrokerConnected)
-			e.h.OnBrokerConnected(b, dial, err)
-		}()
-	}
+	dispatch(hs, hs.brokerConnected, kindBrokerConnected, func(h HookBrokerConnected) { h.OnBrokerConnected(b, dial, err) })
 }
 
 func (hs *hooks) onBrokerDisconnected(b BrokerInfo, err error) {
-	for _, e := range hs.brokerDisconnected {
-		func() {
-			defer hs.recovered(e.i, kindBrokerDisconnected)
-			e.h.OnBrokerDisconnected(b, err)
-		}()
-	}
+	dispatch(hs, hs.brokerDisconnected, kindBrokerDisconnected, func(h HookBrokerDisconnected) { h.OnBrokerDisconnected(b, err) })
 }
 
 func (hs *hooks) onBrokerThrottled(b BrokerInfo, throttle time.Duration) {
-	for _, e := range hs.brokerThrottled {
-		func() {
-			defer hs.recovered(e.i, kindBrokerThrottled)
-			e.h.OnBrokerThrottled(b, throttle)
-		}()
-	}
+	dispatch(hs, hs.brokerThrottled, kindBrokerThrottled, func(h HookBrokerThrottled) { h.OnBrokerThrottled(b, throttle) })
 }
 
 func (hs *hooks) onBrokerRequestWritten(b BrokerInfo, r RequestWritten) {
-	for _, e := range hs.brokerRequestWritten {
-		func() {
-			defer hs.recovered(e.i, kindBrokerRequestWritten)
-			e.h.OnBrokerRequestWritten(b, r)
-		}()
-	}
+	dispatch(hs, hs.brokerRequestWritten, kindBrokerRequestWritten, func(h HookBrokerRequestWritten) { h.OnBrokerRequestWritten(b, r) })
 }
 
 func (hs *hooks) onBrokerResponseRead(b BrokerInfo, r ResponseRead) {
-	for _, e := range hs.brokerResponseRead {
-		func() {
-			defer hs.recovered(e.i, kindBrokerResponseRead)
-			e.h.OnBrokerResponseRead(b, r)
-		}()
-	}
+	dispatch(hs, hs.brokerResponseRead, kindBrokerResponseRead, func(h HookBrokerResponseRead) { h.OnBrokerResponseRead(b, r) })
 }
 
 func (hs *hooks) onMetadataRefreshed(m MetadataRefresh) {
-	for _, e := range hs.metadataRefreshed {
-		func() {
-			defer hs.recovered(e.i, kindMetadataRefreshed)
-			e.h.OnMetadataRefreshed(m)
-		}()
-	}
+	dispatch(hs, hs.metadataRefreshed, kindMetadataRefreshed, func(h HookMetadataRefreshed) { h.OnMetadataRefreshed(m) })
 }
 
 func (hs *hooks) onTopicParked(topic string) {
-	for _, e := range hs.topicParked {
-		func() {
-			defer hs.recovered(e.i, kindTopicParked)
-			e.h.OnTopicParked(topic)
-		}()
-	}
+	dispatch(hs, hs.topicParked, kindTopicParked, func(h HookTopicParked) { h.OnTopicParked(topic) })
 }
 
 func (hs *hooks) onTopicUnparked(topic string, u TopicUnparked) {
-	for _, e := range hs.topicUnparked {
-		func() {
-			defer hs.recovered(e.i, kindTopicUnparked)
-			e.h.OnTopicUnparked(topic, u)
-		}()
-	}
+	dispatch(hs, hs.topicUnparked, kindTopicUnparked, func(h HookTopicUnparked) { h.OnTopicUnparked(topic, u) })
 }
 
 func (hs *hooks) onBufferWaited(topic string, waited time.Duration, err error) {
-	for _, e := range hs.bufferWaited {
-		func() {
-			defer hs.recovered(e.i, kindBufferWaited)
-			e.h.OnBufferWaited(topic, waited, err)
-		}()
-	}
+	dispatch(hs, hs.bufferWaited, kindBufferWaited, func(h HookBufferWaited) { h.OnBufferWaited(topic, waited, err) })
 }
 
 func (hs *hooks) onBufferExhausted(topic string, bytes int) {
-	for _, e := range hs.bufferExhausted {
-		func() {
-			defer hs.recovered(e.i, kindBufferExhausted)
-			e.h.OnBufferExhausted(topic, bytes)
-		}()
-	}
+	dispatch(hs, hs.bufferExhausted, kindBufferExhausted, func(h HookBufferExhausted) { h.OnBufferExhausted(topic, bytes) })
 }

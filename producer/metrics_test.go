@@ -55,17 +55,23 @@ func TestMetricTablesCoverEveryField(t *testing.T) {
 	}
 	t.Run("producer", func(t *testing.T) {
 		check(t, reflect.TypeFor[ProducerMetrics](), len(producerMetricTable),
-			func(i int, v reflect.Value) float64 { return producerMetricTable[i].get(v.Addr().Interface().(*ProducerMetrics)) },
+			func(i int, v reflect.Value) float64 {
+				return producerMetricTable[i].get(v.Addr().Interface().(*ProducerMetrics))
+			},
 			func(i int) string { return producerMetricTable[i].info.Name })
 	})
 	t.Run("topic", func(t *testing.T) {
 		check(t, reflect.TypeFor[TopicMetrics](), len(topicMetricTable),
-			func(i int, v reflect.Value) float64 { return topicMetricTable[i].get(v.Addr().Interface().(*TopicMetrics)) },
+			func(i int, v reflect.Value) float64 {
+				return topicMetricTable[i].get(v.Addr().Interface().(*TopicMetrics))
+			},
 			func(i int) string { return topicMetricTable[i].info.Name })
 	})
 	t.Run("broker", func(t *testing.T) {
 		check(t, reflect.TypeFor[BrokerMetrics](), len(brokerMetricTable),
-			func(i int, v reflect.Value) float64 { return brokerMetricTable[i].get(v.Addr().Interface().(*BrokerMetrics)) },
+			func(i int, v reflect.Value) float64 {
+				return brokerMetricTable[i].get(v.Addr().Interface().(*BrokerMetrics))
+			},
 			func(i int) string { return brokerMetricTable[i].info.Name })
 	})
 }
