@@ -35,10 +35,12 @@ type BrokerInfo struct {
 	Addr string
 }
 
-// HookRecordBuffered is called by Send, TrySend, SendCallback and SendTo on
-// the caller's goroutine for each record they accept, after its topic is
-// validated and before the record is serialized into the buffer, so that a
-// tracer can start a span and inject its context into the headers.
+// HookRecordBuffered is called by Send, TrySend, SendCallback and SendTo
+// (and TypedProducer's) on the caller's goroutine for each record they take
+// from an open producer, before the record is sized and serialized into the
+// buffer, so that a tracer can start a span and inject its context into the
+// headers. The record may still fail afterwards (invalid topic, too large,
+// no memory); HookRecordCompleted then gets that error.
 //
 // rec is Send's private copy of the caller's Record, with its own Headers
 // slice: the hook may change or append headers (see SetHeader), and the
@@ -48,7 +50,8 @@ type BrokerInfo struct {
 // ctx to keep it.
 //
 // Every record that a HookRecordBuffered saw reaches HookRecordCompleted
-// exactly once, also when Send then fails it (no memory, closed producer).
+// exactly once, also when Send then fails it. A nil record, or one sent
+// after Close, reaches neither.
 type HookRecordBuffered interface {
 	OnRecordBuffered(ctx context.Context, rec *Record) context.Context
 }
@@ -68,8 +71,9 @@ type RecordCompletion struct {
 // HookRecordCompleted is called once per record whose outcome is known, on
 // the completion goroutine, before the record's Future completes or its
 // callback runs; ctx is the context the HookRecordBuffered hooks returned
-// for it (Send's context without such hooks). A record that Send rejects at
-// once (invalid, closed producer) is completed on Send's goroutine.
+// for it (Send's context without such hooks). A record that Send fails
+// itself (invalid, too large, no memory) is completed on Send's goroutine,
+// and one failed by Close's shutdown on the goroutine that fails it.
 type HookRecordCompleted interface {
 	OnRecordCompleted(ctx context.Context, c RecordCompletion)
 }
