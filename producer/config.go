@@ -16,22 +16,47 @@ import (
 )
 
 // Acks says how many replicas must have a record before the broker
-// acknowledges it (the Java client's acks). The zero value is AcksAll.
-type Acks int8
+// acknowledges it (the Java client's acks). Its values are AcksAll,
+// AcksLeader and AcksNone; the zero value is AcksAll, the default. Acks is
+// opaque, so that Java's numbers cannot be converted to it by mistake (Java's
+// acks=0 is AcksNone, not the zero value): ParseAcks reads Java's spellings
+// ("all", "-1", "1", "0"), and Wire returns Java's number. Acks values are
+// comparable with ==.
+type Acks struct {
+	// code is 0 for all (so that the zero value is the default), 1 for
+	// leader, 2 for none.
+	code int8
+}
 
-const (
+var (
 	// AcksAll waits for all in-sync replicas (acks=all, -1): the default,
 	// and the only setting idempotence allows.
-	AcksAll Acks = iota
+	AcksAll = Acks{}
 	// AcksLeader waits for the partition leader only (acks=1).
-	AcksLeader
+	AcksLeader = Acks{code: 1}
 	// AcksNone waits for nothing (acks=0): the broker sends no response,
 	// and records complete with Offset -1 once written to the connection.
-	AcksNone
+	AcksNone = Acks{code: 2}
 )
 
-// Wire returns the value of the Produce request's Acks field: -1 for
-// AcksAll, 1 for AcksLeader, 0 for AcksNone.
+// ParseAcks returns the Acks that s names, in the Java client's spelling
+// ("all", "-1", "1", "0") or in String's ("all", "leader", "none"), case
+// and surrounding spaces ignored: ParseAcks("0") is AcksNone, like Java's
+// acks=0. Any other s is an error.
+func ParseAcks(s string) (Acks, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "all", "-1":
+		return AcksAll, nil
+	case "leader", "1":
+		return AcksLeader, nil
+	case "none", "0":
+		return AcksNone, nil
+	}
+	return Acks{}, fmt.Errorf("acks %q is not one of all, -1, 1, 0 (or leader, none)", s)
+}
+
+// Wire returns Java's number for a, which is also the Produce request's
+// Acks field: -1 for AcksAll, 1 for AcksLeader, 0 for AcksNone.
 func (a Acks) Wire() int16 {
 	switch a {
 	case AcksLeader:
@@ -43,17 +68,16 @@ func (a Acks) Wire() int16 {
 	}
 }
 
-// String returns "all", "leader" or "none".
+// String returns "all", "leader" or "none" (which ParseAcks accepts).
 func (a Acks) String() string {
 	switch a {
-	case AcksAll:
-		return "all"
 	case AcksLeader:
 		return "leader"
 	case AcksNone:
 		return "none"
+	default:
+		return "all"
 	}
-	return "Acks(" + strconv.Itoa(int(a)) + ")"
 }
 
 // Default values, the Java producer's (Kafka 4.x) unless stated.
@@ -315,9 +339,6 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.ClientID == "" {
 		c.ClientID = defaultClientID
-	}
-	if c.Acks < AcksAll || c.Acks > AcksNone {
-		fail("Acks", "unknown value %d", c.Acks)
 	}
 
 	switch {

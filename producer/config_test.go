@@ -26,10 +26,42 @@ func TestAcks(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.wire, tc.acks.Wire())
 			assert.Equal(t, tc.name, tc.acks.String())
+			back, err := ParseAcks(tc.acks.String())
+			require.NoError(t, err)
+			assert.Equal(t, tc.acks, back, "String round-trips through ParseAcks")
 		})
 	}
 	var zero Acks
 	assert.Equal(t, AcksAll, zero, "the zero value is acks=all")
+	assert.Equal(t, int16(-1), zero.Wire())
+}
+
+// TestParseAcksKeepsJavaMeaning: a user converting Java's acks settings
+// must get Java's meaning; acks=0 in particular is none, not the default.
+func TestParseAcksKeepsJavaMeaning(t *testing.T) {
+	cases := []struct {
+		in   string
+		want Acks
+	}{
+		{"all", AcksAll},
+		{"ALL", AcksAll},
+		{"-1", AcksAll},
+		{"1", AcksLeader},
+		{" 1 ", AcksLeader},
+		{"0", AcksNone},
+		{"leader", AcksLeader},
+		{"none", AcksNone},
+	}
+	for _, tc := range cases {
+		got, err := ParseAcks(tc.in)
+		require.NoError(t, err, "%q", tc.in)
+		assert.Equal(t, tc.want, got, "%q", tc.in)
+		assert.Equal(t, tc.want.Wire(), got.Wire(), "%q", tc.in)
+	}
+	for _, in := range []string{"", "2", "-2", "one", "al"} {
+		_, err := ParseAcks(in)
+		assert.Error(t, err, "%q", in)
+	}
 }
 
 // The zero Config (plus brokers) gets the Java producer's defaults.
@@ -158,7 +190,6 @@ func TestConfigInvalid(t *testing.T) {
 		{"no brokers", Config{Brokers: []string{}}, []string{"Brokers: at least one"}},
 		{"broker without port", Config{Brokers: []string{"a:1", "localhost"}}, []string{`Brokers[1]: "localhost" is not host:port`}},
 		{"broker with bad port", Config{Brokers: []string{"a:http"}}, []string{`Brokers[0]: "a:http" has an invalid port`}},
-		{"unknown acks", Config{Acks: 7}, []string{"Acks: unknown value 7"}},
 		{"acks leader with idempotence", Config{Acks: AcksLeader}, []string{"Acks: idempotence requires AcksAll, got leader", "DisableIdempotence"}},
 		{"acks none with idempotence", Config{Acks: AcksNone}, []string{"Acks: idempotence requires AcksAll, got none"}},
 		{"too many in flight with idempotence", Config{MaxInFlight: 6}, []string{"MaxInFlight: idempotence allows at most 5, got 6", "DisableIdempotence"}},

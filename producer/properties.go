@@ -220,14 +220,9 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 			if !claim(key, "Acks") {
 				continue
 			}
-			switch strings.ToLower(v) {
-			case "all", "-1":
-				c.Acks = AcksAll
-			case "1":
-				c.Acks = AcksLeader
-			case "0":
-				c.Acks = AcksNone
-			default:
+			if a, err := ParseAcks(v); err == nil {
+				c.Acks = a
+			} else {
 				fail(key, "%q is not one of all, -1, 1, 0", v)
 			}
 		case "linger.ms", "queue.buffering.max.ms":

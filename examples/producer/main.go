@@ -151,14 +151,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	if o.compression, err = compression.ParseType(*codec); err != nil {
 		bad = append(bad, "-compression: "+err.Error())
 	}
-	switch strings.ToLower(strings.TrimSpace(*acks)) {
-	case "all", "-1":
-		o.acks = producer.AcksAll
-	case "leader", "1":
-		o.acks = producer.AcksLeader
-	case "none", "0":
-		o.acks = producer.AcksNone
-	default:
+	if o.acks, err = producer.ParseAcks(*acks); err != nil {
 		bad = append(bad, fmt.Sprintf("-acks %q is not all, leader or none", *acks))
 	}
 	idemSet := false
