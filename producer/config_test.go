@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"reflect"
 	"runtime"
 	"testing"
 	"time"
@@ -95,19 +96,75 @@ func TestConfigDefaults(t *testing.T) {
 	assert.Equal(t, int64(32<<20), c.BufferPool.Size())
 }
 
-// Settings where 0 is meaningful are asked for with a negative value, and
-// come out of withDefaults as 0.
-func TestConfigNegativeMeansZero(t *testing.T) {
-	c, err := Config{
-		Brokers:      []string{"b:1"},
-		Linger:       -1,
-		MaxBlock:     -time.Second,
-		RetryBackoff: -1,
-	}.withDefaults()
-	require.NoError(t, err)
-	assert.Zero(t, c.Linger)
-	assert.Zero(t, c.MaxBlock)
-	assert.Zero(t, c.RetryBackoff)
+// TestConfigDurationRule: every duration field follows Config's one rule:
+// 0 is the default, a positive value is kept, NoWait is "no wait" only in
+// Linger, MaxBlock and RetryBackoff, and any other negative value is an
+// error naming the field.
+func TestConfigDurationRule(t *testing.T) {
+	fields := []struct {
+		name   string
+		field  func(c *Config) *time.Duration
+		def    time.Duration
+		noWait bool
+	}{
+		{"Linger", func(c *Config) *time.Duration { return &c.Linger }, 5 * time.Millisecond, true},
+		{"MaxBlock", func(c *Config) *time.Duration { return &c.MaxBlock }, 60 * time.Second, true},
+		{"RetryBackoff", func(c *Config) *time.Duration { return &c.RetryBackoff }, 100 * time.Millisecond, true},
+		{"RetryBackoffMax", func(c *Config) *time.Duration { return &c.RetryBackoffMax }, time.Second, false},
+		{"RequestTimeout", func(c *Config) *time.Duration { return &c.RequestTimeout }, 30 * time.Second, false},
+		{"DeliveryTimeout", func(c *Config) *time.Duration { return &c.DeliveryTimeout }, 120 * time.Second, false},
+		{"MetadataMaxAge", func(c *Config) *time.Duration { return &c.MetadataMaxAge }, 5 * time.Minute, false},
+		{"MetadataMaxIdle", func(c *Config) *time.Duration { return &c.MetadataMaxIdle }, 5 * time.Minute, false},
+		{"DialTimeout", func(c *Config) *time.Duration { return &c.DialTimeout }, 10 * time.Second, false},
+	}
+	// A Config's duration fields, by reflection, must all be in the table.
+	var all []string
+	rt := reflect.TypeFor[Config]()
+	for i := range rt.NumField() {
+		if rt.Field(i).Type == reflect.TypeFor[time.Duration]() {
+			all = append(all, rt.Field(i).Name)
+		}
+	}
+	var listed []string
+	for _, f := range fields {
+		listed = append(listed, f.name)
+	}
+	require.ElementsMatch(t, all, listed, "every duration field of Config is tested")
+
+	const positive = 2 * time.Minute // above every default that bounds another
+	for _, f := range fields {
+		t.Run(f.name, func(t *testing.T) {
+			get := func(d time.Duration) (time.Duration, error) {
+				c := Config{Brokers: []string{"b:1"}, DeliveryTimeout: 10 * time.Minute}
+				if f.name == "DeliveryTimeout" {
+					c.DeliveryTimeout = 0
+				}
+				*f.field(&c) = d
+				out, err := c.withDefaults()
+				return *f.field(&out), err
+			}
+			got, err := get(0)
+			require.NoError(t, err)
+			assert.Equal(t, f.def, got, "0 means the default")
+
+			got, err = get(positive)
+			require.NoError(t, err)
+			assert.Equal(t, positive, got, "a positive value is kept")
+
+			got, err = get(NoWait)
+			if f.noWait {
+				require.NoError(t, err)
+				assert.Zero(t, got, "NoWait means no wait")
+			} else {
+				require.ErrorIs(t, err, ErrInvalidConfig)
+				assert.Contains(t, err.Error(), f.name+": must not be negative: NoWait is not allowed")
+			}
+
+			_, err = get(-time.Second)
+			require.ErrorIs(t, err, ErrInvalidConfig)
+			assert.Contains(t, err.Error(), f.name+": must not be negative, got -1s")
+		})
+	}
 }
 
 func TestConfigAdjustments(t *testing.T) {

@@ -172,7 +172,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 func (o options) config(brokers []string) producer.Config {
 	linger := o.linger
 	if linger == 0 {
-		linger = -1 // Config spells "no linger" negative
+		linger = producer.NoWait // a zero Config.Linger would mean the default
 	}
 	return producer.Config{
 		Brokers:              brokers,
