@@ -32,9 +32,11 @@
 // Java, librdkafka's murmur2_random and samsa agree on where a key lands; a
 // record without a key goes to a sticky partition that changes after about
 // BatchSize bytes, preferring partitions with shorter queues (KIP-794).
-// RoundRobinPartitioner, ManualPartitioner (Record.Partition) and
-// PartitionerFunc are the alternatives; a custom partitioner may return
-// UnknownPartition to leave a record to the sticky partitioner.
+// RoundRobinPartitioner, ManualPartitioner (every record must name its
+// partition) and PartitionerFunc are the alternatives; a custom partitioner
+// may return UnknownPartition to leave a record to the sticky partitioner.
+// A record that names its partition (Record.Partition = ToPartition(n))
+// goes there whatever the partitioner, as in Java.
 //
 // # Memory
 //

@@ -15,7 +15,8 @@ const UnknownPartition int32 = -1
 
 // Partitioner chooses a record's partition.
 //
-// Partition is called by Send for every record, from the caller's goroutine,
+// Partition is called by Send for every record without an explicit
+// Record.Partition (ToPartition), from the caller's goroutine,
 // so it must be safe for concurrent use and should be fast and allocation
 // free. numPartitions is the number of partitions of rec.Topic (all of them,
 // not only those with a live leader) and is always at least 1. Partition
@@ -156,26 +157,38 @@ func (rr *roundRobin) add(topic string) *atomic.Uint32 {
 	return c
 }
 
-// ManualPartitioner returns a partitioner that sends each record to
-// Record.Partition. A partition outside [0, numPartitions) fails the
-// record's future with an error wrapping ErrInvalidRecord that names the
-// topic, the partition and the partition count.
+// ManualPartitioner returns a partitioner for producers whose every record
+// names its partition: a record with a Record.Partition (ToPartition) goes
+// there, as with any partitioner, and a record without one fails with an
+// error wrapping ErrInvalidRecord, instead of going wherever a partitioner
+// would put it. A partition outside [0, numPartitions) fails the record's
+// future with an error wrapping ErrInvalidRecord that names the topic, the
+// partition and the partition count.
 func ManualPartitioner() Partitioner { return manualPartitioner{} }
 
 type manualPartitioner struct{}
 
 func (manualPartitioner) Partition(rec *Record, numPartitions int32) (int32, error) {
-	if err := checkPartition(rec.Topic, rec.Partition, numPartitions); err != nil {
+	id, ok := rec.Partition.Get()
+	if !ok {
+		return 0, fmt.Errorf("%w: topic %q: the record has no partition, and ManualPartitioner needs one (Record.Partition = ToPartition(n))",
+			ErrInvalidRecord, rec.Topic)
+	}
+	if err := checkPartition(rec.Topic, id, numPartitions); err != nil {
 		return 0, err
 	}
-	return rec.Partition, nil
+	return id, nil
 }
 
-// callPartitioner calls pt.Partition for rec. The partitioner's error, or
+// callPartitioner returns rec's explicit partition (Record.Partition), or
+// else calls pt.Partition for rec. The partitioner's error, or
 // its panic (recovered: user code must not kill the goroutine it runs on,
 // nor leave the record uncounted), comes back as an error wrapping
 // ErrInvalidRecord that names the topic.
 func callPartitioner(pt Partitioner, rec *Record, n int32) (part int32, err error) {
+	if id, ok := rec.Partition.Get(); ok {
+		return id, nil
+	}
 	defer func() {
 		if v := recover(); v != nil {
 			part, err = 0, fmt.Errorf("%w: topic %q: the partitioner panicked: %v", ErrInvalidRecord, rec.Topic, v)
@@ -189,8 +202,9 @@ func callPartitioner(pt Partitioner, rec *Record, n int32) (part int32, err erro
 }
 
 // checkPartition reports an error wrapping ErrInvalidRecord unless p is in
-// [0, numPartitions). The producer calls it on whatever a Partitioner
-// returns (other than UnknownPartition).
+// [0, numPartitions). The producer calls it on a record's explicit
+// partition and on whatever a Partitioner returns (other than
+// UnknownPartition).
 func checkPartition(topic string, p, numPartitions int32) error {
 	if p < 0 || p >= numPartitions {
 		return fmt.Errorf("%w: partition %d of topic %q is out of range: the topic has %d partitions",

@@ -1,12 +1,17 @@
 package producer
 
 import (
+	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/samsa-go/samsa/internal/testbroker"
 )
 
 // Vectors from Kafka's UtilsTest.testMurmur2 (signed int32).
@@ -60,7 +65,7 @@ func TestDefaultPartitioner(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			rec := &Record{Topic: "t", Key: tc.key, Partition: 99}
+			rec := &Record{Topic: "t", Key: tc.key}
 			got, err := p.Partition(rec, tc.n)
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, got)
@@ -140,7 +145,7 @@ func TestManualPartitioner(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := p.Partition(&Record{Topic: "orders", Partition: tc.part, Key: []byte("k")}, tc.n)
+			got, err := p.Partition(&Record{Topic: "orders", Partition: ToPartition(tc.part), Key: []byte("k")}, tc.n)
 			if tc.wantErr == "" {
 				require.NoError(t, err)
 				assert.Equal(t, tc.part, got)
@@ -150,6 +155,10 @@ func TestManualPartitioner(t *testing.T) {
 			assert.ErrorContains(t, err, tc.wantErr)
 		})
 	}
+	// A record without a partition is an error, not partition 0.
+	_, err := p.Partition(&Record{Topic: "orders", Key: []byte("k")}, 3)
+	assert.ErrorIs(t, err, ErrInvalidRecord)
+	assert.ErrorContains(t, err, "ManualPartitioner needs one")
 }
 
 func TestPartitionerFunc(t *testing.T) {
@@ -172,7 +181,7 @@ func TestPartitionersDoNotAllocate(t *testing.T) {
 		{"round robin", rr},
 		{"manual", ManualPartitioner()},
 	}
-	rec := &Record{Topic: "t", Key: []byte("some-key"), Partition: 1}
+	rec := &Record{Topic: "t", Key: []byte("some-key"), Partition: ToPartition(1)}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			allocs := testing.AllocsPerRun(100, func() {
@@ -225,5 +234,99 @@ func BenchmarkPartitioner(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// TestRecordPartitionWinsOverThePartitioner: a record that names its
+// partition (Java's ProducerRecord with a partition) goes there with any
+// partitioner, which is not called for it, whether its topic was known at
+// Send or parked; one out of range fails naming the topic, the partition and
+// the count, never silently going elsewhere.
+func TestRecordPartitionWinsOverThePartitioner(t *testing.T) {
+	c := newCluster(t, testbroker.Config{})
+	require.NoError(t, c.CreateTopic("known", 3))
+	var called atomic.Int32
+	counting := PartitionerFunc(func(*Record, int32) (int32, error) { called.Add(1); return 0, nil })
+	cases := []struct {
+		name string
+		pt   Partitioner
+	}{
+		{"default", nil},
+		{"round robin", RoundRobinPartitioner()},
+		{"custom", counting},
+		{"manual", ManualPartitioner()},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			p := newProducer(t, c, Config{Partitioner: tc.pt, Linger: NoWait})
+			later := "later-" + tc.name[:3]
+			// Known first, so that these are partitioned in Send.
+			_, err := p.Send(ctx, &Record{Topic: "known", Partition: ToPartition(2), Value: []byte("warm")}).Wait(ctx)
+			require.NoError(t, err)
+
+			var fs []*Future
+			for i := range 9 {
+				fs = append(fs, p.Send(ctx, &Record{Topic: "known", Key: []byte(fmt.Sprint(i)), Partition: ToPartition(int32(i % 3))}))
+			}
+			parked := p.Send(ctx, &Record{Topic: later, Key: []byte("k"), Partition: ToPartition(1)})
+			parkedBad := p.Send(ctx, &Record{Topic: later, Partition: ToPartition(5)})
+			_, err = p.Send(ctx, &Record{Topic: "known", Partition: ToPartition(3)}).Wait(ctx)
+			require.ErrorIs(t, err, ErrInvalidRecord)
+			require.ErrorContains(t, err, `partition 3 of topic "known" is out of range: the topic has 3 partitions`)
+			_, err = p.Send(ctx, &Record{Topic: later, Partition: ToPartition(-1)}).Wait(ctx)
+			require.ErrorIs(t, err, ErrInvalidRecord, "a negative partition fails in Send, even for a parked topic")
+			require.ErrorContains(t, err, `partition -1 of topic "`+later+`" is negative`)
+
+			time.Sleep(50 * time.Millisecond) // parked: the topic does not exist yet
+			require.NoError(t, c.CreateTopic(later, 2))
+			_, err = parkedBad.Wait(ctx)
+			require.ErrorIs(t, err, ErrInvalidRecord)
+			require.ErrorContains(t, err, `partition 5 of topic "`+later+`" is out of range: the topic has 2 partitions`)
+			md, err := parked.Wait(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, int32(1), md.Partition, "parked record")
+			for i, md := range waitAll(t, fs) {
+				assert.Equal(t, int32(i%3), md.Partition, "record %d", i)
+			}
+		})
+	}
+	assert.Zero(t, called.Load(), "the partitioner is not called for records that name their partition")
+}
+
+// TestManualPartitionerFailsRecordsWithoutPartition: with ManualPartitioner
+// every record must name its partition; one that does not fails, in Send or
+// once parked, instead of landing on partition 0.
+func TestManualPartitionerFailsRecordsWithoutPartition(t *testing.T) {
+	c := newCluster(t, testbroker.Config{})
+	require.NoError(t, c.CreateTopic("known", 2))
+	p := newProducer(t, c, Config{Partitioner: ManualPartitioner()})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	parked := p.Send(ctx, &Record{Topic: "later", Value: []byte("v")})
+	_, err := p.Send(ctx, &Record{Topic: "known", Partition: ToPartition(1)}).Wait(ctx)
+	require.NoError(t, err)
+	_, err = p.Send(ctx, &Record{Topic: "known", Value: []byte("v")}).Wait(ctx)
+	require.ErrorIs(t, err, ErrInvalidRecord)
+	require.ErrorContains(t, err, "ManualPartitioner needs one")
+	require.NoError(t, c.CreateTopic("later", 2))
+	_, err = parked.Wait(ctx)
+	require.ErrorIs(t, err, ErrInvalidRecord)
+	require.ErrorContains(t, err, "ManualPartitioner needs one")
+}
+
+func TestPartitionChoice(t *testing.T) {
+	var zero PartitionChoice
+	id, ok := zero.Get()
+	assert.False(t, ok, "the zero value lets the partitioner choose")
+	assert.Zero(t, id)
+	assert.Equal(t, "any", zero.String())
+	id, ok = ToPartition(0).Get()
+	assert.True(t, ok, "partition 0 is a choice, unlike the zero value")
+	assert.Zero(t, id)
+	assert.Equal(t, "7", ToPartition(7).String())
+	for _, c := range []PartitionChoice{zero, ToPartition(0), ToPartition(3)} {
+		assert.Equal(t, c, fromParked(c.parked()), "%v survives parking", c)
 	}
 }

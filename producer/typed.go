@@ -12,7 +12,7 @@ import (
 type TypedRecord[K, V any] struct {
 	// Topic, Partition, Headers and Timestamp are as in Record.
 	Topic     string
-	Partition int32
+	Partition PartitionChoice
 	Headers   []Header
 	Timestamp time.Time
 
