@@ -330,3 +330,31 @@ func TestPartitionChoice(t *testing.T) {
 		assert.Equal(t, c, fromParked(c.parked()), "%v survives parking", c)
 	}
 }
+
+// TestParkedRecordsSeeTheirHeadersInThePartitioner: a custom Partitioner
+// must see the same record whether or not the topic was known at Send: a
+// parked record is partitioned later from its encoded body, and must still
+// carry its headers (routing by a tenant header is common).
+func TestParkedRecordsSeeTheirHeadersInThePartitioner(t *testing.T) {
+	c := newCluster(t, testbroker.Config{})
+	byHeader := PartitionerFunc(func(rec *Record, n int32) (int32, error) {
+		for _, h := range rec.Headers {
+			if h.Key == "p" {
+				return int32(h.Value[0]) % n, nil
+			}
+		}
+		return 0, fmt.Errorf("record %q has no header p", rec.Value)
+	})
+	p := newProducer(t, c, Config{Partitioner: byHeader})
+	var fs []*Future
+	for i := range 20 {
+		fs = append(fs, p.Send(context.Background(), &Record{
+			Topic: "later", Value: []byte(fmt.Sprint(i)), Headers: []Header{{Key: "p", Value: []byte{byte(i)}}},
+		}))
+	}
+	time.Sleep(100 * time.Millisecond) // parked: the topic does not exist yet
+	require.NoError(t, c.CreateTopic("later", 2))
+	for i, md := range waitAll(t, fs) {
+		require.Equal(t, int32(i%2), md.Partition, "record %d", i)
+	}
+}
