@@ -175,10 +175,11 @@ func ExampleConfigFromProperties_java() {
 	// producer: invalid config: unknown properties: lingr.ms (did you mean linger.ms?); linger.ms: "soon" is not a number of milliseconds
 }
 
-// A record that names its partition goes there whatever the partitioner,
-// like a Java ProducerRecord with a partition; the zero Record.Partition
-// leaves the choice to Config.Partitioner.
-func ExampleToPartition() {
+// A record with ExplicitPartition goes to its Partition whatever the
+// partitioner, like a Java ProducerRecord with a partition; without it a
+// non-zero Partition fails rather than being ignored (ManualPartitioner
+// aside), and the zero Partition leaves the choice to Config.Partitioner.
+func ExampleRecord_explicitPartition() {
 	cluster := startCluster("audit", 4)
 	defer cluster.Close()
 
@@ -189,12 +190,15 @@ func ExampleToPartition() {
 	}
 	defer p.Close(ctx)
 
-	md, err := p.Send(ctx, &producer.Record{Topic: "audit", Partition: producer.ToPartition(2), Value: []byte("login")}).Wait(ctx)
+	md, err := p.Send(ctx, &producer.Record{Topic: "audit", Partition: 2, ExplicitPartition: true, Value: []byte("login")}).Wait(ctx)
 	fmt.Println(md.Partition, err)
-	_, err = p.Send(ctx, &producer.Record{Topic: "audit", Partition: producer.ToPartition(7), Value: []byte("lost?")}).Wait(ctx)
+	_, err = p.Send(ctx, &producer.Record{Topic: "audit", Partition: 7, ExplicitPartition: true, Value: []byte("lost?")}).Wait(ctx)
+	fmt.Println(err)
+	_, err = p.Send(ctx, &producer.Record{Topic: "audit", Partition: 2, Value: []byte("ignored?")}).Wait(ctx)
 	fmt.Println(errors.Is(err, producer.ErrInvalidRecord))
 	// Output:
 	// 2 <nil>
+	// producer: invalid record: partition 7 of topic "audit" is out of range: the topic has 4 partitions
 	// true
 }
 

@@ -209,15 +209,15 @@ func TestEpochBumpKeepsOtherPartitionsRecords(t *testing.T) {
 	})
 	// Warm up: producer id, metadata and connections.
 	waitAll(t, []*Future{
-		p.Send(context.Background(), &Record{Topic: "t", Partition: ToPartition(0), Value: []byte("w0")}),
-		p.Send(context.Background(), &Record{Topic: "t", Partition: ToPartition(1), Value: []byte("w1")}),
+		p.Send(context.Background(), &Record{Topic: "t", Partition: 0, Value: []byte("w0")}),
+		p.Send(context.Background(), &Record{Topic: "t", Partition: 1, Value: []byte("w1")}),
 	})
 	// Partition 1's broker appends, then loses the connection (ambiguous);
 	// partition 0's broker rejects its batch (INVALID_RECORD: a gap).
 	c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Brokers: []int32{1}, Times: 1, After: true, Drop: true})
 	c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Brokers: []int32{0}, Times: 1, ErrorCode: 87})
-	bad := p.Send(context.Background(), &Record{Topic: "t", Partition: ToPartition(0), Value: []byte("bad")})
-	good := p.Send(context.Background(), &Record{Topic: "t", Partition: ToPartition(1), Value: []byte("good")})
+	bad := p.Send(context.Background(), &Record{Topic: "t", Partition: 0, Value: []byte("bad")})
+	good := p.Send(context.Background(), &Record{Topic: "t", Partition: 1, Value: []byte("good")})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	_, err := bad.Wait(ctx)

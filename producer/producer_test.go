@@ -177,7 +177,7 @@ func TestBadInputFailsOnlyThatRecord(t *testing.T) {
 	require.NoError(t, c.CreateTopic("ok", 2))
 	p := newProducer(t, c, Config{MaxRequestSize: 64 << 10, Partitioner: ManualPartitioner()})
 	// Metadata for "ok" first, so the partition check runs in Send.
-	_, err := p.Send(context.Background(), &Record{Topic: "ok", Partition: ToPartition(0), Value: []byte("warm")}).Wait(context.Background())
+	_, err := p.Send(context.Background(), &Record{Topic: "ok", Partition: 0, Value: []byte("warm")}).Wait(context.Background())
 	require.NoError(t, err)
 
 	cases := []struct {
@@ -190,12 +190,12 @@ func TestBadInputFailsOnlyThatRecord(t *testing.T) {
 		{"invalid topic", &Record{Topic: "bad topic!", Value: []byte("v")}, ErrInvalidRecord},
 		{"dot topic", &Record{Topic: "..", Value: []byte("v")}, ErrInvalidRecord},
 		{"too large", &Record{Topic: "ok", Value: bytes.Repeat([]byte("x"), 65<<10)}, ErrRecordTooLarge},
-		{"negative partition", &Record{Topic: "ok", Partition: ToPartition(-2), Value: []byte("v")}, ErrInvalidRecord},
-		{"partition out of range", &Record{Topic: "ok", Partition: ToPartition(9), Value: []byte("v")}, ErrInvalidRecord},
+		{"negative partition", &Record{Topic: "ok", Partition: -2, Value: []byte("v")}, ErrInvalidRecord},
+		{"partition out of range", &Record{Topic: "ok", Partition: 9, Value: []byte("v")}, ErrInvalidRecord},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			good := p.Send(context.Background(), &Record{Topic: "ok", Partition: ToPartition(1), Value: []byte("good")})
+			good := p.Send(context.Background(), &Record{Topic: "ok", Partition: 1, Value: []byte("good")})
 			_, err := p.Send(context.Background(), tc.rec).Wait(context.Background())
 			require.ErrorIs(t, err, tc.want)
 			_, err = good.Wait(context.Background())
@@ -587,7 +587,7 @@ func TestQuietPartitionIsNotStarvedByABusyOne(t *testing.T) {
 	busy := make([]byte, 400)
 	wg.Go(func() {
 		for ctx.Err() == nil {
-			p.Send(ctx, &Record{Topic: "busy", Partition: ToPartition(0), Value: busy})
+			p.Send(ctx, &Record{Topic: "busy", Partition: 0, Value: busy})
 			time.Sleep(50 * time.Microsecond)
 		}
 	})
@@ -596,7 +596,7 @@ func TestQuietPartitionIsNotStarvedByABusyOne(t *testing.T) {
 	start := time.Now()
 	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
 	defer wcancel()
-	md, err := p.Send(ctx, &Record{Topic: "busy", Partition: ToPartition(1), Value: []byte("quiet")}).Wait(wctx)
+	md, err := p.Send(ctx, &Record{Topic: "busy", Partition: 1, Value: []byte("quiet")}).Wait(wctx)
 	require.NoError(t, err, "the quiet record waited for the busy partition to stop")
 	require.Equal(t, int32(1), md.Partition)
 	// Linger, then at most one 20 ms answer, then its own 20 ms request

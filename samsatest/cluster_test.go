@@ -117,9 +117,9 @@ func TestRecordsRoundTrip(t *testing.T) {
 	ts := time.UnixMilli(1_700_000_000_123)
 	big := []byte(strings.Repeat("compressible ", 20))
 	sent := []*producer.Record{
-		{Topic: "rt", Partition: producer.ToPartition(0), Key: []byte("k"), Value: big, Timestamp: ts},
-		{Topic: "rt", Partition: producer.ToPartition(0), Key: nil, Value: nil, Timestamp: ts},
-		{Topic: "rt", Partition: producer.ToPartition(2), Key: []byte{}, Value: []byte{}, Timestamp: ts,
+		{Topic: "rt", Partition: 0, Key: []byte("k"), Value: big, Timestamp: ts},
+		{Topic: "rt", Partition: 0, Key: nil, Value: nil, Timestamp: ts},
+		{Topic: "rt", Partition: 2, Key: []byte{}, Value: []byte{}, Timestamp: ts,
 			Headers: []producer.Header{{Key: "h1", Value: []byte("x")}, {Key: "h2", Value: nil}}},
 	}
 	ctx := t.Context()

@@ -60,7 +60,7 @@ func TestReadBack(t *testing.T) {
 			for _, r := range tc.recs {
 				v := make([]byte, max(r.size, 8))
 				binary.BigEndian.PutUint64(v, uint64(r.seq))
-				rec := &producer.Record{Topic: topic, Partition: producer.ToPartition(r.part), Value: v}
+				rec := &producer.Record{Topic: topic, Partition: r.part, Value: v}
 				if r.key != "" {
 					rec.Key = []byte(r.key)
 				}
