@@ -97,7 +97,7 @@ type parkedRecord[C any] struct {
 	ts        int64
 	chunk     int32 // index into chunks
 	off, n    int32
-	partition int32 // the record's Partition field, for the manual partitioner
+	partition int32 // as given to Park
 	at        time.Time
 	c         C
 }
@@ -162,8 +162,10 @@ func (t *Topic[C]) Failing() error {
 // wait is set). It returns parked=false without error if, once under the
 // topic's lock, the partitions turned out to be known and nothing is parked:
 // the caller then appends to a partition instead. It fails with the error
-// set by SetFailing while one is set. partition is the record's Partition
-// field, kept for the manual partitioner.
+// set by SetFailing while one is set. partition is kept for the caller's
+// partitioning when the record moves (ParkedRecord.Partition): the producer
+// passes the partition the record must go to, or -1 to let its partitioner
+// decide.
 func (t *Topic[C]) Park(ctx context.Context, ts int64, key, value []byte, headers []recordbatch.Header, partition int32, c C, wait bool) (parked bool, err error) {
 	size := recordbatch.BodySize(key, value, headers)
 	a := t.acc
@@ -264,7 +266,7 @@ type ParkedRecord struct {
 	// Body is the record's encoded body (recordbatch.AppendBody); it is
 	// valid only during the call.
 	Body []byte
-	// Partition is the record's Partition field.
+	// Partition is the partition given to Park.
 	Partition int32
 }
 

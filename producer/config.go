@@ -16,22 +16,47 @@ import (
 )
 
 // Acks says how many replicas must have a record before the broker
-// acknowledges it (the Java client's acks). The zero value is AcksAll.
-type Acks int8
+// acknowledges it (the Java client's acks). Its values are AcksAll,
+// AcksLeader and AcksNone; the zero value is AcksAll, the default. Acks is
+// opaque, so that Java's numbers cannot be converted to it by mistake (Java's
+// acks=0 is AcksNone, not the zero value): ParseAcks reads Java's spellings
+// ("all", "-1", "1", "0"), and Wire returns Java's number. Acks values are
+// comparable with ==.
+type Acks struct {
+	// code is 0 for all (so that the zero value is the default), 1 for
+	// leader, 2 for none.
+	code int8
+}
 
-const (
+var (
 	// AcksAll waits for all in-sync replicas (acks=all, -1): the default,
 	// and the only setting idempotence allows.
-	AcksAll Acks = iota
+	AcksAll = Acks{}
 	// AcksLeader waits for the partition leader only (acks=1).
-	AcksLeader
+	AcksLeader = Acks{code: 1}
 	// AcksNone waits for nothing (acks=0): the broker sends no response,
 	// and records complete with Offset -1 once written to the connection.
-	AcksNone
+	AcksNone = Acks{code: 2}
 )
 
-// Wire returns the value of the Produce request's Acks field: -1 for
-// AcksAll, 1 for AcksLeader, 0 for AcksNone.
+// ParseAcks returns the Acks that s names, in the Java client's spelling
+// ("all", "-1", "1", "0") or in String's ("all", "leader", "none"), case
+// and surrounding spaces ignored: ParseAcks("0") is AcksNone, like Java's
+// acks=0. Any other s is an error.
+func ParseAcks(s string) (Acks, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "all", "-1":
+		return AcksAll, nil
+	case "leader", "1":
+		return AcksLeader, nil
+	case "none", "0":
+		return AcksNone, nil
+	}
+	return Acks{}, fmt.Errorf("acks %q is not one of all, -1, 1, 0 (or leader, none)", s)
+}
+
+// Wire returns Java's number for a, which is also the Produce request's
+// Acks field: -1 for AcksAll, 1 for AcksLeader, 0 for AcksNone.
 func (a Acks) Wire() int16 {
 	switch a {
 	case AcksLeader:
@@ -43,17 +68,16 @@ func (a Acks) Wire() int16 {
 	}
 }
 
-// String returns "all", "leader" or "none".
+// String returns "all", "leader" or "none" (which ParseAcks accepts).
 func (a Acks) String() string {
 	switch a {
-	case AcksAll:
-		return "all"
 	case AcksLeader:
 		return "leader"
 	case AcksNone:
 		return "none"
+	default:
+		return "all"
 	}
-	return "Acks(" + strconv.Itoa(int(a)) + ")"
 }
 
 // Default values, the Java producer's (Kafka 4.x) unless stated.
@@ -82,12 +106,22 @@ const (
 	idempotenceMaxInFlight = 5
 )
 
+// NoWait, in Config.Linger, Config.MaxBlock or Config.RetryBackoff, asks
+// for no wait at all: no linger (linger.ms=0), never block for memory
+// (max.block.ms=0), no backoff before a retry (retry.backoff.ms=0). Zero
+// cannot say that, since a zero field means its default. Other duration
+// fields refuse it.
+const NoWait time.Duration = -1
+
 // Config configures a Producer. The zero value of every field means its
 // documented default, which is the Java producer's; only Brokers is
-// required. For settings where zero is a meaningful value that differs from
-// the default (no linger, no blocking, no backoff), set the field negative.
-// New validates the whole Config at once and returns an error wrapping
-// ErrInvalidConfig that names every bad field.
+// required. New validates the whole Config at once and returns an error
+// wrapping ErrInvalidConfig that names every bad field.
+//
+// Every time.Duration field follows one rule: 0 means the field's default,
+// a positive value is used as it is, and a negative value is an error from
+// New, except NoWait in the three fields where Java's 0 means "no wait"
+// (Linger, MaxBlock, RetryBackoff): there NoWait asks for none.
 //
 // ConfigFromProperties builds a Config from Java or librdkafka property
 // names.
@@ -109,8 +143,9 @@ type Config struct {
 	// unless it is full (linger.ms). If its leader has a Produce request in
 	// flight by then, the batch keeps taking records until that broker's
 	// next answer (within RequestTimeout), so that a loaded producer sends
-	// fewer, fuller batches. Default 5ms; a negative value means no linger
-	// (linger.ms=0): send as soon as possible.
+	// fewer, fuller batches. 0 means the default, 5ms; NoWait means no
+	// linger (linger.ms=0): send as soon as possible. Other negative values
+	// are an error.
 	Linger time.Duration
 
 	// BatchSize is the size in bytes of a partition's batch buffer
@@ -131,8 +166,9 @@ type Config struct {
 
 	// MaxBlock is how long Send may block waiting for buffer memory
 	// (max.block.ms); then it returns an error wrapping ErrBufferExhausted.
-	// Default 60s; a negative value means never block (max.block.ms=0).
-	// Send never blocks on metadata.
+	// 0 means the default, 60s; NoWait means never block
+	// (max.block.ms=0). Other negative values are an error. Send never
+	// blocks on metadata.
 	MaxBlock time.Duration
 
 	// MaxRequestSize bounds the size in bytes of one Produce request, and
@@ -165,26 +201,29 @@ type Config struct {
 	// DeliveryTimeout bounds the time from Send to the record's success or
 	// failure, retries included (delivery.timeout.ms); then the record
 	// fails with ErrDeliveryTimeout. It must be at least Linger +
-	// RequestTimeout. Default 120s, raised to Linger + RequestTimeout if
-	// those add up to more.
+	// RequestTimeout. 0 means the default, 120s, raised to Linger +
+	// RequestTimeout if those add up to more; a negative value (NoWait
+	// included: a record always has a deadline) is an error.
 	DeliveryTimeout time.Duration
 
 	// RequestTimeout is how long the producer waits for a broker's answer
 	// to a request before it gives up on the connection and retries
-	// (request.timeout.ms). Default 30s.
+	// (request.timeout.ms). 0 means the default, 30s; a negative value
+	// (NoWait included) is an error.
 	RequestTimeout time.Duration
 
 	// RetryBackoff is the first wait before retrying a failed batch or
 	// metadata request (retry.backoff.ms); the wait doubles, with jitter,
-	// up to RetryBackoffMax (KIP-580). Default 100ms; a negative value
-	// means no wait. Records are retried until DeliveryTimeout, never a
-	// fixed number of times.
+	// up to RetryBackoffMax (KIP-580). 0 means the default, 100ms (or
+	// RetryBackoffMax if that is smaller); NoWait means no wait
+	// (retry.backoff.ms=0). Other negative values are an error. Records
+	// are retried until DeliveryTimeout, never a fixed number of times.
 	RetryBackoff time.Duration
 
 	// RetryBackoffMax caps the retry backoff (retry.backoff.max.ms).
-	// Default 1s, or RetryBackoff if that is larger and RetryBackoffMax is
-	// not set. If set below RetryBackoff, RetryBackoff is lowered to it, as
-	// in the Java client.
+	// 0 means the default, 1s, or RetryBackoff if that is larger. If set
+	// below RetryBackoff, RetryBackoff is lowered to it, as in the Java
+	// client. A negative value (NoWait included) is an error.
 	RetryBackoffMax time.Duration
 
 	// MaxInFlight is the number of Produce requests that may await an
@@ -194,11 +233,13 @@ type Config struct {
 	MaxInFlight int
 
 	// MetadataMaxAge is how often metadata is refreshed even without a
-	// reason (metadata.max.age.ms). Default 5m.
+	// reason (metadata.max.age.ms). 0 means the default, 5m; a negative
+	// value (NoWait included) is an error.
 	MetadataMaxAge time.Duration
 
 	// MetadataMaxIdle is how long a topic not produced to stays in the
-	// metadata cache (metadata.max.idle.ms). Default 5m.
+	// metadata cache (metadata.max.idle.ms). 0 means the default, 5m; a
+	// negative value (NoWait included) is an error.
 	MetadataMaxIdle time.Duration
 
 	// DisableIdempotence turns off the idempotent producer
@@ -236,7 +277,8 @@ type Config struct {
 	AutoCreateReplicationFactor int16
 
 	// DialTimeout bounds connecting to a broker, including the ApiVersions
-	// handshake (socket.connection.setup.timeout.ms). Default 10s.
+	// handshake (socket.connection.setup.timeout.ms). 0 means the
+	// default, 10s; a negative value (NoWait included) is an error.
 	DialTimeout time.Duration
 
 	// Partitioner chooses each record's partition. Default
@@ -289,8 +331,8 @@ type Config struct {
 }
 
 // withDefaults validates c and returns it with every default applied and
-// every "negative means zero" setting normalized: in the result, Linger,
-// MaxBlock and RetryBackoff of 0 mean no linger, no blocking and no backoff;
+// NoWait normalized: in the result, Linger, MaxBlock and RetryBackoff of 0
+// mean no linger, no blocking and no backoff;
 // AutoCreatePartitions and AutoCreateReplicationFactor are -1 or positive;
 // Partitioner, BufferPool and Logger are set. The error wraps
 // ErrInvalidConfig and names every bad field.
@@ -316,16 +358,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ClientID == "" {
 		c.ClientID = defaultClientID
 	}
-	if c.Acks < AcksAll || c.Acks > AcksNone {
-		fail("Acks", "unknown value %d", c.Acks)
-	}
 
-	switch {
-	case c.Linger == 0:
-		c.Linger = defaultLinger
-	case c.Linger < 0:
-		c.Linger = 0
-	}
+	c.Linger = duration("Linger", c.Linger, defaultLinger, true, fail)
 	switch {
 	case c.BatchSize == 0:
 		c.BatchSize = defaultBatchSize
@@ -344,12 +378,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.BatchSize > 0 && c.BufferMemory > 0 && int64(c.BatchSize) > c.BufferMemory {
 		fail("BatchSize", "%d is larger than BufferMemory (%d)", c.BatchSize, c.BufferMemory)
 	}
-	switch {
-	case c.MaxBlock == 0:
-		c.MaxBlock = defaultMaxBlock
-	case c.MaxBlock < 0:
-		c.MaxBlock = 0
-	}
+	c.MaxBlock = duration("MaxBlock", c.MaxBlock, defaultMaxBlock, true, fail)
 	switch {
 	case c.MaxRequestSize == 0:
 		c.MaxRequestSize = defaultMaxRequestSize
@@ -359,33 +388,17 @@ func (c Config) withDefaults() (Config, error) {
 
 	checkCompression(c.Compression, c.CompressionLevel, fail)
 
-	switch {
-	case c.RequestTimeout == 0:
-		c.RequestTimeout = defaultRequestTimeout
-	case c.RequestTimeout < 0:
-		fail("RequestTimeout", "must not be negative, got %v", c.RequestTimeout)
-	}
-	switch {
-	case c.DeliveryTimeout == 0:
-		c.DeliveryTimeout = max(defaultDeliveryTimeout, c.Linger+c.RequestTimeout)
-	case c.DeliveryTimeout < 0:
-		fail("DeliveryTimeout", "must not be negative, got %v", c.DeliveryTimeout)
-	case c.DeliveryTimeout < c.Linger+c.RequestTimeout:
+	c.RequestTimeout = duration("RequestTimeout", c.RequestTimeout, defaultRequestTimeout, false, fail)
+	c.DeliveryTimeout = duration("DeliveryTimeout", c.DeliveryTimeout,
+		max(defaultDeliveryTimeout, c.Linger+c.RequestTimeout), false, fail)
+	if c.DeliveryTimeout > 0 && c.DeliveryTimeout < c.Linger+c.RequestTimeout {
 		fail("DeliveryTimeout", "%v is less than Linger + RequestTimeout (%v + %v)",
 			c.DeliveryTimeout, c.Linger, c.RequestTimeout)
 	}
-	switch {
-	case c.RetryBackoffMax == 0:
-		c.RetryBackoffMax = max(defaultRetryBackoffMax, c.RetryBackoff)
-	case c.RetryBackoffMax < 0:
-		fail("RetryBackoffMax", "must not be negative, got %v", c.RetryBackoffMax)
-	}
-	switch {
-	case c.RetryBackoff == 0:
-		c.RetryBackoff = min(defaultRetryBackoff, c.RetryBackoffMax)
-	case c.RetryBackoff < 0:
-		c.RetryBackoff = 0
-	case c.RetryBackoffMax > 0 && c.RetryBackoff > c.RetryBackoffMax:
+	c.RetryBackoffMax = duration("RetryBackoffMax", c.RetryBackoffMax,
+		max(defaultRetryBackoffMax, c.RetryBackoff), false, fail)
+	c.RetryBackoff = duration("RetryBackoff", c.RetryBackoff, min(defaultRetryBackoff, c.RetryBackoffMax), true, fail)
+	if c.RetryBackoffMax > 0 && c.RetryBackoff > c.RetryBackoffMax {
 		c.RetryBackoff = c.RetryBackoffMax
 	}
 	switch {
@@ -409,18 +422,8 @@ func (c Config) withDefaults() (Config, error) {
 				idempotenceMaxInFlight, c.MaxInFlight)
 		}
 	}
-	switch {
-	case c.MetadataMaxAge == 0:
-		c.MetadataMaxAge = defaultMetadataMaxAge
-	case c.MetadataMaxAge < 0:
-		fail("MetadataMaxAge", "must not be negative, got %v", c.MetadataMaxAge)
-	}
-	switch {
-	case c.MetadataMaxIdle == 0:
-		c.MetadataMaxIdle = defaultMetadataMaxIdle
-	case c.MetadataMaxIdle < 0:
-		fail("MetadataMaxIdle", "must not be negative, got %v", c.MetadataMaxIdle)
-	}
+	c.MetadataMaxAge = duration("MetadataMaxAge", c.MetadataMaxAge, defaultMetadataMaxAge, false, fail)
+	c.MetadataMaxIdle = duration("MetadataMaxIdle", c.MetadataMaxIdle, defaultMetadataMaxIdle, false, fail)
 	switch {
 	case c.AutoCreatePartitions == 0:
 		c.AutoCreatePartitions = -1
@@ -434,12 +437,7 @@ func (c Config) withDefaults() (Config, error) {
 		fail("AutoCreateReplicationFactor", "must be positive, or -1 for the broker's default, got %d",
 			c.AutoCreateReplicationFactor)
 	}
-	switch {
-	case c.DialTimeout == 0:
-		c.DialTimeout = defaultDialTimeout
-	case c.DialTimeout < 0:
-		fail("DialTimeout", "must not be negative, got %v", c.DialTimeout)
-	}
+	c.DialTimeout = duration("DialTimeout", c.DialTimeout, defaultDialTimeout, false, fail)
 
 	if len(bad) > 0 {
 		return Config{}, fmt.Errorf("%w: %s", ErrInvalidConfig, strings.Join(bad, "; "))
@@ -461,6 +459,27 @@ func (c Config) withDefaults() (Config, error) {
 		c.BufferPool = pool
 	}
 	return c, nil
+}
+
+// duration applies Config's rule for duration fields to d, the value of
+// field: 0 is def, a positive d is kept, NoWait is 0 where noWait allows it,
+// and any other negative value is reported through fail.
+func duration(field string, d, def time.Duration, noWait bool, fail func(field, format string, args ...any)) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d > 0:
+		return d
+	case d == NoWait && noWait:
+		return 0
+	case noWait:
+		fail(field, "must not be negative, got %v (NoWait, -1ns, asks for no wait)", d)
+	case d == NoWait:
+		fail(field, "must not be negative: NoWait is not allowed here (0 means the default)")
+	default:
+		fail(field, "must not be negative, got %v", d)
+	}
+	return d
 }
 
 // checkCompression validates a codec and its level with the compression

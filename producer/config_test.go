@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"reflect"
 	"runtime"
 	"testing"
 	"time"
@@ -26,10 +27,42 @@ func TestAcks(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.wire, tc.acks.Wire())
 			assert.Equal(t, tc.name, tc.acks.String())
+			back, err := ParseAcks(tc.acks.String())
+			require.NoError(t, err)
+			assert.Equal(t, tc.acks, back, "String round-trips through ParseAcks")
 		})
 	}
 	var zero Acks
 	assert.Equal(t, AcksAll, zero, "the zero value is acks=all")
+	assert.Equal(t, int16(-1), zero.Wire())
+}
+
+// TestParseAcksKeepsJavaMeaning: a user converting Java's acks settings
+// must get Java's meaning; acks=0 in particular is none, not the default.
+func TestParseAcksKeepsJavaMeaning(t *testing.T) {
+	cases := []struct {
+		in   string
+		want Acks
+	}{
+		{"all", AcksAll},
+		{"ALL", AcksAll},
+		{"-1", AcksAll},
+		{"1", AcksLeader},
+		{" 1 ", AcksLeader},
+		{"0", AcksNone},
+		{"leader", AcksLeader},
+		{"none", AcksNone},
+	}
+	for _, tc := range cases {
+		got, err := ParseAcks(tc.in)
+		require.NoError(t, err, "%q", tc.in)
+		assert.Equal(t, tc.want, got, "%q", tc.in)
+		assert.Equal(t, tc.want.Wire(), got.Wire(), "%q", tc.in)
+	}
+	for _, in := range []string{"", "2", "-2", "one", "al"} {
+		_, err := ParseAcks(in)
+		assert.Error(t, err, "%q", in)
+	}
 }
 
 // The zero Config (plus brokers) gets the Java producer's defaults.
@@ -63,19 +96,75 @@ func TestConfigDefaults(t *testing.T) {
 	assert.Equal(t, int64(32<<20), c.BufferPool.Size())
 }
 
-// Settings where 0 is meaningful are asked for with a negative value, and
-// come out of withDefaults as 0.
-func TestConfigNegativeMeansZero(t *testing.T) {
-	c, err := Config{
-		Brokers:      []string{"b:1"},
-		Linger:       -1,
-		MaxBlock:     -time.Second,
-		RetryBackoff: -1,
-	}.withDefaults()
-	require.NoError(t, err)
-	assert.Zero(t, c.Linger)
-	assert.Zero(t, c.MaxBlock)
-	assert.Zero(t, c.RetryBackoff)
+// TestConfigDurationRule: every duration field follows Config's one rule:
+// 0 is the default, a positive value is kept, NoWait is "no wait" only in
+// Linger, MaxBlock and RetryBackoff, and any other negative value is an
+// error naming the field.
+func TestConfigDurationRule(t *testing.T) {
+	fields := []struct {
+		name   string
+		field  func(c *Config) *time.Duration
+		def    time.Duration
+		noWait bool
+	}{
+		{"Linger", func(c *Config) *time.Duration { return &c.Linger }, 5 * time.Millisecond, true},
+		{"MaxBlock", func(c *Config) *time.Duration { return &c.MaxBlock }, 60 * time.Second, true},
+		{"RetryBackoff", func(c *Config) *time.Duration { return &c.RetryBackoff }, 100 * time.Millisecond, true},
+		{"RetryBackoffMax", func(c *Config) *time.Duration { return &c.RetryBackoffMax }, time.Second, false},
+		{"RequestTimeout", func(c *Config) *time.Duration { return &c.RequestTimeout }, 30 * time.Second, false},
+		{"DeliveryTimeout", func(c *Config) *time.Duration { return &c.DeliveryTimeout }, 120 * time.Second, false},
+		{"MetadataMaxAge", func(c *Config) *time.Duration { return &c.MetadataMaxAge }, 5 * time.Minute, false},
+		{"MetadataMaxIdle", func(c *Config) *time.Duration { return &c.MetadataMaxIdle }, 5 * time.Minute, false},
+		{"DialTimeout", func(c *Config) *time.Duration { return &c.DialTimeout }, 10 * time.Second, false},
+	}
+	// A Config's duration fields, by reflection, must all be in the table.
+	var all []string
+	rt := reflect.TypeFor[Config]()
+	for i := range rt.NumField() {
+		if rt.Field(i).Type == reflect.TypeFor[time.Duration]() {
+			all = append(all, rt.Field(i).Name)
+		}
+	}
+	var listed []string
+	for _, f := range fields {
+		listed = append(listed, f.name)
+	}
+	require.ElementsMatch(t, all, listed, "every duration field of Config is tested")
+
+	const positive = 2 * time.Minute // above every default that bounds another
+	for _, f := range fields {
+		t.Run(f.name, func(t *testing.T) {
+			get := func(d time.Duration) (time.Duration, error) {
+				c := Config{Brokers: []string{"b:1"}, DeliveryTimeout: 10 * time.Minute}
+				if f.name == "DeliveryTimeout" {
+					c.DeliveryTimeout = 0
+				}
+				*f.field(&c) = d
+				out, err := c.withDefaults()
+				return *f.field(&out), err
+			}
+			got, err := get(0)
+			require.NoError(t, err)
+			assert.Equal(t, f.def, got, "0 means the default")
+
+			got, err = get(positive)
+			require.NoError(t, err)
+			assert.Equal(t, positive, got, "a positive value is kept")
+
+			got, err = get(NoWait)
+			if f.noWait {
+				require.NoError(t, err)
+				assert.Zero(t, got, "NoWait means no wait")
+			} else {
+				require.ErrorIs(t, err, ErrInvalidConfig)
+				assert.Contains(t, err.Error(), f.name+": must not be negative: NoWait is not allowed")
+			}
+
+			_, err = get(-time.Second)
+			require.ErrorIs(t, err, ErrInvalidConfig)
+			assert.Contains(t, err.Error(), f.name+": must not be negative, got -1s")
+		})
+	}
 }
 
 func TestConfigAdjustments(t *testing.T) {
@@ -158,7 +247,6 @@ func TestConfigInvalid(t *testing.T) {
 		{"no brokers", Config{Brokers: []string{}}, []string{"Brokers: at least one"}},
 		{"broker without port", Config{Brokers: []string{"a:1", "localhost"}}, []string{`Brokers[1]: "localhost" is not host:port`}},
 		{"broker with bad port", Config{Brokers: []string{"a:http"}}, []string{`Brokers[0]: "a:http" has an invalid port`}},
-		{"unknown acks", Config{Acks: 7}, []string{"Acks: unknown value 7"}},
 		{"acks leader with idempotence", Config{Acks: AcksLeader}, []string{"Acks: idempotence requires AcksAll, got leader", "DisableIdempotence"}},
 		{"acks none with idempotence", Config{Acks: AcksNone}, []string{"Acks: idempotence requires AcksAll, got none"}},
 		{"too many in flight with idempotence", Config{MaxInFlight: 6}, []string{"MaxInFlight: idempotence allows at most 5, got 6", "DisableIdempotence"}},

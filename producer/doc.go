@@ -32,9 +32,13 @@
 // Java, librdkafka's murmur2_random and samsa agree on where a key lands; a
 // record without a key goes to a sticky partition that changes after about
 // BatchSize bytes, preferring partitions with shorter queues (KIP-794).
-// RoundRobinPartitioner, ManualPartitioner (Record.Partition) and
-// PartitionerFunc are the alternatives; a custom partitioner may return
-// UnknownPartition to leave a record to the sticky partitioner.
+// RoundRobinPartitioner, ManualPartitioner (each record goes to its
+// Record.Partition, 0 included) and PartitionerFunc are the alternatives; a
+// custom partitioner may return UnknownPartition to leave a record to the
+// sticky partitioner. A record with ExplicitPartition goes to its Partition
+// whatever the partitioner, as a Java ProducerRecord with a partition; a
+// non-zero Partition without it, under a partitioner other than
+// ManualPartitioner, fails with ErrInvalidRecord instead of being ignored.
 //
 // # Memory
 //

@@ -71,12 +71,14 @@ var (
 
 	// ErrInvalidRecord fails a record that cannot be produced as given: a
 	// nil record, an empty or invalid topic name, a partition out of range
-	// (ManualPartitioner, or a custom Partitioner's answer), a Partitioner
-	// error (wrapped, so errors.Is matches it too) or panic, or a
-	// TypedProducer serializer error or panic. It surfaces through the
-	// record's Future or callback, before the record takes buffer memory,
-	// or, for a record parked until its topic's partitions are known, from
-	// the IO goroutine once they are.
+	// (Record.Partition with ExplicitPartition or ManualPartitioner, or a
+	// Partitioner's answer), a negative Partition with ExplicitPartition, a
+	// non-zero Partition without ExplicitPartition under another
+	// partitioner, a Partitioner error (wrapped, so errors.Is matches it
+	// too) or panic, or a TypedProducer serializer error or panic. It
+	// surfaces through the record's Future or callback, before the record
+	// takes buffer memory, or, for a record parked until its topic's
+	// partitions are known, from the IO goroutine once they are.
 	ErrInvalidRecord = errors.New("producer: invalid record")
 
 	// ErrOutcomeUnknown qualifies the error of a record that may or may not

@@ -174,3 +174,43 @@ func ExampleConfigFromProperties_java() {
 	// true
 	// producer: invalid config: unknown properties: lingr.ms (did you mean linger.ms?); linger.ms: "soon" is not a number of milliseconds
 }
+
+// A record with ExplicitPartition goes to its Partition whatever the
+// partitioner, like a Java ProducerRecord with a partition; without it a
+// non-zero Partition fails rather than being ignored (ManualPartitioner
+// aside), and the zero Partition leaves the choice to Config.Partitioner.
+func ExampleRecord_explicitPartition() {
+	cluster := startCluster("audit", 4)
+	defer cluster.Close()
+
+	ctx := context.Background()
+	p, err := producer.New(producer.Config{Brokers: cluster.Addrs()})
+	if err != nil {
+		panic(err)
+	}
+	defer p.Close(ctx)
+
+	md, err := p.Send(ctx, &producer.Record{Topic: "audit", Partition: 2, ExplicitPartition: true, Value: []byte("login")}).Wait(ctx)
+	fmt.Println(md.Partition, err)
+	_, err = p.Send(ctx, &producer.Record{Topic: "audit", Partition: 7, ExplicitPartition: true, Value: []byte("lost?")}).Wait(ctx)
+	fmt.Println(err)
+	_, err = p.Send(ctx, &producer.Record{Topic: "audit", Partition: 2, Value: []byte("ignored?")}).Wait(ctx)
+	fmt.Println(errors.Is(err, producer.ErrInvalidRecord))
+	// Output:
+	// 2 <nil>
+	// producer: invalid record: partition 7 of topic "audit" is out of range: the topic has 4 partitions
+	// true
+}
+
+// ParseAcks reads Java's acks settings with their Java meaning.
+func ExampleParseAcks() {
+	for _, s := range []string{"all", "-1", "1", "0"} {
+		a, err := producer.ParseAcks(s)
+		fmt.Println(s, "->", a, a.Wire(), err)
+	}
+	// Output:
+	// all -> all -1 <nil>
+	// -1 -> all -1 <nil>
+	// 1 -> leader 1 <nil>
+	// 0 -> none 0 <nil>
+}

@@ -192,3 +192,39 @@ func TestIdempotenceConfigErrors(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalidConfig)
 	}
 }
+
+// TestEpochBumpKeepsOtherPartitionsRecords: a non-retriable error on one
+// partition (a sequence gap, so an epoch bump) must not fail a healthy
+// partition's batch whose last attempt was ambiguous while its
+// DeliveryTimeout is far away: resent under the old epoch first, it would
+// be settled (DUPLICATE_SEQUENCE_NUMBER or success) and stored exactly once.
+func TestEpochBumpKeepsOtherPartitionsRecords(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 2})
+	require.NoError(t, c.CreateTopic("t", 2))
+	require.NoError(t, c.MoveLeader("t", 0, 0))
+	require.NoError(t, c.MoveLeader("t", 1, 1))
+	p := newProducer(t, c, Config{
+		Partitioner: ManualPartitioner(), Linger: -1, DeliveryTimeout: 30 * time.Second,
+		RetryBackoff: 300 * time.Millisecond, RetryBackoffMax: 300 * time.Millisecond,
+	})
+	// Warm up: producer id, metadata and connections.
+	waitAll(t, []*Future{
+		p.Send(context.Background(), &Record{Topic: "t", Partition: 0, Value: []byte("w0")}),
+		p.Send(context.Background(), &Record{Topic: "t", Partition: 1, Value: []byte("w1")}),
+	})
+	// Partition 1's broker appends, then loses the connection (ambiguous);
+	// partition 0's broker rejects its batch (INVALID_RECORD: a gap).
+	c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Brokers: []int32{1}, Times: 1, After: true, Drop: true})
+	c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Brokers: []int32{0}, Times: 1, ErrorCode: 87})
+	bad := p.Send(context.Background(), &Record{Topic: "t", Partition: 0, Value: []byte("bad")})
+	good := p.Send(context.Background(), &Record{Topic: "t", Partition: 1, Value: []byte("good")})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := bad.Wait(ctx)
+	var ke *KafkaError
+	require.ErrorAs(t, err, &ke, "partition 0's batch is rejected")
+	require.Equal(t, int16(87), ke.Code)
+	_, err = good.Wait(ctx)
+	require.NoError(t, err, "partition 1's record was never refused and its broker is healthy")
+	storedOnce(t, c, "t", 2, []string{"good"})
+}

@@ -15,10 +15,13 @@ const UnknownPartition int32 = -1
 
 // Partitioner chooses a record's partition.
 //
-// Partition is called by Send for every record, from the caller's goroutine,
-// so it must be safe for concurrent use and should be fast and allocation
-// free. numPartitions is the number of partitions of rec.Topic (all of them,
-// not only those with a live leader) and is always at least 1. Partition
+// Partition is called by Send for every record without
+// Record.ExplicitPartition, from the caller's goroutine, so it must be safe
+// for concurrent use and should be fast and allocation free. Except for
+// ManualPartitioner, rec.Partition is always 0 there: a record with another
+// Partition and without ExplicitPartition fails before any partitioner is
+// called. numPartitions is the number of partitions of rec.Topic (all of
+// them, not only those with a live leader) and is always at least 1. Partition
 // returns a partition in [0, numPartitions), or UnknownPartition to let the
 // built-in uniform sticky partitioner choose. A returned error fails that
 // record's future, wrapped in ErrInvalidRecord (a panic does too, and is
@@ -157,9 +160,10 @@ func (rr *roundRobin) add(topic string) *atomic.Uint32 {
 }
 
 // ManualPartitioner returns a partitioner that sends each record to
-// Record.Partition. A partition outside [0, numPartitions) fails the
-// record's future with an error wrapping ErrInvalidRecord that names the
-// topic, the partition and the partition count.
+// Record.Partition, 0 included (so the zero value is partition 0), with or
+// without Record.ExplicitPartition. A partition outside [0, numPartitions)
+// fails the record's future with an error wrapping ErrInvalidRecord that
+// names the topic, the partition and the partition count.
 func ManualPartitioner() Partitioner { return manualPartitioner{} }
 
 type manualPartitioner struct{}
@@ -171,11 +175,52 @@ func (manualPartitioner) Partition(rec *Record, numPartitions int32) (int32, err
 	return rec.Partition, nil
 }
 
-// callPartitioner calls pt.Partition for rec. The partitioner's error, or
-// its panic (recovered: user code must not kill the goroutine it runs on,
-// nor leave the record uncounted), comes back as an error wrapping
-// ErrInvalidRecord that names the topic.
+// checkRecordPartition refuses, in Send, a partition that pt would never
+// honour: a negative Partition with ExplicitPartition, and a non-zero
+// Partition without it under a partitioner other than ManualPartitioner
+// (which would ignore it). Both are errors wrapping ErrInvalidRecord.
+func checkRecordPartition(pt Partitioner, rec *Record) error {
+	switch {
+	case rec.ExplicitPartition:
+		if rec.Partition < 0 {
+			return fmt.Errorf("%w: partition %d of topic %q is negative", ErrInvalidRecord, rec.Partition, rec.Topic)
+		}
+	case rec.Partition != 0:
+		if _, manual := pt.(manualPartitioner); !manual {
+			return fmt.Errorf("%w: topic %q: Partition is %d without ExplicitPartition, and the partitioner would ignore it: set ExplicitPartition (or use ManualPartitioner)",
+				ErrInvalidRecord, rec.Topic, rec.Partition)
+		}
+	}
+	return nil
+}
+
+// parkedPartition is rec's partition as the accumulator keeps it for a
+// parked record: Partition when it decides (ExplicitPartition, or
+// ManualPartitioner, whose negative Partition fails once the partitions are
+// known, as it would in Send), else UnknownPartition (pt decides). The sink
+// sets ExplicitPartition on a parked record whose partition is not negative.
+func parkedPartition(pt Partitioner, rec *Record) int32 {
+	if _, manual := pt.(manualPartitioner); manual || rec.ExplicitPartition {
+		return rec.Partition
+	}
+	return UnknownPartition
+}
+
+// callPartitioner returns rec's Partition if it has ExplicitPartition, or
+// else calls pt.Partition for rec, which must be the caller's own copy: a
+// partitioner other than ManualPartitioner gets it with Partition 0. The
+// partitioner's error, or its panic (recovered: user code must not kill the
+// goroutine it runs on, nor leave the record uncounted), comes back as an
+// error wrapping ErrInvalidRecord that names the topic.
 func callPartitioner(pt Partitioner, rec *Record, n int32) (part int32, err error) {
+	if rec.ExplicitPartition {
+		return rec.Partition, nil
+	}
+	if _, manual := pt.(manualPartitioner); !manual {
+		// A parked record's UnknownPartition: other partitioners see 0,
+		// as they do in Send.
+		rec.Partition = 0
+	}
 	defer func() {
 		if v := recover(); v != nil {
 			part, err = 0, fmt.Errorf("%w: topic %q: the partitioner panicked: %v", ErrInvalidRecord, rec.Topic, v)
@@ -189,8 +234,9 @@ func callPartitioner(pt Partitioner, rec *Record, n int32) (part int32, err erro
 }
 
 // checkPartition reports an error wrapping ErrInvalidRecord unless p is in
-// [0, numPartitions). The producer calls it on whatever a Partitioner
-// returns (other than UnknownPartition).
+// [0, numPartitions). The producer calls it on a record's explicit
+// partition (ExplicitPartition) and on whatever a Partitioner returns
+// (other than UnknownPartition).
 func checkPartition(topic string, p, numPartitions int32) error {
 	if p < 0 || p >= numPartitions {
 		return fmt.Errorf("%w: partition %d of topic %q is out of range: the topic has %d partitions",

@@ -1,12 +1,17 @@
 package producer
 
 import (
+	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/samsa-go/samsa/internal/testbroker"
 )
 
 // Vectors from Kafka's UtilsTest.testMurmur2 (signed int32).
@@ -224,6 +229,235 @@ func BenchmarkPartitioner(b *testing.B) {
 					_, _ = tc.p.Partition(rec, 24)
 				}
 			})
+		})
+	}
+}
+
+// TestExplicitPartitionWinsOverThePartitioner: a record with
+// ExplicitPartition (Java's ProducerRecord with a partition) goes to its
+// Partition with any partitioner, which is not called for it, whether its
+// topic was known at Send or parked; one out of range fails naming the
+// topic, the partition and the count, never silently going elsewhere.
+func TestExplicitPartitionWinsOverThePartitioner(t *testing.T) {
+	c := newCluster(t, testbroker.Config{})
+	require.NoError(t, c.CreateTopic("known", 3))
+	var called atomic.Int32
+	counting := PartitionerFunc(func(*Record, int32) (int32, error) { called.Add(1); return 0, nil })
+	cases := []struct {
+		name   string
+		pt     Partitioner
+		parked string // a topic created only after the Sends
+	}{
+		{"default", nil, "later-default"},
+		{"round robin", RoundRobinPartitioner(), "later-rr"},
+		{"custom", counting, "later-custom"},
+		{"manual", ManualPartitioner(), "later-manual"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			p := newProducer(t, c, Config{Partitioner: tc.pt, Linger: NoWait})
+			// Known first, so that these are partitioned in Send.
+			md, err := p.Send(ctx, &Record{Topic: "known", Partition: 2, ExplicitPartition: true, Value: []byte("warm")}).Wait(ctx)
+			require.NoError(t, err)
+			require.Equal(t, int32(2), md.Partition)
+
+			var fs []*Future
+			for i := range 9 {
+				rec := &Record{Topic: "known", Key: []byte(fmt.Sprint(i)), Partition: int32(i % 3), ExplicitPartition: true}
+				fs = append(fs, p.Send(ctx, rec))
+			}
+			parked0 := p.Send(ctx, &Record{Topic: tc.parked, Partition: 0, ExplicitPartition: true})
+			parked1 := p.Send(ctx, &Record{Topic: tc.parked, Key: []byte("k"), Partition: 1, ExplicitPartition: true})
+			parkedBad := p.Send(ctx, &Record{Topic: tc.parked, Partition: 5, ExplicitPartition: true})
+			_, err = p.Send(ctx, &Record{Topic: "known", Partition: 3, ExplicitPartition: true}).Wait(ctx)
+			require.ErrorIs(t, err, ErrInvalidRecord)
+			require.ErrorContains(t, err, `partition 3 of topic "known" is out of range: the topic has 3 partitions`)
+			for _, topic := range []string{"known", tc.parked} {
+				_, err = p.Send(ctx, &Record{Topic: topic, Partition: -1, ExplicitPartition: true}).Wait(ctx)
+				require.ErrorIs(t, err, ErrInvalidRecord, "a negative partition fails in Send, even for a parked topic")
+				require.ErrorContains(t, err, `partition -1 of topic "`+topic+`" is negative`)
+			}
+
+			require.NoError(t, c.CreateTopic(tc.parked, 2))
+			_, err = parkedBad.Wait(ctx)
+			require.ErrorIs(t, err, ErrInvalidRecord)
+			require.ErrorContains(t, err, `partition 5 of topic "`+tc.parked+`" is out of range: the topic has 2 partitions`)
+			for want, f := range []*Future{parked0, parked1} {
+				md, err := f.Wait(ctx)
+				require.NoError(t, err)
+				assert.Equal(t, int32(want), md.Partition, "parked record")
+			}
+			for i, md := range waitAll(t, fs) {
+				assert.Equal(t, int32(i%3), md.Partition, "record %d", i)
+			}
+		})
+	}
+	assert.Zero(t, called.Load(), "the partitioner is not called for records with ExplicitPartition")
+}
+
+// TestPartitionWithoutExplicitPartitionFails: a non-zero Partition without
+// ExplicitPartition, under a partitioner that would ignore it, fails in Send
+// (known topic or parked) and says how to ask for it; a zero Partition is
+// the zero value, and the partitioner decides, seeing Partition 0 also for
+// a parked record.
+func TestPartitionWithoutExplicitPartitionFails(t *testing.T) {
+	c := newCluster(t, testbroker.Config{})
+	require.NoError(t, c.CreateTopic("known", 3))
+	var mu sync.Mutex
+	var seen []int32 // the Partition the custom partitioner was given
+	custom := PartitionerFunc(func(rec *Record, _ int32) (int32, error) {
+		mu.Lock()
+		seen = append(seen, rec.Partition)
+		mu.Unlock()
+		return 1, nil
+	})
+	cases := []struct {
+		name   string
+		pt     Partitioner
+		parked string
+	}{
+		{"default", nil, "zero-default"},
+		{"round robin", RoundRobinPartitioner(), "zero-rr"},
+		{"custom", custom, "zero-custom"},
+		{"ignore keys", ignoreKeysPartitioner{}, "zero-ignore"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			p := newProducer(t, c, Config{Partitioner: tc.pt, Linger: NoWait})
+			_, err := p.Send(ctx, &Record{Topic: "known", Value: []byte("warm")}).Wait(ctx)
+			require.NoError(t, err)
+			for _, topic := range []string{"known", tc.parked} {
+				for _, part := range []int32{2, -1} {
+					_, err := p.Send(ctx, &Record{Topic: topic, Partition: part, Value: []byte("v")}).Wait(ctx)
+					require.ErrorIs(t, err, ErrInvalidRecord)
+					require.ErrorContains(t, err, fmt.Sprintf("topic %q: Partition is %d without ExplicitPartition", topic, part))
+					require.ErrorContains(t, err, "set ExplicitPartition (or use ManualPartitioner)")
+				}
+			}
+			parked := p.Send(ctx, &Record{Topic: tc.parked, Value: []byte("v")})
+			require.NoError(t, c.CreateTopic(tc.parked, 3))
+			_, err = parked.Wait(ctx)
+			require.NoError(t, err, "a zero Partition is left to the partitioner")
+		})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []int32{0, 0}, seen, "the custom partitioner sees Partition 0, in Send and for a parked record")
+}
+
+// TestManualPartitionerUsesPartition: with ManualPartitioner every record
+// goes to its Partition, 0 included, with or without ExplicitPartition, as
+// before ExplicitPartition existed; one out of range fails naming the
+// count, in Send or (parked) once the partitions are known.
+func TestManualPartitionerUsesPartition(t *testing.T) {
+	c := newCluster(t, testbroker.Config{})
+	require.NoError(t, c.CreateTopic("known", 2))
+	p := newProducer(t, c, Config{Partitioner: ManualPartitioner(), Linger: NoWait})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cases := []struct {
+		name     string
+		part     int32
+		explicit bool
+		wantErr  string // with %s for the topic and %d for the count
+	}{
+		{"zero value", 0, false, ""},
+		{"one", 1, false, ""},
+		{"explicit zero", 0, true, ""},
+		{"explicit one", 1, true, ""},
+		{"out of range", 2, false, `partition 2 of topic "%s" is out of range: the topic has %d partitions`},
+		{"negative", -1, false, `partition -1 of topic "%s" is out of range: the topic has %d partitions`},
+	}
+	type sent struct {
+		f    *Future
+		want string
+	}
+	var parked []sent
+	for _, tc := range cases {
+		rec := &Record{Topic: "later", Partition: tc.part, ExplicitPartition: tc.explicit, Value: []byte(tc.name)}
+		parked = append(parked, sent{p.Send(ctx, rec), tc.wantErr})
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			md, err := p.Send(ctx, &Record{Topic: "known", Partition: tc.part, ExplicitPartition: tc.explicit}).Wait(ctx)
+			if tc.wantErr == "" {
+				require.NoError(t, err)
+				assert.Equal(t, tc.part, md.Partition)
+				return
+			}
+			require.ErrorIs(t, err, ErrInvalidRecord)
+			require.ErrorContains(t, err, fmt.Sprintf(tc.wantErr, "known", 2))
+		})
+	}
+	require.NoError(t, c.CreateTopic("later", 2))
+	for i, tc := range cases {
+		md, err := parked[i].f.Wait(ctx)
+		if tc.wantErr == "" {
+			require.NoError(t, err, tc.name)
+			assert.Equal(t, tc.part, md.Partition, tc.name)
+			continue
+		}
+		require.ErrorIs(t, err, ErrInvalidRecord, tc.name)
+		require.ErrorContains(t, err, fmt.Sprintf(tc.wantErr, "later", 2), tc.name)
+	}
+}
+
+func TestCheckRecordPartition(t *testing.T) {
+	cases := []struct {
+		name     string
+		pt       Partitioner
+		part     int32
+		explicit bool
+		wantErr  string
+	}{
+		{"zero value, default", DefaultPartitioner(), 0, false, ""},
+		{"zero value, custom", PartitionerFunc(nil), 0, false, ""},
+		{"explicit zero", DefaultPartitioner(), 0, true, ""},
+		{"explicit", RoundRobinPartitioner(), 7, true, ""},
+		{"explicit, manual", ManualPartitioner(), 7, true, ""},
+		{"explicit negative", DefaultPartitioner(), -1, true, `partition -1 of topic "t" is negative`},
+		{"explicit negative, manual", ManualPartitioner(), -3, true, `partition -3 of topic "t" is negative`},
+		{"without the flag, default", DefaultPartitioner(), 2, false, `topic "t": Partition is 2 without ExplicitPartition`},
+		{"without the flag, negative", RoundRobinPartitioner(), -1, false, "set ExplicitPartition (or use ManualPartitioner)"},
+		{"without the flag, custom", PartitionerFunc(nil), 1, false, "set ExplicitPartition"},
+		{"without the flag, manual", ManualPartitioner(), 2, false, ""},
+		{"without the flag, manual, negative", ManualPartitioner(), -1, false, ""}, // out of range later, as before
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := checkRecordPartition(tc.pt, &Record{Topic: "t", Partition: tc.part, ExplicitPartition: tc.explicit})
+			if tc.wantErr == "" {
+				assert.NoError(t, err)
+				return
+			}
+			assert.ErrorIs(t, err, ErrInvalidRecord)
+			assert.ErrorContains(t, err, tc.wantErr)
+		})
+	}
+}
+
+func TestParkedPartition(t *testing.T) {
+	cases := []struct {
+		name     string
+		pt       Partitioner
+		part     int32
+		explicit bool
+		want     int32
+	}{
+		{"zero value", DefaultPartitioner(), 0, false, UnknownPartition},
+		{"explicit zero", DefaultPartitioner(), 0, true, 0},
+		{"explicit", PartitionerFunc(nil), 4, true, 4},
+		{"manual zero value", ManualPartitioner(), 0, false, 0},
+		{"manual", ManualPartitioner(), 3, false, 3},
+		{"manual negative", ManualPartitioner(), -2, false, -2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, parkedPartition(tc.pt, &Record{Partition: tc.part, ExplicitPartition: tc.explicit}))
 		})
 	}
 }

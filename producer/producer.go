@@ -385,9 +385,12 @@ func (p *Producer) topic(name string) (*topicState, error) {
 
 // append puts the record in its partition's batch, or parks it.
 func (p *Producer) append(ctx context.Context, t *topicState, rec *Record, size int, c completion, wait bool) error {
+	if err := checkRecordPartition(p.cfg.Partitioner, rec); err != nil {
+		return err
+	}
 	parts := t.acc.Partitions()
 	if parts == nil {
-		parked, err := t.acc.Park(ctx, c.ts, rec.Key, rec.Value, rec.Headers, rec.Partition, c, wait)
+		parked, err := t.acc.Park(ctx, c.ts, rec.Key, rec.Value, rec.Headers, parkedPartition(p.cfg.Partitioner, rec), c, wait)
 		if err != nil {
 			// A topic that fails fast stays wanted, so that its metadata
 			// is fetched again and the failure ends with its cause.
@@ -405,7 +408,9 @@ func (p *Producer) append(ctx context.Context, t *topicState, rec *Record, size 
 	}
 	n := int32(len(parts))
 	part := UnknownPartition
-	if _, ok := p.cfg.Partitioner.(defaultPartitioner); ok {
+	if rec.ExplicitPartition {
+		part = rec.Partition // not negative (checkRecordPartition), so never UnknownPartition
+	} else if _, ok := p.cfg.Partitioner.(defaultPartitioner); ok {
 		if rec.Key != nil {
 			part = KeyPartition(rec.Key, n)
 		}

@@ -604,3 +604,15 @@ func TestQuietPartitionIsNotStarvedByABusyOne(t *testing.T) {
 	require.Less(t, time.Since(start), time.Second, "the quiet record waited for the busy partition to stop")
 	require.Positive(t, p.Stats().InFlight, "the busy partition was still busy")
 }
+
+// waitFor polls cond every 5ms for up to d.
+func waitFor(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return true
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return cond()
+}

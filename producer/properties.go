@@ -15,9 +15,9 @@ import (
 // property names, or librdkafka's, so that an existing configuration can be
 // brought over unchanged. Values are parsed strictly: whole decimal numbers,
 // "true" or "false", and durations as integer milliseconds; surrounding
-// spaces are ignored. A value of 0 keeps its Java meaning (linger.ms=0 is no
-// linger, max.block.ms=0 is no blocking), which the Config expresses with a
-// negative field.
+// spaces are ignored. A value of 0 keeps its Java meaning: linger.ms=0,
+// max.block.ms=0 and retry.backoff.ms=0 become NoWait (no linger, no
+// blocking, no backoff), and a 0 where Java has no such meaning is refused.
 //
 // Keys it maps (librdkafka aliases in parentheses):
 //
@@ -149,12 +149,11 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 		}
 		return time.Duration(n) * time.Millisecond, true
 	}
-	// msZero is ms where 0 has a meaning of its own, which Config spells
-	// negative.
+	// msZero is ms where 0 means no wait, which Config spells NoWait.
 	msZero := func(key, v string) (time.Duration, bool) {
 		d, ok := ms(key, v)
 		if ok && d == 0 {
-			d = -1
+			d = NoWait
 		}
 		return d, ok
 	}
@@ -220,14 +219,9 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 			if !claim(key, "Acks") {
 				continue
 			}
-			switch strings.ToLower(v) {
-			case "all", "-1":
-				c.Acks = AcksAll
-			case "1":
-				c.Acks = AcksLeader
-			case "0":
-				c.Acks = AcksNone
-			default:
+			if a, err := ParseAcks(v); err == nil {
+				c.Acks = a
+			} else {
 				fail(key, "%q is not one of all, -1, 1, 0", v)
 			}
 		case "linger.ms", "queue.buffering.max.ms":

@@ -74,7 +74,7 @@ func TestConfigFromProperties(t *testing.T) {
 		{
 			"zero values keep their Java meaning",
 			map[string]string{"linger.ms": "0", "max.block.ms": "0", "retry.backoff.ms": "0", "batch.size": "0"},
-			Config{Linger: -1, MaxBlock: -1, RetryBackoff: -1, BatchSize: 1},
+			Config{Linger: NoWait, MaxBlock: NoWait, RetryBackoff: NoWait, BatchSize: 1},
 		},
 		{
 			"a typical librdkafka config",
@@ -381,4 +381,19 @@ func TestEditDistance(t *testing.T) {
 		assert.Equal(t, tc.want, editDistance(tc.a, tc.b), "%q %q", tc.a, tc.b)
 		assert.Equal(t, tc.want, editDistance(tc.b, tc.a), "%q %q", tc.b, tc.a)
 	}
+}
+
+// TestPropertiesZeroWaitReachesTheProducer: Java's linger.ms=0 (and
+// max.block.ms=0, retry.backoff.ms=0) must mean no wait in the producer, not
+// the default that a zero Config field means.
+func TestPropertiesZeroWaitReachesTheProducer(t *testing.T) {
+	cfg, err := ConfigFromProperties(map[string]string{
+		"bootstrap.servers": "b:1", "linger.ms": "0", "max.block.ms": "0", "retry.backoff.ms": "0",
+	})
+	require.NoError(t, err)
+	c, err := cfg.withDefaults()
+	require.NoError(t, err)
+	assert.Zero(t, c.Linger)
+	assert.Zero(t, c.MaxBlock)
+	assert.Zero(t, c.RetryBackoff)
 }

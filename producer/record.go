@@ -20,9 +20,23 @@ type Record struct {
 	// 1 to 249 characters of [a-zA-Z0-9._-], and neither "." nor "..".
 	Topic string
 
-	// Partition is honored only by the manual partitioner
-	// (ManualPartitioner); other partitioners ignore it.
+	// Partition is the record's partition when ExplicitPartition is set
+	// or Config.Partitioner is ManualPartitioner; otherwise it must be 0
+	// (the zero value: the partitioner decides). A non-zero Partition
+	// without ExplicitPartition under any other partitioner fails the
+	// record with ErrInvalidRecord rather than being ignored. A partition
+	// outside the topic's partitions fails the record with an error
+	// wrapping ErrInvalidRecord that names the topic, the partition and
+	// the partition count: in Send, or, when the topic's partitions are
+	// not known yet, once they are.
 	Partition int32
+
+	// ExplicitPartition sends the record to Partition whatever
+	// Config.Partitioner, which is then not called for it, as a Java
+	// ProducerRecord with a partition does. With it a negative Partition
+	// fails in Send with ErrInvalidRecord, even before the topic's
+	// partitions are known. Default false.
+	ExplicitPartition bool
 
 	// Key is the record key; nil is a null key. Keyed records are
 	// partitioned by the murmur2 hash of the key, like the Java client.

@@ -544,7 +544,7 @@ func (s *sink) moveParked() {
 		load := func(i int32) int { return parts[i].Load() }
 		s.p.memWanted.Store(true) // before trying: a release racing with a failed move still wakes us
 		done := t.ts.acc.MoveParked(func(r accumulator.ParkedRecord) (*accumulator.Partition[completion], error) {
-			rec := Record{Topic: t.name, Partition: r.Partition, Timestamp: timeFromMillis(r.Timestamp)}
+			rec := Record{Topic: t.name, Partition: r.Partition, ExplicitPartition: r.Partition >= 0, Timestamp: timeFromMillis(r.Timestamp)}
 			rec.Key, rec.Value, rec.Headers = parseBody(r.Body)
 			part, err := callPartitioner(s.cfg.Partitioner, &rec, n) // no lock held; a panic fails only this record
 			if err != nil {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/samsa-go/samsa/accumulator"
+	"github.com/samsa-go/samsa/internal/conn"
 	"github.com/samsa-go/samsa/internal/testbroker"
 	"github.com/samsa-go/samsa/internal/testutil"
 	"github.com/samsa-go/samsa/kerr"
@@ -194,4 +196,30 @@ func TestFailedHandshakeIsReportedAsSuch(t *testing.T) {
 	require.Contains(t, err.Error(), "ApiVersions")
 	require.Contains(t, err.Error(), b.addr())
 	require.False(t, errors.Is(err, kerr.UnknownTopicOrPartition), "reported as a missing topic: %v", err)
+}
+
+// TestParkedTopicWithErrorDoesNotSpin: while a parked topic's metadata has
+// an error other than UNKNOWN_TOPIC_OR_PARTITION (LEADER_NOT_AVAILABLE while
+// a topic is being created, an authorization error), the IO goroutine must
+// sleep until something is due, not spin: resetTimer takes the zero createAt
+// of a topic that maybeCreateTopic will never create as a deadline, so with
+// AutoCreateTopics on the timer fires at once, step changes nothing, and
+// the loop repeats until DeliveryTimeout.
+func TestParkedTopicWithErrorDoesNotSpin(t *testing.T) {
+	p := &Producer{cfg: Config{AutoCreateTopics: true, DisableIdempotence: true, Linger: 5 * time.Millisecond, DeliveryTimeout: time.Minute}}
+	s := newSink(p, conn.Config{})
+	acc := accumulator.New[completion](accumulator.Config{})
+	topic := &ioTopic{name: "creating", ts: &topicState{acc: acc.NewTopic("creating")}, err: kerr.LeaderNotAvailable}
+	s.parked[topic] = struct{}{}
+	for range 3 {
+		s.now = time.Now()
+		s.moveParked() // len(parts) == 0: maybeCreateTopic, which does nothing for this error
+		s.resetTimer()
+		select {
+		case <-s.timer.C:
+			t.Fatal("the IO goroutine's timer fired at once although nothing is due")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	s.timer.Stop()
 }

@@ -10,11 +10,13 @@ import (
 // TypedRecord is a Record whose key and value are Go values, serialized by
 // a TypedProducer.
 type TypedRecord[K, V any] struct {
-	// Topic, Partition, Headers and Timestamp are as in Record.
-	Topic     string
-	Partition int32
-	Headers   []Header
-	Timestamp time.Time
+	// Topic, Partition, ExplicitPartition, Headers and Timestamp are as
+	// in Record.
+	Topic             string
+	Partition         int32
+	ExplicitPartition bool
+	Headers           []Header
+	Timestamp         time.Time
 
 	// Key and Value are serialized by the TypedProducer's serializers.
 	Key   K
@@ -183,7 +185,7 @@ func (t *TypedProducer[K, V]) encode(s *typedScratch, rec *TypedRecord[K, V]) (e
 			err = fmt.Errorf("%w: topic %q: the serializer panicked: %v", ErrInvalidRecord, rec.Topic, v)
 		}
 	}()
-	s.rec = Record{Topic: rec.Topic, Partition: rec.Partition, Headers: rec.Headers, Timestamp: rec.Timestamp}
+	s.rec = Record{Topic: rec.Topic, Partition: rec.Partition, ExplicitPartition: rec.ExplicitPartition, Headers: rec.Headers, Timestamp: rec.Timestamp}
 	buf := s.buf[:0]
 	switch {
 	case t.key == nil:

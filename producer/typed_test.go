@@ -26,12 +26,13 @@ func TestTypedEncode(t *testing.T) {
 	tp := NewTyped(&Producer{}, StringSerializer{}, JSONSerializer[order]{})
 	s := new(typedScratch)
 	err := tp.encode(s, &TypedRecord[string, order]{
-		Topic: "orders", Partition: 3, Headers: hdrs, Timestamp: ts,
+		Topic: "orders", Partition: 3, ExplicitPartition: true, Headers: hdrs, Timestamp: ts,
 		Key: "customer-1", Value: order{ID: 1, SKU: "x"},
 	})
 	require.NoError(t, err)
 	assert.Equal(t, "orders", s.rec.Topic)
 	assert.Equal(t, int32(3), s.rec.Partition)
+	assert.True(t, s.rec.ExplicitPartition)
 	assert.Equal(t, hdrs, s.rec.Headers)
 	assert.Equal(t, ts, s.rec.Timestamp)
 	assert.Equal(t, "customer-1", string(s.rec.Key))

@@ -161,14 +161,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	if o.compression, err = compression.ParseType(*codec); err != nil {
 		bad = append(bad, fmt.Sprintf("-compression %q is not none, gzip, snappy, lz4 or zstd", *codec))
 	}
-	switch strings.ToLower(strings.TrimSpace(*acks)) {
-	case "all", "-1":
-		o.acks = producer.AcksAll
-	case "leader", "1":
-		o.acks = producer.AcksLeader
-	case "none", "0":
-		o.acks = producer.AcksNone
-	default:
+	if o.acks, err = producer.ParseAcks(*acks); err != nil {
 		bad = append(bad, fmt.Sprintf("-acks %q is not all, leader or none", *acks))
 	}
 	idemSet := false
@@ -189,7 +182,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 func (o options) config(brokers []string) producer.Config {
 	linger := o.linger
 	if linger == 0 {
-		linger = -1 // Config spells "no linger" negative
+		linger = producer.NoWait // a zero Config.Linger would mean the default
 	}
 	return producer.Config{
 		Brokers:              brokers,

@@ -22,7 +22,7 @@ type stored struct {
 
 func TestReadBack(t *testing.T) {
 	c := samsatest.Start(t, samsatest.Config{Brokers: 1})
-	p, err := producer.New(producer.Config{Brokers: c.Addrs(), Partitioner: producer.ManualPartitioner(), Linger: -1})
+	p, err := producer.New(producer.Config{Brokers: c.Addrs(), Partitioner: producer.ManualPartitioner(), Linger: producer.NoWait})
 	require.NoError(t, err)
 	defer p.Close(t.Context())
 
