@@ -1,0 +1,151 @@
+// The IO goroutine's shutdown (Close): answers of requests in flight,
+// buffered records failed with ErrClosed, and dials ended.
+
+package producer
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-go/samsa/internal/kerr"
+)
+
+// shutdown runs when the IO goroutine stops (Close): it fails everything
+// still buffered with ErrClosed, waits for requests in flight, and closes the
+// connections.
+func (s *sink) shutdown() {
+	defer s.hold(false) // Sends still waiting for memory fail with ErrClosed, not MaxBlock
+	s.timer.Stop()
+	s.now = time.Now()
+	s.drainEvents()
+	// Close the connections (which fails what they still hold) while
+	// collecting the answers of requests in flight, so that their batches
+	// complete with what the broker said, or with ErrClosed if it said
+	// nothing.
+	for _, br := range s.brokers {
+		if br.conn != nil {
+			go br.conn.Close()
+			br.conn = nil
+		}
+	}
+	for s.inflight > 0 {
+		select {
+		case <-s.respKick:
+			for _, r := range s.takeResponses() {
+				s.handleResponseClosing(r)
+				s.freeRequest(r.req)
+			}
+		case d := <-s.dials:
+			if d.conn != nil {
+				d.conn.Close()
+			}
+		}
+	}
+	// Fail what is still buffered. A Send that passed its closed check just
+	// before Close may still be appending: keep failing until every record
+	// the producer accepted is completed, or until Close's context ends
+	// (a callback may block, so completions may never catch up). Then a
+	// Send still appending fails what is buffered itself (Producer.failLate).
+	ctx := s.p.closeCtx
+	for {
+		s.drainEvents()
+		s.failBuffered()
+		idle := s.p.whenIdle()
+		select {
+		case <-idle:
+		case <-s.p.acc.Wake():
+			continue
+		case <-ctx.Done():
+			s.p.drained.Store(true)
+			s.drainEvents()
+			s.failBuffered() // what was appended before drained was set
+		}
+		break
+	}
+	// Dials end at once (their context is canceled); a connection one of
+	// them made is closed by it or here.
+	done := make(chan struct{})
+	go func() { s.dialing.Wait(); close(done) }()
+	for {
+		select {
+		case d := <-s.dials:
+			if d.conn != nil {
+				d.conn.Close()
+			}
+			continue
+		case <-done:
+		}
+		break
+	}
+	for len(s.dials) > 0 {
+		if d := <-s.dials; d.conn != nil {
+			d.conn.Close()
+		}
+	}
+	if s.compress != nil {
+		s.compress.stop()
+	}
+}
+
+// failBuffered fails every buffered record with ErrClosed (shutdown only).
+func (s *sink) failBuffered() {
+	closedErr := fmt.Errorf("%w: the record was not sent before Close returned", ErrClosed)
+	var all []*batch
+	s.p.topics.Range(func(k, v any) bool {
+		ts := v.(*topicState)
+		ts.acc.FailParked(func(c completion) {
+			s.p.completer.push(outcome{single: &c, md: RecordMetadata{Topic: ts.acc.Name, Partition: -1, Offset: -1}, err: closedErr})
+		})
+		for _, ap := range ts.acc.KnownPartitions() {
+			ip := ap.IO.(*ioPart)
+			for _, b := range ip.retry {
+				s.p.completer.push(outcome{batch: b, baseOffset: -1, appendTime: -1, err: closedErr})
+			}
+			ip.retry = nil
+			all = ap.TakeAll(all[:0])
+			for _, b := range all {
+				s.p.completer.push(outcome{batch: b, baseOffset: -1, appendTime: -1, err: closedErr})
+			}
+		}
+		return true
+	})
+}
+
+// handleResponseClosing completes in-flight batches during shutdown: success
+// completes them, anything else fails them with the error (no retries).
+func (s *sink) handleResponseClosing(r produceResponse) {
+	s.inflight--
+	r.broker.inflight--
+	r.broker.answers++
+	s.p.stats.inflight.Add(-1)
+	for _, b := range r.batches {
+		ip := b.Partition.IO.(*ioPart)
+		ip.landed(b)
+		if b.Expired { // its records have failed already
+			s.p.completer.push(outcome{batch: b, release: true})
+			continue
+		}
+		if r.err != nil {
+			s.fail(ip, b, fmt.Errorf("%w: closing while the request was in flight: %w", ErrClosed, r.err))
+			continue
+		}
+		if r.resp == nil {
+			s.succeed(b, -1, -1)
+			continue
+		}
+		rp := findPartition(r.resp.(*kmsg.ProduceResponse), ip)
+		if rp == nil {
+			b.Ambiguous = true // the broker may have written it
+			s.fail(ip, b, fmt.Errorf("%w: no answer for %s[%d]", ErrClosed, ip.topic.name, ip.acc.ID))
+			continue
+		}
+		if err := kerr.ForCode(rp.ErrorCode); err != nil && !errors.Is(err, kerr.DuplicateSequenceNumber) {
+			s.fail(ip, b, fmt.Errorf("%w: %s[%d]: %w", ErrClosed, ip.topic.name, ip.acc.ID, err))
+			continue
+		}
+		s.succeed(b, rp.BaseOffset, rp.LogAppendTime)
+	}
+}
