@@ -47,7 +47,7 @@ type sink struct {
 	expireLive int          // expireQ's length after its last filtering
 	parked     map[*ioTopic]struct{}
 
-	creatingTopics bool // a CreateTopics request is in flight (admin.go)
+	creatingTopics bool // a CreateTopics request is in flight (autocreate.go)
 	holding        bool // the pool holds released memory for moveParked (bufferpool.Holder)
 
 	// Produce answers, queued by the connections' goroutines in arrival
@@ -307,9 +307,17 @@ func (s *sink) resetTimer() {
 			}
 		}
 	}
-	if s.idem != nil && s.idem.retryAt.After(s.now) && s.idem.retryAt.Before(next) {
-		next = s.idem.retryAt
+	if s.idem != nil {
+		next = s.idem.wakeBy(s.now, next)
 	}
 	d := max(next.Sub(s.now), 0)
 	s.timer.Reset(d + time.Duration(rand.Int64N(int64(time.Millisecond)/4)))
+}
+
+// post runs f on the IO goroutine, unless the producer is closing.
+func (s *sink) post(f func()) {
+	select {
+	case s.admin <- f:
+	case <-s.p.quit:
+	}
 }

@@ -145,9 +145,8 @@ func (s *sink) expireInflight(ip *ioPart, b *batch) {
 // in its partition's sequence, which the epoch bump closes (KIP-360);
 // one it took keeps the sequence whole. The batch is then released.
 func (s *sink) lateAnswer(ip *ioPart, b *batch, written bool) {
-	if !written && s.idem != nil && b.BaseSequence >= 0 {
-		s.idem.needBump = true
-		ip.gapped = true
+	if !written {
+		s.leaveGap(ip, b)
 	}
 	s.p.completer.push(outcome{batch: b, release: true})
 }

@@ -167,26 +167,14 @@ func (s *sink) freeRequest(pr *produceRequest) {
 	s.reqFree.Put(pr)
 }
 
-// nextBatch returns ip's next batch to send if it may send one now and it
-// fits in room bytes (any size if first), and whether ip may have more.
+// nextBatch returns ip's next batch to send if it may send one now
+// (mayDrain) and it fits in room bytes (any size if first), and whether ip
+// may have more.
 func (s *sink) nextBatch(ip *ioPart, room int, first bool) (b *batch, more bool) {
-	if s.now.Before(ip.backoff) {
-		return nil, true
-	}
-	if s.idem != nil && s.idem.needBump {
-		// Before the epoch moves on, only batches whose earlier attempt
-		// may have been written go out again, under the old epoch, so
-		// that the broker settles them (written, or not) instead of the
-		// new epoch writing them twice.
-		if ip.gapped || !ip.unsettled() || ip.retry[0].BaseSequence < 0 {
-			return nil, false
-		}
+	if ok, more := s.mayDrain(ip); !ok {
+		return nil, more
 	}
 	if len(ip.retry) > 0 {
-		// Resend in order, one at a time, once nothing else is in flight.
-		if len(ip.inflight) > 0 {
-			return nil, false
-		}
 		b = ip.retry[0]
 		if len(b.Raw) > room && !first {
 			return nil, true
@@ -198,19 +186,6 @@ func (s *sink) nextBatch(ip *ioPart, room int, first bool) (b *batch, more bool)
 		b.Attempts++
 		s.p.stats.retries.Add(1)
 		return b, len(ip.retry) > 0 || ip.hasSealed
-	}
-	if s.idem != nil && (len(ip.inflight) >= idempotenceMaxInFlight || (!ip.confirmed && len(ip.inflight) > 0)) {
-		// A broker with no state for this producer accepts any first
-		// sequence: until one batch is acknowledged, a second in flight
-		// could be written while the first fails, out of order.
-		return nil, false
-	}
-	if ip.resent > 0 {
-		// A resent batch is unsettled until it is answered; new batches
-		// written meanwhile could push it out of the five the broker
-		// remembers, and its answer would then be
-		// OUT_OF_ORDER_SEQUENCE_NUMBER instead of a duplicate.
-		return nil, false
 	}
 	nb := ip.acc.PeekSealed()
 	if nb == nil {
@@ -257,12 +232,12 @@ func (s *sink) finishInto(b *batch, scratch []byte) ([]byte, error) {
 	return scratch, nil
 }
 
-// sequence gives b the partition's next idempotent sequence.
-func (s *sink) sequence(ip *ioPart, b *batch) {
-	b.BaseSequence = ip.nextSeq
-	ip.nextSeq += int32(b.Records.Len())
-	if ip.nextSeq < 0 {
-		ip.nextSeq &= 0x7fffffff // sequences wrap to 0 after MaxInt32
+// hasWork reports whether anything waits to be sent.
+func (s *sink) hasWork() bool {
+	for _, br := range s.brokers {
+		if len(br.ready) > 0 {
+			return true
+		}
 	}
-	recordbatch.Stamp(b.Raw, s.idem.producerID, s.idem.epoch, b.BaseSequence)
+	return false
 }

@@ -7,7 +7,6 @@ package producer
 import (
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -20,10 +19,7 @@ import (
 // and may not have been written leaves a gap in the partition's sequence;
 // the producer then bumps its epoch (KIP-360) before sending more.
 func (s *sink) fail(ip *ioPart, b *batch, err error) {
-	if s.idem != nil && b.BaseSequence >= 0 {
-		s.idem.needBump = true
-		ip.gapped = true
-	}
+	s.leaveGap(ip, b)
 	if b.Ambiguous && !errors.Is(err, ErrOutcomeUnknown) {
 		err = fmt.Errorf("%w (%w)", err, ErrOutcomeUnknown)
 	}
@@ -174,13 +170,8 @@ func (s *sink) handlePartition(br *ioBroker, ip *ioPart, b *batch, rp *kmsg.Prod
 		return
 	case errors.Is(err, kerr.RequestTimedOut), errors.Is(err, kerr.NotEnoughReplicasAfterAppend):
 		b.Ambiguous = true // the broker may have appended it
-	case s.idem != nil && (errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.ProducerFenced)):
-		// Fatal for this producer id: the batch was not written. Get a new
-		// id, then resend (KIP-360).
-		s.idem.needNewID = true
-		s.idem.needBump = true
-		s.p.log.Warn("producer id fenced; getting a new one", "topic", ip.topic.name, "partition", ip.acc.ID, "err", err)
-		s.retryOrFail(ip, b, fmt.Errorf("%s[%d] on broker %d: %w", ip.topic.name, ip.acc.ID, br.id, err))
+	case s.idem != nil && isFenced(err):
+		s.fenced(br, ip, b, err)
 		return
 	case errors.Is(err, kerr.MessageTooLarge) && b.Records.Len() > 1:
 		// Kafka accepts smaller batches: split this one and resend its
@@ -205,12 +196,8 @@ func (s *sink) handlePartition(br *ioBroker, ip *ioPart, b *batch, rp *kmsg.Prod
 			ip.acc.SetLeaderless(ip.leader < 0)
 			s.p.meta.Trigger()
 		}
-		if isSequenceError(err) && s.idem != nil && !ip.hasEarlier(b) {
-			// A real gap or lost producer state, not the echo of an
-			// earlier batch being retried: bump the epoch (KIP-360).
-			s.idem.needBump = true
-			ip.gapped = true
-			s.p.log.Info("sequence error; bumping the producer epoch", "topic", ip.topic.name, "partition", ip.acc.ID, "err", err)
+		if isSequenceError(err) {
+			s.sequenceError(ip, b, err)
 		}
 		s.retryOrFail(ip, b, err)
 		return
@@ -247,33 +234,6 @@ func (ip *ioPart) landed(b *batch) {
 	}
 }
 
-// unsettled reports whether a batch waiting to be resent may have been
-// written by an earlier attempt.
-func (ip *ioPart) unsettled() bool {
-	for _, b := range ip.retry {
-		if b.Ambiguous && b.BaseSequence >= 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// hasEarlier reports whether a batch sent before b is still unacknowledged:
-// in flight or waiting to be resent.
-func (ip *ioPart) hasEarlier(b *batch) bool {
-	for _, x := range ip.inflight {
-		if before(x, b) {
-			return true
-		}
-	}
-	for _, x := range ip.retry {
-		if before(x, b) {
-			return true
-		}
-	}
-	return false
-}
-
 func needsMetadata(err error) bool {
 	for _, e := range []error{kerr.NotLeaderOrFollower, kerr.UnknownTopicOrPartition, kerr.LeaderNotAvailable,
 		kerr.NetworkException, kerr.KafkaStorageError, kerr.FencedLeaderEpoch, kerr.UnknownLeaderEpoch} {
@@ -282,10 +242,6 @@ func needsMetadata(err error) bool {
 		}
 	}
 	return false
-}
-
-func isSequenceError(err error) bool {
-	return errors.Is(err, kerr.OutOfOrderSequenceNumber) || errors.Is(err, kerr.UnknownProducerID)
 }
 
 // retryOrFail queues b to be sent again, in sequence order, unless its
@@ -360,12 +316,7 @@ func (s *sink) split(b *batch) ([]*batch, error) {
 			}
 			return nil, err
 		}
-		// The broker refused b, so its halves take over its sequences:
-		// they keep their place among the partition's batches.
-		if b.BaseSequence >= 0 {
-			nb.BaseSequence = int32((int64(b.BaseSequence) + int64(i*half)) & math.MaxInt32) // sequences wrap to 0
-			recordbatch.Stamp(nb.Raw, s.idem.producerID, s.idem.epoch, nb.BaseSequence)
-		}
+		s.inheritSequence(nb, b, i*half)
 		out = append(out, nb)
 	}
 	// The halves own the completions now; b's memory goes back.
