@@ -131,8 +131,8 @@ func (s *sink) resetSequences() {
 			ip.confirmed = false
 			keep := ip.retry[:0]
 			for _, b := range ip.retry {
-				b.BaseSequence = -1
-				if b.Ambiguous {
+				b.IO.setSequence(-1)
+				if b.IO.ambiguous {
 					err := fmt.Errorf("%w: %s[%d]: the producer epoch had to be bumped while an earlier attempt of the batch was unresolved",
 						ErrDeliveryTimeout, ip.topic.name, ip.acc.ID)
 					if ip.lastErr != nil {
@@ -154,19 +154,19 @@ func (s *sink) resetSequences() {
 
 // sequence gives b the partition's next idempotent sequence.
 func (s *sink) sequence(ip *ioPart, b *batch) {
-	b.BaseSequence = ip.nextSeq
+	b.IO.setSequence(ip.nextSeq)
 	ip.nextSeq += int32(b.Records.Len())
 	if ip.nextSeq < 0 {
 		ip.nextSeq &= 0x7fffffff // sequences wrap to 0 after MaxInt32
 	}
-	recordbatch.Stamp(b.Raw, s.idem.producerID, s.idem.epoch, b.BaseSequence)
+	recordbatch.Stamp(b.IO.raw, s.idem.producerID, s.idem.epoch, b.IO.baseSequence())
 }
 
 // unsettled reports whether a batch waiting to be resent may have been
 // written by an earlier attempt.
 func (ip *ioPart) unsettled() bool {
 	for _, b := range ip.retry {
-		if b.Ambiguous && b.BaseSequence >= 0 {
+		if b.IO.ambiguous && b.IO.baseSequence() >= 0 {
 			return true
 		}
 	}
@@ -226,7 +226,7 @@ func (s *sink) mayDrain(ip *ioPart) (ok, more bool) {
 		if !s.idem.canSend() {
 			return false, true
 		}
-		if s.idem.needBump && (ip.gapped || !ip.unsettled() || ip.retry[0].BaseSequence < 0) {
+		if s.idem.needBump && (ip.gapped || !ip.unsettled() || ip.retry[0].IO.baseSequence() < 0) {
 			return false, false
 		}
 	}
@@ -252,7 +252,7 @@ func (i *idempotence) wakeBy(now, next time.Time) time.Time {
 // written: its partition's sequence has a gap, which the next epoch bump
 // closes (KIP-360) before anything more is sent.
 func (s *sink) leaveGap(ip *ioPart, b *batch) {
-	if s.idem != nil && b.BaseSequence >= 0 {
+	if s.idem != nil && b.IO.baseSequence() >= 0 {
 		s.idem.needBump = true
 		ip.gapped = true
 	}
@@ -291,9 +291,9 @@ func (s *sink) fenced(br *ioBroker, ip *ioPart, b *batch, err error) {
 // offset, its share of b's sequences: the broker refused b, so its halves
 // keep its place among the partition's batches.
 func (s *sink) inheritSequence(nb, b *batch, offset int) {
-	if b.BaseSequence < 0 {
+	if b.IO.baseSequence() < 0 {
 		return
 	}
-	nb.BaseSequence = int32((int64(b.BaseSequence) + int64(offset)) & math.MaxInt32) // sequences wrap to 0
-	recordbatch.Stamp(nb.Raw, s.idem.producerID, s.idem.epoch, nb.BaseSequence)
+	nb.IO.setSequence(int32((int64(b.IO.baseSequence()) + int64(offset)) & math.MaxInt32)) // sequences wrap to 0
+	recordbatch.Stamp(nb.IO.raw, s.idem.producerID, s.idem.epoch, nb.IO.baseSequence())
 }

@@ -9,7 +9,10 @@ import (
 // sequence (-1: none), ambiguous whether an earlier attempt may have been
 // written.
 func gateBatch(seq int32, ambiguous bool) *batch {
-	return &batch{BaseSequence: seq, Ambiguous: ambiguous}
+	b := &batch{}
+	b.IO.setSequence(seq)
+	b.IO.ambiguous = ambiguous
+	return b
 }
 
 // gateBatches returns n unsequenced batches.

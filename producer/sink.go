@@ -23,7 +23,13 @@ import (
 	"github.com/samsa-go/samsa/internal/freelist"
 )
 
-type batch = accumulator.Batch[completion]
+// batch and accPartition are the accumulator's batch and partition with
+// the IO goroutine's state in their slots: sendState per batch, ioPart per
+// partition.
+type (
+	batch        = accumulator.Batch[completion, *ioPart, sendState]
+	accPartition = accumulator.Partition[completion, *ioPart, sendState]
+)
 
 // sink is the producer's IO goroutine: the only owner of everything below.
 // It reacts to accumulator events (batches opened, sealed, records parked),
@@ -41,7 +47,7 @@ type sink struct {
 	brokers map[int32]*ioBroker
 	topics  map[string]*ioTopic
 
-	events     []accumulator.Event[completion]
+	events     []accumulator.Event[completion, *ioPart, sendState]
 	lingerQ    fifo[opened] // batches by open time, for linger
 	expireQ    fifo[opened] // batches by open time, for delivery timeout
 	expireLive int          // expireQ's length after its last filtering
@@ -78,7 +84,7 @@ type sink struct {
 }
 
 type opened struct {
-	part *accumulator.Partition[completion]
+	part *accPartition
 	b    *batch
 	gen  uint64
 	at   time.Time
@@ -106,7 +112,7 @@ const (
 
 type ioPart struct {
 	topic  *ioTopic
-	acc    *accumulator.Partition[completion]
+	acc    *accPartition
 	leader int32 // -1 unknown
 	epoch  int32
 
@@ -125,6 +131,35 @@ type ioPart struct {
 	hasSealed  bool    // the accumulator announced sealed batches
 	pendingOut []*batch
 }
+
+// sendState is what the IO goroutine keeps of a batch once it is sealed
+// (accumulator.Batch.IO); the zero value is a batch not yet finished,
+// sent or sequenced.
+type sendState struct {
+	raw          []byte // the finished batch (Builder.Finish); nil until then
+	attempts     int    // Produce requests that carried the batch
+	uncompressed int    // the records' size before compression
+	seq          int32  // the idempotent sequence of the first record, if sequenced
+	sequenced    bool
+	// ambiguous is set when an attempt ended without a clear answer (a
+	// timeout, a broken connection): the batch may have been written.
+	ambiguous bool
+	// expired is set when the batch's records were failed at their
+	// delivery timeout while a request carried it: the batch stays until
+	// that request's answer is in, which then only releases it.
+	expired bool
+}
+
+// baseSequence returns the batch's idempotent base sequence, or -1.
+func (st *sendState) baseSequence() int32 {
+	if !st.sequenced {
+		return -1
+	}
+	return st.seq
+}
+
+// setSequence sets the batch's base sequence (-1: none).
+func (st *sendState) setSequence(seq int32) { st.seq, st.sequenced = seq, seq >= 0 }
 
 type ioBroker struct {
 	id       int32
@@ -229,7 +264,7 @@ func (s *sink) drainEvents() {
 			s.lingerQ.push(o)
 			s.trackExpiry(o)
 		case accumulator.Sealed:
-			ip := e.Partition.IO.(*ioPart)
+			ip := e.Partition.IO
 			ip.hasSealed = true
 			s.markReady(ip)
 		case accumulator.Parked:

@@ -58,7 +58,7 @@ func (s *sink) expire() {
 			break // the oldest batch still pending is not due yet
 		}
 		if alive {
-			ip := o.part.IO.(*ioPart)
+			ip := o.part.IO
 			if o.part.Seal(o.b, o.gen) {
 				// Still open past its deadline (its broker kept it
 				// waiting, see sealLingered): seal it so that it
@@ -83,7 +83,7 @@ func (s *sink) expire() {
 // accumulator's sealed queue.
 func (s *sink) expirePart(ip *ioPart, deadline time.Time) {
 	for _, b := range ip.inflight {
-		if !b.Expired && !b.Created.After(deadline) {
+		if !b.IO.expired && !b.Created.After(deadline) {
 			s.expireInflight(ip, b)
 		}
 	}
@@ -130,7 +130,7 @@ func (s *sink) parkLimit(t *ioTopic) (time.Duration, error) {
 // the request's answer is in; lateAnswer then only releases it, so its
 // records complete once.
 func (s *sink) expireInflight(ip *ioPart, b *batch) {
-	b.Expired = true
+	b.IO.expired = true
 	err := fmt.Errorf("%w: %d records for %s[%d] not acknowledged after %v, with a request carrying them still in flight (%w)",
 		ErrDeliveryTimeout, b.Records.Len(), ip.topic.name, ip.acc.ID, s.cfg.DeliveryTimeout, ErrOutcomeUnknown)
 	if ip.lastErr != nil {

@@ -33,7 +33,7 @@ func (s *sink) sealLingered() {
 		if !all && s.now.Sub(o.at) < s.cfg.Linger {
 			break
 		}
-		if ip := o.part.IO.(*ioPart); !all && ip.leader >= 0 {
+		if ip := o.part.IO; !all && ip.leader >= 0 {
 			if br := s.brokers[ip.leader]; br != nil && br.busy() {
 				if o.b.Gen() == o.gen { // not completed already
 					br.lingered = append(br.lingered, lingering{opened: o, answers: br.answers})
@@ -56,7 +56,7 @@ type lingering struct {
 // seal seals o's batch, if it is still open, and lists its partition.
 func (s *sink) seal(o opened) {
 	if o.part.Seal(o.b, o.gen) {
-		ip := o.part.IO.(*ioPart)
+		ip := o.part.IO
 		ip.hasSealed = true
 		s.markReady(ip)
 	}

@@ -102,7 +102,7 @@ func (s *sink) failTopic(t *ioTopic, kind failKind, err error) {
 func (s *sink) updatePartitions(t *ioTopic, mt *metadata.Topic) {
 	n := len(mt.Partitions)
 	if n > len(t.parts) {
-		accParts := make([]*accumulator.Partition[completion], n)
+		accParts := make([]*accPartition, n)
 		copy(accParts, t.ts.acc.KnownPartitions())
 		for i := len(t.parts); i < n; i++ {
 			ap := s.p.acc.NewPartition(t.ts.acc, int32(i))
@@ -149,7 +149,7 @@ func (s *sink) moveParked() {
 		n := int32(len(parts))
 		load := func(i int32) int { return parts[i].Load() }
 		s.p.memWanted.Store(true) // before trying: a release racing with a failed move still wakes us
-		done := t.ts.acc.MoveParked(func(r accumulator.ParkedRecord) (*accumulator.Partition[completion], error) {
+		done := t.ts.acc.MoveParked(func(r accumulator.ParkedRecord) (*accPartition, error) {
 			rec := Record{Topic: t.name, Partition: r.Partition, Timestamp: timeFromMillis(r.Timestamp)}
 			rec.Key, rec.Value, rec.Headers = parseBody(r.Body)
 			part, err := callPartitioner(s.cfg.Partitioner, &rec, n) // no lock held; a panic fails only this record

@@ -58,14 +58,14 @@ func (s *sink) sendOne(br *ioBroker) bool {
 			if len(rt.Partitions) == 0 {
 				s.p.meta.Touch(ip.topic.name) // in use: keep it in metadata refreshes
 			}
-			rt.Partitions = append(rt.Partitions, kmsg.ProduceRequestTopicPartition{Partition: ip.acc.ID, Records: b.Raw})
+			rt.Partitions = append(rt.Partitions, kmsg.ProduceRequestTopicPartition{Partition: ip.acc.ID, Records: b.IO.raw})
 			pr.batches = append(pr.batches, b)
-			size += len(b.Raw)
+			size += len(b.IO.raw)
 			if s.debug {
-				s.p.log.Debug("sending batch", "topic", ip.topic.name, "partition", ip.acc.ID, "seq", b.BaseSequence, "records", b.Records.Len(), "attempt", b.Attempts, "broker", br.id)
+				s.p.log.Debug("sending batch", "topic", ip.topic.name, "partition", ip.acc.ID, "seq", b.IO.baseSequence(), "records", b.Records.Len(), "attempt", b.IO.attempts, "broker", br.id)
 			}
 			ip.inflight = append(ip.inflight, b)
-			if b.Attempts > 1 {
+			if b.IO.attempts > 1 {
 				ip.resent++
 			}
 		}
@@ -176,14 +176,14 @@ func (s *sink) nextBatch(ip *ioPart, room int, first bool) (b *batch, more bool)
 	}
 	if len(ip.retry) > 0 {
 		b = ip.retry[0]
-		if len(b.Raw) > room && !first {
+		if len(b.IO.raw) > room && !first {
 			return nil, true
 		}
 		ip.retry = popFront(ip.retry, 1)
-		if s.idem != nil && b.BaseSequence < 0 {
+		if s.idem != nil && b.IO.baseSequence() < 0 {
 			s.sequence(ip, b)
 		}
-		b.Attempts++
+		b.IO.attempts++
 		s.p.stats.retries.Add(1)
 		return b, len(ip.retry) > 0 || ip.hasSealed
 	}
@@ -197,16 +197,16 @@ func (s *sink) nextBatch(ip *ioPart, room int, first bool) (b *batch, more bool)
 		s.fail(ip, nb, err)
 		return nil, true
 	}
-	if len(nb.Raw) > room && !first {
+	if len(nb.IO.raw) > room && !first {
 		return nil, true
 	}
 	ip.acc.NextSealed()
 	if s.idem != nil {
 		s.sequence(ip, nb)
 	} else {
-		recordbatch.Stamp(nb.Raw, -1, -1, -1)
+		recordbatch.Stamp(nb.IO.raw, -1, -1, -1)
 	}
-	nb.Attempts++
+	nb.IO.attempts++
 	return nb, true
 }
 
@@ -220,15 +220,15 @@ func (s *sink) finish(b *batch) error {
 // finishInto is finish with the caller's scratch memory, which it returns
 // (possibly grown). On error b is left unfinished.
 func (s *sink) finishInto(b *batch, scratch []byte) ([]byte, error) {
-	if b.Raw != nil {
+	if b.IO.raw != nil {
 		return scratch, nil
 	}
-	b.Uncompressed = b.Builder.Len()
+	b.IO.uncompressed = b.Builder.Len()
 	raw, scratch, err := b.Builder.Finish(s.p.compressor, scratch)
 	if err != nil {
 		return scratch, err
 	}
-	b.Raw = raw
+	b.IO.raw = raw
 	return scratch, nil
 }
 

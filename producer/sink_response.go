@@ -20,7 +20,7 @@ import (
 // the producer then bumps its epoch (KIP-360) before sending more.
 func (s *sink) fail(ip *ioPart, b *batch, err error) {
 	s.leaveGap(ip, b)
-	if b.Ambiguous && !errors.Is(err, ErrOutcomeUnknown) {
+	if b.IO.ambiguous && !errors.Is(err, ErrOutcomeUnknown) {
 		err = fmt.Errorf("%w (%w)", err, ErrOutcomeUnknown)
 	}
 	s.p.completer.push(outcome{batch: b, baseOffset: -1, appendTime: -1, err: err})
@@ -28,8 +28,8 @@ func (s *sink) fail(ip *ioPart, b *batch, err error) {
 
 func (s *sink) succeed(b *batch, baseOffset, appendTime int64) {
 	s.p.stats.batches.Add(1)
-	s.p.stats.batchBytes.Add(int64(len(b.Raw)))
-	s.p.stats.uncompressed.Add(int64(b.Uncompressed))
+	s.p.stats.batchBytes.Add(int64(len(b.IO.raw)))
+	s.p.stats.uncompressed.Add(int64(b.IO.uncompressed))
 	s.p.completer.push(outcome{batch: b, baseOffset: baseOffset, appendTime: appendTime})
 }
 
@@ -40,7 +40,7 @@ func (s *sink) handleResponse(r produceResponse) {
 	s.inflight--
 	s.p.stats.inflight.Add(-1)
 	for _, b := range r.batches {
-		b.Partition.IO.(*ioPart).landed(b)
+		b.Partition.IO.landed(b)
 	}
 	if r.err != nil {
 		// The connection failed: every batch of the request may or may
@@ -54,19 +54,19 @@ func (s *sink) handleResponse(r produceResponse) {
 		}
 		s.p.meta.Trigger()
 		for _, b := range r.batches {
-			if b.Expired {
-				s.lateAnswer(b.Partition.IO.(*ioPart), b, false)
+			if b.IO.expired {
+				s.lateAnswer(b.Partition.IO, b, false)
 				continue
 			}
-			b.Ambiguous = true // it may have reached the broker
-			s.retryOrFail(b.Partition.IO.(*ioPart), b, r.err)
+			b.IO.ambiguous = true // it may have reached the broker
+			s.retryOrFail(b.Partition.IO, b, r.err)
 		}
 		return
 	}
 	if r.resp == nil { // acks=0: no answer comes
 		for _, b := range r.batches {
-			if b.Expired {
-				s.lateAnswer(b.Partition.IO.(*ioPart), b, true)
+			if b.IO.expired {
+				s.lateAnswer(b.Partition.IO, b, true)
 				continue
 			}
 			s.succeed(b, -1, -1)
@@ -76,9 +76,9 @@ func (s *sink) handleResponse(r produceResponse) {
 	resp := r.resp.(*kmsg.ProduceResponse)
 	var cur answerCursor
 	for _, b := range r.batches {
-		ip := b.Partition.IO.(*ioPart)
+		ip := b.Partition.IO
 		switch rp := cur.find(resp, ip); {
-		case b.Expired:
+		case b.IO.expired:
 			err := errors.New("no answer")
 			if rp != nil {
 				err = kerr.ForCode(rp.ErrorCode)
@@ -91,7 +91,7 @@ func (s *sink) handleResponse(r produceResponse) {
 			// The broker may have written it all the same: retried
 			// (under idempotence a duplicate is recognized), and
 			// failing for good it fails with ErrOutcomeUnknown.
-			b.Ambiguous = true
+			b.IO.ambiguous = true
 			s.retryOrFail(ip, b, fmt.Errorf("broker %d did not answer for %s[%d]", br.id, ip.topic.name, ip.acc.ID))
 		default:
 			s.handlePartition(br, ip, b, rp)
@@ -161,7 +161,7 @@ func (s *sink) handlePartition(br *ioBroker, ip *ioPart, b *batch, rp *kmsg.Prod
 		ip.lastErr = nil
 		ip.confirmed = true
 		if s.debug {
-			s.p.log.Debug("acked batch", "topic", ip.topic.name, "partition", ip.acc.ID, "seq", b.BaseSequence, "records", b.Records.Len(), "offset", rp.BaseOffset, "dup", err != nil)
+			s.p.log.Debug("acked batch", "topic", ip.topic.name, "partition", ip.acc.ID, "seq", b.IO.baseSequence(), "records", b.Records.Len(), "offset", rp.BaseOffset, "dup", err != nil)
 		}
 		if n := int64(b.Records.Len()); rp.BaseOffset >= 0 && rp.BaseOffset+n-1 > ip.lastAcked {
 			ip.lastAcked = rp.BaseOffset + n - 1
@@ -169,7 +169,7 @@ func (s *sink) handlePartition(br *ioBroker, ip *ioPart, b *batch, rp *kmsg.Prod
 		s.succeed(b, rp.BaseOffset, rp.LogAppendTime)
 		return
 	case errors.Is(err, kerr.RequestTimedOut), errors.Is(err, kerr.NotEnoughReplicasAfterAppend):
-		b.Ambiguous = true // the broker may have appended it
+		b.IO.ambiguous = true // the broker may have appended it
 	case s.idem != nil && isFenced(err):
 		s.fenced(br, ip, b, err)
 		return
@@ -226,7 +226,7 @@ func (ip *ioPart) landed(b *batch) {
 	for i, x := range ip.inflight {
 		if x == b {
 			ip.inflight = slices.Delete(ip.inflight, i, i+1)
-			if b.Attempts > 1 {
+			if b.IO.attempts > 1 {
 				ip.resent--
 			}
 			return
@@ -249,7 +249,7 @@ func needsMetadata(err error) bool {
 func (s *sink) retryOrFail(ip *ioPart, b *batch, err error) {
 	ip.lastErr = err
 	if s.debug {
-		s.p.log.Debug("retrying batch", "topic", ip.topic.name, "partition", ip.acc.ID, "records", b.Records.Len(), "seq", b.BaseSequence, "attempts", b.Attempts, "ambiguous", b.Ambiguous, "err", err)
+		s.p.log.Debug("retrying batch", "topic", ip.topic.name, "partition", ip.acc.ID, "records", b.Records.Len(), "seq", b.IO.baseSequence(), "attempts", b.IO.attempts, "ambiguous", b.IO.ambiguous, "err", err)
 	}
 	if s.now.Sub(b.Created) >= s.cfg.DeliveryTimeout {
 		s.fail(ip, b, fmt.Errorf("%w: %d records for %s[%d] not acknowledged after %v; the outcome is unknown, the last error was: %w",
@@ -271,8 +271,8 @@ func (s *sink) retryOrFail(ip *ioPart, b *batch, err error) {
 }
 
 func before(a, b *batch) bool {
-	if a.BaseSequence >= 0 && b.BaseSequence >= 0 {
-		return a.BaseSequence < b.BaseSequence
+	if a.IO.baseSequence() >= 0 && b.IO.baseSequence() >= 0 {
+		return a.IO.baseSequence() < b.IO.baseSequence()
 	}
 	return a.Created.Before(b.Created)
 }
@@ -287,7 +287,7 @@ const maxRecordOverhead = 21
 func (s *sink) split(b *batch) ([]*batch, error) {
 	// The batch's own uncompressed size bounds what decoding may produce:
 	// a batch of any size splits.
-	dec, err := recordbatch.Decode(b.Raw, max(b.Uncompressed, len(b.Raw)))
+	dec, err := recordbatch.Decode(b.IO.raw, max(b.IO.uncompressed, len(b.IO.raw)))
 	if err != nil {
 		return nil, err
 	}
@@ -309,7 +309,7 @@ func (s *sink) split(b *batch) ([]*batch, error) {
 			s.p.acc.AddCompletion(nb, *b.Records.At(i*half + j))
 		}
 		nb.Created = b.Created
-		nb.Attempts = b.Attempts
+		nb.IO.attempts = b.IO.attempts
 		if err := s.finish(nb); err != nil {
 			for _, x := range append(out, nb) {
 				s.p.acc.Free(x) // drops copies: b keeps the completions

@@ -100,7 +100,7 @@ func (s *sink) failBuffered() {
 			s.p.completer.push(outcome{single: &c, md: RecordMetadata{Topic: ts.acc.Name, Partition: -1, Offset: -1}, err: closedErr})
 		})
 		for _, ap := range ts.acc.KnownPartitions() {
-			ip := ap.IO.(*ioPart)
+			ip := ap.IO
 			for _, b := range ip.retry {
 				s.p.completer.push(outcome{batch: b, baseOffset: -1, appendTime: -1, err: closedErr})
 			}
@@ -122,9 +122,9 @@ func (s *sink) handleResponseClosing(r produceResponse) {
 	r.broker.answers++
 	s.p.stats.inflight.Add(-1)
 	for _, b := range r.batches {
-		ip := b.Partition.IO.(*ioPart)
+		ip := b.Partition.IO
 		ip.landed(b)
-		if b.Expired { // its records have failed already
+		if b.IO.expired { // its records have failed already
 			s.p.completer.push(outcome{batch: b, release: true})
 			continue
 		}
@@ -138,7 +138,7 @@ func (s *sink) handleResponseClosing(r produceResponse) {
 		}
 		rp := findPartition(r.resp.(*kmsg.ProduceResponse), ip)
 		if rp == nil {
-			b.Ambiguous = true // the broker may have written it
+			b.IO.ambiguous = true // the broker may have written it
 			s.fail(ip, b, fmt.Errorf("%w: no answer for %s[%d]", ErrClosed, ip.topic.name, ip.acc.ID))
 			continue
 		}
