@@ -5,7 +5,6 @@
 package producer
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/samsa-go/samsa/accumulator"
 	"github.com/samsa-go/samsa/bufferpool"
 	"github.com/samsa-go/samsa/internal/kerr"
+	"github.com/samsa-go/samsa/internal/recordbatch"
 	"github.com/samsa-go/samsa/metadata"
 )
 
@@ -151,7 +151,11 @@ func (s *sink) moveParked() {
 		s.p.memWanted.Store(true) // before trying: a release racing with a failed move still wakes us
 		done := t.ts.acc.MoveParked(func(r accumulator.ParkedRecord) (*accPartition, error) {
 			rec := Record{Topic: t.name, Partition: r.Partition, Timestamp: timeFromMillis(r.Timestamp)}
-			rec.Key, rec.Value, rec.Headers = parseBody(r.Body)
+			var err error
+			rec.Key, rec.Value, rec.Headers, err = recordbatch.ParseBody(r.Body) // header keys copied, the rest aliases Body
+			if err != nil {
+				return nil, err // Send encoded it: cannot happen
+			}
 			part, err := callPartitioner(s.cfg.Partitioner, &rec, n) // no lock held; a panic fails only this record
 			if err != nil {
 				return nil, err
@@ -190,39 +194,6 @@ func (s *sink) hold(on bool) {
 		h.Hold(on)
 		s.holding = on
 	}
-}
-
-// parseBody reads back the key, value and headers of an encoded record body
-// (recordbatch.AppendBody), for partitioning a parked record. They alias
-// body; header keys are copied.
-func parseBody(body []byte) (key, value []byte, headers []Header) {
-	key, body = readVarBytes(body)
-	value, body = readVarBytes(body)
-	n, w := binary.Varint(body)
-	if w <= 0 || n <= 0 || n > int64(len(body)) {
-		return key, value, nil
-	}
-	body = body[w:]
-	headers = make([]Header, 0, n)
-	for range n {
-		var k, v []byte
-		k, body = readVarBytes(body)
-		v, body = readVarBytes(body)
-		headers = append(headers, Header{Key: string(k), Value: v})
-	}
-	return key, value, headers
-}
-
-func readVarBytes(b []byte) (v, rest []byte) {
-	n, w := binary.Varint(b)
-	if w <= 0 {
-		return nil, nil
-	}
-	b = b[w:]
-	if n < 0 || int(n) > len(b) {
-		return nil, b
-	}
-	return b[:n:n], b[n:]
 }
 
 func timeFromMillis(ms int64) time.Time { return time.UnixMilli(ms) }
