@@ -116,20 +116,19 @@ type ioPart struct {
 	leader int32 // -1 unknown
 	epoch  int32
 
-	retry      []*batch // batches to resend, oldest first
-	inflight   []*batch // in flight, in send order
-	resent     int      // batches in inflight on their second or later attempt
-	failures   int      // consecutive retriable failures, for backoff
-	backoff    time.Time
-	lastErr    error
-	readyOn    int32 // the broker whose ready list holds it, or -1
-	nextSeq    int32
-	lastAcked  int64   // highest acknowledged offset, -1 before the first
-	gapped     bool    // its sequence has a gap: the next epoch bump is for it
-	confirmed  bool    // a batch succeeded under the current producer id and epoch
-	listed     []int32 // brokers whose ready lists hold it (readyOn's is the live one)
-	hasSealed  bool    // the accumulator announced sealed batches
-	pendingOut []*batch
+	retry     []*batch // batches to resend, oldest first
+	inflight  []*batch // in flight, in send order
+	resent    int      // batches in inflight on their second or later attempt
+	failures  int      // consecutive retriable failures, for backoff
+	backoff   time.Time
+	lastErr   error
+	readyOn   int32 // the broker whose ready list holds it, or -1
+	nextSeq   int32
+	lastAcked int64   // highest acknowledged offset, -1 before the first
+	gapped    bool    // its sequence has a gap: the next epoch bump is for it
+	confirmed bool    // a batch succeeded under the current producer id and epoch
+	listed    []int32 // brokers whose ready lists hold it (readyOn's is the live one)
+	hasSealed bool    // the accumulator announced sealed batches
 }
 
 // sendState is what the IO goroutine keeps of a batch once it is sealed
@@ -226,7 +225,7 @@ func (s *sink) run() {
 		case <-s.respKick:
 			s.now = time.Now()
 			for _, r := range s.takeResponses() {
-				s.handleResponse(r)
+				s.handleResponse(r, false)
 				s.freeRequest(r.req)
 			}
 		case d := <-s.dials:

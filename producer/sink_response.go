@@ -33,7 +33,11 @@ func (s *sink) succeed(b *batch, baseOffset, appendTime int64) {
 	s.p.completer.push(outcome{batch: b, baseOffset: baseOffset, appendTime: appendTime})
 }
 
-func (s *sink) handleResponse(r produceResponse) {
+// handleResponse handles the answer to a Produce request, or its failure.
+// While closing (shutdown) nothing is retried: a batch the broker took
+// succeeds, any other fails with ErrClosed; a batch already failed by
+// expireInflight is only released, as always.
+func (s *sink) handleResponse(r produceResponse, closing bool) {
 	br := r.broker
 	br.inflight--
 	br.answers++
@@ -46,20 +50,25 @@ func (s *sink) handleResponse(r produceResponse) {
 		// The connection failed: every batch of the request may or may
 		// not have been written. Retry them all (idempotence makes that
 		// safe), reconnect, and refresh metadata.
-		if br.conn == r.conn && br.conn != nil {
-			go br.conn.Close()
-			br.conn = nil
-			br.failures++
-			br.backoff = s.now.Add(s.backoff(br.failures))
-		}
-		s.p.meta.Trigger()
-		for _, b := range r.batches {
-			if b.IO.expired {
-				s.lateAnswer(b.Partition.IO, b, false)
-				continue
+		if !closing {
+			if br.conn == r.conn && br.conn != nil {
+				go br.conn.Close()
+				br.conn = nil
+				br.failures++
+				br.backoff = s.now.Add(s.backoff(br.failures))
 			}
-			b.IO.ambiguous = true // it may have reached the broker
-			s.retryOrFail(b.Partition.IO, b, r.err)
+			s.p.meta.Trigger()
+		}
+		for _, b := range r.batches {
+			switch {
+			case b.IO.expired:
+				s.lateAnswer(b.Partition.IO, b, false)
+			case closing:
+				s.fail(b.Partition.IO, b, fmt.Errorf("%w: closing while the request was in flight: %w", ErrClosed, r.err))
+			default:
+				b.IO.ambiguous = true // it may have reached the broker
+				s.retryOrFail(b.Partition.IO, b, r.err)
+			}
 		}
 		return
 	}
@@ -87,6 +96,9 @@ func (s *sink) handleResponse(r produceResponse) {
 				}
 			}
 			s.lateAnswer(ip, b, err == nil || errors.Is(err, kerr.DuplicateSequenceNumber))
+		case closing:
+			s.settleClosing(ip, b, rp)
+			continue
 		case rp == nil:
 			// The broker may have written it all the same: retried
 			// (under idempotence a duplicate is recognized), and
@@ -102,6 +114,22 @@ func (s *sink) handleResponse(r produceResponse) {
 			s.markReady(ip)
 		}
 	}
+}
+
+// settleClosing completes b, answered (rp, nil if the answer left it out)
+// during shutdown: success completes it, anything else fails it with
+// ErrClosed (no retries).
+func (s *sink) settleClosing(ip *ioPart, b *batch, rp *kmsg.ProduceResponseTopicPartition) {
+	if rp == nil {
+		b.IO.ambiguous = true // the broker may have written it
+		s.fail(ip, b, fmt.Errorf("%w: no answer for %s[%d]", ErrClosed, ip.topic.name, ip.acc.ID))
+		return
+	}
+	if err := kerr.ForCode(rp.ErrorCode); err != nil && !errors.Is(err, kerr.DuplicateSequenceNumber) {
+		s.fail(ip, b, fmt.Errorf("%w: %s[%d]: %w", ErrClosed, ip.topic.name, ip.acc.ID, err))
+		return
+	}
+	s.succeed(b, rp.BaseOffset, rp.LogAppendTime)
 }
 
 // takeResponses returns the queued Produce answers, oldest first, valid

@@ -4,13 +4,8 @@
 package producer
 
 import (
-	"errors"
 	"fmt"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/samsa-go/samsa/internal/kerr"
 )
 
 // shutdown runs when the IO goroutine stops (Close): it fails everything
@@ -35,7 +30,7 @@ func (s *sink) shutdown() {
 		select {
 		case <-s.respKick:
 			for _, r := range s.takeResponses() {
-				s.handleResponseClosing(r)
+				s.handleResponse(r, true)
 				s.freeRequest(r.req)
 			}
 		case d := <-s.dials:
@@ -112,40 +107,4 @@ func (s *sink) failBuffered() {
 		}
 		return true
 	})
-}
-
-// handleResponseClosing completes in-flight batches during shutdown: success
-// completes them, anything else fails them with the error (no retries).
-func (s *sink) handleResponseClosing(r produceResponse) {
-	s.inflight--
-	r.broker.inflight--
-	r.broker.answers++
-	s.p.stats.inflight.Add(-1)
-	for _, b := range r.batches {
-		ip := b.Partition.IO
-		ip.landed(b)
-		if b.IO.expired { // its records have failed already
-			s.p.completer.push(outcome{batch: b, release: true})
-			continue
-		}
-		if r.err != nil {
-			s.fail(ip, b, fmt.Errorf("%w: closing while the request was in flight: %w", ErrClosed, r.err))
-			continue
-		}
-		if r.resp == nil {
-			s.succeed(b, -1, -1)
-			continue
-		}
-		rp := findPartition(r.resp.(*kmsg.ProduceResponse), ip)
-		if rp == nil {
-			b.IO.ambiguous = true // the broker may have written it
-			s.fail(ip, b, fmt.Errorf("%w: no answer for %s[%d]", ErrClosed, ip.topic.name, ip.acc.ID))
-			continue
-		}
-		if err := kerr.ForCode(rp.ErrorCode); err != nil && !errors.Is(err, kerr.DuplicateSequenceNumber) {
-			s.fail(ip, b, fmt.Errorf("%w: %s[%d]: %w", ErrClosed, ip.topic.name, ip.acc.ID, err))
-			continue
-		}
-		s.succeed(b, rp.BaseOffset, rp.LogAppendTime)
-	}
 }
