@@ -64,17 +64,20 @@ var ErrClosing = errors.New("accumulator: closing")
 // Accumulator holds the records that Send has accepted and the IO goroutine
 // has not yet sent. It is generic over C, the per-record completion the
 // producer keeps (a future, a callback or a channel): a batch keeps one C per
-// record, in append order, without allocating per record.
+// record, in append order, without allocating per record. P and B are slots
+// for the IO goroutine's own state, which the accumulator never reads: P per
+// partition (Partition.IO, set by the IO goroutine) and B per batch
+// (Batch.IO, the zero B in a new batch).
 //
 // Send-side methods (Topic.Park, Partition.Append) are safe for concurrent
 // use and lock only the topic or the partition they touch. Everything else
 // (Events, Partition.Seal, Partition.NextSealed, Topic.MoveParked,
 // Topic.ExpireParked) is called by the producer's IO goroutine only.
-type Accumulator[C any] struct {
+type Accumulator[C, P, B any] struct {
 	cfg Config
 
 	mu     sync.Mutex // guards events
-	events []Event[C]
+	events []Event[C, P, B]
 	kick   chan struct{}
 
 	// free holds batch structs for reuse, and chunks the completion
@@ -82,7 +85,7 @@ type Accumulator[C any] struct {
 	// which the garbage collector empties, so that a steady producer
 	// allocates neither. At most maxFreeBatches and maxFreeChunks.
 	freeMu sync.Mutex
-	free   freelist.List[*Batch[C]]
+	free   freelist.List[*Batch[C, P, B]]
 	chunks chunkFree[C]
 
 	// overdraft is set while a batch of moved parked records lives outside
@@ -103,11 +106,11 @@ type Accumulator[C any] struct {
 const chargeBlock = 32
 
 // New returns an accumulator.
-func New[C any](cfg Config) *Accumulator[C] {
+func New[C, P, B any](cfg Config) *Accumulator[C, P, B] {
 	if cfg.InitialBatchSize <= 0 || cfg.InitialBatchSize > cfg.BatchSize {
 		cfg.InitialBatchSize = cfg.BatchSize
 	}
-	a := &Accumulator[C]{cfg: cfg, kick: make(chan struct{}, 1)}
+	a := &Accumulator[C, P, B]{cfg: cfg, kick: make(chan struct{}, 1)}
 	a.free.Max = maxFreeBatches
 	a.chunks.free.Max = maxFreeChunks
 	if r, ok := cfg.Pool.(bufferpool.Reserver); ok && cfg.ChargeBookkeeping {
@@ -117,7 +120,7 @@ func New[C any](cfg Config) *Accumulator[C] {
 		// chunk. A batch: its struct, plus the IO goroutine's linger
 		// and expiry entries.
 		a.recCharge = int(unsafe.Sizeof(c)) + 8
-		a.batchCharge = int(unsafe.Sizeof(Batch[C]{})) + 64
+		a.batchCharge = int(unsafe.Sizeof(Batch[C, P, B]{})) + 64
 		a.parkCharge = int(unsafe.Sizeof(parkedRecord[C]{}))
 	}
 	return a
@@ -126,18 +129,18 @@ func New[C any](cfg Config) *Accumulator[C] {
 // RecordCharge, BatchCharge and ParkCharge return the bytes of pool memory
 // charged for the bookkeeping of a record in a batch, of a batch, and of a
 // parked record; 0 when the pool is not a bufferpool.Reserver.
-func (a *Accumulator[C]) RecordCharge() int { return a.recCharge }
+func (a *Accumulator[C, P, B]) RecordCharge() int { return a.recCharge }
 
 // BatchCharge: see RecordCharge.
-func (a *Accumulator[C]) BatchCharge() int { return a.batchCharge }
+func (a *Accumulator[C, P, B]) BatchCharge() int { return a.batchCharge }
 
 // ParkCharge: see RecordCharge.
-func (a *Accumulator[C]) ParkCharge() int { return a.parkCharge }
+func (a *Accumulator[C, P, B]) ParkCharge() int { return a.parkCharge }
 
 // credit makes sure b's reservation covers one more record, reserving a
 // block without waiting if needed; false if the pool has no room (the
 // caller then treats b as full). The caller holds b's partition lock.
-func (a *Accumulator[C]) credit(b *Batch[C]) bool {
+func (a *Accumulator[C, P, B]) credit(b *Batch[C, P, B]) bool {
 	if a.res == nil || b.credit >= a.batchCharge+(b.Records.n+1)*a.recCharge {
 		return true
 	}
@@ -149,7 +152,7 @@ func (a *Accumulator[C]) credit(b *Batch[C]) bool {
 }
 
 // firstCharge is what a new batch reserves: itself and a block of records.
-func (a *Accumulator[C]) firstCharge() int {
+func (a *Accumulator[C, P, B]) firstCharge() int {
 	if a.res == nil {
 		return 0
 	}
@@ -158,7 +161,7 @@ func (a *Accumulator[C]) firstCharge() int {
 
 // reserve reserves n bytes of bookkeeping in the pool, waiting as allocate
 // does.
-func (a *Accumulator[C]) reserve(ctx context.Context, n int, wait bool) error {
+func (a *Accumulator[C, P, B]) reserve(ctx context.Context, n int, wait bool) error {
 	if a.res == nil || n <= 0 || a.res.TryReserve(n) {
 		return nil
 	}
@@ -179,14 +182,14 @@ func (a *Accumulator[C]) reserve(ctx context.Context, n int, wait bool) error {
 		bufferpool.ErrBufferExhausted, n, a.cfg.Pool.Available())
 }
 
-func (a *Accumulator[C]) unreserve(n int) {
+func (a *Accumulator[C, P, B]) unreserve(n int) {
 	if a.res != nil && n > 0 {
 		a.res.Unreserve(n)
 	}
 }
 
 // Pool returns the pool the accumulator allocates from.
-func (a *Accumulator[C]) Pool() bufferpool.Pool { return a.cfg.Pool }
+func (a *Accumulator[C, P, B]) Pool() bufferpool.Pool { return a.cfg.Pool }
 
 // EventKind says what happened in an Event.
 type EventKind uint8
@@ -202,28 +205,28 @@ const (
 )
 
 // Event is a change on the Send side that the IO goroutine must react to.
-type Event[C any] struct {
+type Event[C, P, B any] struct {
 	Kind      EventKind
-	Topic     *Topic[C]     // Parked
-	Partition *Partition[C] // Opened, Sealed
-	Batch     *Batch[C]     // Opened
-	Gen       uint64        // Opened: the batch's generation when opened
-	At        time.Time     // Opened: when the batch was opened
+	Topic     *Topic[C, P, B]     // Parked
+	Partition *Partition[C, P, B] // Opened, Sealed
+	Batch     *Batch[C, P, B]     // Opened
+	Gen       uint64              // Opened: the batch's generation when opened
+	At        time.Time           // Opened: when the batch was opened
 }
 
 // Wake returns the channel that receives (coalesced) when events are
 // pending. The IO goroutine selects on it.
-func (a *Accumulator[C]) Wake() <-chan struct{} { return a.kick }
+func (a *Accumulator[C, P, B]) Wake() <-chan struct{} { return a.kick }
 
 // Kick wakes the IO goroutine without an event (for example after Flush).
-func (a *Accumulator[C]) Kick() {
+func (a *Accumulator[C, P, B]) Kick() {
 	select {
 	case a.kick <- struct{}{}:
 	default:
 	}
 }
 
-func (a *Accumulator[C]) post(e Event[C]) {
+func (a *Accumulator[C, P, B]) post(e Event[C, P, B]) {
 	a.mu.Lock()
 	a.events = append(a.events, e)
 	a.mu.Unlock()
@@ -232,7 +235,7 @@ func (a *Accumulator[C]) post(e Event[C]) {
 
 // Events moves the pending events into dst (which it resets) and returns it.
 // Handing back the previous slice lets the two swap without allocating.
-func (a *Accumulator[C]) Events(dst []Event[C]) []Event[C] {
+func (a *Accumulator[C, P, B]) Events(dst []Event[C, P, B]) []Event[C, P, B] {
 	clear(dst)
 	dst = dst[:0]
 	a.mu.Lock()
@@ -253,7 +256,7 @@ func (e *RecordTooLargeError) Error() string {
 
 // CheckSize returns a *RecordTooLargeError if a record whose body is
 // bodySize bytes can never be sent.
-func (a *Accumulator[C]) CheckSize(bodySize int) error {
+func (a *Accumulator[C, P, B]) CheckSize(bodySize int) error {
 	if n := recordbatch.SingleRecordBatchSize(bodySize); n > a.cfg.MaxBatchSize {
 		return &RecordTooLargeError{Size: n, Max: a.cfg.MaxBatchSize}
 	}
@@ -265,7 +268,7 @@ func (a *Accumulator[C]) CheckSize(bodySize int) error {
 // bytes: the smallest doubling of InitialBatchSize that held the last batch
 // (so that a busy partition does not regrow every batch), at most BatchSize,
 // and always enough for the record.
-func (a *Accumulator[C]) bufferFor(last, bodySize int) int {
+func (a *Accumulator[C, P, B]) bufferFor(last, bodySize int) int {
 	size := a.cfg.InitialBatchSize
 	for size < last && size < a.cfg.BatchSize {
 		size = min(2*size, a.cfg.BatchSize)
@@ -275,7 +278,7 @@ func (a *Accumulator[C]) bufferFor(last, bodySize int) int {
 
 // allocate takes n bytes from the pool: waiting up to MaxBlock when wait is
 // set, failing at once otherwise.
-func (a *Accumulator[C]) allocate(ctx context.Context, n int, wait bool) ([]byte, error) {
+func (a *Accumulator[C, P, B]) allocate(ctx context.Context, n int, wait bool) ([]byte, error) {
 	if buf := a.cfg.Pool.TryAllocate(n); buf != nil {
 		return buf, nil
 	}
@@ -299,26 +302,25 @@ func (a *Accumulator[C]) allocate(ctx context.Context, n int, wait bool) ([]byte
 		bufferpool.ErrBufferExhausted, n, a.cfg.Pool.Available())
 }
 
-func (a *Accumulator[C]) newBatch(p *Partition[C], buf []byte, created time.Time) *Batch[C] {
+func (a *Accumulator[C, P, B]) newBatch(p *Partition[C, P, B], buf []byte, created time.Time) *Batch[C, P, B] {
 	a.freeMu.Lock()
 	b, ok := a.free.Get()
 	a.freeMu.Unlock()
 	if !ok {
-		b = new(Batch[C])
+		b = new(Batch[C, P, B])
 	}
 	b.gen.Add(1)
 	b.Partition = p
 	b.buf = buf
 	b.Builder.Reset(buf)
 	b.Created = created
-	b.BaseSequence = -1
 	return b
 }
 
 // Free returns a completed batch's memory to the pool and the batch to the
 // accumulator's free list. The caller must be done with every field of b,
 // its Records included.
-func (a *Accumulator[C]) Free(b *Batch[C]) {
+func (a *Accumulator[C, P, B]) Free(b *Batch[C, P, B]) {
 	switch {
 	case b.overdraft:
 		a.overdraft.Store(false)
@@ -330,8 +332,8 @@ func (a *Accumulator[C]) Free(b *Batch[C]) {
 	b.Records.reset(&a.chunks)
 	b.gen.Add(1) // stale references (the IO goroutine's queues) see it is gone
 	b.Partition, b.Builder, b.Created = nil, recordbatch.Builder{}, time.Time{}
-	b.Raw, b.Attempts, b.BaseSequence, b.Uncompressed = nil, 0, -1, 0
-	b.buf, b.overdraft, b.heap, b.Ambiguous, b.Expired = nil, false, false, false, false
+	b.IO = *new(B)
+	b.buf, b.overdraft, b.heap = nil, false, false
 	a.freeMu.Lock()
 	a.free.Put(b)
 	a.freeMu.Unlock()
@@ -342,7 +344,7 @@ const maxFreeBatches = 8192
 
 // AddCompletion appends c to the completions of b, a batch the caller owns
 // (a detached one being filled).
-func (a *Accumulator[C]) AddCompletion(b *Batch[C], c C) { b.Records.push(&a.chunks, c) }
+func (a *Accumulator[C, P, B]) AddCompletion(b *Batch[C, P, B], c C) { b.Records.push(&a.chunks, c) }
 
 // NewDetachedBatch returns an empty batch of partition p with a buffer of
 // size bytes. It is not queued anywhere: the IO goroutine uses it to split a
@@ -350,7 +352,7 @@ func (a *Accumulator[C]) AddCompletion(b *Batch[C], c C) { b.Records.push(&a.chu
 // has memory; otherwise from the heap, outside the pool's accounting (like
 // the Java client's split batches), since the batch being split gives its
 // own pool memory back at once.
-func (a *Accumulator[C]) NewDetachedBatch(p *Partition[C], size int) *Batch[C] {
+func (a *Accumulator[C, P, B]) NewDetachedBatch(p *Partition[C, P, B], size int) *Batch[C, P, B] {
 	buf := a.cfg.Pool.TryAllocate(size)
 	heap := buf == nil
 	if heap {

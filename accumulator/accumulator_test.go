@@ -14,16 +14,16 @@ import (
 	"github.com/samsa-go/samsa/internal/recordbatch"
 )
 
-func newAcc(t testing.TB, poolSize int64, batchSize int, maxBlock time.Duration) (*Accumulator[int], *bufferpool.SimplePool) {
+func newAcc(t testing.TB, poolSize int64, batchSize int, maxBlock time.Duration) (*Accumulator[int, struct{}, struct{}], *bufferpool.SimplePool) {
 	t.Helper()
 	pool, err := bufferpool.New(bufferpool.Options{Size: poolSize, PooledSize: batchSize})
 	require.NoError(t, err)
-	return New[int](Config{BatchSize: batchSize, MaxBatchSize: 1 << 20, Pool: pool, MaxBlock: maxBlock}), pool
+	return New[int, struct{}, struct{}](Config{BatchSize: batchSize, MaxBatchSize: 1 << 20, Pool: pool, MaxBlock: maxBlock}), pool
 }
 
-func known(a *Accumulator[int], name string, n int) (*Topic[int], []*Partition[int]) {
+func known(a *Accumulator[int, struct{}, struct{}], name string, n int) (*Topic[int, struct{}, struct{}], []*Partition[int, struct{}, struct{}]) {
 	t := a.NewTopic(name)
-	ps := make([]*Partition[int], n)
+	ps := make([]*Partition[int, struct{}, struct{}], n)
 	for i := range ps {
 		ps[i] = a.NewPartition(t, int32(i))
 	}
@@ -32,16 +32,16 @@ func known(a *Accumulator[int], name string, n int) (*Topic[int], []*Partition[i
 }
 
 // drain seals and collects every batch of p, oldest first.
-func drain(p *Partition[int]) []*Batch[int] {
+func drain(p *Partition[int, struct{}, struct{}]) []*Batch[int, struct{}, struct{}] {
 	p.sealOpen()
-	var out []*Batch[int]
+	var out []*Batch[int, struct{}, struct{}]
 	for b := p.NextSealed(); b != nil; b = p.NextSealed() {
 		out = append(out, b)
 	}
 	return out
 }
 
-func decode(t *testing.T, b *Batch[int]) []recordbatch.Record {
+func decode(t *testing.T, b *Batch[int, struct{}, struct{}]) []recordbatch.Record {
 	t.Helper()
 	raw, _, err := b.Builder.Finish(nil, nil)
 	require.NoError(t, err)
@@ -97,7 +97,7 @@ func TestParkedRecordsMoveInSendOrder(t *testing.T) {
 		require.True(t, parked)
 	}
 	require.Nil(t, topic.Partitions(), "a parking topic hides its partitions from Send")
-	ps := []*Partition[int]{a.NewPartition(topic, 0)}
+	ps := []*Partition[int, struct{}, struct{}]{a.NewPartition(topic, 0)}
 	topic.SetPartitions(ps)
 	require.Nil(t, topic.Partitions(), "still parking until the records moved")
 
@@ -117,14 +117,14 @@ func TestParkedRecordsMoveInSendOrder(t *testing.T) {
 		}
 	})
 	for {
-		done := topic.MoveParked(func(ParkedRecord) (*Partition[int], error) { return ps[0], nil }, func(int, error) { t.Fatal("no record fails") })
+		done := topic.MoveParked(func(ParkedRecord) (*Partition[int, struct{}, struct{}], error) { return ps[0], nil }, func(int, error) { t.Fatal("no record fails") })
 		require.True(t, done)
 		if !topic.parking.Load() {
 			break
 		}
 	}
 	wg.Wait()
-	topic.MoveParked(func(ParkedRecord) (*Partition[int], error) { return ps[0], nil }, nil)
+	topic.MoveParked(func(ParkedRecord) (*Partition[int, struct{}, struct{}], error) { return ps[0], nil }, nil)
 	next := 0
 	for _, b := range drain(ps[0]) {
 		for i, r := range decode(t, b) {
@@ -145,13 +145,13 @@ func TestMoveParkedStopsWhenThePoolIsEmpty(t *testing.T) {
 		_, err := topic.Park(context.Background(), 0, nil, make([]byte, 100), nil, 0, i, true)
 		require.NoError(t, err)
 	}
-	ps := []*Partition[int]{a.NewPartition(topic, 0)}
+	ps := []*Partition[int, struct{}, struct{}]{a.NewPartition(topic, 0)}
 	topic.SetPartitions(ps)
 	hog := pool.TryAllocate(int(pool.Available()))
 	require.NotNil(t, hog)
 	// With the pool full of parked records, one batch may live outside the
 	// pool; then moving waits for it to be freed.
-	require.False(t, topic.MoveParked(func(ParkedRecord) (*Partition[int], error) { return ps[0], nil }, nil))
+	require.False(t, topic.MoveParked(func(ParkedRecord) (*Partition[int, struct{}, struct{}], error) { return ps[0], nil }, nil))
 	got := 0
 	for {
 		batches := drain(ps[0])
@@ -159,7 +159,7 @@ func TestMoveParkedStopsWhenThePoolIsEmpty(t *testing.T) {
 			got += b.NumRecords()
 			a.Free(b)
 		}
-		if topic.MoveParked(func(ParkedRecord) (*Partition[int], error) { return ps[0], nil }, nil) {
+		if topic.MoveParked(func(ParkedRecord) (*Partition[int, struct{}, struct{}], error) { return ps[0], nil }, nil) {
 			break
 		}
 		require.NotEmpty(t, batches, "moving parked records made no progress")
@@ -231,7 +231,7 @@ func BenchmarkAppend(b *testing.B) {
 	_, ps := known(a, "t", 1)
 	value := make([]byte, 100)
 	ctx := context.Background()
-	var evs []Event[int]
+	var evs []Event[int, struct{}, struct{}]
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := ps[0].Append(ctx, 0, nil, value, nil, 0, true); err != nil {
@@ -253,7 +253,7 @@ func BenchmarkAppend(b *testing.B) {
 func TestBatchesGrowUpToBatchSize(t *testing.T) {
 	pool, err := bufferpool.New(bufferpool.Options{Size: 1 << 20, PooledSize: 1024})
 	require.NoError(t, err)
-	a := New[int](Config{BatchSize: 8192, InitialBatchSize: 1024, MaxBatchSize: 1 << 20, Pool: pool, MaxBlock: time.Second})
+	a := New[int, struct{}, struct{}](Config{BatchSize: 8192, InitialBatchSize: 1024, MaxBatchSize: 1 << 20, Pool: pool, MaxBlock: time.Second})
 	_, ps := known(a, "t", 1)
 	value := make([]byte, 100)
 	for i := range 200 {
@@ -281,7 +281,7 @@ func TestBatchesGrowUpToBatchSize(t *testing.T) {
 func TestNextBatchStartsFromRecentSizes(t *testing.T) {
 	pool, err := bufferpool.New(bufferpool.Options{Size: 1 << 20, PooledSize: 512, MaxPooledSize: 64 << 10})
 	require.NoError(t, err)
-	a := New[int](Config{BatchSize: 64 << 10, InitialBatchSize: 512, MaxBatchSize: 1 << 20, Pool: pool, MaxBlock: time.Second})
+	a := New[int, struct{}, struct{}](Config{BatchSize: 64 << 10, InitialBatchSize: 512, MaxBatchSize: 1 << 20, Pool: pool, MaxBlock: time.Second})
 	_, ps := known(a, "t", 1)
 	value := make([]byte, 100)
 	fill := func(records int) int {
@@ -302,4 +302,25 @@ func TestNextBatchStartsFromRecentSizes(t *testing.T) {
 	require.Equal(t, 32<<10, fill(1), "after one small batch, half of that")
 	require.Equal(t, 16<<10, fill(1))
 	require.Equal(t, pool.Size(), pool.Available())
+}
+
+// TestFreeZeroesTheIOSlots: a reused batch struct starts with the zero B,
+// whatever the IO goroutine left in it, and a partition keeps its P.
+func TestFreeZeroesTheIOSlots(t *testing.T) {
+	pool, err := bufferpool.New(bufferpool.Options{Size: 1 << 20, PooledSize: 1024})
+	require.NoError(t, err)
+	a := New[int, *string, []int](Config{BatchSize: 1024, MaxBatchSize: 1 << 20, Pool: pool})
+	topic := a.NewTopic("t")
+	p := a.NewPartition(topic, 0)
+	state := "partition state"
+	p.IO = &state
+	b := a.NewDetachedBatch(p, 256)
+	require.Nil(t, b.IO)
+	b.IO = []int{1, 2, 3}
+	a.Free(b)
+	b2 := a.NewDetachedBatch(p, 256)
+	require.Same(t, b, b2, "the batch struct is reused")
+	require.Nil(t, b2.IO, "Free zeroes the batch's IO slot")
+	require.Same(t, &state, b2.Partition.IO)
+	a.Free(b2)
 }

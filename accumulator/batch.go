@@ -7,12 +7,12 @@ import (
 	"github.com/samsa-go/samsa/internal/recordbatch"
 )
 
-// Batch is one record batch of one partition: its pool buffer, its builder
-// and one completion per record. A Batch is open (records are appended under
+// Batch is one record batch of one partition: its pool buffer, its builder,
+// one completion (C) per record, and the IO goroutine's state (B). A Batch is open (records are appended under
 // its partition's lock), then sealed (no more records), then owned by the IO
 // goroutine, which finishes, sends and completes it, and finally Frees it.
-type Batch[C any] struct {
-	Partition *Partition[C]
+type Batch[C, P, B any] struct {
+	Partition *Partition[C, P, B]
 	Builder   recordbatch.Builder
 	// Records holds one completion per record, in offset order.
 	Records Completions[C]
@@ -20,23 +20,10 @@ type Batch[C any] struct {
 	// count from it.
 	Created time.Time
 
-	// Fields below belong to the IO goroutine once the batch is sealed.
-
-	// Raw is the finished batch (Builder.Finish); nil until then.
-	Raw []byte
-	// Attempts counts the Produce requests that carried this batch.
-	Attempts int
-	// BaseSequence is the idempotent sequence of the first record, or -1.
-	BaseSequence int32
-	// Uncompressed is the size of the records before compression.
-	Uncompressed int
-	// Ambiguous is set when an attempt ended without a clear answer (a
-	// timeout, a broken connection): the batch may have been written.
-	Ambiguous bool
-	// Expired is set when the batch's records were failed at their
-	// delivery timeout while a request carried it: the batch stays until
-	// that request's answer is in, which then only releases it.
-	Expired bool
+	// IO is the IO goroutine's own state for the batch once it is sealed
+	// (the finished bytes, attempts, sequence, ...). The accumulator never
+	// reads it; it is the zero B in a new batch, and zeroed again by Free.
+	IO B
 
 	buf       []byte
 	credit    int           // pool bytes reserved for the batch's bookkeeping (Accumulator.credit)
@@ -47,7 +34,7 @@ type Batch[C any] struct {
 
 // Gen returns the batch's generation: it changes every time the struct is
 // reused, so that a stale reference can be told from the current batch.
-func (b *Batch[C]) Gen() uint64 { return b.gen.Load() }
+func (b *Batch[C, P, B]) Gen() uint64 { return b.gen.Load() }
 
 // NumRecords returns the number of records in the batch.
-func (b *Batch[C]) NumRecords() int { return b.Records.n }
+func (b *Batch[C, P, B]) NumRecords() int { return b.Records.n }

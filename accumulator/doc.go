@@ -18,6 +18,23 @@
 // partition batches (Topic.MoveParked). While records are parked, later
 // Sends to the topic park too, so that no record overtakes an earlier one.
 //
+// # Types
+//
+// Accumulator, Topic, Partition, Batch and Event share three type
+// parameters: C, the per-record completion a batch keeps for each record,
+// and P and B, the IO goroutine's own state per partition (Partition.IO) and
+// per batch (Batch.IO: for instance its finished bytes, attempts and
+// sequence). The accumulator stores P and B without reading them, so the IO
+// goroutine reaches its state from a batch or partition without a map or a
+// type assertion. Free zeroes a batch's B before the struct is reused.
+//
+// A batch's life: open (Partition.Append adds records), sealed (full, or
+// Partition.Seal), taken by the IO goroutine (Partition.PeekSealed,
+// Partition.NextSealed, or Partition.TakeAll at shutdown), finished and sent
+// by it (Batch.Builder), and returned with Accumulator.Free once its records
+// are completed. Accumulator.NewDetachedBatch makes a batch outside the
+// queues (the halves of a batch split for the broker).
+//
 // # Concurrency
 //
 // Send-side methods lock only the topic or the partition they touch; there

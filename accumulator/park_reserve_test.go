@@ -17,13 +17,13 @@ import (
 // stayed reserved for the producer's life (until Close's FailParked).
 func TestFailedParkLeavesNoReservation(t *testing.T) {
 	const batchSize = 1024
-	probe := New[int](Config{BatchSize: batchSize, MaxBatchSize: 1 << 20, Pool: mustPool(t, 1<<20, batchSize), ChargeBookkeeping: true})
+	probe := New[int, struct{}, struct{}](Config{BatchSize: batchSize, MaxBatchSize: 1 << 20, Pool: mustPool(t, 1<<20, batchSize), ChargeBookkeeping: true})
 	blk := chargeBlock * probe.ParkCharge()
 	require.Positive(t, blk)
 
 	size := int64(blk + batchSize/2) // room for the block, not for a chunk
 	pool := mustPool(t, size, batchSize)
-	a := New[int](Config{BatchSize: batchSize, MaxBatchSize: 1 << 20, Pool: pool, ChargeBookkeeping: true})
+	a := New[int, struct{}, struct{}](Config{BatchSize: batchSize, MaxBatchSize: 1 << 20, Pool: pool, ChargeBookkeeping: true})
 	topic := a.NewTopic("t")
 
 	parked, err := topic.Park(context.Background(), 0, nil, []byte("v"), nil, 0, 1, false)
@@ -31,7 +31,7 @@ func TestFailedParkLeavesNoReservation(t *testing.T) {
 	require.False(t, parked)
 
 	// The topic's partitions arrive; Sends append directly from now on.
-	topic.SetPartitions([]*Partition[int]{a.NewPartition(topic, 0)})
+	topic.SetPartitions([]*Partition[int, struct{}, struct{}]{a.NewPartition(topic, 0)})
 	parked, err = topic.Park(context.Background(), 0, nil, []byte("v"), nil, 0, 2, false)
 	require.NoError(t, err)
 	require.False(t, parked)

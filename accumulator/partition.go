@@ -11,20 +11,21 @@ import (
 
 // Partition is one partition's queue: the open batch that Send appends to,
 // and the sealed batches waiting for the IO goroutine.
-type Partition[C any] struct {
-	Topic *Topic[C]
+type Partition[C, P, B any] struct {
+	Topic *Topic[C, P, B]
 	ID    int32
 
 	// IO is the IO goroutine's own state for this partition (leader,
-	// in-flight batches, sequences). Only that goroutine touches it.
-	IO any
+	// in-flight batches, sequences). Only that goroutine touches it; the
+	// accumulator never reads it.
+	IO P
 
-	acc *Accumulator[C]
+	acc *Accumulator[C, P, B]
 
 	mu      sync.Mutex
-	open    *Batch[C]
-	sealed  []*Batch[C] // FIFO
-	flagged bool        // a Sealed event is pending
+	open    *Batch[C, P, B]
+	sealed  []*Batch[C, P, B] // FIFO
+	flagged bool              // a Sealed event is pending
 	// lastSize is the size recent sealed batches reached: the last one's,
 	// or half the previous lastSize if that is more, so that one small
 	// batch (a sticky partitioner moving on) does not make the next big
@@ -39,13 +40,13 @@ type Partition[C any] struct {
 // NewPartition returns the queue of partition id of t. The IO goroutine
 // creates partitions when metadata arrives and publishes them with
 // Topic.SetPartitions.
-func (a *Accumulator[C]) NewPartition(t *Topic[C], id int32) *Partition[C] {
-	return &Partition[C]{Topic: t, ID: id, acc: a}
+func (a *Accumulator[C, P, B]) NewPartition(t *Topic[C, P, B], id int32) *Partition[C, P, B] {
+	return &Partition[C, P, B]{Topic: t, ID: id, acc: a}
 }
 
 // Load returns the partition's queue length for the adaptive partitioner,
 // or -1 while the partition has no known leader.
-func (p *Partition[C]) Load() int {
+func (p *Partition[C, P, B]) Load() int {
 	if p.leaderless.Load() {
 		return -1
 	}
@@ -53,7 +54,7 @@ func (p *Partition[C]) Load() int {
 }
 
 // SetLeaderless records whether the partition lacks a leader (IO goroutine).
-func (p *Partition[C]) SetLeaderless(v bool) { p.leaderless.Store(v) }
+func (p *Partition[C, P, B]) SetLeaderless(v bool) { p.leaderless.Store(v) }
 
 // Append appends a record to the partition's open batch. When the open batch
 // is full (or there is none) it seals it and opens a new one, with memory from
@@ -61,7 +62,7 @@ func (p *Partition[C]) SetLeaderless(v bool) { p.leaderless.Store(v) }
 // ctx), or failing at once with an error matching ErrBufferExhausted if not.
 // The caller has checked the record's size with CheckSize. On success c is
 // the record's completion, kept in the batch.
-func (p *Partition[C]) Append(ctx context.Context, ts int64, key, value []byte, headers []recordbatch.Header, c C, wait bool) error {
+func (p *Partition[C, P, B]) Append(ctx context.Context, ts int64, key, value []byte, headers []recordbatch.Header, c C, wait bool) error {
 	p.mu.Lock()
 	if b := p.open; b != nil && p.acc.credit(b) && (b.Builder.Append(ts, key, value, headers) ||
 		(p.growLocked(b, b.Builder.RecordSize(ts, recordbatch.BodySize(key, value, headers))) && b.Builder.Append(ts, key, value, headers))) {
@@ -114,14 +115,14 @@ func (p *Partition[C]) Append(ctx context.Context, ts int64, key, value []byte, 
 // it never waits for memory and reports false when the pool has none. A new
 // batch counts its age (linger, delivery timeout) from parkedAt, when its
 // first record entered the producer.
-func (p *Partition[C]) appendBody(ts int64, body []byte, c C, parkedAt time.Time, parkCredit *int) bool {
+func (p *Partition[C, P, B]) appendBody(ts int64, body []byte, c C, parkedAt time.Time, parkCredit *int) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	a := p.acc
 	// The record's bookkeeping moves from the topic's parking charge
 	// (parkCharge >= recCharge) when the pool has no room for more: the
 	// pool may be full of parked records themselves.
-	takeCredit := func(b *Batch[C]) {
+	takeCredit := func(b *Batch[C, P, B]) {
 		if !a.credit(b) {
 			b.credit += a.recCharge
 			*parkCredit -= a.recCharge
@@ -162,7 +163,7 @@ func (p *Partition[C]) appendBody(ts int64, body []byte, c C, parkedAt time.Time
 // growLocked moves the open batch b into a buffer twice as large (at most
 // BatchSize), so that a record of need more bytes fits, with memory taken
 // from the pool without waiting. It reports whether it grew.
-func (p *Partition[C]) growLocked(b *Batch[C], need int) bool {
+func (p *Partition[C, P, B]) growLocked(b *Batch[C, P, B], need int) bool {
 	a := p.acc
 	cur := b.Builder.Cap()
 	if cur >= a.cfg.BatchSize {
@@ -189,7 +190,7 @@ func (p *Partition[C]) growLocked(b *Batch[C], need int) bool {
 
 // openLocked seals the open batch, if any, and opens a new one in buf,
 // created at created.
-func (p *Partition[C]) openLocked(buf []byte, created time.Time) *Batch[C] {
+func (p *Partition[C, P, B]) openLocked(buf []byte, created time.Time) *Batch[C, P, B] {
 	if p.open != nil {
 		p.sealLocked()
 	}
@@ -197,24 +198,24 @@ func (p *Partition[C]) openLocked(buf []byte, created time.Time) *Batch[C] {
 	b := a.newBatch(p, buf, created)
 	p.open = b
 	p.queued.Add(1)
-	a.post(Event[C]{Kind: Opened, Partition: p, Batch: b, Gen: b.gen.Load(), At: b.Created})
+	a.post(Event[C, P, B]{Kind: Opened, Partition: p, Batch: b, Gen: b.gen.Load(), At: b.Created})
 	return b
 }
 
-func (p *Partition[C]) sealLocked() {
+func (p *Partition[C, P, B]) sealLocked() {
 	p.lastSize = max(p.open.Builder.Len(), p.lastSize/2)
 	p.sealed = append(p.sealed, p.open)
 	p.open = nil
 	if !p.flagged {
 		p.flagged = true
-		p.acc.post(Event[C]{Kind: Sealed, Partition: p})
+		p.acc.post(Event[C, P, B]{Kind: Sealed, Partition: p})
 	}
 }
 
 // Seal seals b if it is still this partition's open batch in generation gen
 // (the IO goroutine calls it when b has lingered, or on Flush). It reports
 // whether it sealed.
-func (p *Partition[C]) Seal(b *Batch[C], gen uint64) bool {
+func (p *Partition[C, P, B]) Seal(b *Batch[C, P, B], gen uint64) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.open != b || b.gen.Load() != gen || b.Records.Len() == 0 {
@@ -225,7 +226,7 @@ func (p *Partition[C]) Seal(b *Batch[C], gen uint64) bool {
 }
 
 // sealOpen seals the open batch, whatever it is, if it has records.
-func (p *Partition[C]) sealOpen() bool {
+func (p *Partition[C, P, B]) sealOpen() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.open == nil || p.open.Records.Len() == 0 {
@@ -237,7 +238,7 @@ func (p *Partition[C]) sealOpen() bool {
 
 // NextSealed removes and returns the oldest sealed batch, or nil. The IO
 // goroutine owns the batch from then on.
-func (p *Partition[C]) NextSealed() *Batch[C] {
+func (p *Partition[C, P, B]) NextSealed() *Batch[C, P, B] {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.sealed) == 0 {
@@ -256,7 +257,7 @@ func (p *Partition[C]) NextSealed() *Batch[C] {
 }
 
 // PeekSealed returns the oldest sealed batch without removing it, or nil.
-func (p *Partition[C]) PeekSealed() *Batch[C] {
+func (p *Partition[C, P, B]) PeekSealed() *Batch[C, P, B] {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.sealed) == 0 {
@@ -267,7 +268,7 @@ func (p *Partition[C]) PeekSealed() *Batch[C] {
 
 // TakeAll removes the open and sealed batches (for Close and for failing a
 // partition's records) and returns them, oldest first.
-func (p *Partition[C]) TakeAll(dst []*Batch[C]) []*Batch[C] {
+func (p *Partition[C, P, B]) TakeAll(dst []*Batch[C, P, B]) []*Batch[C, P, B] {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	dst = append(dst, p.sealed...)

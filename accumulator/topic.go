@@ -12,14 +12,14 @@ import (
 // Topic is one topic's state in the accumulator: its partitions once
 // metadata has arrived, and until then (or while earlier records are still
 // parked) its parking queue of uncompressed records, in Send order.
-type Topic[C any] struct {
+type Topic[C, P, B any] struct {
 	Name string
 
-	acc *Accumulator[C]
+	acc *Accumulator[C, P, B]
 
 	// parts is published by the IO goroutine; nil while the topic's
 	// partitions are unknown.
-	parts atomic.Pointer[[]*Partition[C]]
+	parts atomic.Pointer[[]*Partition[C, P, B]]
 	// parking is set while parked records exist: appends must then park
 	// too, so that records keep their Send order.
 	parking atomic.Bool
@@ -104,13 +104,13 @@ type parkedRecord[C any] struct {
 
 // NewTopic returns the state of topic name. The producer keeps topics in its
 // own map.
-func (a *Accumulator[C]) NewTopic(name string) *Topic[C] {
-	return &Topic[C]{Name: name, acc: a}
+func (a *Accumulator[C, P, B]) NewTopic(name string) *Topic[C, P, B] {
+	return &Topic[C, P, B]{Name: name, acc: a}
 }
 
 // Partitions returns the topic's partitions, or nil while they are unknown
 // or while records are parked (the caller must then Park). It never blocks.
-func (t *Topic[C]) Partitions() []*Partition[C] {
+func (t *Topic[C, P, B]) Partitions() []*Partition[C, P, B] {
 	if t.parking.Load() {
 		return nil
 	}
@@ -122,7 +122,7 @@ func (t *Topic[C]) Partitions() []*Partition[C] {
 
 // KnownPartitions returns the published partitions, parked records or not;
 // nil while unknown. For the IO goroutine.
-func (t *Topic[C]) KnownPartitions() []*Partition[C] {
+func (t *Topic[C, P, B]) KnownPartitions() []*Partition[C, P, B] {
 	if ps := t.parts.Load(); ps != nil {
 		return *ps
 	}
@@ -132,7 +132,7 @@ func (t *Topic[C]) KnownPartitions() []*Partition[C] {
 // SetPartitions publishes the topic's partitions (IO goroutine only). The
 // slice must not be changed afterwards; publish a new one when the partition
 // count grows.
-func (t *Topic[C]) SetPartitions(ps []*Partition[C]) {
+func (t *Topic[C, P, B]) SetPartitions(ps []*Partition[C, P, B]) {
 	t.parts.Store(&ps)
 }
 
@@ -141,7 +141,7 @@ func (t *Topic[C]) SetPartitions(ps []*Partition[C]) {
 // unusable (not authorized, invalid, or missing for longer than MaxBlock),
 // and records for it must not take pool memory that healthy topics need.
 // It does not affect records already parked (see FailParked).
-func (t *Topic[C]) SetFailing(err error) {
+func (t *Topic[C, P, B]) SetFailing(err error) {
 	if err == nil {
 		t.failing.Store(nil)
 		return
@@ -150,7 +150,7 @@ func (t *Topic[C]) SetFailing(err error) {
 }
 
 // Failing returns the error set by SetFailing, or nil.
-func (t *Topic[C]) Failing() error {
+func (t *Topic[C, P, B]) Failing() error {
 	if p := t.failing.Load(); p != nil {
 		return *p
 	}
@@ -166,7 +166,7 @@ func (t *Topic[C]) Failing() error {
 // partitioning when the record moves (ParkedRecord.Partition): the producer
 // passes the partition the record must go to, or -1 to let its partitioner
 // decide.
-func (t *Topic[C]) Park(ctx context.Context, ts int64, key, value []byte, headers []recordbatch.Header, partition int32, c C, wait bool) (parked bool, err error) {
+func (t *Topic[C, P, B]) Park(ctx context.Context, ts int64, key, value []byte, headers []recordbatch.Header, partition int32, c C, wait bool) (parked bool, err error) {
 	size := recordbatch.BodySize(key, value, headers)
 	a := t.acc
 	var spare []byte
@@ -220,7 +220,7 @@ func (t *Topic[C]) Park(ctx context.Context, ts int64, key, value []byte, header
 			t.parking.Store(true)
 			t.mu.Unlock()
 			if first {
-				t.acc.post(Event[C]{Kind: Parked, Topic: t})
+				t.acc.post(Event[C, P, B]{Kind: Parked, Topic: t})
 			}
 			return true, nil
 		}
@@ -240,7 +240,7 @@ func (t *Topic[C]) Park(ctx context.Context, ts int64, key, value []byte, header
 // of other Parks that failed the same way. With nothing parked no event
 // brings the IO goroutine to resetLocked, and once the topic's partitions
 // are known Park is not called again, so they would stay taken.
-func (t *Topic[C]) dropIdle() {
+func (t *Topic[C, P, B]) dropIdle() {
 	t.mu.Lock()
 	if t.parked.n == 0 && !t.parking.Load() {
 		t.resetLocked()
@@ -250,7 +250,7 @@ func (t *Topic[C]) dropIdle() {
 
 // nextChunkLocked returns the size of the next parking chunk and doubles
 // the one after it, up to BatchSize.
-func (t *Topic[C]) nextChunkLocked() int {
+func (t *Topic[C, P, B]) nextChunkLocked() int {
 	cfg := &t.acc.cfg
 	if t.chunkSize <= 0 {
 		t.chunkSize = cfg.InitialBatchSize
@@ -281,7 +281,7 @@ type ParkedRecord struct {
 // place runs without the topic's lock held (it runs the user's
 // partitioner, which may be slow or panic), on a copy of the record's body;
 // only the move itself, which keeps Send order, is under the lock.
-func (t *Topic[C]) MoveParked(place func(r ParkedRecord) (*Partition[C], error), fail func(c C, err error)) (done bool) {
+func (t *Topic[C, P, B]) MoveParked(place func(r ParkedRecord) (*Partition[C, P, B], error), fail func(c C, err error)) (done bool) {
 	var body []byte
 	for {
 		t.mu.Lock()
@@ -310,7 +310,7 @@ func (t *Topic[C]) MoveParked(place func(r ParkedRecord) (*Partition[C], error),
 // ExpireParked fails, with fail, every record parked at or before deadline
 // (IO goroutine only), and returns when the oldest remaining record was
 // parked (zero if none remain).
-func (t *Topic[C]) ExpireParked(deadline time.Time, fail func(c C, parkedAt time.Time)) (oldest time.Time) {
+func (t *Topic[C, P, B]) ExpireParked(deadline time.Time, fail func(c C, parkedAt time.Time)) (oldest time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for r := t.parked.front(); r != nil; r = t.parked.front() {
@@ -325,7 +325,7 @@ func (t *Topic[C]) ExpireParked(deadline time.Time, fail func(c C, parkedAt time
 }
 
 // FailParked fails every parked record (on Close).
-func (t *Topic[C]) FailParked(fail func(c C)) {
+func (t *Topic[C, P, B]) FailParked(fail func(c C)) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for r := t.parked.front(); r != nil; r = t.parked.front() {
@@ -337,7 +337,7 @@ func (t *Topic[C]) FailParked(fail func(c C)) {
 
 // OldestParked returns when the oldest parked record was parked, or the zero
 // time if none is.
-func (t *Topic[C]) OldestParked() time.Time {
+func (t *Topic[C, P, B]) OldestParked() time.Time {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if r := t.parked.front(); r != nil {
@@ -349,7 +349,7 @@ func (t *Topic[C]) OldestParked() time.Time {
 // popLocked drops the oldest parked record and releases the chunks that no
 // parked record uses any more. Chunk indexes stay valid because a freed chunk
 // is only set to nil; the chunk list is emptied by resetLocked.
-func (t *Topic[C]) popLocked() {
+func (t *Topic[C, P, B]) popLocked() {
 	done := t.parked.front().chunk
 	t.parked.pop()
 	if a := t.acc; a.res != nil {
@@ -372,7 +372,7 @@ func (t *Topic[C]) popLocked() {
 
 // resetLocked empties the queue once every record has left it and stops
 // parking.
-func (t *Topic[C]) resetLocked() {
+func (t *Topic[C, P, B]) resetLocked() {
 	for i, c := range t.chunks {
 		if c != nil {
 			t.acc.cfg.Pool.Release(c)

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/samsa-go/samsa/accumulator"
 )
 
 // completer owns the completion goroutine: it completes futures, runs
@@ -40,7 +38,7 @@ const stuckAfter = 100 * time.Millisecond
 // outcome is a completed batch, or a single record that failed outside a
 // batch (a parked record).
 type outcome struct {
-	batch      *accumulator.Batch[completion]
+	batch      *batch
 	baseOffset int64
 	appendTime int64 // LogAppendTime in Unix ms, or -1
 	err        error

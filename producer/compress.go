@@ -66,7 +66,7 @@ func (s *sink) precompress(br *ioBroker) {
 		if ip.readyOn != br.id || ip.leader != br.id || len(ip.retry) > 0 {
 			continue
 		}
-		if b := ip.acc.PeekSealed(); b != nil && b.Raw == nil {
+		if b := ip.acc.PeekSealed(); b != nil && b.IO.raw == nil {
 			round = append(round, b)
 			budget -= b.Builder.Len()
 		}
@@ -89,7 +89,7 @@ func (s *sink) precompress(br *ioBroker) {
 		c.pending.Wait()
 		var plain, packed int
 		for _, b := range round {
-			plain, packed = plain+b.Uncompressed, packed+len(b.Raw)
+			plain, packed = plain+b.IO.uncompressed, packed+len(b.IO.raw)
 		}
 		if packed > 0 {
 			// Smoothed, and within [1, 16]: a request's worth of

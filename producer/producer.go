@@ -26,7 +26,7 @@ type Producer struct {
 	cfg        Config
 	log        *slog.Logger
 	pool       bufferpool.Pool
-	acc        *accumulator.Accumulator[completion]
+	acc        *accumulator.Accumulator[completion, *ioPart, sendState]
 	meta       *metadata.Client
 	compressor *compression.Compressor
 
@@ -68,7 +68,7 @@ type Producer struct {
 
 // topicState is a topic as Send sees it.
 type topicState struct {
-	acc    *accumulator.Topic[completion]
+	acc    *accumulator.Topic[completion, *ioPart, sendState]
 	sticky *stickyPartitioner
 }
 
@@ -126,7 +126,7 @@ func New(cfg Config) (*Producer, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	p.closing, p.stopWaits = context.WithCancel(context.Background())
-	p.acc = accumulator.New[completion](accumulator.Config{
+	p.acc = accumulator.New[completion, *ioPart, sendState](accumulator.Config{
 		// A batch never outgrows a request: a larger BatchSize would
 		// make requests over MaxRequestSize that brokers refuse.
 		BatchSize:        min(cfg.BatchSize, cfg.MaxRequestSize),

@@ -208,7 +208,7 @@ func TestFailedHandshakeIsReportedAsSuch(t *testing.T) {
 func TestParkedTopicWithErrorDoesNotSpin(t *testing.T) {
 	p := &Producer{cfg: Config{AutoCreateTopics: true, DisableIdempotence: true, Linger: 5 * time.Millisecond, DeliveryTimeout: time.Minute}}
 	s := newSink(p, conn.Config{})
-	acc := accumulator.New[completion](accumulator.Config{})
+	acc := accumulator.New[completion, *ioPart, sendState](accumulator.Config{})
 	topic := &ioTopic{name: "creating", ts: &topicState{acc: acc.NewTopic("creating")}, err: kerr.LeaderNotAvailable}
 	s.parked[topic] = struct{}{}
 	for range 3 {

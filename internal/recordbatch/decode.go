@@ -165,44 +165,18 @@ func (d *Decoder) walk(h *BatchHeader, p []byte, store bool) error {
 		if off != i {
 			return recordErr(i, fmt.Sprintf("offset delta %d, want %d", off, i))
 		}
-		r = r[n:]
-		body := r
-		key, r, ok := readBytes(r)
-		if !ok {
-			return recordErr(i, "bad key")
-		}
-		value, r, ok := readBytes(r)
-		if !ok {
-			return recordErr(i, "bad value")
-		}
-		nh, n := readVarint32(r)
-		if n <= 0 || nh < 0 || int(nh) > (len(r)-n)/2 { // a header takes at least 2 bytes
-			return recordErr(i, "bad header count")
-		}
-		r = r[n:]
+		body := r[n:]
 		first := len(d.hdrs)
-		for j := int32(0); j < nh; j++ {
-			var hk, hv []byte
-			hk, r, ok = readBytes(r)
-			if !ok || hk == nil {
-				return recordErr(i, "bad header key")
-			}
-			hv, r, ok = readBytes(r)
-			if !ok {
-				return recordErr(i, "bad header value")
-			}
-			if store {
-				d.hdrs = append(d.hdrs, Header{Key: d.str(hk), Value: hv})
-			}
-		}
-		if len(r) != 0 {
-			return recordErr(i, fmt.Sprintf("%d bytes left over in the record", len(r)))
+		key, value, all, what := readBody(body, d.hdrs, store, d.copyKeys)
+		if what != "" {
+			return recordErr(i, what)
 		}
 		if store {
 			var hdrs []Header
-			if nh > 0 {
-				hdrs = d.hdrs[first:len(d.hdrs):len(d.hdrs)]
+			if len(all) > first {
+				hdrs = all[first:len(all):len(all)]
 			}
+			d.hdrs = all
 			d.recs = append(d.recs, Record{
 				Attributes:     attrs,
 				TimestampDelta: tsDelta,
@@ -221,8 +195,62 @@ func (d *Decoder) walk(h *BatchHeader, p []byte, store bool) error {
 	return nil
 }
 
-func (d *Decoder) str(b []byte) string {
-	if d.copyKeys || len(b) == 0 {
+// ParseBody reads back the key, value and headers of one record body, as
+// AppendBody encodes it and Record.Body holds it. Key, value and header
+// values alias body; header keys are copied. A null key or value is nil;
+// headers is nil when there are none. A malformed body (or bytes left over
+// after it) is an error wrapping ErrCorrupt.
+func ParseBody(body []byte) (key, value []byte, headers []Header, err error) {
+	key, value, headers, what := readBody(body, nil, true, true)
+	if what != "" {
+		return nil, nil, nil, fmt.Errorf("%w: record body: %s", ErrCorrupt, what)
+	}
+	return key, value, headers, nil
+}
+
+// readBody parses a record body (Decode's records and ParseBody): key,
+// value, header count and headers, which must be all of body. When store,
+// it appends the headers to hdrs (keys copied if copyKeys, else aliasing
+// body) and returns the extended slice. what names the first malformed
+// field, "" if none.
+func readBody(body []byte, hdrs []Header, store, copyKeys bool) (key, value []byte, _ []Header, what string) {
+	r := body
+	key, r, ok := readBytes(r)
+	if !ok {
+		return nil, nil, hdrs, "bad key"
+	}
+	value, r, ok = readBytes(r)
+	if !ok {
+		return nil, nil, hdrs, "bad value"
+	}
+	nh, n := readVarint32(r)
+	if n <= 0 || nh < 0 || int(nh) > (len(r)-n)/2 { // a header takes at least 2 bytes
+		return nil, nil, hdrs, "bad header count"
+	}
+	r = r[n:]
+	for j := int32(0); j < nh; j++ {
+		var hk, hv []byte
+		hk, r, ok = readBytes(r)
+		if !ok || hk == nil {
+			return nil, nil, hdrs, "bad header key"
+		}
+		hv, r, ok = readBytes(r)
+		if !ok {
+			return nil, nil, hdrs, "bad header value"
+		}
+		if store {
+			hdrs = append(hdrs, Header{Key: keyString(hk, copyKeys), Value: hv})
+		}
+	}
+	if len(r) != 0 {
+		return nil, nil, hdrs, fmt.Sprintf("%d bytes left over in the record", len(r))
+	}
+	return key, value, hdrs, ""
+}
+
+// keyString returns a header key, copied or aliasing b.
+func keyString(b []byte, copyKeys bool) string {
+	if copyKeys || len(b) == 0 {
 		return string(b)
 	}
 	return unsafe.String(&b[0], len(b))

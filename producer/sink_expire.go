@@ -1,0 +1,177 @@
+// The IO goroutine's expiry: parked records past MaxBlock, batches past
+// DeliveryTimeout (pending or in flight), and the errors they fail with.
+
+package producer
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// trackExpiry adds o to the expiry queue, which stays sorted by time: a
+// batch of parked records or a split half can be older than the batches
+// opened just before it.
+func (s *sink) trackExpiry(o opened) {
+	s.expireQ.insertSorted(o, func(a, b opened) bool { return a.at.After(b.at) })
+}
+
+// expire fails what has waited too long without being in flight: records
+// parked for a topic not present in metadata after MaxBlock (as the Java
+// producer's send fails after max.block.ms), other parked records and
+// batches that never got (back) to a broker after DeliveryTimeout.
+func (s *sink) expire() {
+	dt := s.cfg.DeliveryTimeout
+	deadline := s.now.Add(-dt)
+	for t := range s.parked {
+		limit, cause := s.parkLimit(t)
+		parkDeadline := s.now.Add(-limit)
+		if oldest := t.ts.acc.OldestParked(); oldest.IsZero() || oldest.After(parkDeadline) {
+			continue
+		}
+		var err error
+		if len(t.parts) == 0 {
+			if cause == nil {
+				cause = errors.New("no metadata answer arrived")
+			}
+			err = fmt.Errorf("%w: topic %q not present in metadata after %v: %w", ErrDeliveryTimeout, t.name, limit, cause)
+		} else {
+			err = fmt.Errorf("%w: topic %q: record still parked after %v (no buffer memory to move it into a batch)", ErrDeliveryTimeout, t.name, limit)
+		}
+		t.ts.acc.ExpireParked(parkDeadline, func(c completion, at time.Time) {
+			s.p.completer.push(outcome{single: &c, md: RecordMetadata{Topic: t.name, Partition: -1, Offset: -1}, err: err})
+		})
+		if len(t.parts) == 0 && t.failing == notFailing {
+			// New Sends fail at once while the topic stays missing,
+			// instead of taking pool memory for MaxBlock each.
+			s.setFailing(t, failMissing, err)
+		}
+		if t.ts.acc.OldestParked().IsZero() {
+			delete(s.parked, t)
+		}
+	}
+	i := 0
+	for ; i < s.expireQ.len(); i++ {
+		o := *s.expireQ.at(i)
+		alive := o.b.Gen() == o.gen
+		if alive && o.at.After(deadline) {
+			break // the oldest batch still pending is not due yet
+		}
+		if alive {
+			ip := o.part.IO
+			if o.part.Seal(o.b, o.gen) {
+				// Still open past its deadline (its broker kept it
+				// waiting, see sealLingered): seal it so that it
+				// fails with the others.
+				ip.hasSealed = true
+			}
+			s.expirePart(ip, deadline)
+		}
+	}
+	s.expireQ.pop(i)
+	// Entries of completed batches behind a pending one wait for it; drop
+	// them once they outnumber the live ones, so that the queue holds about
+	// as many entries as there are batches in the producer.
+	if n := s.expireQ.len(); n > 2*s.expireLive+1024 {
+		s.expireQ.filter(func(o opened) bool { return o.b.Gen() == o.gen })
+		s.expireLive = s.expireQ.len()
+	}
+}
+
+// expirePart fails ip's batches created before deadline that are not in
+// flight: they are the oldest, at the front of the retry list and then of the
+// accumulator's sealed queue.
+func (s *sink) expirePart(ip *ioPart, deadline time.Time) {
+	for _, b := range ip.inflight {
+		if !b.IO.expired && !b.Created.After(deadline) {
+			s.expireInflight(ip, b)
+		}
+	}
+	for len(ip.retry) > 0 && !ip.retry[0].Created.After(deadline) {
+		b := ip.retry[0]
+		ip.retry = popFront(ip.retry, 1)
+		s.fail(ip, b, s.timeoutErr(ip, b))
+	}
+	if len(ip.retry) > 0 {
+		return
+	}
+	for {
+		b := ip.acc.PeekSealed()
+		if b == nil || b.Created.After(deadline) {
+			return
+		}
+		ip.acc.NextSealed()
+		s.fail(ip, b, s.timeoutErr(ip, b))
+	}
+}
+
+// parkLimit returns how long t's records may stay parked, and the cause to
+// report when they cannot: while t has no partitions, MaxBlock (at most
+// DeliveryTimeout) once something is known of why (a metadata answer
+// without the topic, or a failed fetch: the cause), else DeliveryTimeout.
+func (s *sink) parkLimit(t *ioTopic) (time.Duration, error) {
+	if len(t.parts) > 0 {
+		return s.cfg.DeliveryTimeout, nil
+	}
+	cause := t.err
+	if cause == nil {
+		cause = s.p.meta.Err() // unreachable cluster, failed handshake, ...
+	}
+	if cause == nil {
+		return s.cfg.DeliveryTimeout, nil
+	}
+	return min(s.cfg.MaxBlock, s.cfg.DeliveryTimeout), cause
+}
+
+// expireInflight fails b, which a request still carries, at its delivery
+// timeout instead of up to RequestTimeout later, as the Java client does
+// since 2.1 (KIP-91). The broker may have written it, so the error wraps
+// ErrOutcomeUnknown. The batch stays in flight, holding its memory, until
+// the request's answer is in; lateAnswer then only releases it, so its
+// records complete once.
+func (s *sink) expireInflight(ip *ioPart, b *batch) {
+	b.IO.expired = true
+	err := fmt.Errorf("%w: %d records for %s[%d] not acknowledged after %v, with a request carrying them still in flight (%w)",
+		ErrDeliveryTimeout, b.Records.Len(), ip.topic.name, ip.acc.ID, s.cfg.DeliveryTimeout, ErrOutcomeUnknown)
+	if ip.lastErr != nil {
+		err = fmt.Errorf("%w (last error: %w)", err, ip.lastErr)
+	}
+	s.p.completer.push(outcome{batch: b, baseOffset: -1, appendTime: -1, err: err, hold: true})
+}
+
+// lateAnswer handles the answer to a batch already failed by
+// expireInflight: written tells whether the broker took it. Under
+// idempotence a batch the broker did not take (or may not have) leaves a gap
+// in its partition's sequence, which the epoch bump closes (KIP-360);
+// one it took keeps the sequence whole. The batch is then released.
+func (s *sink) lateAnswer(ip *ioPart, b *batch, written bool) {
+	if !written {
+		s.leaveGap(ip, b)
+	}
+	s.p.completer.push(outcome{batch: b, release: true})
+}
+
+func (s *sink) timeoutErr(ip *ioPart, b *batch) error {
+	what := "no leader available"
+	var cause error
+	if ip.leader >= 0 {
+		what = fmt.Sprintf("not acknowledged by broker %d", ip.leader)
+		if br := s.brokers[ip.leader]; br != nil && br.conn == nil && br.lastErr != nil {
+			cause = br.lastErr // it names the broker's address
+		}
+	} else {
+		cause = s.p.meta.Err()
+	}
+	if ip.lastErr != nil {
+		cause = ip.lastErr
+	}
+	if s.idem != nil && !s.idem.canSend() && s.idem.lastErr != nil {
+		cause = s.idem.lastErr // nothing goes out without a producer id; it names InitProducerId
+	}
+	err := fmt.Errorf("%w: %d records for %s[%d] expired after %v: %s",
+		ErrDeliveryTimeout, b.Records.Len(), ip.topic.name, ip.acc.ID, s.cfg.DeliveryTimeout, what)
+	if cause != nil {
+		err = fmt.Errorf("%w (last error: %w)", err, cause)
+	}
+	return err
+}

@@ -1,0 +1,199 @@
+// The IO goroutine's metadata: brokers, partitions and leaders from
+// snapshots, topics that fail fast, and parked records moved into batches
+// once their partitions are known.
+
+package producer
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/samsa-go/samsa/accumulator"
+	"github.com/samsa-go/samsa/bufferpool"
+	"github.com/samsa-go/samsa/internal/recordbatch"
+	"github.com/samsa-go/samsa/kerr"
+	"github.com/samsa-go/samsa/metadata"
+)
+
+// applyMetadata updates brokers, partitions and leaders from the newest
+// snapshot.
+func (s *sink) applyMetadata() {
+	snap := s.p.meta.Snapshot()
+	for id, b := range snap.Brokers {
+		br := s.brokers[id]
+		addr := b.Addr()
+		if br == nil {
+			br = &ioBroker{id: id, addr: addr}
+			s.brokers[id] = br
+		} else if br.addr != addr {
+			br.addr = addr
+			if br.conn != nil {
+				go br.conn.Close()
+				br.conn = nil
+			}
+		}
+	}
+	for _, t := range s.topics {
+		s.applyTopic(t, snap)
+	}
+	s.checkAuth()
+}
+
+// applyTopic updates t from snap, if snap has it.
+func (s *sink) applyTopic(t *ioTopic, snap *metadata.Snapshot) {
+	mt := snap.Topics[t.name]
+	if mt == nil {
+		return
+	}
+	if mt.Err != nil || len(mt.Partitions) == 0 {
+		t.err = mt.Err
+		if t.err == nil {
+			t.err = kerr.LeaderNotAvailable
+		}
+		switch {
+		case !kerr.IsRetriable(t.err):
+			// Not authorized, or an invalid name: waiting does not
+			// help. Fail what is parked and what comes, at once, until
+			// the metadata says otherwise.
+			s.failTopic(t, failFatal, fmt.Errorf("topic %q: %w", t.name, t.err))
+		case t.failing == failFatal,
+			t.failing == failMissing && !errors.Is(t.err, kerr.UnknownTopicOrPartition):
+			s.setFailing(t, notFailing, nil) // the condition changed: records wait again
+		}
+		s.maybeCreateTopic(t)
+		return
+	}
+	t.err = nil
+	t.id = mt.ID
+	if t.failing != notFailing && t.failing != failAuth {
+		// An authentication failure is checkAuth's to clear: a failed
+		// fetch applies the old snapshot, which still has the topic.
+		s.setFailing(t, notFailing, nil)
+	}
+	s.updatePartitions(t, mt)
+}
+
+// setFailing records why t's records fail fast (err nil: they do not).
+func (s *sink) setFailing(t *ioTopic, kind failKind, err error) {
+	if kind == t.failing && kind == notFailing {
+		return
+	}
+	if kind != t.failing {
+		if kind == notFailing {
+			s.p.log.Info("topic usable again: records wait for it again", "topic", t.name)
+		} else {
+			s.p.log.Warn("failing records of topic at once", "topic", t.name, "err", err)
+		}
+	}
+	t.failing = kind
+	t.ts.acc.SetFailing(err)
+}
+
+// failTopic makes t fail fast with err and fails its parked records.
+func (s *sink) failTopic(t *ioTopic, kind failKind, err error) {
+	s.setFailing(t, kind, err)
+	t.ts.acc.FailParked(func(c completion) {
+		s.p.completer.push(outcome{single: &c, md: RecordMetadata{Topic: t.name, Partition: -1, Offset: -1}, err: err})
+	})
+	delete(s.parked, t)
+}
+
+func (s *sink) updatePartitions(t *ioTopic, mt *metadata.Topic) {
+	n := len(mt.Partitions)
+	if n > len(t.parts) {
+		accParts := make([]*accPartition, n)
+		copy(accParts, t.ts.acc.KnownPartitions())
+		for i := len(t.parts); i < n; i++ {
+			ap := s.p.acc.NewPartition(t.ts.acc, int32(i))
+			ip := &ioPart{topic: t, acc: ap, leader: -1, epoch: -1, readyOn: -1, lastAcked: -1}
+			ap.IO = ip
+			ap.SetLeaderless(true)
+			accParts[i] = ap
+			t.parts = append(t.parts, ip)
+		}
+		t.ts.acc.SetPartitions(accParts)
+	}
+	for i := range mt.Partitions {
+		mp := &mt.Partitions[i]
+		ip := t.parts[mp.ID]
+		if mp.LeaderEpoch >= 0 && ip.epoch >= 0 && mp.LeaderEpoch < ip.epoch {
+			continue // stale
+		}
+		leader := mp.Leader
+		if mp.Err != nil || s.brokers[leader] == nil {
+			leader = -1
+		}
+		ip.epoch = mp.LeaderEpoch
+		if leader != ip.leader {
+			ip.leader = leader
+			ip.backoff = time.Time{}
+		}
+		ip.acc.SetLeaderless(leader < 0)
+		if ip.hasSealed || len(ip.retry) > 0 {
+			s.markReady(ip)
+		}
+	}
+	// Ready lists may still hold partitions that moved; sendAll skips them.
+}
+
+// moveParked moves parked records of topics whose partitions are known.
+func (s *sink) moveParked() {
+	starved := false
+	for t := range s.parked {
+		if len(t.parts) == 0 {
+			s.maybeCreateTopic(t)
+			continue
+		}
+		parts := t.ts.acc.KnownPartitions()
+		n := int32(len(parts))
+		load := func(i int32) int { return parts[i].Load() }
+		s.p.memWanted.Store(true) // before trying: a release racing with a failed move still wakes us
+		done := t.ts.acc.MoveParked(func(r accumulator.ParkedRecord) (*accPartition, error) {
+			rec := Record{Topic: t.name, Partition: r.Partition, ExplicitPartition: r.Partition >= 0, Timestamp: timeFromMillis(r.Timestamp)}
+			var err error
+			rec.Key, rec.Value, rec.Headers, err = recordbatch.ParseBody(r.Body) // header keys copied, the rest aliases Body
+			if err != nil {
+				return nil, err // Send encoded it: cannot happen
+			}
+			part, err := callPartitioner(s.cfg.Partitioner, &rec, n) // no lock held; a panic fails only this record
+			if err != nil {
+				return nil, err
+			}
+			if part == UnknownPartition {
+				part = t.ts.sticky.partition(n, load)
+				t.ts.sticky.appended(part, len(r.Body), n, load)
+			}
+			if err := checkPartition(t.name, part, n); err != nil {
+				return nil, err
+			}
+			return parts[part], nil
+		}, func(c completion, err error) {
+			s.p.completer.push(outcome{single: &c, md: RecordMetadata{Topic: t.name, Partition: -1, Offset: -1}, err: err})
+		})
+		if done {
+			delete(s.parked, t)
+		} else {
+			starved = true
+		}
+	}
+	s.hold(starved)
+}
+
+// hold asks the pool, when it can (bufferpool.Holder), to keep released
+// memory for moveParked while parked records cannot move for the lack of
+// it, instead of handing it to Sends waiting for memory: those Sends would
+// park more records of the same topic, or fill other topics' batches, and
+// the parked records, which free their memory only by moving, would expire.
+// Off again once nothing parked is starved (and at shutdown).
+func (s *sink) hold(on bool) {
+	if on == s.holding {
+		return
+	}
+	if h, ok := s.p.pool.(bufferpool.Holder); ok {
+		h.Hold(on)
+		s.holding = on
+	}
+}
+
+func timeFromMillis(ms int64) time.Time { return time.UnixMilli(ms) }

@@ -1,0 +1,367 @@
+// The IO goroutine's Produce answers: matching them to batches, success,
+// retries in order, failures, and splitting a batch too large for the
+// broker.
+
+package producer
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-go/samsa/internal/recordbatch"
+	"github.com/samsa-go/samsa/kerr"
+)
+
+// fail completes b with err. A batch that carried an idempotent sequence
+// and may not have been written leaves a gap in the partition's sequence;
+// the producer then bumps its epoch (KIP-360) before sending more.
+func (s *sink) fail(ip *ioPart, b *batch, err error) {
+	s.leaveGap(ip, b)
+	if b.IO.ambiguous && !errors.Is(err, ErrOutcomeUnknown) {
+		err = fmt.Errorf("%w (%w)", err, ErrOutcomeUnknown)
+	}
+	s.p.completer.push(outcome{batch: b, baseOffset: -1, appendTime: -1, err: err})
+}
+
+func (s *sink) succeed(b *batch, baseOffset, appendTime int64) {
+	s.p.stats.batches.Add(1)
+	s.p.stats.batchBytes.Add(int64(len(b.IO.raw)))
+	s.p.stats.uncompressed.Add(int64(b.IO.uncompressed))
+	s.p.completer.push(outcome{batch: b, baseOffset: baseOffset, appendTime: appendTime})
+}
+
+// handleResponse handles the answer to a Produce request, or its failure.
+// While closing (shutdown) nothing is retried: a batch the broker took
+// succeeds, any other fails with ErrClosed; a batch already failed by
+// expireInflight is only released, as always.
+func (s *sink) handleResponse(r produceResponse, closing bool) {
+	br := r.broker
+	br.inflight--
+	br.answers++
+	s.inflight--
+	s.p.stats.inflight.Add(-1)
+	for _, b := range r.batches {
+		b.Partition.IO.landed(b)
+	}
+	if r.err != nil {
+		// The connection failed: every batch of the request may or may
+		// not have been written. Retry them all (idempotence makes that
+		// safe), reconnect, and refresh metadata.
+		if !closing {
+			if br.conn == r.conn && br.conn != nil {
+				go br.conn.Close()
+				br.conn = nil
+				br.failures++
+				br.backoff = s.now.Add(s.backoff(br.failures))
+			}
+			s.p.meta.Trigger()
+		}
+		for _, b := range r.batches {
+			switch {
+			case b.IO.expired:
+				s.lateAnswer(b.Partition.IO, b, false)
+			case closing:
+				b.IO.ambiguous = true // the broker may have written it before the connection closed
+				s.fail(b.Partition.IO, b, fmt.Errorf("%w: closing while the request was in flight: %w", ErrClosed, r.err))
+			default:
+				b.IO.ambiguous = true // it may have reached the broker
+				s.retryOrFail(b.Partition.IO, b, r.err)
+			}
+		}
+		return
+	}
+	if r.resp == nil { // acks=0: no answer comes
+		for _, b := range r.batches {
+			if b.IO.expired {
+				s.lateAnswer(b.Partition.IO, b, true)
+				continue
+			}
+			s.succeed(b, -1, -1)
+		}
+		return
+	}
+	resp := r.resp.(*kmsg.ProduceResponse)
+	var cur answerCursor
+	for _, b := range r.batches {
+		ip := b.Partition.IO
+		switch rp := cur.find(resp, ip); {
+		case b.IO.expired:
+			err := errors.New("no answer")
+			if rp != nil {
+				err = kerr.ForCode(rp.ErrorCode)
+				if err == nil && rp.BaseOffset >= 0 {
+					ip.lastAcked = max(ip.lastAcked, rp.BaseOffset+int64(b.Records.Len())-1)
+				}
+			}
+			s.lateAnswer(ip, b, err == nil || errors.Is(err, kerr.DuplicateSequenceNumber))
+		case closing:
+			s.settleClosing(ip, b, rp)
+			continue
+		case rp == nil:
+			// The broker may have written it all the same: retried
+			// (under idempotence a duplicate is recognized), and
+			// failing for good it fails with ErrOutcomeUnknown.
+			b.IO.ambiguous = true
+			s.retryOrFail(ip, b, fmt.Errorf("broker %d did not answer for %s[%d]", br.id, ip.topic.name, ip.acc.ID))
+		default:
+			s.handlePartition(br, ip, b, rp)
+		}
+		// A partition waiting for its in-flight batches (to resend in
+		// order, or at the idempotent limit) may send again.
+		if len(ip.retry) > 0 || ip.hasSealed {
+			s.markReady(ip)
+		}
+	}
+}
+
+// settleClosing completes b, answered (rp, nil if the answer left it out)
+// during shutdown: success completes it, anything else fails it with
+// ErrClosed (no retries).
+func (s *sink) settleClosing(ip *ioPart, b *batch, rp *kmsg.ProduceResponseTopicPartition) {
+	if rp == nil {
+		b.IO.ambiguous = true // the broker may have written it
+		s.fail(ip, b, fmt.Errorf("%w: no answer for %s[%d]", ErrClosed, ip.topic.name, ip.acc.ID))
+		return
+	}
+	if err := kerr.ForCode(rp.ErrorCode); err != nil && !errors.Is(err, kerr.DuplicateSequenceNumber) {
+		if mayHaveAppended(err) {
+			b.IO.ambiguous = true
+		}
+		s.fail(ip, b, fmt.Errorf("%w: %s[%d]: %w", ErrClosed, ip.topic.name, ip.acc.ID, err))
+		return
+	}
+	s.succeed(b, rp.BaseOffset, rp.LogAppendTime)
+}
+
+// mayHaveAppended reports whether a partition's error code leaves open
+// whether the broker appended the batch (it timed out waiting for
+// replicas, or appended before finding too few in sync).
+func mayHaveAppended(err error) bool {
+	return errors.Is(err, kerr.RequestTimedOut) || errors.Is(err, kerr.NotEnoughReplicasAfterAppend)
+}
+
+// takeResponses returns the queued Produce answers, oldest first, valid
+// until the next call.
+func (s *sink) takeResponses() []produceResponse {
+	clear(s.respWork)
+	s.respMu.Lock()
+	s.respWork, s.respQ = s.respQ, s.respWork[:0]
+	s.respMu.Unlock()
+	return s.respWork
+}
+
+// answerCursor finds a batch's partition in a Produce response. Brokers
+// answer in request order, so it first looks where the previous match
+// ended: a request of thousands of partitions is matched in linear time.
+type answerCursor struct{ t, p int }
+
+func (c *answerCursor) find(resp *kmsg.ProduceResponse, ip *ioPart) *kmsg.ProduceResponseTopicPartition {
+	for t := c.t; t < len(resp.Topics) && t <= c.t+1; t++ {
+		rt := &resp.Topics[t]
+		if rt.Topic != ip.topic.name && (resp.Version < 13 || rt.TopicID != ip.topic.id) {
+			continue
+		}
+		p := 0
+		if t == c.t {
+			p = c.p
+		}
+		if p < len(rt.Partitions) && rt.Partitions[p].Partition == ip.acc.ID {
+			c.t, c.p = t, p+1
+			return &rt.Partitions[p]
+		}
+	}
+	return findPartition(resp, ip)
+}
+
+func findPartition(resp *kmsg.ProduceResponse, ip *ioPart) *kmsg.ProduceResponseTopicPartition {
+	for i := range resp.Topics {
+		rt := &resp.Topics[i]
+		if rt.Topic != ip.topic.name && (resp.Version < 13 || rt.TopicID != ip.topic.id) {
+			continue
+		}
+		for j := range rt.Partitions {
+			if rt.Partitions[j].Partition == ip.acc.ID {
+				return &rt.Partitions[j]
+			}
+		}
+	}
+	return nil
+}
+
+func (s *sink) handlePartition(br *ioBroker, ip *ioPart, b *batch, rp *kmsg.ProduceResponseTopicPartition) {
+	err := kerr.ForCode(rp.ErrorCode)
+	s.checkLogStart(ip, rp.LogStartOffset)
+	switch {
+	case err == nil, errors.Is(err, kerr.DuplicateSequenceNumber):
+		ip.failures = 0
+		ip.lastErr = nil
+		ip.confirmed = true
+		if s.debug {
+			s.p.log.Debug("acked batch", "topic", ip.topic.name, "partition", ip.acc.ID, "seq", b.IO.baseSequence(), "records", b.Records.Len(), "offset", rp.BaseOffset, "dup", err != nil)
+		}
+		if n := int64(b.Records.Len()); rp.BaseOffset >= 0 && rp.BaseOffset+n-1 > ip.lastAcked {
+			ip.lastAcked = rp.BaseOffset + n - 1
+		}
+		s.succeed(b, rp.BaseOffset, rp.LogAppendTime)
+		return
+	case mayHaveAppended(err):
+		b.IO.ambiguous = true // the broker may have appended it
+	case s.idem != nil && isFenced(err):
+		s.fenced(br, ip, b, err)
+		return
+	case errors.Is(err, kerr.MessageTooLarge) && b.Records.Len() > 1:
+		// Kafka accepts smaller batches: split this one and resend its
+		// halves in order.
+		if halves, serr := s.split(b); serr == nil {
+			ip.retry = append(halves, ip.retry...)
+			s.markReady(ip)
+			return
+		}
+	}
+	msg := ""
+	if rp.ErrorMessage != nil {
+		msg = ": " + *rp.ErrorMessage
+	}
+	err = fmt.Errorf("%s[%d] on broker %d: %w%s", ip.topic.name, ip.acc.ID, br.id, err, msg)
+	if kerr.IsRetriable(err) || isSequenceError(err) {
+		if needsMetadata(err) {
+			ip.leader = -1 // wait for the new leader
+			if cl := rp.CurrentLeader; cl.LeaderID >= 0 && cl.LeaderEpoch > ip.epoch && s.brokers[cl.LeaderID] != nil {
+				ip.leader, ip.epoch = cl.LeaderID, cl.LeaderEpoch // KIP-951
+			}
+			ip.acc.SetLeaderless(ip.leader < 0)
+			s.p.meta.Trigger()
+		}
+		if isSequenceError(err) {
+			s.sequenceError(ip, b, err)
+		}
+		s.retryOrFail(ip, b, err)
+		return
+	}
+	s.fail(ip, b, err)
+}
+
+// checkLogStart reports acknowledged records that left the log: the
+// broker's log start offset moved past the last offset it acknowledged.
+func (s *sink) checkLogStart(ip *ioPart, logStart int64) {
+	if ip.lastAcked < 0 || logStart <= ip.lastAcked {
+		return
+	}
+	e := &DataLossError{Topic: ip.topic.name, Partition: ip.acc.ID, LastAcked: ip.lastAcked, LogStart: logStart}
+	ip.lastAcked = logStart - 1 // report each move once
+	s.p.log.Warn("acknowledged records are no longer in the log", "topic", e.Topic, "partition", e.Partition,
+		"last_acked", e.LastAcked, "log_start", e.LogStart)
+	if s.cfg.OnDataLoss != nil {
+		s.cfg.OnDataLoss(e)
+	}
+}
+
+// landed removes b from ip's in-flight list once its answer (or failure)
+// is in.
+func (ip *ioPart) landed(b *batch) {
+	for i, x := range ip.inflight {
+		if x == b {
+			ip.inflight = slices.Delete(ip.inflight, i, i+1)
+			if b.IO.attempts > 1 {
+				ip.resent--
+			}
+			return
+		}
+	}
+}
+
+func needsMetadata(err error) bool {
+	for _, e := range []error{kerr.NotLeaderOrFollower, kerr.UnknownTopicOrPartition, kerr.LeaderNotAvailable,
+		kerr.NetworkException, kerr.KafkaStorageError, kerr.FencedLeaderEpoch, kerr.UnknownLeaderEpoch} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// retryOrFail queues b to be sent again, in sequence order, unless its
+// delivery timeout has passed.
+func (s *sink) retryOrFail(ip *ioPart, b *batch, err error) {
+	ip.lastErr = err
+	if s.debug {
+		s.p.log.Debug("retrying batch", "topic", ip.topic.name, "partition", ip.acc.ID, "records", b.Records.Len(), "seq", b.IO.baseSequence(), "attempts", b.IO.attempts, "ambiguous", b.IO.ambiguous, "err", err)
+	}
+	if s.now.Sub(b.Created) >= s.cfg.DeliveryTimeout {
+		s.fail(ip, b, fmt.Errorf("%w: %d records for %s[%d] not acknowledged after %v; the last error was: %w",
+			ErrDeliveryTimeout, b.Records.Len(), ip.topic.name, ip.acc.ID, s.cfg.DeliveryTimeout, err))
+		return
+	}
+	ip.failures++
+	ip.backoff = s.now.Add(s.backoff(ip.failures))
+	// Keep retries ordered by sequence (or creation) so that they go out in
+	// their original order.
+	i := len(ip.retry)
+	for i > 0 && before(b, ip.retry[i-1]) {
+		i--
+	}
+	ip.retry = append(ip.retry, nil)
+	copy(ip.retry[i+1:], ip.retry[i:])
+	ip.retry[i] = b
+	s.markReady(ip)
+}
+
+func before(a, b *batch) bool {
+	if a.IO.baseSequence() >= 0 && b.IO.baseSequence() >= 0 {
+		return a.IO.baseSequence() < b.IO.baseSequence()
+	}
+	return a.Created.Before(b.Created)
+}
+
+// maxRecordOverhead bounds what a record adds to its body in a batch: its
+// length (5-byte varint), attributes (1), timestamp delta (10) and offset
+// delta (5).
+const maxRecordOverhead = 21
+
+// split decodes b and rebuilds its records into two batches of half the
+// records each, with memory from the pool (non-blocking).
+func (s *sink) split(b *batch) ([]*batch, error) {
+	// The batch's own uncompressed size bounds what decoding may produce:
+	// a batch of any size splits.
+	dec, err := recordbatch.Decode(b.IO.raw, max(b.IO.uncompressed, len(b.IO.raw)))
+	if err != nil {
+		return nil, err
+	}
+	half := len(dec.Records) / 2
+	parts := [][]recordbatch.Record{dec.Records[:half], dec.Records[half:]}
+	out := make([]*batch, 0, 2)
+	for i, recs := range parts {
+		size := recordbatch.HeaderSize
+		for _, r := range recs {
+			size += len(r.Body) + maxRecordOverhead
+		}
+		nb := s.p.acc.NewDetachedBatch(b.Partition, size)
+		for _, r := range recs {
+			if !nb.Builder.AppendBody(r.Timestamp, r.Body) {
+				panic("producer: split batch overflow")
+			}
+		}
+		for j := range recs {
+			s.p.acc.AddCompletion(nb, *b.Records.At(i*half + j))
+		}
+		nb.Created = b.Created
+		nb.IO.attempts = b.IO.attempts
+		if err := s.finish(nb); err != nil {
+			for _, x := range append(out, nb) {
+				s.p.acc.Free(x) // drops copies: b keeps the completions
+			}
+			return nil, err
+		}
+		s.inheritSequence(nb, b, i*half)
+		out = append(out, nb)
+	}
+	// The halves own the completions now; b's memory goes back.
+	s.p.acc.Free(b)
+	for _, nb := range out {
+		s.trackExpiry(opened{part: nb.Partition, b: nb, gen: nb.Gen(), at: nb.Created})
+	}
+	return out, nil
+}
