@@ -29,21 +29,7 @@ var benchLevels = []struct {
 func BenchmarkCompress(b *testing.B) {
 	src := records(64 << 10)
 	for _, bc := range benchLevels {
-		b.Run(bc.name, func(b *testing.B) {
-			c := mustCompressor(b, bc.t, bc.level)
-			dst, err := c.AppendCompress(nil, src)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.SetBytes(int64(len(src)))
-			b.ReportAllocs()
-			for b.Loop() {
-				if dst, err = c.AppendCompress(dst[:0], src); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(len(src))/float64(len(dst)), "ratio")
-		})
+		b.Run(bc.name, func(b *testing.B) { benchCompress(b, mustCompressor(b, bc.t, bc.level), src) })
 	}
 }
 
@@ -89,20 +75,23 @@ func BenchmarkDecompressZstdStreamed(b *testing.B) {
 func BenchmarkCompressZstdBatch(b *testing.B) {
 	for _, size := range []int{64 << 10, 256 << 10, 1 << 20, 2 << 20} {
 		src := records(size)
-		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
-			c := mustCompressor(b, compression.Zstd, 0)
-			dst, err := c.AppendCompress(nil, src)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.SetBytes(int64(len(src)))
-			b.ReportAllocs()
-			for b.Loop() {
-				if dst, err = c.AppendCompress(dst[:0], src); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(len(src))/float64(len(dst)), "ratio")
-		})
+		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) { benchCompress(b, mustCompressor(b, compression.Zstd, 0), src) })
 	}
+}
+
+// benchCompress compresses src with c once per op, reporting MB/s of
+// uncompressed input and the ratio.
+func benchCompress(b *testing.B, c *compression.Compressor, src []byte) {
+	dst, err := c.AppendCompress(nil, src)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(src)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if dst, err = c.AppendCompress(dst[:0], src); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(src))/float64(len(dst)), "ratio")
 }
