@@ -14,7 +14,8 @@ import (
 // A shared encoder with GOMAXPROCS slots would rotate through all of them
 // and end up holding that many states even for one calling goroutine, so
 // each Compressor keeps a free list instead: a call takes an idle encoder
-// or makes one, and puts it back unless GOMAXPROCS are already idle. The
+// or makes one, and puts it back unless GOMAXPROCS are already idle (per
+// window class below: at most 2 × GOMAXPROCS idle encoders in all). The
 // state retained is that of the peak number of concurrent calls (one, for
 // a producer that compresses on its IO goroutine). EncodeAll starts no
 // goroutine, so dropped encoders need no Close.

@@ -215,8 +215,11 @@ type Config struct {
 	// RetryBackoff is the first wait before retrying a failed batch or
 	// metadata request (retry.backoff.ms); the wait doubles, with jitter,
 	// up to RetryBackoffMax (KIP-580). 0 means the default, 100ms (or
-	// RetryBackoffMax if that is smaller); NoWait means no wait
-	// (retry.backoff.ms=0). Other negative values are an error. Records
+	// RetryBackoffMax if that is smaller); NoWait means no wait before
+	// retrying a batch (retry.backoff.ms=0), while failed metadata requests
+	// still wait 10ms (or RetryBackoffMax if smaller), so that a broker
+	// that is down is not polled in a loop. Other negative values are an
+	// error. Records
 	// are retried until DeliveryTimeout, never a fixed number of times.
 	RetryBackoff time.Duration
 

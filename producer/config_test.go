@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"context"
 	"reflect"
 	"runtime"
 	"testing"
@@ -335,5 +336,24 @@ func TestStartBatchSize(t *testing.T) {
 				require.Equal(t, tc.want, cfg.BufferPool.(*bufferpool.SimplePool).PooledSize(), "the default pool recycles it")
 			}
 		})
+	}
+}
+
+// TestRetryBackoffNoWaitWithSmallMax: RetryBackoff NoWait with a
+// RetryBackoffMax below the 100ms default is valid (the metadata client
+// then backs off 10ms, capped at RetryBackoffMax, not its 100ms default).
+func TestRetryBackoffNoWaitWithSmallMax(t *testing.T) {
+	for _, tc := range []struct {
+		backoff, max, want time.Duration
+	}{
+		{NoWait, 50 * time.Millisecond, 10 * time.Millisecond},
+		{NoWait, 5 * time.Millisecond, 5 * time.Millisecond},
+		{200 * time.Millisecond, 0, 200 * time.Millisecond},
+	} {
+		cfg := Config{Brokers: []string{"127.0.0.1:1"}, RetryBackoff: tc.backoff, RetryBackoffMax: tc.max}
+		p, err := New(cfg)
+		require.NoError(t, err, "RetryBackoff %v, RetryBackoffMax %v", tc.backoff, tc.max)
+		require.Equal(t, tc.want, metadataBackoff(p.cfg))
+		require.NoError(t, p.Close(context.Background()))
 	}
 }

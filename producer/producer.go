@@ -116,7 +116,7 @@ func New(cfg Config) (*Producer, error) {
 		OnThrottle:      connCfg.OnThrottle,
 		MaxAge:          cfg.MetadataMaxAge,
 		MaxIdle:         cfg.MetadataMaxIdle,
-		RetryBackoff:    cfg.RetryBackoff,
+		RetryBackoff:    metadataBackoff(cfg),
 		RetryBackoffMax: cfg.RetryBackoffMax,
 		Logger:          cfg.Logger,
 
@@ -650,4 +650,19 @@ func (p *Producer) Stats() Stats {
 		Retries:           p.stats.retries.Load(),
 		Throttled:         time.Duration(p.stats.throttled.Load()),
 	}
+}
+
+// minMetadataBackoff is the least wait between failed metadata requests
+// when RetryBackoff is NoWait: batches are then retried at once, but a
+// broker that is down is not polled in a loop.
+const minMetadataBackoff = 10 * time.Millisecond
+
+// metadataBackoff is the metadata client's RetryBackoff for cfg (after
+// withDefaults, where NoWait became 0): RetryBackoff, or with NoWait
+// minMetadataBackoff capped at RetryBackoffMax.
+func metadataBackoff(cfg Config) time.Duration {
+	if cfg.RetryBackoff > 0 {
+		return cfg.RetryBackoff
+	}
+	return min(minMetadataBackoff, cfg.RetryBackoffMax)
 }

@@ -219,7 +219,9 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 			if !claim(key, "Acks") {
 				continue
 			}
-			if a, err := ParseAcks(v); err == nil {
+			// Java's values only (samsa's "leader" and "none" are not
+			// property values): ParseAcks accepts both.
+			if a, err := ParseAcks(v); err == nil && !slices.Contains([]string{"leader", "none"}, strings.ToLower(strings.TrimSpace(v))) {
 				c.Acks = a
 			} else {
 				fail(key, "%q is not one of all, -1, 1, 0", v)

@@ -210,6 +210,7 @@ func TestConfigFromPropertiesErrors(t *testing.T) {
 		{"overflow", map[string]string{"max.request.size": "9999999999"}, []string{"max.request.size"}},
 		{"bad bool", map[string]string{"enable.idempotence": "yes"}, []string{`enable.idempotence: "yes" is not true or false`}},
 		{"bad acks", map[string]string{"acks": "2"}, []string{`acks: "2" is not one of all, -1, 1, 0`}},
+		{"samsa spelling is not a property value", map[string]string{"acks": "leader"}, []string{`acks: "leader" is not one of all, -1, 1, 0`}},
 		{"bad codec", map[string]string{"compression.type": "brotli"}, []string{`compression.type: "brotli" is not one of`}},
 		{"no brokers", map[string]string{"bootstrap.servers": " , "}, []string{"bootstrap.servers: no broker"}},
 		{

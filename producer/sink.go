@@ -208,7 +208,8 @@ func newSink(p *Producer, connCfg conn.Config) *sink {
 	}
 	s.debug = p.log != nil && p.log.Enabled(context.Background(), slog.LevelDebug)
 	// More compressing goroutines than GOMAXPROCS only take turns (and
-	// the compressor keeps idle encoders for GOMAXPROCS callers).
+	// the compressor keeps idle zstd encoders for GOMAXPROCS callers per
+	// window class).
 	if n := min(p.cfg.CompressionConcurrency, runtime.GOMAXPROCS(0)); n > 1 && p.cfg.Compression != compression.None {
 		s.compress = newCompressors(s, n)
 	}

@@ -97,7 +97,7 @@ func (s *sink) failBuffered() {
 		for _, ap := range ts.acc.KnownPartitions() {
 			ip := ap.IO
 			for _, b := range ip.retry {
-				s.p.completer.push(outcome{batch: b, baseOffset: -1, appendTime: -1, err: closedErr})
+				s.fail(ip, b, closedErr) // with ErrOutcomeUnknown if an attempt may have been written
 			}
 			ip.retry = nil
 			all = ap.TakeAll(all[:0])
