@@ -178,4 +178,3 @@ func TestKcatReadCommittedFromKgoTransactions(t *testing.T) {
 	assert.Equal(t, want(committed), read("read_committed"))
 	assert.Equal(t, want(all), read("read_uncommitted"))
 }
-
