@@ -29,17 +29,16 @@ import (
 )
 
 // kgoExpectedFailures are franz-go's pkg/kgo integration tests that fail
-// against the test broker until it has consumer groups, a group
-// coordinator and transactions. The list may only shrink: a listed test
-// that passes fails TestKgoConformance until it is removed from here, and
-// a test off the list that fails fails it too.
+// against the test broker until it has consumer groups (its group
+// coordinator serves only transactional offsets). The list may only
+// shrink: a listed test that passes fails TestKgoConformance until it is
+// removed from here, and a test off the list that fails fails it too.
 var kgoExpectedFailures = map[string]string{
 	"TestConsumeRegex": "needs the __consumer_offsets topic of a group coordinator",
 	"TestGroupETL":     "consumer groups (JoinGroup, SyncGroup, OffsetCommit)",
 	"TestGroupSimple":  "consumer groups",
-	"TestIssue1034":    "FindCoordinator",
 	"TestIssue523":     "consumer groups",
-	"TestTxnEtl":       "transactions (AddPartitionsToTxn, EndTxn, TxnOffsetCommit)",
+	"TestTxnEtl":       "consumer groups (GroupTransactSession joins a group)",
 }
 
 // kgoCrashers are expected failures that end the whole test binary (a

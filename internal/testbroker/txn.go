@@ -44,7 +44,6 @@ import (
 
 // Kafka error codes of the coordinators.
 const (
-	ecCoordinatorLoadInProgress int16 = 14
 	ecCoordinatorNotAvailable   int16 = 15
 	ecNotCoordinator            int16 = 16
 	ecIllegalGeneration         int16 = 22
