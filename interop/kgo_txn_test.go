@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-go/samsa/internal/testbroker"
 )
@@ -27,6 +29,12 @@ const txnEndValue = "end"
 // transaction with txnEndValue on every partition. It returns the values
 // committed and all data values, per partition in offset order.
 func produceTransactions(t *testing.T, c *testbroker.Cluster, topic string, partitions int32, n int, commit func(int) bool, txnID string) (committed, all map[int32][]string) {
+	return produceTransactionsWith(t, c, topic, partitions, n, commit, txnID, nil)
+}
+
+// produceTransactionsWith is produceTransactions with between(i) run
+// before transaction i.
+func produceTransactionsWith(t *testing.T, c *testbroker.Cluster, topic string, partitions int32, n int, commit func(int) bool, txnID string, between func(i int)) (committed, all map[int32][]string) {
 	t.Helper()
 	ctx := testContext(t)
 	cl := newClient(t, c, kgo.TransactionalID(txnID), kgo.DefaultProduceTopic(topic),
@@ -44,6 +52,9 @@ func produceTransactions(t *testing.T, c *testbroker.Cluster, topic string, part
 		require.NoError(t, cl.EndTransaction(ctx, kgo.TransactionEndTry(ok)))
 	}
 	for i := 0; i < n; i++ {
+		if between != nil {
+			between(i)
+		}
 		var recs []*kgo.Record
 		for j := 0; j < 3+i%5; j++ {
 			recs = append(recs, &kgo.Record{Partition: int32(j) % partitions, Value: []byte(fmt.Sprintf("t%d-r%d", i, j))})
@@ -108,6 +119,67 @@ func TestKgoTransactionsAgainstTestBroker(t *testing.T) {
 			}
 		}
 		assert.Equal(t, 13, markers, "partition %d: a marker per transaction (every one touches every partition)", p)
+	}
+}
+
+// TestKgoTransactionsUnderCoordinatorFaults: kgo's transactions still
+// commit exactly the committed records when the coordinator writes its
+// markers late (CONCURRENT_TRANSACTIONS for the next transaction), moves
+// to another broker between transactions (NOT_COORDINATOR), or answers
+// with a retriable error once.
+func TestKgoTransactionsUnderCoordinatorFaults(t *testing.T) {
+	const partitions = 2
+	const txnID = "kgo-txn-faults"
+	cases := []struct {
+		name    string
+		cfg     testbroker.Config
+		between func(c *testbroker.Cluster, i int)
+	}{
+		{"markers written late", testbroker.Config{TransactionMarkerDelay: 30 * time.Millisecond}, nil},
+		{"coordinator moves", testbroker.Config{}, func(c *testbroker.Cluster, i int) {
+			to := (c.Coordinator(testbroker.CoordinatorTransaction, txnID) + 1) % 3
+			require.NoError(t, c.MoveCoordinator(testbroker.CoordinatorTransaction, txnID, to))
+		}},
+		{"coordinator stops", testbroker.Config{}, func(c *testbroker.Cluster, i int) {
+			if i == 3 {
+				require.NoError(t, c.StopBroker(c.Coordinator(testbroker.CoordinatorTransaction, txnID)))
+			}
+		}},
+		{"errors once per API", testbroker.Config{}, func(c *testbroker.Cluster, i int) {
+			// COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR, CONCURRENT_TRANSACTIONS.
+			keys := []int16{24, 26, 24, 26}
+			codes := []int16{14, 16, 51, 51}
+			if i < len(keys) {
+				c.Intercept(testbroker.Interceptor{Keys: []int16{keys[i]}, Times: 1, ErrorCode: codes[i]})
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := startCluster(t, tc.cfg)
+			topic := "kgo-txn-" + strings.ReplaceAll(tc.name, " ", "-")
+			require.NoError(t, c.CreateTopic(topic, partitions))
+			var concurrent atomic.Int64 // AddPartitionsToTxn answers with CONCURRENT_TRANSACTIONS
+			c.Intercept(testbroker.Interceptor{Keys: []int16{24}, After: true, Rewrite: func(resp kmsg.Response) {
+				for _, rt := range resp.(*kmsg.AddPartitionsToTxnResponse).Topics {
+					for _, rp := range rt.Partitions {
+						if rp.ErrorCode == 51 {
+							concurrent.Add(1)
+						}
+					}
+				}
+			}})
+			var between func(int)
+			if tc.between != nil {
+				between = func(i int) { tc.between(c, i) }
+			}
+			committed, all := produceTransactionsWith(t, c, topic, partitions, 8, func(i int) bool { return i%2 == 0 }, txnID, between)
+			assert.Equal(t, committed, consumeUntilEnds(t, c, topic, partitions, kgo.FetchIsolationLevel(kgo.ReadCommitted())), "read_committed")
+			assert.Equal(t, all, consumeUntilEnds(t, c, topic, partitions), "read_uncommitted")
+			if tc.cfg.TransactionMarkerDelay > 0 {
+				assert.Positive(t, concurrent.Load(), "kgo met CONCURRENT_TRANSACTIONS and retried")
+			}
+		})
 	}
 }
 
