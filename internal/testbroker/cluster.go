@@ -122,8 +122,9 @@ type Config struct {
 	// Logger receives connection errors and lifecycle events (default:
 	// discarded).
 	Logger *slog.Logger
-	// Clock is the time source of the quotas and of append timestamps, for
-	// tests (default time.Now). Delays are still waited in real time.
+	// Clock is the time source of the quotas, of append timestamps and of
+	// transaction timeouts, for tests (default time.Now). Delays are still
+	// waited in real time.
 	Clock func() time.Time
 	// Security adds TLS and SASL listeners (security.go); nil: one
 	// PLAINTEXT listener per broker.

@@ -182,7 +182,7 @@ func (c *Cluster) initTransactional(self int32, req *kmsg.InitProducerIDRequest,
 		t.byPID[m.pid] = m
 	}
 	if expected && m.epoch >= 0 && req.ProducerID != m.pid {
-		resp.ErrorCode = ecInvalidProducerEpoch
+		resp.ErrorCode = fencedCode(req.Version, 4) // another producer id: fenced
 		return
 	}
 	switch m.state {
