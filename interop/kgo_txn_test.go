@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -249,4 +250,77 @@ func TestKcatReadCommittedFromKgoTransactions(t *testing.T) {
 	}
 	assert.Equal(t, want(committed), read("read_committed"))
 	assert.Equal(t, want(all), read("read_uncommitted"))
+}
+
+// TestKgoGroupTransactSession runs kgo's consume-transform-produce loop
+// (GroupTransactSession: a consumer group, AddOffsetsToTxn and
+// TxnOffsetCommit with KIP-447's group metadata) against the test broker:
+// every input record reaches the output exactly once at read_committed,
+// and the group's committed offsets end at the input's end.
+func TestKgoGroupTransactSession(t *testing.T) {
+	const in, out, group, n = "etl-in", "etl-out", "etl", 300
+	c := startCluster(t, testbroker.Config{})
+	require.NoError(t, c.CreateTopic(in, 2))
+	require.NoError(t, c.CreateTopic(out, 2))
+	ctx := testContext(t)
+	prod := newClient(t, c, kgo.DefaultProduceTopic(in))
+	for i := 0; i < n; i++ {
+		require.NoError(t, prod.ProduceSync(ctx, &kgo.Record{Key: []byte(strconv.Itoa(i)), Value: []byte("v" + strconv.Itoa(i))}).FirstErr())
+	}
+
+	sess, err := kgo.NewGroupTransactSession(
+		kgo.SeedBrokers(c.Addrs()...),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 20 * time.Millisecond }),
+		kgo.TransactionalID("etl-1"), kgo.TransactionTimeout(20*time.Second),
+		kgo.ConsumerGroup(group), kgo.ConsumeTopics(in), kgo.DefaultProduceTopic(out),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.RequireStableFetchOffsets(),
+		kgo.FetchMaxWait(100*time.Millisecond), kgo.SessionTimeout(6*time.Second),
+	)
+	require.NoError(t, err)
+	defer sess.Close()
+	done, aborted := 0, false
+	for done < n {
+		fs := sess.PollFetches(ctx)
+		require.NoError(t, ctx.Err(), "transformed %d of %d", done, n)
+		fs.EachError(func(topic string, p int32, err error) { t.Fatalf("fetch error on %s/%d: %v", topic, p, err) })
+		recs := fs.Records()
+		if len(recs) == 0 {
+			continue
+		}
+		// Abort the first transaction: its output never shows, and the
+		// session rewinds to the committed offsets.
+		try := kgo.TryCommit
+		if !aborted {
+			try, aborted = kgo.TryAbort, true
+		}
+		require.NoError(t, sess.Begin())
+		for _, r := range recs {
+			sess.Produce(ctx, &kgo.Record{Key: r.Key, Value: append([]byte("t-"), r.Value...)}, func(_ *kgo.Record, err error) {
+				if try == kgo.TryCommit {
+					assert.NoError(t, err)
+				}
+			})
+		}
+		committed, err := sess.End(ctx, try)
+		require.NoError(t, err)
+		if committed {
+			done += len(recs)
+		}
+	}
+	sess.Close()
+
+	got := map[string]int{}
+	for _, r := range consumeN(t, c, out, n, kgo.FetchIsolationLevel(kgo.ReadCommitted())) {
+		got[string(r.Value)]++
+	}
+	for i := 0; i < n; i++ {
+		assert.Equal(t, 1, got["t-v"+strconv.Itoa(i)], "record %d exactly once", i)
+	}
+	total := int64(0)
+	for p := int32(0); p < 2; p++ {
+		off, ok := c.CommittedOffset(group, in, p)
+		require.True(t, ok, "partition %d committed", p)
+		total += off
+	}
+	assert.Equal(t, int64(n), total, "committed offsets end at the input's end")
 }

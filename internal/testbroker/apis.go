@@ -10,8 +10,13 @@ const (
 	fetchKey            int16 = 1
 	listOffsetsKey      int16 = 2
 	metadataKey         int16 = 3
+	offsetCommitKey     int16 = 8
 	offsetFetchKey      int16 = 9
 	findCoordinatorKey  int16 = 10
+	joinGroupKey        int16 = 11
+	heartbeatKey        int16 = 12
+	leaveGroupKey       int16 = 13
+	syncGroupKey        int16 = 14
 	apiVersionsKey      int16 = 18
 	createTopicsKey     int16 = 19
 	deleteTopicsKey     int16 = 20
@@ -78,6 +83,9 @@ const (
 	maxEndTxnVersion          = 4
 	maxTxnOffsetCommitVersion = 4
 	maxOffsetFetchVersion     = 9
+	// OffsetCommit v9 is KIP-848's (member epochs), v10 names topics by
+	// id.
+	maxOffsetCommitVersion = 8
 )
 
 // apis is indexed by key; the max versions are what kmsg knows, except for
@@ -99,6 +107,11 @@ var apis = map[int16]*api{
 	endTxnKey:           {min: 0, max: maxEndTxnVersion, request: newRequest(endTxnKey), handle: handleEndTxn},
 	txnOffsetCommitKey:  {min: 0, max: maxTxnOffsetCommitVersion, request: newRequest(txnOffsetCommitKey), handle: handleTxnOffsetCommit},
 	offsetFetchKey:      {min: 1, max: maxOffsetFetchVersion, request: newRequest(offsetFetchKey), handle: handleOffsetFetch},
+	offsetCommitKey:     {min: 0, max: maxOffsetCommitVersion, request: newRequest(offsetCommitKey), handle: handleOffsetCommit},
+	joinGroupKey:        {min: 0, max: new(kmsg.JoinGroupRequest).MaxVersion(), request: newRequest(joinGroupKey), handle: handleJoinGroup},
+	syncGroupKey:        {min: 0, max: new(kmsg.SyncGroupRequest).MaxVersion(), request: newRequest(syncGroupKey), handle: handleSyncGroup},
+	heartbeatKey:        {min: 0, max: new(kmsg.HeartbeatRequest).MaxVersion(), request: newRequest(heartbeatKey), handle: handleHeartbeat},
+	leaveGroupKey:       {min: 0, max: new(kmsg.LeaveGroupRequest).MaxVersion(), request: newRequest(leaveGroupKey), handle: handleLeaveGroup},
 	createPartitionsKey: {min: 0, max: new(kmsg.CreatePartitionsRequest).MaxVersion(), request: newRequest(createPartitionsKey), handle: handleCreatePartitions},
 	describeConfigsKey:  {min: 0, max: new(kmsg.DescribeConfigsRequest).MaxVersion(), request: newRequest(describeConfigsKey), handle: handleDescribeConfigs},
 	incrAlterConfigsKey: {min: 0, max: new(kmsg.IncrementalAlterConfigsRequest).MaxVersion(), request: newRequest(incrAlterConfigsKey), handle: handleIncrementalAlterConfigs},
@@ -293,6 +306,29 @@ func errorResponse(req kmsg.Request, code int16) kmsg.Response {
 		}
 		setErrorCode(resp, code)
 		return resp
+	case *kmsg.OffsetCommitRequest:
+		resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
+		for _, t := range r.Topics {
+			rt := kmsg.NewOffsetCommitResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetCommitResponseTopicPartition()
+				rp.Partition = p.Partition
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		setErrorCode(resp, code)
+		return resp
+	case *kmsg.LeaveGroupRequest:
+		resp := r.ResponseKind().(*kmsg.LeaveGroupResponse)
+		for _, m := range r.Members {
+			rm := kmsg.NewLeaveGroupResponseMember()
+			rm.MemberID, rm.InstanceID = m.MemberID, m.InstanceID
+			resp.Members = append(resp.Members, rm)
+		}
+		setErrorCode(resp, code)
+		return resp
 	case *kmsg.OffsetFetchRequest:
 		resp := r.ResponseKind().(*kmsg.OffsetFetchResponse)
 		for _, t := range r.Topics {
@@ -417,6 +453,23 @@ func setErrorCode(resp kmsg.Response, code int16) {
 	case *kmsg.EndTxnResponse:
 		r.ErrorCode = code
 	case *kmsg.TxnOffsetCommitResponse:
+		for i := range r.Topics {
+			for j := range r.Topics[i].Partitions {
+				r.Topics[i].Partitions[j].ErrorCode = code
+			}
+		}
+	case *kmsg.JoinGroupResponse:
+		r.ErrorCode, r.Generation, r.Members = code, -1, nil
+	case *kmsg.SyncGroupResponse:
+		r.ErrorCode, r.MemberAssignment = code, nil
+	case *kmsg.HeartbeatResponse:
+		r.ErrorCode = code
+	case *kmsg.LeaveGroupResponse:
+		r.ErrorCode = code
+		for i := range r.Members {
+			r.Members[i].ErrorCode = code
+		}
+	case *kmsg.OffsetCommitResponse:
 		for i := range r.Topics {
 			for j := range r.Topics[i].Partitions {
 				r.Topics[i].Partitions[j].ErrorCode = code

@@ -291,7 +291,8 @@ func (c *Cluster) completeLocked(m *txnMeta, commit bool) {
 }
 
 // reapTransactions aborts the transactions Ongoing for longer than their
-// timeout, until the cluster closes.
+// timeout, and removes group members whose session expired (groups.go),
+// until the cluster closes.
 func (c *Cluster) reapTransactions() {
 	defer c.wg.Done()
 	tick := time.NewTicker(txnReapInterval)
@@ -303,6 +304,7 @@ func (c *Cluster) reapTransactions() {
 		case <-tick.C:
 		}
 		now := c.cfg.Clock()
+		c.expireMembers(now)
 		c.txn.mu.Lock()
 		for _, m := range c.txn.byID {
 			if m.state == txnOngoing && now.Sub(m.started) > m.timeout {

@@ -12,11 +12,9 @@ import (
 // transaction's commit marker makes them the group's committed offsets and
 // its abort drops them, and OffsetFetch reads the committed ones (with
 // RequireStable, v7+, a partition with pending offsets gets
-// UNSTABLE_OFFSET_COMMIT instead, as in Kafka). The broker runs no group
-// membership (no JoinGroup): a group's generation and members are what
-// [Cluster.SetGroupGeneration] says, and a group without them accepts any
-// generation and member, as Kafka accepts commits for a group with no
-// members.
+// UNSTABLE_OFFSET_COMMIT instead, as in Kafka). The generation and member
+// of TxnOffsetCommit (KIP-447) are checked against the group's members
+// (groups.go, or [Cluster.SetGroupGeneration]).
 
 // committedOffset is one partition's offset of a group.
 type committedOffset struct {
@@ -25,14 +23,12 @@ type committedOffset struct {
 	metadata    *string
 }
 
-// groupState is one group's offsets and, if set, its membership.
+// groupState is one group's offsets and membership.
 type groupState struct {
+	name      string
 	committed map[topicPartition]committedOffset
 	pending   map[int64]map[topicPartition]committedOffset // by producer id
-	// generation and members are from SetGroupGeneration; members nil:
-	// not set.
-	generation int32
-	members    []string
+	m         membership                                   // groups.go
 }
 
 // groupOffsets is the cluster's group state, shared by the brokers.
@@ -47,7 +43,7 @@ func (g *groupOffsets) groupLocked(name string) *groupState {
 	}
 	s := g.groups[name]
 	if s == nil {
-		s = &groupState{committed: make(map[topicPartition]committedOffset)}
+		s = &groupState{name: name, committed: make(map[topicPartition]committedOffset)}
 		g.groups[name] = s
 	}
 	return s
@@ -66,17 +62,25 @@ func (g *groupOffsets) endTxn(group string, pid int64, commit bool) {
 	delete(s.pending, pid)
 }
 
-// SetGroupGeneration sets a group's generation and members, as a
-// rebalance would, so that TxnOffsetCommit checks the generation id and
-// member id of KIP-447 against them: an unknown member gets
-// UNKNOWN_MEMBER_ID and another generation ILLEGAL_GENERATION. A request
-// with member id "" and generation -1 (a producer without group metadata)
-// is always accepted.
+// SetGroupGeneration makes a group Stable at generation with the given
+// members, which never time out, as if they had joined: OffsetCommit and
+// TxnOffsetCommit then check the generation id and member id of KIP-447
+// against them (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION). A transactional
+// commit with member id "" and generation -1 (a producer without group
+// metadata) is always accepted. It replaces the group's members; a
+// rebalance under way is left to finish with them.
 func (c *Cluster) SetGroupGeneration(group string, generation int32, members ...string) {
 	c.offsets.mu.Lock()
 	defer c.offsets.mu.Unlock()
 	s := c.offsets.groupLocked(group)
-	s.generation, s.members = generation, append([]string{}, members...)
+	g := &s.m
+	g.generation, g.members = generation, make(map[string]*groupMember, len(members))
+	for _, id := range members {
+		g.members[id] = &groupMember{id: id}
+	}
+	if g.phase != groupPreparing {
+		g.phase = groupStable
+	}
 }
 
 // CommittedOffset returns a group's committed offset of a partition and
@@ -138,12 +142,9 @@ func (c *Cluster) txnOffsetCommit(self int32, req *kmsg.TxnOffsetCommitRequest) 
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	s := g.groupLocked(req.Group)
-	if req.Version >= 3 && s.members != nil && (req.MemberID != "" || req.Generation >= 0) {
-		switch {
-		case !slices.Contains(s.members, req.MemberID):
-			return ecUnknownMemberID
-		case req.Generation != s.generation:
-			return ecIllegalGeneration
+	if req.Version >= 3 {
+		if code := s.checkMember(req.MemberID, req.Generation, true); code != 0 {
+			return code
 		}
 	}
 	if s.pending == nil {
