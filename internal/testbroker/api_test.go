@@ -394,7 +394,7 @@ func TestFetchLongPoll(t *testing.T) {
 func TestUnsupportedRequestClosesConnection(t *testing.T) {
 	c := newTestCluster(t, Config{Brokers: 1})
 	w := dialBroker(t, c.Addrs()[0], "x")
-	req := kmsg.NewPtrOffsetCommitRequest()
+	req := kmsg.NewPtrDescribeGroupsRequest() // not served
 	require.NoError(t, w.send(req))
 	_, err := w.recv()
 	assert.Error(t, err)

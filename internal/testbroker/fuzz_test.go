@@ -147,8 +147,8 @@ type versionedRequest struct {
 	versions []int16
 }
 
-// txnSeedRequests are seeds of the transaction and group offset APIs, in
-// the order a transactional producer sends them.
+// txnSeedRequests are seeds of the group and transaction APIs, in the
+// order a consume-transform-produce loop sends them.
 func txnSeedRequests(t testing.TB) []versionedRequest {
 	fc := kmsg.NewPtrFindCoordinatorRequest()
 	fc.CoordinatorType, fc.CoordinatorKey, fc.CoordinatorKeys = CoordinatorTransaction, "fz", []string{"fz", "g"}
@@ -174,7 +174,26 @@ func txnSeedRequests(t testing.TB) []versionedRequest {
 	of.Groups = []kmsg.OffsetFetchRequestGroup{{Group: "g"}}
 	rc := fetchRequest(11, "t", 0, 0, -1, 0)
 	rc.IsolationLevel = 1
+	jg := kmsg.NewPtrJoinGroupRequest()
+	jg.Group, jg.ProtocolType, jg.SessionTimeoutMillis, jg.RebalanceTimeoutMillis = "g", "consumer", 10000, 0
+	jg.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{0, 1}}}
+	sg := kmsg.NewPtrSyncGroupRequest()
+	sg.Group, sg.MemberID, sg.Generation = "g", "m", 1
+	sg.GroupAssignment = []kmsg.SyncGroupRequestGroupAssignment{{MemberID: "m", MemberAssignment: []byte{1}}}
+	hb := kmsg.NewPtrHeartbeatRequest()
+	hb.Group, hb.MemberID = "g", "m"
+	lg := kmsg.NewPtrLeaveGroupRequest()
+	lg.Group, lg.MemberID = "g", "m"
+	lg.Members = []kmsg.LeaveGroupRequestMember{{MemberID: "m"}}
+	oc := kmsg.NewPtrOffsetCommitRequest()
+	oc.Group, oc.Generation = "g", -1
+	oc.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1}}}}
 	return []versionedRequest{
+		{jg, []int16{0, 4, 9}},
+		{sg, []int16{0, 5}},
+		{hb, []int16{0, 4}},
+		{lg, []int16{0, 3, 5}},
+		{oc, []int16{0, 2, 8}},
 		{fc, []int16{0, 3, 4, 6}},
 		{ip, []int16{0, 3, 5}},
 		{ap, []int16{0, 3}},

@@ -54,6 +54,11 @@ type groupMember struct {
 	lastSeen           time.Time
 	joined             bool // joined the rebalance under way
 	assignment         []byte
+	// joinResult is this member's answer to the join phase that closed
+	// joinResultOf, fixed when that phase completed: a rebalance started
+	// right after does not change it.
+	joinResult   *kmsg.JoinGroupResponse
+	joinResultOf chan struct{}
 }
 
 // membership is a group's members and rebalance state; groupOffsets.mu
@@ -138,7 +143,8 @@ func (s *groupState) maybeCompleteJoinLocked(force bool) {
 			delete(g.members, id)
 		}
 	}
-	close(g.joinDone)
+	done := g.joinDone
+	close(done)
 	g.joinDone = nil
 	g.generation++
 	if len(g.members) == 0 {
@@ -162,6 +168,27 @@ func (s *groupState) maybeCompleteJoinLocked(force bool) {
 	}
 	g.phase = groupCompleting
 	g.syncDone = make(chan struct{})
+	var all []kmsg.JoinGroupResponseMember
+	for _, id := range sortedKeys(g.members) {
+		m := g.members[id]
+		rm := kmsg.NewJoinGroupResponseMember()
+		rm.MemberID, rm.InstanceID = id, m.instanceID
+		for _, p := range m.protocols {
+			if p.Name == g.protocol {
+				rm.ProtocolMetadata = p.Metadata
+			}
+		}
+		all = append(all, rm)
+	}
+	for id, m := range g.members {
+		r := kmsg.NewPtrJoinGroupResponse()
+		r.Generation, r.LeaderID, r.MemberID = g.generation, g.leader, id
+		r.Protocol, r.ProtocolType = kmsg.StringPtr(g.protocol), kmsg.StringPtr(g.protocolType)
+		if id == g.leader {
+			r.Members = all
+		}
+		m.joinResult, m.joinResultOf = r, done
+	}
 }
 
 func (s *groupState) allSupportLocked(protocol string) bool {
@@ -295,29 +322,17 @@ func handleJoinGroup(cn *conn, h *reqHeader, kreq kmsg.Request) result {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	resp.MemberID = id
-	if g.members[id] == nil || g.phase != groupCompleting && g.phase != groupStable {
-		resp.ErrorCode = ecUnknownMemberID
-		if g.phase == groupPreparing && g.members[id] != nil {
-			resp.ErrorCode = ecRebalanceInProgress
-		}
-		return result{resp: resp}
-	}
-	resp.Generation, resp.LeaderID = g.generation, g.leader
-	resp.Protocol = kmsg.StringPtr(g.protocol)
-	if req.Version >= 7 {
-		resp.ProtocolType = kmsg.StringPtr(g.protocolType)
-	}
-	if id == g.leader {
-		for _, mid := range sortedKeys(g.members) {
-			mm := g.members[mid]
-			rm := kmsg.NewJoinGroupResponseMember()
-			rm.MemberID, rm.InstanceID = mid, mm.instanceID
-			for _, p := range mm.protocols {
-				if p.Name == g.protocol {
-					rm.ProtocolMetadata = p.Metadata
-				}
-			}
-			resp.Members = append(resp.Members, rm)
+	m = g.members[id]
+	switch {
+	case m == nil:
+		resp.ErrorCode = ecUnknownMemberID // dropped by the rebalance timeout
+	case m.joinResultOf != done || m.joinResult == nil:
+		resp.ErrorCode = ecRebalanceInProgress // the connection or cluster closed meanwhile
+	default:
+		r := m.joinResult
+		resp.Generation, resp.LeaderID, resp.Protocol, resp.Members = r.Generation, r.LeaderID, r.Protocol, r.Members
+		if req.Version >= 7 {
+			resp.ProtocolType = r.ProtocolType
 		}
 	}
 	return result{resp: resp}

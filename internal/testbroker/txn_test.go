@@ -566,6 +566,14 @@ func TestTxnInterceptors(t *testing.T) {
 			req.Version, req.CoordinatorType, req.CoordinatorKeys = 4, CoordinatorTransaction, []string{"icpt"}
 			return p.w.request(req).(*kmsg.FindCoordinatorResponse).Coordinators[0].ErrorCode
 		}},
+		{"JoinGroup", joinGroupKey, func() int16 {
+			g := &groupClient{t: t, w: p.w}
+			return g.join("icpt", time.Minute, time.Second).ErrorCode
+		}},
+		{"SyncGroup", syncGroupKey, func() int16 { return (&groupClient{t: t, w: p.w}).sync("icpt", nil).ErrorCode }},
+		{"Heartbeat", heartbeatKey, func() int16 { return (&groupClient{t: t, w: p.w}).heartbeat("icpt") }},
+		{"LeaveGroup", leaveGroupKey, func() int16 { return (&groupClient{t: t, w: p.w}).leave("icpt") }},
+		{"OffsetCommit", offsetCommitKey, func() int16 { return (&groupClient{t: t, w: p.w}).commit("icpt", -1, "", 1) }},
 		{"OffsetFetch", offsetFetchKey, func() int16 {
 			req := kmsg.NewPtrOffsetFetchRequest()
 			req.Version, req.Group = 5, "g"
@@ -589,6 +597,11 @@ func TestTxnAPIVersions(t *testing.T) {
 		got[k.ApiKey] = [2]int16{k.MinVersion, k.MaxVersion}
 	}
 	assert.Equal(t, map[int16][2]int16{
+		offsetCommitKey:     {0, 8},
+		joinGroupKey:        {0, 9},
+		syncGroupKey:        {0, 5},
+		heartbeatKey:        {0, 4},
+		leaveGroupKey:       {0, 5},
 		offsetFetchKey:      {1, 9},
 		findCoordinatorKey:  {0, 6},
 		initProducerIDKey:   {0, 5},
@@ -597,6 +610,11 @@ func TestTxnAPIVersions(t *testing.T) {
 		endTxnKey:           {0, 4},
 		txnOffsetCommitKey:  {0, 4},
 	}, map[int16][2]int16{
+		offsetCommitKey:     got[offsetCommitKey],
+		joinGroupKey:        got[joinGroupKey],
+		syncGroupKey:        got[syncGroupKey],
+		heartbeatKey:        got[heartbeatKey],
+		leaveGroupKey:       got[leaveGroupKey],
 		offsetFetchKey:      got[offsetFetchKey],
 		findCoordinatorKey:  got[findCoordinatorKey],
 		initProducerIDKey:   got[initProducerIDKey],
