@@ -18,15 +18,17 @@
 // broker does not know gets a v0 answer with UNSUPPORTED_VERSION and the
 // supported ranges), Metadata, Produce v3+, Fetch, ListOffsets,
 // CreateTopics, CreatePartitions, DeleteTopics, DescribeConfigs,
-// IncrementalAlterConfigs, DescribeClientQuotas, AlterClientQuotas and
-// FindCoordinator, each up to the highest version kmsg knows, and the
-// transaction APIs up to transaction version 1 (see Transactions below):
-// InitProducerId v0-v5, AddPartitionsToTxn v0-v5, AddOffsetsToTxn v0-v4,
-// EndTxn v0-v4, TxnOffsetCommit v0-v4 and OffsetFetch v1-v9. Other API
-// keys (JoinGroup and the rest of consumer groups among them), or an
-// unsupported version of them, close the connection, as a Kafka broker
-// does. A malformed or truncated request closes its connection with a
-// logged error and never affects the other connections.
+// IncrementalAlterConfigs, DescribeClientQuotas, AlterClientQuotas,
+// FindCoordinator, JoinGroup, SyncGroup, Heartbeat and LeaveGroup, each up
+// to the highest version kmsg knows, OffsetCommit v0-v8 and OffsetFetch
+// v1-v9, and the transaction APIs up to transaction version 1 (see
+// Transactions below): InitProducerId v0-v5, AddPartitionsToTxn v0-v5,
+// AddOffsetsToTxn v0-v4, EndTxn v0-v4 and TxnOffsetCommit v0-v4. Other
+// API keys (DescribeGroups, ListGroups and KIP-848's
+// ConsumerGroupHeartbeat among them), or an unsupported version of them,
+// close the connection, as a Kafka broker does. A malformed or truncated
+// request closes its connection with a logged error and never affects the
+// other connections.
 //
 // Produce is validated as Kafka does (framing, magic 2, CRC-32C,
 // decompression, record count and offset deltas, max message bytes, acks,
@@ -90,6 +92,18 @@
 // [Cluster.MoveCoordinator], [Cluster.AddPartitions],
 // [Cluster.DeleteTopic] and [Cluster.DeleteRecordsBefore].
 //
+// # Consumer groups
+//
+// The group coordinator runs the classic protocol (groups.go): JoinGroup
+// with KIP-394's MEMBER_ID_REQUIRED, a rebalance that waits for every
+// member to rejoin or its rebalance timeout, the leader's assignment
+// handed out by SyncGroup, Heartbeat's REBALANCE_IN_PROGRESS, LeaveGroup,
+// session expiry, and OffsetCommit and OffsetFetch checked by generation
+// and member. kgo's group consumer and GroupTransactSession run against
+// it; static membership (KIP-345) and KIP-848's protocol do not.
+// [Cluster.CommittedOffset] reads an offset back; the groups are not
+// visible as a __consumer_offsets topic.
+//
 // # Transactions
 //
 // The cluster has a transaction coordinator and enough of a group
@@ -129,8 +143,8 @@
 //     commits or drops the offsets sent with TxnOffsetCommit. OffsetFetch
 //     shows committed offsets only (RequireStable: UNSTABLE_OFFSET_COMMIT
 //     while some are pending). TxnOffsetCommit checks KIP-447's generation
-//     and member against [Cluster.SetGroupGeneration], as the broker runs
-//     no group membership.
+//     and member against the group's (its real members, or those set with
+//     [Cluster.SetGroupGeneration]).
 //   - Each partition keeps its last stable offset (the first offset of its
 //     earliest open transaction, else the high watermark) and its aborted
 //     transactions: Fetch at read_committed returns batches below the LSO
