@@ -70,8 +70,11 @@ type membership struct {
 	protocol     string
 	leader       string
 	members      map[string]*groupMember
-	pendingIDs   map[string]struct{} // ids handed out by MEMBER_ID_REQUIRED
-	nextID       int
+	// pendingIDs are the ids handed out by MEMBER_ID_REQUIRED, each with
+	// the time it expires unless the member joins (its session timeout,
+	// as in Kafka).
+	pendingIDs map[string]time.Time
+	nextID     int
 	// joinDone is closed when the join phase of a rebalance completes,
 	// syncDone when the leader's assignment arrives or a new rebalance
 	// starts.
@@ -281,9 +284,9 @@ func handleJoinGroup(cn *conn, h *reqHeader, kreq kmsg.Request) result {
 		id = fmt.Sprintf("%s-%d-%d", cn.clientID, cn.b.id, g.nextID)
 		if req.Version >= 4 { // KIP-394: the client joins again with its id
 			if g.pendingIDs == nil {
-				g.pendingIDs = make(map[string]struct{})
+				g.pendingIDs = make(map[string]time.Time)
 			}
-			g.pendingIDs[id] = struct{}{}
+			g.pendingIDs[id] = now.Add(session)
 			gs.mu.Unlock()
 			resp.MemberID, resp.ErrorCode = id, ecMemberIDRequired
 			return result{resp: resp}
@@ -502,6 +505,11 @@ func (c *Cluster) expireMembers(now time.Time) {
 			if m.session > 0 && now.Sub(m.lastSeen) > m.session && !(m.joined && s.m.phase == groupPreparing) {
 				c.log.Info("testbroker: group member session expired", "group", s.name, "member", id)
 				s.removeMemberLocked(id, now)
+			}
+		}
+		for id, expiry := range s.m.pendingIDs {
+			if now.After(expiry) {
+				delete(s.m.pendingIDs, id)
 			}
 		}
 		if s.m.phase == groupPreparing && now.After(s.m.deadline) {
