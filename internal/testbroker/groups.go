@@ -341,6 +341,16 @@ func handleJoinGroup(cn *conn, h *reqHeader, kreq kmsg.Request) result {
 	return result{resp: resp}
 }
 
+// lockGroup locks the groups and returns group's state, or false, with
+// nothing locked, when broker self does not coordinate it.
+func (c *Cluster) lockGroup(self int32, group string) (*groupState, bool) {
+	if !c.isCoordinator(self, CoordinatorGroup, group) {
+		return nil, false
+	}
+	c.offsets.mu.Lock()
+	return c.offsets.groupLocked(group), true
+}
+
 // memberCheckLocked is the check of SyncGroup and Heartbeat.
 func (s *groupState) memberCheckLocked(id string, generation int32) int16 {
 	g := &s.m
@@ -361,14 +371,13 @@ func handleSyncGroup(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
 	req := kreq.(*kmsg.SyncGroupRequest)
 	resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
 	c := cn.c
-	if !c.isCoordinator(cn.b.id, CoordinatorGroup, req.Group) {
+	s, ok := c.lockGroup(cn.b.id, req.Group)
+	if !ok {
 		resp.ErrorCode = ecNotCoordinator
 		return result{resp: resp}
 	}
 	gs := &c.offsets
-	gs.mu.Lock()
 	defer gs.mu.Unlock()
-	s := gs.groupLocked(req.Group)
 	g := &s.m
 	for {
 		if resp.ErrorCode = s.memberCheckLocked(req.MemberID, req.Generation); resp.ErrorCode != 0 {
@@ -411,14 +420,12 @@ func handleHeartbeat(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
 	req := kreq.(*kmsg.HeartbeatRequest)
 	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
 	c := cn.c
-	if !c.isCoordinator(cn.b.id, CoordinatorGroup, req.Group) {
+	s, ok := c.lockGroup(cn.b.id, req.Group)
+	if !ok {
 		resp.ErrorCode = ecNotCoordinator
 		return result{resp: resp}
 	}
-	gs := &c.offsets
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	s := gs.groupLocked(req.Group)
+	defer c.offsets.mu.Unlock()
 	if m := s.m.members[req.MemberID]; m != nil {
 		m.lastSeen = c.cfg.Clock()
 	}
@@ -431,14 +438,12 @@ func handleLeaveGroup(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
 	req := kreq.(*kmsg.LeaveGroupRequest)
 	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
 	c := cn.c
-	if !c.isCoordinator(cn.b.id, CoordinatorGroup, req.Group) {
+	s, ok := c.lockGroup(cn.b.id, req.Group)
+	if !ok {
 		resp.ErrorCode = ecNotCoordinator
 		return result{resp: resp}
 	}
-	gs := &c.offsets
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	s := gs.groupLocked(req.Group)
+	defer c.offsets.mu.Unlock()
 	now := c.cfg.Clock()
 	leave := func(id string) int16 {
 		if s.m.members[id] == nil {
