@@ -624,3 +624,41 @@ func TestTxnAPIVersions(t *testing.T) {
 		txnOffsetCommitKey:  got[txnOffsetCommitKey],
 	})
 }
+
+// TestAddPartitionsToTxnBatched: the v4+ broker path answers a batch of
+// transactions, and VerifyOnly checks membership without adding (KIP-890
+// part 1).
+func TestAddPartitionsToTxnBatched(t *testing.T) {
+	c := newTestCluster(t, Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic(txnTopic, 2))
+	a, b := newTxnProducer(t, c, "batch-a"), newTxnProducer(t, c, "batch-b")
+	require.Zero(t, a.init())
+	require.Zero(t, b.init())
+	require.Zero(t, a.add(0))
+	send := func(verify bool, txns ...*txnProducer) map[string][]int16 {
+		req := kmsg.NewPtrAddPartitionsToTxnRequest()
+		req.Version = 5
+		for _, p := range txns {
+			req.Transactions = append(req.Transactions, kmsg.AddPartitionsToTxnRequestTransaction{
+				TransactionalID: p.id, ProducerID: p.pid, ProducerEpoch: p.epoch, VerifyOnly: verify,
+				Topics: []kmsg.AddPartitionsToTxnRequestTransactionTopic{{Topic: txnTopic, Partitions: []int32{0, 1}}},
+			})
+		}
+		resp := a.w.request(req).(*kmsg.AddPartitionsToTxnResponse)
+		out := map[string][]int16{}
+		for _, rx := range resp.Transactions {
+			for _, rp := range rx.Topics[0].Partitions {
+				out[rx.TransactionalID] = append(out[rx.TransactionalID], rp.ErrorCode)
+			}
+		}
+		return out
+	}
+	assert.Equal(t, map[string][]int16{
+		"batch-a": {0, ecInvalidTxnState},
+		"batch-b": {ecInvalidTxnState, ecInvalidTxnState},
+	}, send(true, a, b), "verify only")
+	assert.Equal(t, "Empty", b.state(), "verifying adds nothing")
+	assert.Equal(t, map[string][]int16{"batch-a": {0, 0}, "batch-b": {0, 0}}, send(false, a, b))
+	assert.Equal(t, "Ongoing", b.state())
+	assert.Equal(t, map[string][]int16{"batch-a": {0, 0}, "batch-b": {0, 0}}, send(true, a, b))
+}
