@@ -341,14 +341,18 @@ func handleJoinGroup(cn *conn, h *reqHeader, kreq kmsg.Request) result {
 	return result{resp: resp}
 }
 
-// lockGroup locks the groups and returns group's state, or false, with
-// nothing locked, when broker self does not coordinate it.
+// lockGroup locks the groups and returns group's state (an empty one,
+// not stored, for an unknown group: its members are all unknown), or
+// false, with nothing locked, when broker self does not coordinate it.
 func (c *Cluster) lockGroup(self int32, group string) (*groupState, bool) {
 	if !c.isCoordinator(self, CoordinatorGroup, group) {
 		return nil, false
 	}
 	c.offsets.mu.Lock()
-	return c.offsets.groupLocked(group), true
+	if s := c.offsets.groups[group]; s != nil {
+		return s, true
+	}
+	return &groupState{name: group}, true
 }
 
 // memberCheckLocked is the check of SyncGroup and Heartbeat.
