@@ -36,6 +36,13 @@
 //   - kcat producing (every codec, plain and idempotent) and consuming
 //     (every codec, from the start and from an offset) against the test
 //     broker.
+//   - Transactions against the test broker (kgo_txn_test.go): kgo's
+//     transactional producer commits and aborts, also with late markers,
+//     coordinator moves and stops, and one-off coordinator errors; kgo and
+//     kcat consumers at read_committed see exactly the committed records
+//     and at read_uncommitted every data record; a second producer fences
+//     the first; kgo's GroupTransactSession consumes, transforms and
+//     produces exactly once.
 //   - A kgo round trip against kfake.
 //   - TLS and SASL (security_*_test.go): samsa produces to kfake over TLS
 //     with SASL PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 and kgo reads every
@@ -44,7 +51,8 @@
 //   - franz-go's own pkg/kgo integration tests against a 3-broker test
 //     broker process (kgo_conformance_test.go, about 80 s; -short or
 //     SAMSA_KGO_CONFORMANCE=0 skips it), compared with a list of tests
-//     expected to fail until the broker has groups and transactions; and
+//     expected to fail (now only TestConsumeRegex, which needs a
+//     __consumer_offsets topic); and
 //     kadm setting client quotas and topic configs that the broker
 //     enforces.
 //   - samsa's producer against kfake and internal/testbroker, read back by a

@@ -29,22 +29,17 @@ import (
 )
 
 // kgoExpectedFailures are franz-go's pkg/kgo integration tests that fail
-// against the test broker until it has consumer groups, a group
-// coordinator and transactions. The list may only shrink: a listed test
-// that passes fails TestKgoConformance until it is removed from here, and
-// a test off the list that fails fails it too.
+// against the test broker. The list may only shrink: a listed test that
+// passes fails TestKgoConformance until it is removed from here, and a
+// test off the list that fails fails it too.
 var kgoExpectedFailures = map[string]string{
 	"TestConsumeRegex": "needs the __consumer_offsets topic of a group coordinator",
-	"TestGroupETL":     "consumer groups (JoinGroup, SyncGroup, OffsetCommit)",
-	"TestGroupSimple":  "consumer groups",
-	"TestIssue1034":    "FindCoordinator",
-	"TestIssue523":     "consumer groups",
-	"TestTxnEtl":       "transactions (AddPartitionsToTxn, EndTxn, TxnOffsetCommit)",
 }
 
 // kgoCrashers are expected failures that end the whole test binary (a
-// panic in a goroutine): they run alone, so that they hide no other result.
-var kgoCrashers = []string{"TestTxnEtl"}
+// panic in a goroutine): they run alone, so that they hide no other
+// result. None at the moment.
+var kgoCrashers = []string{}
 
 // conformanceEnv=0 turns TestKgoConformance off (so does -short). On 2
 // cores it takes about 80 s, plus about 80 s more the first time, when

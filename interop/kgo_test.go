@@ -311,17 +311,18 @@ func TestKgoAdminRequests(t *testing.T) {
 		assert.Equal(t, int16(0), second.ProducerEpoch)
 
 		// With a transactional id, a request naming the current id and
-		// epoch bumps the epoch (KIP-360). Sent to a broker directly: the
-		// test broker has no FindCoordinator, so every broker answers.
+		// epoch bumps the epoch (KIP-360). Sent to the id's coordinator
+		// directly; the other brokers answer NOT_COORDINATOR.
 		txn := kmsg.NewPtrInitProducerIDRequest()
 		txn.TransactionalID = kmsg.StringPtr("txn")
 		txn.TransactionTimeoutMillis = 60000
-		r, err := cl.Broker(0).Request(ctx, txn)
+		coordinator := cl.Broker(int(c.Coordinator(testbroker.CoordinatorTransaction, "txn")))
+		r, err := coordinator.Request(ctx, txn)
 		require.NoError(t, err)
 		tx1 := r.(*kmsg.InitProducerIDResponse)
 		require.Equal(t, int16(0), tx1.ErrorCode)
 		txn.ProducerID, txn.ProducerEpoch = tx1.ProducerID, tx1.ProducerEpoch
-		r, err = cl.Broker(0).Request(ctx, txn)
+		r, err = coordinator.Request(ctx, txn)
 		require.NoError(t, err)
 		tx2 := r.(*kmsg.InitProducerIDResponse)
 		require.Equal(t, int16(0), tx2.ErrorCode)

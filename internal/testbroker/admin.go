@@ -1,7 +1,6 @@
 package testbroker
 
 import (
-	"math"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -263,40 +262,15 @@ func handleDeleteTopics(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
 // it always returns a new producer id with epoch 0, whatever id and epoch
 // the request carries, as Kafka's transaction coordinator does: an
 // idempotent producer bumps its epoch itself (KIP-360) and asks for a new id
-// only when the epoch is exhausted. With a transactional id, the id is kept
-// and every call bumps the epoch, fencing the previous one; a request
-// naming a producer id and epoch (v3+) that are not the current ones gets
-// INVALID_PRODUCER_EPOCH. Transactions themselves are not supported.
+// only when the epoch is exhausted. With a transactional id the
+// transaction coordinator answers (txn.go).
 func handleInitProducerID(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
 	req := kreq.(*kmsg.InitProducerIDRequest)
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
-	ids := &cn.c.pids
-	ids.mu.Lock()
-	defer ids.mu.Unlock()
 	if req.TransactionalID == nil {
-		ids.next++
-		resp.ProducerID, resp.ProducerEpoch = ids.next, 0
+		resp.ProducerID, resp.ProducerEpoch = cn.c.pids.allocate(), 0
 		return result{resp: resp}
 	}
-	if ids.transactional == nil {
-		ids.transactional = make(map[string]producerIDEpoch)
-	}
-	cur, ok := ids.transactional[*req.TransactionalID]
-	switch {
-	case !ok:
-		ids.next++
-		cur = producerIDEpoch{id: ids.next}
-	case req.ProducerID >= 0 && (req.ProducerID != cur.id || req.ProducerEpoch != cur.epoch):
-		resp.ErrorCode = ecInvalidProducerEpoch
-		resp.ProducerID, resp.ProducerEpoch = -1, -1
-		return result{resp: resp}
-	case cur.epoch >= math.MaxInt16-1:
-		ids.next++
-		cur = producerIDEpoch{id: ids.next}
-	default:
-		cur.epoch++
-	}
-	ids.transactional[*req.TransactionalID] = cur
-	resp.ProducerID, resp.ProducerEpoch = cur.id, cur.epoch
+	cn.c.initTransactional(cn.b.id, req, resp)
 	return result{resp: resp}
 }

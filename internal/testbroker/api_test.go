@@ -206,6 +206,7 @@ func TestInitProducerID(t *testing.T) {
 		req.Version = v
 		req.TransactionalID = txn
 		req.ProducerID, req.ProducerEpoch = id, epoch
+		req.TransactionTimeoutMillis = 60000
 		return w.request(req).(*kmsg.InitProducerIDResponse)
 	}
 	a := init(4, nil, -1, -1)
@@ -219,8 +220,12 @@ func TestInitProducerID(t *testing.T) {
 	t2 := init(4, txn, t1.ProducerID, t1.ProducerEpoch)
 	assert.Equal(t, t1.ProducerID, t2.ProducerID)
 	assert.Equal(t, t1.ProducerEpoch+1, t2.ProducerEpoch, "epoch bump")
-	fenced := init(4, txn, t1.ProducerID, t1.ProducerEpoch)
-	assert.Equal(t, ecInvalidProducerEpoch, fenced.ErrorCode, "old epoch")
+	retry := init(4, txn, t1.ProducerID, t1.ProducerEpoch)
+	assert.Equal(t, t2.ProducerEpoch, retry.ProducerEpoch, "a retry of the last bump gets its answer again (KIP-360)")
+	t3 := init(4, txn, -1, -1) // a new instance fences the others
+	assert.Equal(t, t2.ProducerEpoch+1, t3.ProducerEpoch)
+	assert.Equal(t, ecProducerFenced, init(4, txn, t2.ProducerID, t2.ProducerEpoch).ErrorCode, "fenced epoch")
+	assert.Equal(t, ecInvalidProducerEpoch, init(3, txn, t2.ProducerID, t2.ProducerEpoch).ErrorCode, "fenced epoch before KIP-588")
 }
 
 func TestAdminRequests(t *testing.T) {
@@ -389,7 +394,7 @@ func TestFetchLongPoll(t *testing.T) {
 func TestUnsupportedRequestClosesConnection(t *testing.T) {
 	c := newTestCluster(t, Config{Brokers: 1})
 	w := dialBroker(t, c.Addrs()[0], "x")
-	req := kmsg.NewPtrOffsetCommitRequest()
+	req := kmsg.NewPtrDescribeGroupsRequest() // not served
 	require.NoError(t, w.send(req))
 	_, err := w.recv()
 	assert.Error(t, err)

@@ -10,10 +10,21 @@ const (
 	fetchKey            int16 = 1
 	listOffsetsKey      int16 = 2
 	metadataKey         int16 = 3
+	offsetCommitKey     int16 = 8
+	offsetFetchKey      int16 = 9
+	findCoordinatorKey  int16 = 10
+	joinGroupKey        int16 = 11
+	heartbeatKey        int16 = 12
+	leaveGroupKey       int16 = 13
+	syncGroupKey        int16 = 14
 	apiVersionsKey      int16 = 18
 	createTopicsKey     int16 = 19
 	deleteTopicsKey     int16 = 20
 	initProducerIDKey   int16 = 22
+	addPartitionsTxnKey int16 = 24
+	addOffsetsTxnKey    int16 = 25
+	endTxnKey           int16 = 26
+	txnOffsetCommitKey  int16 = 28
 	describeConfigsKey  int16 = 32
 	createPartitionsKey int16 = 37
 	incrAlterConfigsKey int16 = 44
@@ -31,6 +42,7 @@ const (
 	ecLeaderNotAvailable      int16 = 5
 	ecNotLeaderOrFollower     int16 = 6
 	ecInvalidTopic            int16 = 17
+	ecInvalidGroupID          int16 = 24
 	ecNotEnoughReplicas       int16 = 19
 	ecInvalidRequiredAcks     int16 = 21
 	ecUnsupportedVersion      int16 = 35
@@ -60,7 +72,24 @@ func newRequest(key int16) func(*conn) kmsg.Request {
 	return func(*conn) kmsg.Request { return kmsg.RequestForKey(key) }
 }
 
-// apis is indexed by key; the max versions are what kmsg knows.
+// Versions of the transaction APIs: transaction version 1 (see txn.go).
+// EndTxn v5 and TxnOffsetCommit v5 belong to KIP-890 part 2's transaction
+// version 2, which the broker does not implement; OffsetFetch v10 names
+// topics by id.
+const (
+	maxInitProducerIDVersion  = 5
+	maxAddPartitionsVersion   = 5
+	maxAddOffsetsVersion      = 4
+	maxEndTxnVersion          = 4
+	maxTxnOffsetCommitVersion = 4
+	maxOffsetFetchVersion     = 9
+	// OffsetCommit v9 is KIP-848's (member epochs), v10 names topics by
+	// id.
+	maxOffsetCommitVersion = 8
+)
+
+// apis is indexed by key; the max versions are what kmsg knows, except for
+// the transaction APIs above.
 var apis = map[int16]*api{
 	produceKey: {min: 3, max: new(kmsg.ProduceRequest).MaxVersion(),
 		request: func(cn *conn) kmsg.Request { return &cn.produceReq },
@@ -71,7 +100,18 @@ var apis = map[int16]*api{
 	apiVersionsKey:      {min: 0, max: new(kmsg.ApiVersionsRequest).MaxVersion(), request: newRequest(apiVersionsKey), handle: handleAPIVersions},
 	createTopicsKey:     {min: 0, max: new(kmsg.CreateTopicsRequest).MaxVersion(), request: newRequest(createTopicsKey), handle: handleCreateTopics},
 	deleteTopicsKey:     {min: 0, max: new(kmsg.DeleteTopicsRequest).MaxVersion(), request: newRequest(deleteTopicsKey), handle: handleDeleteTopics},
-	initProducerIDKey:   {min: 0, max: new(kmsg.InitProducerIDRequest).MaxVersion(), request: newRequest(initProducerIDKey), handle: handleInitProducerID},
+	initProducerIDKey:   {min: 0, max: maxInitProducerIDVersion, request: newRequest(initProducerIDKey), handle: handleInitProducerID},
+	findCoordinatorKey:  {min: 0, max: new(kmsg.FindCoordinatorRequest).MaxVersion(), request: newRequest(findCoordinatorKey), handle: handleFindCoordinator},
+	addPartitionsTxnKey: {min: 0, max: maxAddPartitionsVersion, request: newRequest(addPartitionsTxnKey), handle: handleAddPartitionsToTxn},
+	addOffsetsTxnKey:    {min: 0, max: maxAddOffsetsVersion, request: newRequest(addOffsetsTxnKey), handle: handleAddOffsetsToTxn},
+	endTxnKey:           {min: 0, max: maxEndTxnVersion, request: newRequest(endTxnKey), handle: handleEndTxn},
+	txnOffsetCommitKey:  {min: 0, max: maxTxnOffsetCommitVersion, request: newRequest(txnOffsetCommitKey), handle: handleTxnOffsetCommit},
+	offsetFetchKey:      {min: 1, max: maxOffsetFetchVersion, request: newRequest(offsetFetchKey), handle: handleOffsetFetch},
+	offsetCommitKey:     {min: 0, max: maxOffsetCommitVersion, request: newRequest(offsetCommitKey), handle: handleOffsetCommit},
+	joinGroupKey:        {min: 0, max: new(kmsg.JoinGroupRequest).MaxVersion(), request: newRequest(joinGroupKey), handle: handleJoinGroup},
+	syncGroupKey:        {min: 0, max: new(kmsg.SyncGroupRequest).MaxVersion(), request: newRequest(syncGroupKey), handle: handleSyncGroup},
+	heartbeatKey:        {min: 0, max: new(kmsg.HeartbeatRequest).MaxVersion(), request: newRequest(heartbeatKey), handle: handleHeartbeat},
+	leaveGroupKey:       {min: 0, max: new(kmsg.LeaveGroupRequest).MaxVersion(), request: newRequest(leaveGroupKey), handle: handleLeaveGroup},
 	createPartitionsKey: {min: 0, max: new(kmsg.CreatePartitionsRequest).MaxVersion(), request: newRequest(createPartitionsKey), handle: handleCreatePartitions},
 	describeConfigsKey:  {min: 0, max: new(kmsg.DescribeConfigsRequest).MaxVersion(), request: newRequest(describeConfigsKey), handle: handleDescribeConfigs},
 	incrAlterConfigsKey: {min: 0, max: new(kmsg.IncrementalAlterConfigsRequest).MaxVersion(), request: newRequest(incrAlterConfigsKey), handle: handleIncrementalAlterConfigs},
@@ -214,6 +254,110 @@ func errorResponse(req kmsg.Request, code int16) kmsg.Response {
 		}
 		setErrorCode(resp, code)
 		return resp
+	case *kmsg.FindCoordinatorRequest:
+		resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
+		for _, k := range r.CoordinatorKeys {
+			rc := kmsg.NewFindCoordinatorResponseCoordinator()
+			rc.Key = k
+			resp.Coordinators = append(resp.Coordinators, rc)
+		}
+		setErrorCode(resp, code)
+		return resp
+	case *kmsg.AddPartitionsToTxnRequest:
+		resp := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+		for _, t := range r.Topics {
+			rt := kmsg.NewAddPartitionsToTxnResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
+				rp.Partition = p
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		for _, tx := range r.Transactions {
+			rx := kmsg.NewAddPartitionsToTxnResponseTransaction()
+			rx.TransactionalID = tx.TransactionalID
+			for _, t := range tx.Topics {
+				rt := kmsg.NewAddPartitionsToTxnResponseTransactionTopic()
+				rt.Topic = t.Topic
+				for _, p := range t.Partitions {
+					rp := kmsg.NewAddPartitionsToTxnResponseTransactionTopicPartition()
+					rp.Partition = p
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				rx.Topics = append(rx.Topics, rt)
+			}
+			resp.Transactions = append(resp.Transactions, rx)
+		}
+		setErrorCode(resp, code)
+		return resp
+	case *kmsg.TxnOffsetCommitRequest:
+		resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+		for _, t := range r.Topics {
+			rt := kmsg.NewTxnOffsetCommitResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+				rp.Partition = p.Partition
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		setErrorCode(resp, code)
+		return resp
+	case *kmsg.OffsetCommitRequest:
+		resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
+		for _, t := range r.Topics {
+			rt := kmsg.NewOffsetCommitResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetCommitResponseTopicPartition()
+				rp.Partition = p.Partition
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		setErrorCode(resp, code)
+		return resp
+	case *kmsg.LeaveGroupRequest:
+		resp := r.ResponseKind().(*kmsg.LeaveGroupResponse)
+		for _, m := range r.Members {
+			rm := kmsg.NewLeaveGroupResponseMember()
+			rm.MemberID, rm.InstanceID = m.MemberID, m.InstanceID
+			resp.Members = append(resp.Members, rm)
+		}
+		setErrorCode(resp, code)
+		return resp
+	case *kmsg.OffsetFetchRequest:
+		resp := r.ResponseKind().(*kmsg.OffsetFetchResponse)
+		for _, t := range r.Topics {
+			rt := kmsg.NewOffsetFetchResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetFetchResponseTopicPartition()
+				rp.Partition = p
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		for _, g := range r.Groups {
+			rg := kmsg.NewOffsetFetchResponseGroup()
+			rg.Group = g.Group
+			for _, t := range g.Topics {
+				rt := kmsg.NewOffsetFetchResponseGroupTopic()
+				rt.Topic = t.Topic
+				for _, p := range t.Partitions {
+					rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+					rp.Partition = p
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				rg.Topics = append(rg.Topics, rt)
+			}
+			resp.Groups = append(resp.Groups, rg)
+		}
+		setErrorCode(resp, code)
+		return resp
 	default:
 		resp := req.ResponseKind()
 		setErrorCode(resp, code)
@@ -282,5 +426,72 @@ func setErrorCode(resp kmsg.Response, code int16) {
 		r.ProducerID, r.ProducerEpoch = -1, -1
 	case *kmsg.ApiVersionsResponse:
 		r.ErrorCode = code
+	case *kmsg.FindCoordinatorResponse:
+		r.ErrorCode, r.NodeID, r.Host, r.Port = code, -1, "", -1
+		for i := range r.Coordinators {
+			rc := &r.Coordinators[i]
+			rc.ErrorCode, rc.NodeID, rc.Host, rc.Port = code, -1, "", -1
+		}
+	case *kmsg.AddPartitionsToTxnResponse:
+		if r.Version >= 4 {
+			r.ErrorCode = code
+		}
+		for i := range r.Topics {
+			for j := range r.Topics[i].Partitions {
+				r.Topics[i].Partitions[j].ErrorCode = code
+			}
+		}
+		for i := range r.Transactions {
+			for j := range r.Transactions[i].Topics {
+				for k := range r.Transactions[i].Topics[j].Partitions {
+					r.Transactions[i].Topics[j].Partitions[k].ErrorCode = code
+				}
+			}
+		}
+	case *kmsg.AddOffsetsToTxnResponse:
+		r.ErrorCode = code
+	case *kmsg.EndTxnResponse:
+		r.ErrorCode = code
+	case *kmsg.TxnOffsetCommitResponse:
+		for i := range r.Topics {
+			for j := range r.Topics[i].Partitions {
+				r.Topics[i].Partitions[j].ErrorCode = code
+			}
+		}
+	case *kmsg.JoinGroupResponse:
+		r.ErrorCode, r.Generation, r.Members = code, -1, nil
+	case *kmsg.SyncGroupResponse:
+		r.ErrorCode, r.MemberAssignment = code, nil
+	case *kmsg.HeartbeatResponse:
+		r.ErrorCode = code
+	case *kmsg.LeaveGroupResponse:
+		r.ErrorCode = code
+		for i := range r.Members {
+			r.Members[i].ErrorCode = code
+		}
+	case *kmsg.OffsetCommitResponse:
+		for i := range r.Topics {
+			for j := range r.Topics[i].Partitions {
+				r.Topics[i].Partitions[j].ErrorCode = code
+			}
+		}
+	case *kmsg.OffsetFetchResponse:
+		r.ErrorCode = code
+		for i := range r.Topics {
+			for j := range r.Topics[i].Partitions {
+				p := &r.Topics[i].Partitions[j]
+				p.ErrorCode, p.Offset, p.Metadata = code, -1, nil
+			}
+		}
+		for i := range r.Groups {
+			g := &r.Groups[i]
+			g.ErrorCode = code
+			for j := range g.Topics {
+				for k := range g.Topics[j].Partitions {
+					p := &g.Topics[j].Partitions[k]
+					p.ErrorCode, p.Offset, p.Metadata = code, -1, nil
+				}
+			}
+		}
 	}
 }

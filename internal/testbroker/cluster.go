@@ -122,12 +122,25 @@ type Config struct {
 	// Logger receives connection errors and lifecycle events (default:
 	// discarded).
 	Logger *slog.Logger
-	// Clock is the time source of the quotas and of append timestamps, for
-	// tests (default time.Now). Delays are still waited in real time.
+	// Clock is the time source of the quotas, of append timestamps and of
+	// transaction timeouts, for tests (default time.Now). Delays are still
+	// waited in real time.
 	Clock func() time.Time
 	// Security adds TLS and SASL listeners (security.go); nil: one
 	// PLAINTEXT listener per broker.
 	Security *Security
+	// TransactionMaxTimeout is Kafka's transaction.max.timeout.ms: an
+	// InitProducerId asking for a longer transaction timeout gets
+	// INVALID_TRANSACTION_TIMEOUT (default 15 minutes).
+	TransactionMaxTimeout time.Duration
+	// TransactionMarkerDelay delays the writing of a transaction's commit
+	// or abort markers after EndTxn has answered, as a busy coordinator
+	// would: meanwhile the transaction stays in PrepareCommit or
+	// PrepareAbort, its partitions' last stable offset does not move, and
+	// the producer's next transactional request gets
+	// CONCURRENT_TRANSACTIONS. 0 (the default) writes the markers before
+	// EndTxn answers.
+	TransactionMarkerDelay time.Duration
 }
 
 func (cfg *Config) setDefaults() error {
@@ -203,6 +216,13 @@ func (cfg *Config) setDefaults() error {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
+	if cfg.TransactionMaxTimeout == 0 {
+		cfg.TransactionMaxTimeout = DefaultTransactionMaxTimeout
+	}
+	if cfg.TransactionMaxTimeout < 0 || cfg.TransactionMarkerDelay < 0 {
+		return fmt.Errorf("%w: TransactionMaxTimeout %v and TransactionMarkerDelay %v must be >= 0",
+			ErrInvalidConfig, cfg.TransactionMaxTimeout, cfg.TransactionMarkerDelay)
+	}
 	return nil
 }
 
@@ -221,7 +241,10 @@ type Cluster struct {
 	nextLeader int32
 	numParts   int // partitions of all topics, at most maxClusterPartitions
 
-	pids producerIDs
+	pids    producerIDs
+	coord   coordinators   // coordinator placement (coordinator.go)
+	txn     txnCoordinator // transactions (txn.go)
+	offsets groupOffsets   // group offsets (txnoffsets.go)
 
 	mem       *requestMemory
 	icpt      interceptors
@@ -273,6 +296,7 @@ func New(cfg Config) (*Cluster, error) {
 		topics:   make(map[string]*topic),
 		topicIDs: make(map[[16]byte]*topic),
 		closed:   make(chan struct{}),
+		txn:      txnCoordinator{byID: make(map[string]*txnMeta), byPID: make(map[int64]*txnMeta)},
 	}
 	var err error
 	if c.mem, err = newRequestMemory(cfg.MemoryPool, cfg.QueuedMaxBytes); err != nil {
@@ -297,6 +321,8 @@ func New(cfg Config) (*Cluster, error) {
 		}
 		c.brokers = append(c.brokers, b)
 	}
+	c.wg.Add(1)
+	go c.reapTransactions()
 	c.log.Info("testbroker cluster started", "brokers", c.Addrs())
 	return c, nil
 }
@@ -698,16 +724,18 @@ func validTopicName(name string) error {
 	return nil
 }
 
-// producerIDs allocates producer ids and epochs for InitProducerId.
+// producerIDs allocates producer ids for InitProducerId.
 type producerIDs struct {
-	mu            sync.Mutex
-	next          int64
-	transactional map[string]producerIDEpoch
+	mu   sync.Mutex
+	next int64
 }
 
-type producerIDEpoch struct {
-	id    int64
-	epoch int16
+// allocate returns a producer id never handed out before.
+func (ids *producerIDs) allocate() int64 {
+	ids.mu.Lock()
+	defer ids.mu.Unlock()
+	ids.next++
+	return ids.next
 }
 
 // appendSignal wakes Fetch requests waiting for new records. The append

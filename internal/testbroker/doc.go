@@ -17,12 +17,18 @@
 // The served APIs are ApiVersions (with the v0 fallback: a version the
 // broker does not know gets a v0 answer with UNSUPPORTED_VERSION and the
 // supported ranges), Metadata, Produce v3+, Fetch, ListOffsets,
-// InitProducerId, CreateTopics, CreatePartitions, DeleteTopics,
-// DescribeConfigs, IncrementalAlterConfigs, DescribeClientQuotas and
-// AlterClientQuotas, each up to the highest version kmsg knows. Other API
-// keys, or an unsupported version of them, close the connection, as a
-// Kafka broker does. A malformed or truncated request closes its
-// connection with a logged error and never affects the other connections.
+// CreateTopics, CreatePartitions, DeleteTopics, DescribeConfigs,
+// IncrementalAlterConfigs, DescribeClientQuotas, AlterClientQuotas,
+// FindCoordinator, JoinGroup, SyncGroup, Heartbeat and LeaveGroup, each up
+// to the highest version kmsg knows, OffsetCommit v0-v8 and OffsetFetch
+// v1-v9, and the transaction APIs up to transaction version 1 (see
+// Transactions below): InitProducerId v0-v5, AddPartitionsToTxn v0-v5,
+// AddOffsetsToTxn v0-v4, EndTxn v0-v4 and TxnOffsetCommit v0-v4. Other
+// API keys (DescribeGroups, ListGroups and KIP-848's
+// ConsumerGroupHeartbeat among them), or an unsupported version of them,
+// close the connection, as a Kafka broker does. A malformed or truncated
+// request closes its connection with a logged error and never affects the
+// other connections.
 //
 // Produce is validated as Kafka does (framing, magic 2, CRC-32C,
 // decompression, record count and offset deltas, max message bytes, acks,
@@ -71,13 +77,87 @@
 // Metadata is made slow with Delay on key 3, and failing with Drop (the
 // client sees a network error) or ErrorCode (every topic it names gets the
 // code); Produce is stalled entirely with Stall on key 0, and released by
-// removing the interceptor.
+// removing the interceptor. The transaction APIs take interceptors the same
+// way (FindCoordinator 10, InitProducerId 22, AddPartitionsToTxn 24,
+// AddOffsetsToTxn 25, EndTxn 26, TxnOffsetCommit 28, OffsetFetch 9): an
+// ErrorCode lands in the top-level code and in every partition or key, so
+// NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS or CONCURRENT_TRANSACTIONS
+// once, or an EndTxn committed and then answered with an error (After),
+// are one interceptor each.
 //
 // Runtime operations: [Cluster.StopBroker] (its partitions move to the
-// other running brokers, as a controlled shutdown would),
-// [Cluster.RestartBroker] (same port), [Cluster.MoveLeader] (bumps the leader
-// epoch), [Cluster.AddPartitions], [Cluster.DeleteTopic] and
-// [Cluster.DeleteRecordsBefore].
+// other running brokers, as a controlled shutdown would, and so do the
+// coordinators it held), [Cluster.RestartBroker] (same port),
+// [Cluster.MoveLeader] (bumps the leader epoch),
+// [Cluster.MoveCoordinator], [Cluster.AddPartitions],
+// [Cluster.DeleteTopic] and [Cluster.DeleteRecordsBefore].
+//
+// # Consumer groups
+//
+// The group coordinator runs the classic protocol (groups.go): JoinGroup
+// with KIP-394's MEMBER_ID_REQUIRED, a rebalance that waits for every
+// member to rejoin or its rebalance timeout, the leader's assignment
+// handed out by SyncGroup, Heartbeat's REBALANCE_IN_PROGRESS, LeaveGroup,
+// session expiry, and OffsetCommit and OffsetFetch checked by generation
+// and member. kgo's group consumer and GroupTransactSession run against
+// it; static membership (KIP-345) and KIP-848's protocol do not.
+// [Cluster.CommittedOffset] reads an offset back; the groups are not
+// visible as a __consumer_offsets topic.
+//
+// # Transactions
+//
+// The cluster has a transaction coordinator and enough of a group
+// coordinator for transactional offsets (KIP-98, KIP-360, KIP-447, KIP-588,
+// and KIP-890 part 1's verification), so that kgo's and librdkafka's
+// transactional producers and read_committed consumers run against it:
+//
+//   - FindCoordinator (key types 0 group and 1 transaction; v4+ batched)
+//     places a key on the broker its __consumer_offsets or
+//     __transaction_state partition (Java's hashCode, 50 partitions) maps
+//     to, or on the next running broker when that one is stopped;
+//     [Cluster.MoveCoordinator] pins it elsewhere and
+//     [Cluster.Coordinator] reports it. The other brokers answer
+//     NOT_COORDINATOR; the state is shared, so it survives a move.
+//   - InitProducerId with a transactional id keeps a producer id per id and
+//     bumps the epoch on every call, fencing the older epoch
+//     (PRODUCER_FENCED, or INVALID_PRODUCER_EPOCH before KIP-588's
+//     versions); with the current producer id and epoch (v3+, KIP-360) it
+//     bumps them, and repeats its answer to a retry. It aborts a
+//     transaction left Ongoing and answers CONCURRENT_TRANSACTIONS first,
+//     and refuses a timeout <= 0 or above Config.TransactionMaxTimeout
+//     (INVALID_TRANSACTION_TIMEOUT).
+//   - The state machine Empty → Ongoing → PrepareCommit/PrepareAbort →
+//     CompleteCommit/CompleteAbort of txn.go, with INVALID_TXN_STATE for
+//     the illegal transitions and CONCURRENT_TRANSACTIONS while markers
+//     are pending (Config.TransactionMarkerDelay makes that window
+//     visible). A transaction Ongoing longer than its timeout is aborted
+//     by the coordinator with a bumped epoch: the producer is fenced.
+//     [Cluster.TransactionState] reads the state for assertions.
+//   - Produce of a transactional batch (attribute bit 4) needs its
+//     partition added to the producer's Ongoing transaction, else
+//     INVALID_TXN_STATE, and the current epoch, else
+//     INVALID_PRODUCER_EPOCH.
+//   - EndTxn writes a control batch (attributes transactional and control,
+//     one record: key version 0 and type 0 abort or 1 commit, value version
+//     0 and coordinator epoch 0) to every partition of the transaction and
+//     commits or drops the offsets sent with TxnOffsetCommit. OffsetFetch
+//     shows committed offsets only (RequireStable: UNSTABLE_OFFSET_COMMIT
+//     while some are pending). TxnOffsetCommit checks KIP-447's generation
+//     and member against the group's (its real members, or those set with
+//     [Cluster.SetGroupGeneration]).
+//   - Each partition keeps its last stable offset (the first offset of its
+//     earliest open transaction, else the high watermark) and its aborted
+//     transactions: Fetch at read_committed returns batches below the LSO
+//     with LastStableOffset and AbortedTransactions set, and ListOffsets
+//     at read_committed answers the LSO for latest.
+//
+// KIP-890 part 2 (transaction version 2: Produce v12's implicit add,
+// EndTxn v5's per-transaction epoch bump) is not implemented: ApiVersions
+// advertises no transaction.version feature, so clients use the explicit
+// AddPartitionsToTxn path, and EndTxn and TxnOffsetCommit stop at v4.
+// There are no ACLs: an [Interceptor] with ErrorCode 53
+// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) on the transaction keys stands in
+// for a denied transactional id.
 //
 // # Quotas
 //

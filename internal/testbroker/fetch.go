@@ -9,8 +9,9 @@ import (
 
 // handleFetch returns stored batches, enough of Fetch for kgo and
 // librdkafka consumers: full fetches only (no KIP-227 sessions: SessionID
-// is always 0, so clients keep sending full requests), no transactions
-// (LastStableOffset is the high watermark), MaxBytes and PartitionMaxBytes
+// is always 0, so clients keep sending full requests), both isolation
+// levels (read_committed stops at the last stable offset and lists the
+// aborted transactions, see txnlog.go), MaxBytes and PartitionMaxBytes
 // honored with KIP-74's first-batch exception, leader and leader-epoch
 // checks, and long polling: when fewer than MinBytes are ready the request
 // waits up to MaxWaitMillis for an append.
@@ -97,9 +98,17 @@ func (c *Cluster) buildFetch(self int32, req *kmsg.FetchRequest) (resp *kmsg.Fet
 					rp.ErrorCode = ecUnknownLeaderEpoch
 				default:
 					maxBytes := max(min(int64(p.PartitionMaxBytes), remaining), 0)
-					batches, hw, logStart, code := part.log.fetch(p.FetchOffset, int32(maxBytes))
-					rp.ErrorCode = code
-					rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hw, hw, logStart
+					var batches [][]byte
+					if req.IsolationLevel == isolationReadCommitted {
+						f := part.log.fetchCommitted(p.FetchOffset, int32(maxBytes))
+						batches, rp.ErrorCode = f.batches, f.errCode
+						rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = f.hw, f.lso, f.logStart
+						rp.AbortedTransactions = abortedTransactions(f.aborted)
+					} else {
+						var hw, logStart int64
+						batches, hw, logStart, rp.ErrorCode = part.log.fetch(p.FetchOffset, int32(maxBytes))
+						rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hw, part.log.lastStableOffset(), logStart
+					}
 					size := 0
 					for _, b := range batches {
 						size += len(b)
@@ -133,7 +142,8 @@ func fetchBroker(id int32, host string, port int32) kmsg.FetchResponseBroker {
 }
 
 // handleListOffsets answers each partition with the offset for its
-// timestamp: -1 the high watermark, -2 (and -4, -5: earliest local and
+// timestamp: -1 the high watermark (the last stable offset at
+// read_committed), -2 (and -4, -5: earliest local and
 // tiered) the log start, -3 the record with the largest timestamp, else the
 // first record with a timestamp at or after it.
 func handleListOffsets(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
@@ -172,6 +182,9 @@ func handleListOffsets(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
 					ts = -2
 				}
 				rp.Offset, rp.Timestamp = part.log.offsetForTimestamp(ts)
+				if ts == listOffsetsLatest && req.Version >= 2 && req.IsolationLevel == isolationReadCommitted {
+					rp.Offset = part.log.lastStableOffset()
+				}
 				rp.LeaderEpoch = epoch
 				if req.Version == 0 {
 					rp.OldStyleOffsets = []int64{rp.Offset}

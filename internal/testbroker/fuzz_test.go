@@ -67,6 +67,9 @@ func seedRequests(t testing.TB) [][]byte {
 	dt := kmsg.NewPtrDeleteTopicsRequest()
 	dt.TopicNames = []string{"n-0"}
 	add(dt, 0, 4)
+	for _, s := range txnSeedRequests(t) {
+		add(s.req, s.versions...)
+	}
 	return seeds
 }
 
@@ -137,3 +140,69 @@ func TestMalformedRequestsCloseConnection(t *testing.T) {
 }
 
 type syncBuffer = testutil.SyncBuffer
+
+// versionedRequest is a seed request and the versions to encode it at.
+type versionedRequest struct {
+	req      kmsg.Request
+	versions []int16
+}
+
+// txnSeedRequests are seeds of the group and transaction APIs, in the
+// order a consume-transform-produce loop sends them.
+func txnSeedRequests(t testing.TB) []versionedRequest {
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorType, fc.CoordinatorKey, fc.CoordinatorKeys = CoordinatorTransaction, "fz", []string{"fz", "g"}
+	ip := kmsg.NewPtrInitProducerIDRequest()
+	ip.TransactionalID, ip.TransactionTimeoutMillis = kmsg.StringPtr("fz"), 60000
+	ap := kmsg.NewPtrAddPartitionsToTxnRequest()
+	ap.TransactionalID, ap.ProducerID, ap.ProducerEpoch = "fz", 1, 0
+	ap.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: "t", Partitions: []int32{0, 1}}}
+	ap4 := kmsg.NewPtrAddPartitionsToTxnRequest()
+	ap4.Transactions = []kmsg.AddPartitionsToTxnRequestTransaction{{TransactionalID: "fz", ProducerID: 1,
+		VerifyOnly: true, Topics: []kmsg.AddPartitionsToTxnRequestTransactionTopic{{Topic: "t", Partitions: []int32{0}}}}}
+	ao := kmsg.NewPtrAddOffsetsToTxnRequest()
+	ao.TransactionalID, ao.ProducerID, ao.Group = "fz", 1, "g"
+	txnBatch := testBatch{n: 2, idem: true, txn: true, pid: 1}.build(t)
+	toc := kmsg.NewPtrTxnOffsetCommitRequest()
+	toc.TransactionalID, toc.Group, toc.ProducerID, toc.Generation, toc.MemberID = "fz", "g", 1, -1, ""
+	toc.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: 0, Offset: 2}}}}
+	et := kmsg.NewPtrEndTxnRequest()
+	et.TransactionalID, et.ProducerID, et.Commit = "fz", 1, true
+	of := kmsg.NewPtrOffsetFetchRequest()
+	of.Group = "g"
+	of.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "t", Partitions: []int32{0}}}
+	of.Groups = []kmsg.OffsetFetchRequestGroup{{Group: "g"}}
+	rc := fetchRequest(11, "t", 0, 0, -1, 0)
+	rc.IsolationLevel = 1
+	jg := kmsg.NewPtrJoinGroupRequest()
+	jg.Group, jg.ProtocolType, jg.SessionTimeoutMillis, jg.RebalanceTimeoutMillis = "g", "consumer", 10000, 0
+	jg.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{0, 1}}}
+	sg := kmsg.NewPtrSyncGroupRequest()
+	sg.Group, sg.MemberID, sg.Generation = "g", "m", 1
+	sg.GroupAssignment = []kmsg.SyncGroupRequestGroupAssignment{{MemberID: "m", MemberAssignment: []byte{1}}}
+	hb := kmsg.NewPtrHeartbeatRequest()
+	hb.Group, hb.MemberID = "g", "m"
+	lg := kmsg.NewPtrLeaveGroupRequest()
+	lg.Group, lg.MemberID = "g", "m"
+	lg.Members = []kmsg.LeaveGroupRequestMember{{MemberID: "m"}}
+	oc := kmsg.NewPtrOffsetCommitRequest()
+	oc.Group, oc.Generation = "g", -1
+	oc.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1}}}}
+	return []versionedRequest{
+		{jg, []int16{0, 4, 9}},
+		{sg, []int16{0, 5}},
+		{hb, []int16{0, 4}},
+		{lg, []int16{0, 3, 5}},
+		{oc, []int16{0, 2, 8}},
+		{fc, []int16{0, 3, 4, 6}},
+		{ip, []int16{0, 3, 5}},
+		{ap, []int16{0, 3}},
+		{ap4, []int16{4, 5}},
+		{ao, []int16{0, 3, 4}},
+		{produceRequest(9, -1, "t", map[int32][]byte{0: txnBatch}), []int16{3, 9}},
+		{toc, []int16{0, 3, 4}},
+		{rc, []int16{4, 11}},
+		{et, []int16{0, 3, 4}},
+		{of, []int16{1, 7, 8, 9}},
+	}
+}

@@ -209,3 +209,17 @@ func (s *producerStates) epochOf(pid int64) (int16, bool) {
 	}
 	return e.epoch, true
 }
+
+// fence moves pid's epoch on this partition up to epoch, as a transaction
+// marker does (Kafka's appendEndTxnMarker): a newer epoch drops the cached
+// batches, so the producer's next batch of that epoch starts a new
+// sequence, and batches of older epochs get INVALID_PRODUCER_EPOCH.
+func (s *producerStates) fence(pid int64, epoch int16) {
+	e := s.byID[pid]
+	switch {
+	case e == nil:
+		s.byID[pid] = &producerEntry{epoch: epoch}
+	case epoch > e.epoch:
+		*e = producerEntry{epoch: epoch}
+	}
+}

@@ -44,8 +44,14 @@ import (
 //	Interceptor{Probability: 0.01, Drop: true}
 type Interceptor struct {
 	// Keys are the API keys matched (0 Produce, 1 Fetch, 2 ListOffsets,
-	// 3 Metadata, 18 ApiVersions, 19 CreateTopics, 20 DeleteTopics,
-	// 22 InitProducerId, 37 CreatePartitions); empty matches all.
+	// 3 Metadata, 8 OffsetCommit, 9 OffsetFetch, 10 FindCoordinator,
+	// 11 JoinGroup, 12 Heartbeat, 13 LeaveGroup, 14 SyncGroup, 18 ApiVersions,
+	// 19 CreateTopics, 20 DeleteTopics, 22 InitProducerId,
+	// 24 AddPartitionsToTxn, 25 AddOffsetsToTxn, 26 EndTxn,
+	// 28 TxnOffsetCommit, 37 CreatePartitions, and the others of
+	// apis.go); empty matches all. ErrorCode 53
+	// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) on the transaction keys is
+	// how a test denies a transactional id: the broker has no ACLs.
 	Keys []int16
 	// Brokers are the broker ids matched; empty matches all.
 	Brokers []int32

@@ -152,6 +152,7 @@ type partitionLog struct {
 	size        int64         // bytes of the stored batches
 	appended    int           // batches appended in sink mode
 	producers   *producerStates
+	txn         txnLogState // ongoing and aborted transactions (txnlog.go)
 }
 
 func newPartitionLog(cfg logConfig) *partitionLog {
@@ -242,6 +243,9 @@ func (l *partitionLog) appendBatch(raw []byte, now time.Time) appendResult {
 	base := l.next
 	last := base + int64(h.LastOffsetDelta)
 	l.next = last + 1
+	if h.Transactional() {
+		l.txn.begin(h.ProducerID, base)
+	}
 	l.producers.record(h.ProducerID, h.ProducerEpoch, batchMeta{firstSeq: firstSeq, lastSeq: lastSeq, firstOffset: base, lastOffset: last})
 	if l.cfg.Sink {
 		l.appended++
@@ -353,6 +357,8 @@ func decodeStored(raw []byte, maxUncompressed int) ([]Record, error) {
 			Sequence:        -1,
 			Compression:     int8(h.Attributes & attrCodecMask),
 			BatchBaseOffset: h.BaseOffset,
+			Transactional:   h.Transactional(),
+			Control:         h.Control(),
 		}
 		if h.LogAppendTime() {
 			rec.Timestamp = h.MaxTimestamp
@@ -436,8 +442,15 @@ func (l *partitionLog) fetch(offset int64, maxBytes int32) (batches [][]byte, hw
 	if offset < logStart || offset > hw {
 		return nil, hw, logStart, codeOffsetOutOfRange
 	}
+	return l.batchesLocked(offset, maxBytes, hw), hw, logStart, codeNone
+}
+
+// batchesLocked returns the stored batches from the one holding offset on,
+// stopping before the first that starts at or after end, within maxBytes
+// (the first batch always). The caller holds l.mu.
+func (l *partitionLog) batchesLocked(offset int64, maxBytes int32, end int64) (batches [][]byte) {
 	total := int64(0)
-	for i := l.batchIndex(offset); i < len(l.batches); i++ {
+	for i := l.batchIndex(offset); i < len(l.batches) && l.batches[i].baseOffset < end; i++ {
 		n := int64(len(l.batches[i].raw))
 		if len(batches) > 0 && total+n > int64(maxBytes) {
 			break
@@ -445,7 +458,7 @@ func (l *partitionLog) fetch(offset int64, maxBytes int32) (batches [][]byte, hw
 		batches = append(batches, l.batches[i].raw)
 		total += n
 	}
-	return batches, hw, logStart, codeNone
+	return batches
 }
 
 // ListOffsets special timestamps.
@@ -509,6 +522,7 @@ func (l *partitionLog) deleteRecordsBefore(offset int64) {
 	l.logStart = offset
 	l.dropBatchesLocked(l.batchIndex(offset))
 	l.producers.truncate(offset)
+	l.txn.truncate(offset)
 }
 
 // dropBatchesLocked drops the first n stored batches.
@@ -534,6 +548,7 @@ func (l *partitionLog) retainLocked(limit int64) {
 	l.dropBatchesLocked(n)
 	l.logStart = l.batches[0].baseOffset
 	l.producers.truncate(l.logStart)
+	l.txn.truncate(l.logStart)
 }
 
 // records decodes every stored record at or above the log start, in offset

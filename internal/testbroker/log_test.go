@@ -27,6 +27,7 @@ type testBatch struct {
 	epoch     int16
 	seq       int32
 	idem      bool
+	txn       bool // transactional (attribute bit 4); needs idem
 	valueSize int
 	headers   []kmsg.Header
 	// corrupt lets a case damage the encoded batch; fixCRC then recomputes
@@ -67,6 +68,9 @@ func (tb testBatch) build(t testing.TB) []byte {
 		recs = r.AppendTo(recs)
 	}
 	attrs := int16(tb.codec)
+	if tb.txn {
+		attrs |= attrTransactional
+	}
 	if tb.codec != compression.None {
 		c, err := compression.NewCompressor(tb.codec, 0)
 		require.NoError(t, err)

@@ -65,7 +65,12 @@ func handleProduce(cn *conn, h *reqHeader, kreq kmsg.Request) result {
 						break
 					}
 				}
-				res := part.log.appendBatch(p.Records, now)
+				var res appendResult
+				if isTransactionalBatch(p.Records) {
+					res = c.appendTransactional(tp.name, p.Partition, part.log, p.Records, now)
+				} else {
+					res = part.log.appendBatch(p.Records, now)
+				}
 				rp.ErrorCode = res.ErrorCode
 				rp.LogStartOffset = res.LogStartOffset
 				if res.ErrorCode == 0 {

@@ -26,6 +26,13 @@ type Record struct {
 	// BatchBaseOffset is the offset of the first record of the record's
 	// batch, so a test can tell which records were produced together.
 	BatchBaseOffset int64
+	// Transactional is set for records of a transactional batch (attribute
+	// bit 4), and Control for the commit and abort markers the
+	// transaction coordinator writes (bit 5; the key is version 0 and the
+	// type, 0 abort or 1 commit, the value version 0 and the coordinator
+	// epoch). Records returns markers too: a test that counts data
+	// records skips those with Control set.
+	Transactional, Control bool
 }
 
 // Header is one record header. A null header value is nil.

@@ -46,7 +46,7 @@ func TestHelpAndBadFlags(t *testing.T) {
 	cmd.Stderr = &stderr
 	require.NoError(t, cmd.Run(), "-h exits 0")
 	for _, f := range []string{"-queued-max-bytes", "-socket-request-max-bytes", "-mutation-rate",
-		"-mutation-burst", "-mutation-window", "-mutation-samples", "-produce-byte-rate", "-v"} {
+		"-mutation-burst", "-mutation-window", "-mutation-samples", "-produce-byte-rate", "-txn-max-timeout", "-txn-marker-delay", "-v"} {
 		assert.Contains(t, stderr.String(), f)
 	}
 

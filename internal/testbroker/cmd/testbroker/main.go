@@ -18,6 +18,11 @@
 //	-mutation-samples N          controller.quota.window.num (default 100)
 //	-produce-byte-rate N         producer_byte_rate of every client id
 //
+// and the transaction coordinator's settings:
+//
+//	-txn-max-timeout D           transaction.max.timeout.ms (default 15m)
+//	-txn-marker-delay D          delay of the commit and abort markers after EndTxn (default 0)
+//
 // Per-user and per-client-id quotas can also be set at run time with
 // AlterClientQuotas (kafka-configs.sh, kadm). -v logs every connection
 // opened and closed; -h prints the flags and exits 0.
@@ -82,6 +87,10 @@ func run(args []string) error {
 		"quota windows kept (controller.quota.window.num; Kafka's default is 11)")
 	produceRate := fs.Int64("produce-byte-rate", 0,
 		"producer_byte_rate of every client id in bytes per second (0: none)")
+	txnMaxTimeout := fs.Duration("txn-max-timeout", testbroker.DefaultTransactionMaxTimeout,
+		"transaction.max.timeout.ms: the longest transaction timeout InitProducerId accepts")
+	txnMarkerDelay := fs.Duration("txn-marker-delay", 0,
+		"delay before a transaction's commit or abort markers are written after EndTxn (0: before EndTxn answers)")
 	secFlags := addSecurityFlags(fs) // security.go
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: testbroker [flags]\n\n"+
@@ -121,6 +130,8 @@ func run(args []string) error {
 		MutationWindow:         *mutationWindow,
 		MutationSamples:        *mutationSamples,
 		ProduceByteRate:        *produceRate,
+		TransactionMaxTimeout:  *txnMaxTimeout,
+		TransactionMarkerDelay: *txnMarkerDelay,
 		Security:               security,
 		Logger:                 slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 	})
