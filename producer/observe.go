@@ -183,7 +183,10 @@ func (s *sink) observeSent(b *batch) {
 // IO goroutine.
 func (s *sink) observeAnswer(r *produceResponse) time.Duration {
 	br := r.broker
-	lat := s.now.Sub(r.req.sentAt)
+	var lat time.Duration
+	if r.req != nil {
+		lat = s.now.Sub(r.req.sentAt)
+	}
 	resp, _ := r.resp.(*kmsg.ProduceResponse)
 	s.p.rec.responseRead(br.stats, lat, r.err == nil && resp != nil)
 	if resp != nil && resp.ThrottleMillis > 0 {
