@@ -302,16 +302,19 @@ type Config struct {
 	// logger). Nothing is logged per record or per request above Debug:
 	//   - Error: a panicking callback or hook (also to slog's default
 	//     logger when Logger drops errors; a hook's once per hook and
-	//     event kind), a broker without Produce v3+;
+	//     event kind), a broker without Produce v3+, an authentication
+	//     failure;
 	//   - Warn: a broker connection that broke or cannot be set up (once
 	//     per outage), a failed metadata fetch (once per outage), a topic
-	//     that fails its records fast, acknowledged records gone from the
-	//     log (see OnDataLoss), Close leaving a blocked callback, Java
-	//     properties ignored;
-	//   - Info: a connection's first KIP-219 throttle, a throttled
-	//     CreateTopics, a topic usable again, metadata working again after
-	//     failures, a topic whose metadata is not usable yet (its 1st,
-	//     10th, 20th... attempt);
+	//     that fails its records fast, a failed CreateTopics or
+	//     InitProducerId, a fenced producer id, acknowledged records gone
+	//     from the log (see OnDataLoss), Close leaving a blocked callback,
+	//     Java properties ignored, a pool buffer leaked;
+	//   - Info: a connection's first KIP-219 throttle, a topic created or
+	//     its creation throttled, a topic usable again, metadata working
+	//     again after failures, a topic whose metadata is not usable yet
+	//     (its 1st, 10th, 20th... attempt), an epoch bump and the sequence
+	//     error that caused it;
 	//   - Debug: everything per batch or request (sent, acked, retried),
 	//     later throttles, dials.
 	Logger *slog.Logger
