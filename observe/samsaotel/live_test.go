@@ -9,6 +9,8 @@ import (
 	"github.com/samsa-go/samsa/producer"
 	"github.com/samsa-go/samsa/samsatest"
 	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -102,6 +104,49 @@ func TestTracerUnsampledOnLiveProducer(t *testing.T) {
 		if len(r.Headers) != 0 {
 			t.Errorf("record has headers %v", r.Headers)
 		}
+	}
+}
+
+// TestMetricsOnLiveProducer: the semantic-convention hook and the
+// observable instruments report a real producer's known workload.
+func TestMetricsOnLiveProducer(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	h, err := NewMeterHook(WithMeterProvider(mp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := liveProducer(t, h)
+	reg, err := RegisterMetrics(p, WithMeterProvider(mp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Unregister()
+	ctx := context.Background()
+	const n = 120
+	for range n {
+		p.Send(ctx, &producer.Record{Topic: "t", Value: []byte("v")})
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ms := collect(t, reader)
+	sent, ok := ms["messaging.client.sent.messages"].Data.(metricdata.Sum[int64])
+	if !ok {
+		t.Fatalf("sent.messages: %+v", ms["messaging.client.sent.messages"])
+	}
+	var total int64
+	for _, dp := range sent.DataPoints {
+		total += dp.Value
+	}
+	if total != n {
+		t.Errorf("messaging.client.sent.messages = %d, want %d", total, n)
+	}
+	if d, ok := ms["samsa.producer.record_send"].Data.(metricdata.Sum[float64]); !ok || d.DataPoints[0].Value != n {
+		t.Errorf("samsa.producer.record_send: %+v", ms["samsa.producer.record_send"].Data)
+	}
+	if d, ok := ms["samsa.producer.request_latency_p99"].Data.(metricdata.Gauge[float64]); !ok || d.DataPoints[0].Value <= 0 {
+		t.Errorf("samsa.producer.request_latency_p99: %+v", ms["samsa.producer.request_latency_p99"].Data)
 	}
 }
 
