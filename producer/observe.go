@@ -7,11 +7,13 @@ package producer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-go/samsa/accumulator"
 	"github.com/samsa-go/samsa/compression"
 	"github.com/samsa-go/samsa/internal/conn"
 	"github.com/samsa-go/samsa/internal/recordbatch"
@@ -92,8 +94,11 @@ func (p *Producer) batchFailed(b *batch) {
 // onBufferWaited is accumulator.Config.OnWaited: Send's goroutine, after a
 // wait for pool memory.
 func (p *Producer) onBufferWaited(topic string, waited time.Duration, err error) {
-	p.rec.bufferWaited(waited, false) // exhaustion is counted by observeRejected
+	p.rec.bufferWaited(waited, false) // exhaustion is counted by observeExhausted
 	if len(p.hooks.bufferWaited) > 0 {
+		if errors.Is(err, accumulator.ErrClosing) {
+			err = fmt.Errorf("%w: %w", ErrClosed, err) // as Send reports it
+		}
 		p.hooks.onBufferWaited(topic, waited, err)
 	}
 }
