@@ -73,7 +73,8 @@ type RecordCompletion struct {
 // callback runs; ctx is the context the HookRecordBuffered hooks returned
 // for it (Send's context without such hooks). A record that Send fails
 // itself (invalid, too large, no memory) is completed on Send's goroutine,
-// and one failed by Close's shutdown on the goroutine that fails it.
+// and so are the records a Send fails after Close gave up waiting (see
+// Close).
 type HookRecordCompleted interface {
 	OnRecordCompleted(ctx context.Context, c RecordCompletion)
 }
