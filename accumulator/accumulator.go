@@ -55,6 +55,12 @@ type Config struct {
 	// it so that a Send from its completion goroutine, the one that frees
 	// memory, never waits for memory. Optional.
 	MayWait func() bool
+
+	// OnWaited, when set, is called on the appending goroutine after an
+	// append waited for pool memory (the pool had none at once), with the
+	// record's topic, the time waited and the wait's error (nil when the
+	// memory came). Appends that did not wait do not call it. Optional.
+	OnWaited func(topic string, waited time.Duration, err error)
 }
 
 // ErrClosing is returned (wrapped) by appends whose wait for memory was
@@ -161,25 +167,37 @@ func (a *Accumulator[C, P, B]) firstCharge() int {
 
 // reserve reserves n bytes of bookkeeping in the pool, waiting as allocate
 // does.
-func (a *Accumulator[C, P, B]) reserve(ctx context.Context, n int, wait bool) error {
+func (a *Accumulator[C, P, B]) reserve(ctx context.Context, topic string, n int, wait bool) error {
 	if a.res == nil || n <= 0 || a.res.TryReserve(n) {
 		return nil
 	}
 	if wait && a.cfg.MaxBlock > 0 && (a.cfg.MayWait == nil || a.cfg.MayWait()) {
+		start := time.Now()
+		var err error
 		if a.cfg.Closing == nil {
-			return a.res.Reserve(ctx, n, a.cfg.MaxBlock)
+			err = a.res.Reserve(ctx, n, a.cfg.MaxBlock)
+		} else {
+			ctx, cancel := context.WithCancel(ctx)
+			stop := context.AfterFunc(a.cfg.Closing, cancel)
+			err = a.res.Reserve(ctx, n, a.cfg.MaxBlock)
+			stop()
+			cancel()
+			if err != nil && a.cfg.Closing.Err() != nil {
+				err = fmt.Errorf("%w: %w", ErrClosing, err)
+			}
 		}
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		defer context.AfterFunc(a.cfg.Closing, cancel)()
-		err := a.res.Reserve(ctx, n, a.cfg.MaxBlock)
-		if err != nil && a.cfg.Closing.Err() != nil {
-			return fmt.Errorf("%w: %w", ErrClosing, err)
-		}
+		a.waited(topic, start, err)
 		return err
 	}
 	return fmt.Errorf("%w: %d bytes of record bookkeeping requested without waiting, %d available",
 		bufferpool.ErrBufferExhausted, n, a.cfg.Pool.Available())
+}
+
+// waited reports a wait for pool memory that began at start to OnWaited.
+func (a *Accumulator[C, P, B]) waited(topic string, start time.Time, err error) {
+	if a.cfg.OnWaited != nil {
+		a.cfg.OnWaited(topic, time.Since(start), err)
+	}
 }
 
 func (a *Accumulator[C, P, B]) unreserve(n int) {
@@ -278,24 +296,30 @@ func (a *Accumulator[C, P, B]) bufferFor(last, bodySize int) int {
 
 // allocate takes n bytes from the pool: waiting up to MaxBlock when wait is
 // set, failing at once otherwise.
-func (a *Accumulator[C, P, B]) allocate(ctx context.Context, n int, wait bool) ([]byte, error) {
+func (a *Accumulator[C, P, B]) allocate(ctx context.Context, topic string, n int, wait bool) ([]byte, error) {
 	if buf := a.cfg.Pool.TryAllocate(n); buf != nil {
 		return buf, nil
 	}
 	// MaxBlock 0 is max.block.ms=0: never wait (the pool's maxWait of 0
 	// would wait without limit).
 	if wait && a.cfg.MaxBlock > 0 && (a.cfg.MayWait == nil || a.cfg.MayWait()) {
+		start := time.Now()
+		var buf []byte
+		var err error
 		if a.cfg.Closing == nil {
-			return a.cfg.Pool.Allocate(ctx, n, a.cfg.MaxBlock)
+			buf, err = a.cfg.Pool.Allocate(ctx, n, a.cfg.MaxBlock)
+		} else {
+			// Waiting is the slow path: it may allocate.
+			ctx, cancel := context.WithCancel(ctx)
+			stop := context.AfterFunc(a.cfg.Closing, cancel)
+			buf, err = a.cfg.Pool.Allocate(ctx, n, a.cfg.MaxBlock)
+			stop()
+			cancel()
+			if err != nil && a.cfg.Closing.Err() != nil {
+				buf, err = nil, fmt.Errorf("%w: %w", ErrClosing, err)
+			}
 		}
-		// Waiting is the slow path: it may allocate.
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		defer context.AfterFunc(a.cfg.Closing, cancel)()
-		buf, err := a.cfg.Pool.Allocate(ctx, n, a.cfg.MaxBlock)
-		if err != nil && a.cfg.Closing.Err() != nil {
-			return nil, fmt.Errorf("%w: %w", ErrClosing, err)
-		}
+		a.waited(topic, start, err)
 		return buf, err
 	}
 	return nil, fmt.Errorf("%w: %d bytes requested without waiting, %d available",

@@ -77,12 +77,12 @@ func (p *Partition[C, P, B]) Append(ctx context.Context, ts int64, key, value []
 	// this one waits for memory. The new batch's bookkeeping is charged to
 	// the pool too (see Accumulator.credit).
 	a := p.acc
-	buf, err := a.allocate(ctx, a.bufferFor(last, recordbatch.BodySize(key, value, headers)), wait)
+	buf, err := a.allocate(ctx, p.Topic.Name, a.bufferFor(last, recordbatch.BodySize(key, value, headers)), wait)
 	if err != nil {
 		return err
 	}
 	charge := a.firstCharge()
-	if err := a.reserve(ctx, charge, wait); err != nil {
+	if err := a.reserve(ctx, p.Topic.Name, charge, wait); err != nil {
 		a.cfg.Pool.Release(buf)
 		return err
 	}

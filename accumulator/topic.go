@@ -40,6 +40,9 @@ type Topic[C, P, B any] struct {
 	chunkSize int
 
 	parked parkQueue[C]
+	// parkedRecords and parkedBytes follow parked (written under mu, read
+	// without it by Parked).
+	parkedRecords, parkedBytes atomic.Int64
 }
 
 // parkQueue is a FIFO of parked records in fixed-size segments, so that it
@@ -199,7 +202,7 @@ func (t *Topic[C, P, B]) Park(ctx context.Context, ts int64, key, value []byte, 
 			blk := chargeBlock * a.parkCharge
 			if !a.res.TryReserve(blk) {
 				t.mu.Unlock()
-				if err := a.reserve(ctx, blk, wait); err != nil {
+				if err := a.reserve(ctx, t.Name, blk, wait); err != nil {
 					t.dropIdle()
 					return false, err
 				}
@@ -216,6 +219,8 @@ func (t *Topic[C, P, B]) Park(ctx context.Context, ts int64, key, value []byte, 
 				ts: ts, chunk: int32(n - 1), off: int32(off), n: int32(size),
 				partition: partition, at: time.Now(), c: c,
 			})
+			t.parkedRecords.Add(1)
+			t.parkedBytes.Add(int64(size))
 			first := !t.parking.Load()
 			t.parking.Store(true)
 			t.mu.Unlock()
@@ -226,7 +231,7 @@ func (t *Topic[C, P, B]) Park(ctx context.Context, ts int64, key, value []byte, 
 		}
 		want := t.nextChunkLocked()
 		t.mu.Unlock()
-		buf, err := t.acc.allocate(ctx, max(want, size), wait)
+		buf, err := t.acc.allocate(ctx, t.Name, max(want, size), wait)
 		if err != nil {
 			t.dropIdle()
 			return false, err
@@ -335,6 +340,12 @@ func (t *Topic[C, P, B]) FailParked(fail func(c C)) {
 	t.resetLocked()
 }
 
+// Parked returns the number of parked records and their body bytes. Any
+// goroutine, without a lock.
+func (t *Topic[C, P, B]) Parked() (records, bytes int64) {
+	return t.parkedRecords.Load(), t.parkedBytes.Load()
+}
+
 // OldestParked returns when the oldest parked record was parked, or the zero
 // time if none is.
 func (t *Topic[C, P, B]) OldestParked() time.Time {
@@ -350,7 +361,10 @@ func (t *Topic[C, P, B]) OldestParked() time.Time {
 // parked record uses any more. Chunk indexes stay valid because a freed chunk
 // is only set to nil; the chunk list is emptied by resetLocked.
 func (t *Topic[C, P, B]) popLocked() {
-	done := t.parked.front().chunk
+	front := t.parked.front()
+	done := front.chunk
+	t.parkedRecords.Add(-1)
+	t.parkedBytes.Add(-int64(front.n))
 	t.parked.pop()
 	if a := t.acc; a.res != nil {
 		// Keep at most one spare block of bookkeeping reserved.

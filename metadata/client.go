@@ -81,6 +81,10 @@ type Config struct {
 	// the throttle. It runs on a connection's goroutine and must not
 	// block. Default nil.
 	OnThrottle func(addr string, d time.Duration)
+	// OnRefresh, if set, is called on the refresh goroutine after each
+	// Metadata request it sends, answered or failed, without a lock held.
+	// It must not block. Default nil.
+	OnRefresh func(Refresh)
 	// MaxAge is how often the topics in use are all fetched again
 	// (metadata.max.age.ms). Default 5m.
 	MaxAge time.Duration
@@ -102,6 +106,19 @@ type Config struct {
 	// allow.auto.create.topics). Default false. Brokers before Metadata v4
 	// (Kafka 0.11) always auto-create when their own setting says so.
 	AllowAutoTopicCreation bool
+}
+
+// Refresh describes one Metadata request of the refresh goroutine, for
+// Config.OnRefresh.
+type Refresh struct {
+	// Addr is the broker that answered ("" when none did).
+	Addr string
+	// Topics and Brokers count the topics and brokers in the answer.
+	Topics, Brokers int
+	// Latency is the time the request took, connecting included.
+	Latency time.Duration
+	// Err is nil when the answer was applied.
+	Err error
 }
 
 func (cfg *Config) validate() error {
@@ -484,9 +501,20 @@ func (c *Client) maybeFetch(now time.Time) {
 	if full {
 		c.trigger.Store(false)
 	}
+	start := time.Now()
 	resp, err := c.fetch(names)
 	now = time.Now()
 	c.lastFetch = now
+	if c.cfg.OnRefresh != nil && c.ctx.Err() == nil {
+		r := Refresh{Latency: now.Sub(start), Err: err}
+		if err == nil {
+			r.Topics, r.Brokers = len(resp.Topics), len(resp.Brokers)
+			c.connMu.Lock()
+			r.Addr = c.lastGood
+			c.connMu.Unlock()
+		}
+		defer c.cfg.OnRefresh(r) // after the answer is applied
+	}
 	if err != nil {
 		if c.ctx.Err() != nil {
 			return

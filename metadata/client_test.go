@@ -394,3 +394,25 @@ func TestThrottledCreateTopicsDoesNotHoldMetadata(t *testing.T) {
 		t.Fatalf("Metadata behind a throttled CreateTopics: %v", err)
 	}
 }
+
+// TestOnRefreshReportsEachFetch: OnRefresh sees a fetch's broker, counts and
+// latency, once its answer is applied.
+func TestOnRefreshReportsEachFetch(t *testing.T) {
+	cl := newCluster(t, 2)
+	if err := cl.CreateTopic("t", 1); err != nil {
+		t.Fatal(err)
+	}
+	refreshes := make(chan Refresh, 16)
+	var c *Client
+	c = newClient(t, Config{Bootstrap: cl.Addrs(), OnRefresh: func(r Refresh) {
+		if r.Err == nil && c.Snapshot().Topics["t"] == nil {
+			t.Error("OnRefresh ran before the answer was applied")
+		}
+		refreshes <- r
+	}})
+	c.Want("t")
+	r := <-refreshes
+	if r.Err != nil || r.Addr == "" || r.Brokers != 2 || r.Topics != 1 || r.Latency <= 0 {
+		t.Fatalf("refresh %+v", r)
+	}
+}

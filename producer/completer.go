@@ -94,6 +94,9 @@ func (c *completer) complete(o *outcome) {
 	defer c.progress.Add(1)
 	p := c.p
 	if o.single != nil {
+		if o.err != nil {
+			p.failedOf(o.md.Topic, 1)
+		}
 		p.deliver(o.single, o.md, o.err)
 		p.finished(o.single.epoch, 1)
 		return
@@ -109,6 +112,9 @@ func (c *completer) complete(o *outcome) {
 		md.Timestamp = timeFromMillis(o.appendTime)
 	}
 	n := b.Records.Len()
+	if o.err != nil {
+		p.batchFailed(b)
+	}
 	for i := 0; i < n; {
 		i = c.deliverFrom(o, md, i)
 	}

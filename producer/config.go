@@ -302,8 +302,34 @@ type Config struct {
 	BufferPool bufferpool.Pool
 
 	// Logger receives the producer's logs. Default: none (a discarding
-	// logger).
+	// logger). Nothing is logged per record or per request above Debug:
+	//   - Error: a panicking callback or hook (also to slog's default
+	//     logger when Logger drops errors; a hook's once per hook and
+	//     event kind), a broker without Produce v3+, an authentication
+	//     failure;
+	//   - Warn: a broker connection that broke or cannot be set up (once
+	//     per outage), a failed metadata fetch (once per outage), a topic
+	//     that fails its records fast, a failed CreateTopics or
+	//     InitProducerId, a fenced producer id, acknowledged records gone
+	//     from the log (see OnDataLoss), Close leaving a blocked callback,
+	//     Java properties ignored, a pool buffer leaked;
+	//   - Info: a connection's first KIP-219 throttle, a topic created or
+	//     its creation throttled, a topic usable again, metadata working
+	//     again after failures, a topic whose metadata is not usable yet
+	//     (its 1st, 10th, 20th... attempt), an epoch bump and the sequence
+	//     error that caused it;
+	//   - Debug: everything per batch or request (sent, acked, retried),
+	//     later throttles, dials.
 	Logger *slog.Logger
+
+	// Hooks observe the producer (see Hook): each implements any subset
+	// of the Hook* interfaces (HookRecordBuffered, HookBatchWritten, ...)
+	// and is called, in the order given, on the goroutine each interface
+	// names, with no samsa lock held. A hook's panic is recovered and
+	// logged at Error once per hook and event kind. Default none; with
+	// none, Send pays nothing for them. New fails with ErrInvalidConfig
+	// for a nil hook or one that implements no Hook* interface.
+	Hooks []Hook
 
 	// OnDataLoss, when set, is called (on the IO goroutine: it must return
 	// quickly) when a broker reports a log start offset beyond an offset it

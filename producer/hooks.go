@@ -73,7 +73,8 @@ type RecordCompletion struct {
 // callback runs; ctx is the context the HookRecordBuffered hooks returned
 // for it (Send's context without such hooks). A record that Send fails
 // itself (invalid, too large, no memory) is completed on Send's goroutine,
-// and one failed by Close's shutdown on the goroutine that fails it.
+// and so are the records a Send fails after Close gave up waiting (see
+// Close).
 type HookRecordCompleted interface {
 	OnRecordCompleted(ctx context.Context, c RecordCompletion)
 }
@@ -109,18 +110,18 @@ type HookBatchWritten interface {
 	OnBatchWritten(b BatchWritten)
 }
 
-// HookBrokerConnected is called when a connection to a broker is set up (TLS,
-// ApiVersions and SASL done) or failed to be: dial is the time it took, and
-// err is nil on success. It runs on the goroutine that owns the connection:
-// the IO goroutine for Produce connections, the metadata refresh goroutine
-// for metadata connections.
+// HookBrokerConnected is called on the IO goroutine when a Produce
+// connection to a broker is set up (TLS, ApiVersions and SASL done) or
+// failed to be: dial is the time it took, and err is nil on success.
+// Metadata connections (the refresh goroutine's) are not reported.
 type HookBrokerConnected interface {
 	OnBrokerConnected(b BrokerInfo, dial time.Duration, err error)
 }
 
-// HookBrokerDisconnected is called when a connection that HookBrokerConnected
-// reported as set up closes, with the error that broke it (nil when the
-// producer closed it). It runs on the goroutine that owns the connection.
+// HookBrokerDisconnected is called on the IO goroutine when a connection
+// that HookBrokerConnected reported as set up is dropped, with the error
+// that broke it (nil when the producer closed it: the broker moved, or
+// Close).
 type HookBrokerDisconnected interface {
 	OnBrokerDisconnected(b BrokerInfo, err error)
 }
@@ -146,8 +147,8 @@ type RequestWritten struct {
 	Err error
 }
 
-// HookBrokerRequestWritten is called on the connection's writer goroutine
-// after each request is written (or failed to be).
+// HookBrokerRequestWritten is called on a Produce connection's writer
+// goroutine after each request is written (or failed to be).
 type HookBrokerRequestWritten interface {
 	OnBrokerRequestWritten(b BrokerInfo, r RequestWritten)
 }
@@ -161,13 +162,14 @@ type ResponseRead struct {
 	Bytes int
 	// Latency is the time from writing the request to reading its answer.
 	Latency time.Duration
-	// Err is nil when the answer was read (the answer itself may carry
+	// Err is nil when the answer decoded (the answer itself may carry
 	// error codes).
 	Err error
 }
 
-// HookBrokerResponseRead is called on the connection's reader goroutine
-// after each answer is read (or failed to be).
+// HookBrokerResponseRead is called on a Produce connection's reader
+// goroutine after each answer is read (or failed to decode; an answer that
+// cannot be read breaks the connection: see HookBrokerDisconnected).
 type HookBrokerResponseRead interface {
 	OnBrokerResponseRead(b BrokerInfo, r ResponseRead)
 }
@@ -190,10 +192,10 @@ type HookMetadataRefreshed interface {
 	OnMetadataRefreshed(m MetadataRefresh)
 }
 
-// HookTopicParked is called when a topic starts parking records because its
-// partitions are not known yet (see Send), on the goroutine of the Send that
-// parked the topic's first record. It is called again only after
-// HookTopicUnparked.
+// HookTopicParked is called on the IO goroutine when a topic has started
+// parking records because its partitions are not known yet (see Send): the
+// IO goroutine learns it from the Send that parked the topic's first
+// record. It is called again only after HookTopicUnparked.
 type HookTopicParked interface {
 	OnTopicParked(topic string)
 }
@@ -201,7 +203,8 @@ type HookTopicParked interface {
 // TopicUnparked describes the end of a topic's parking, for
 // HookTopicUnparked.
 type TopicUnparked struct {
-	// Records and Bytes are what was parked when it ended.
+	// Records and Bytes are what was still parked when the step that
+	// ended the parking began (moved or failed by that step).
 	Records, Bytes int
 	// Parked is the time since HookTopicParked.
 	Parked time.Duration
@@ -319,6 +322,10 @@ type hooks struct {
 	topicUnparked        []hookEntry[HookTopicUnparked]
 	bufferWaited         []hookEntry[HookBufferWaited]
 	bufferExhausted      []hookEntry[HookBufferExhausted]
+
+	// records is set when a record-level hook exists: only then does Send
+	// copy the record and keep a per-record context.
+	records bool
 }
 
 // add appends h to *list if it implements H, and reports whether it does.
@@ -373,6 +380,7 @@ func newHooks(list []Hook, log *slog.Logger) (*hooks, error) {
 			return nil, fmt.Errorf("hook %d (%T) implements no Hook interface", i, h)
 		}
 	}
+	hs.records = len(hs.recordBuffered)+len(hs.recordCompleted) > 0
 	return hs, nil
 }
 

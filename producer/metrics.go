@@ -329,15 +329,19 @@ func (m *Metrics) Each(fn func(info *MetricInfo, labels Labels, v float64)) {
 //
 //   - Send's goroutine (any number of them): recordSizeMax (one atomic load
 //     per record unless it is a new maximum), bufferWait, bufferExhausted,
-//     recordErrors for records Send fails itself, and topicStats.parked*
-//     when a record parks;
+//     and recordErrors for records Send fails itself;
 //   - the IO goroutine: everything about batches, requests and answers
 //     (queueTime, batchSize, recordBytes, records*, requests, wire and
-//     uncompressed bytes, every brokerStats field), topicStats.parked* when
-//     parked records move or fail, and recordErrors for records it fails;
-//   - the completion goroutine: recordErrors for failed batches, if the
-//     wiring counts them there (one place only: a record counts once);
+//     uncompressed bytes, brokerStats' requests, answers, latency,
+//     throttle and connections);
+//   - a Produce connection's writer and reader: brokerStats' outgoing and
+//     incoming bytes;
+//   - the completion goroutine: recordErrors for every record failed after
+//     Send took it (batches, parked records; a record counts once);
 //   - the metadata refresh goroutine: metadataAt.
+//
+// Parked records and bytes are not recorded: a snapshot reads them from
+// the accumulator's topics (topicStats.parkedOf).
 //
 // snapshot takes mu only to copy the map values' pointers, then reads the
 // atomics without it: a reader never holds up the IO goroutine for longer
@@ -370,7 +374,10 @@ type recorder struct {
 type topicStats struct {
 	name                                    string
 	sent, errors, retried, wire, uncompress metrics.Counter
-	parkedRecords, parkedBytes              metrics.Gauge
+	// parkedOf reads the topic's parked records and bytes from their
+	// owner (accumulator.Topic.Parked) when a snapshot is taken; nil
+	// before the producer links it.
+	parkedOf atomic.Pointer[func() (records, bytes int64)]
 }
 
 // brokerStats is one broker's part of the recorder, written by the IO
@@ -442,14 +449,6 @@ func (r *recorder) recordsFailed(ts *topicStats, n int) {
 	}
 }
 
-// parked adds records and bytes (negative when they move or fail) to ts's
-// parked gauges. Send's goroutine when a record parks, the IO goroutine
-// when parked records leave.
-func (ts *topicStats) parked(records, bytes int) {
-	ts.parkedRecords.Add(int64(records))
-	ts.parkedBytes.Add(int64(bytes))
-}
-
 // batchSample describes one batch in a Produce request, for batchSent.
 type batchSample struct {
 	records, recordBytes int // records and their encoded bytes
@@ -478,26 +477,29 @@ func (r *recorder) batchSent(ts *topicStats, b batchSample) {
 	ts.uncompress.Add(uint64(b.uncompressed))
 }
 
-// requestWritten notes a Produce request of bytes written to bs. IO
+// requestWritten notes a Produce request handed to bs's connection. IO
 // goroutine.
-func (r *recorder) requestWritten(bs *brokerStats, bytes int) {
+func (r *recorder) requestWritten(bs *brokerStats) {
 	bs.requests.Inc()
 	bs.inflight.Add(1)
-	bs.outgoing.Add(uint64(bytes))
 }
 
-// responseRead notes the answer (bytes 0 when none came: a broken
-// connection or a timeout) to a request written to bs, latency after it was
-// written. IO goroutine.
-func (r *recorder) responseRead(bs *brokerStats, latency time.Duration, bytes int) {
+// responseRead notes the end of a Produce request to bs: answered (not
+// acks=0, a broken connection or a timeout) after latency. IO goroutine.
+func (r *recorder) responseRead(bs *brokerStats, latency time.Duration, answered bool) {
 	bs.inflight.Add(-1)
-	if bytes == 0 {
+	if !answered {
 		return
 	}
 	bs.responses.Inc()
-	bs.incoming.Add(uint64(bytes))
 	bs.latency.Observe(uint64(max(latency, 0)))
 }
+
+// wrote and read count bytes written to and read from bs's Produce
+// connections. The connection's writer and reader goroutines.
+func (r *recorder) wrote(bs *brokerStats, n int) { bs.outgoing.Add(uint64(n)) }
+
+func (r *recorder) read(bs *brokerStats, n int) { bs.incoming.Add(uint64(n)) }
 
 // throttled notes a throttle time bs asked for. IO goroutine.
 func (r *recorder) throttled(bs *brokerStats, d time.Duration) {
@@ -583,6 +585,10 @@ func (r *recorder) snapshot(now time.Time, live liveGauges) Metrics {
 
 	m.Topics = make([]TopicMetrics, len(topics))
 	for i, ts := range topics {
+		var parkedRecords, parkedBytes int64
+		if f := ts.parkedOf.Load(); f != nil {
+			parkedRecords, parkedBytes = (*f)()
+		}
 		t := &m.Topics[i]
 		*t = TopicMetrics{
 			Topic:            ts.name,
@@ -591,8 +597,8 @@ func (r *recorder) snapshot(now time.Time, live liveGauges) Metrics {
 			RecordRetryTotal: int64(ts.retried.Load()),
 			ByteTotal:        int64(ts.uncompress.Load()),
 			CompressionRate:  metricRatio(ts.wire.Load(), ts.uncompress.Load()),
-			ParkedRecords:    ts.parkedRecords.Load(),
-			ParkedBytes:      ts.parkedBytes.Load(),
+			ParkedRecords:    parkedRecords,
+			ParkedBytes:      parkedBytes,
 		}
 		p.ParkedRecords += t.ParkedRecords
 		p.ParkedBytes += t.ParkedBytes

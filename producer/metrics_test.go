@@ -118,11 +118,15 @@ func TestRecorderSnapshot(t *testing.T) {
 	r.batchSent(a, batchSample{records: 2, recordBytes: 400, uncompressed: 461, wire: 200, queued: 10 * time.Millisecond})
 	r.batchSent(b, batchSample{records: 1, recordBytes: 200, uncompressed: 261, wire: 261, queued: 30 * time.Millisecond})
 	r.batchSent(a, batchSample{records: 2, recordBytes: 400, uncompressed: 461, wire: 200, retry: true})
-	r.requestWritten(b1, 1000)
-	r.requestWritten(b1, 500)
-	r.requestWritten(b2, 100)
-	r.responseRead(b1, 4*time.Millisecond, 80)
-	r.responseRead(b1, 0, 0) // broken connection: no answer
+	r.requestWritten(b1)
+	r.wrote(b1, 1000)
+	r.requestWritten(b1)
+	r.wrote(b1, 500)
+	r.requestWritten(b2)
+	r.wrote(b2, 100)
+	r.responseRead(b1, 4*time.Millisecond, true)
+	r.read(b1, 80)
+	r.responseRead(b1, 0, false) // broken connection: no answer
 	r.throttled(b2, 50*time.Millisecond)
 	r.throttled(b2, 0)
 	r.connected(b1)
@@ -131,8 +135,8 @@ func TestRecorderSnapshot(t *testing.T) {
 	r.connected(b2)
 	r.recordsFailed(a, 2)
 	r.recordsFailed(nil, 1) // no valid topic
-	b.parked(3, 90)
-	b.parked(-1, -30)
+	parked := func() (int64, int64) { return 2, 60 }
+	b.parkedOf.Store(&parked)
 	now := time.Unix(1000, 0)
 	r.metadataRefreshed(now.Add(-7 * time.Second))
 
@@ -223,10 +227,10 @@ func TestRecorderConcurrentWritersAndSnapshots(t *testing.T) {
 			for i := range n {
 				r.recordSize(i)
 				r.batchSent(ts, batchSample{records: 1, recordBytes: 10, uncompressed: 71, wire: 71})
-				r.requestWritten(bs, 100)
-				r.responseRead(bs, time.Millisecond, 50)
-				ts.parked(1, 10)
-				ts.parked(-1, -10)
+				r.requestWritten(bs)
+				r.wrote(bs, 100)
+				r.responseRead(bs, time.Millisecond, true)
+				r.read(bs, 50)
 			}
 		})
 	}

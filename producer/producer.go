@@ -49,6 +49,8 @@ type Producer struct {
 	memWanted atomic.Bool
 	stats     counters
 	clock     *clock
+	hooks     *hooks    // Config.Hooks, sorted per event (observe.go)
+	rec       *recorder // behind Metrics
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -70,6 +72,7 @@ type Producer struct {
 type topicState struct {
 	acc    *accumulator.Topic[completion, *ioPart, sendState]
 	sticky *stickyPartitioner
+	stats  *topicStats
 }
 
 // New validates cfg, applies its defaults and starts the producer's IO and
@@ -85,11 +88,17 @@ func New(cfg Config) (*Producer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: Compression: %w", ErrInvalidConfig, err)
 	}
+	hs, err := newHooks(cfg.Hooks, cfg.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("%w: Hooks: %w", ErrInvalidConfig, err)
+	}
 	p := &Producer{
 		cfg:        cfg,
 		log:        cfg.Logger,
 		pool:       cfg.BufferPool,
 		compressor: comp,
+		hooks:      hs,
+		rec:        newRecorder(),
 		quit:       make(chan struct{}),
 		ioDone:     make(chan struct{}),
 	}
@@ -102,8 +111,7 @@ func New(cfg Config) (*Producer, error) {
 		TLS:            cfg.TLS,
 		SASL:           cfg.SASL,
 		OnThrottle: func(addr string, d time.Duration) {
-			p.stats.throttled.Add(int64(d))
-			p.log.Info("broker throttled the producer (KIP-219)", "broker", addr, "throttle", d)
+			p.stats.throttled.Add(int64(d)) // the connection logs it
 		},
 	}
 	p.meta, err = metadata.New(metadata.Config{
@@ -114,6 +122,7 @@ func New(cfg Config) (*Producer, error) {
 		TLS:             connCfg.TLS,
 		SASL:            connCfg.SASL,
 		OnThrottle:      connCfg.OnThrottle,
+		OnRefresh:       p.onMetadataRefresh,
 		MaxAge:          cfg.MetadataMaxAge,
 		MaxIdle:         cfg.MetadataMaxIdle,
 		RetryBackoff:    metadataBackoff(cfg),
@@ -143,7 +152,8 @@ func New(cfg Config) (*Producer, error) {
 		// The completion goroutine frees pool memory: a Send from a
 		// callback must not wait for it (it would wait MaxBlock for
 		// itself). Asked only when the pool is full.
-		MayWait: func() bool { return goroutineID() != p.completer.goid.Load() },
+		MayWait:  func() bool { return goroutineID() != p.completer.goid.Load() },
+		OnWaited: p.onBufferWaited,
 	})
 	p.completer = newCompleter(p)
 	p.clock = newClock()
@@ -257,12 +267,16 @@ func (p *Producer) send(ctx context.Context, rec *Record, c completion, wait boo
 		p.reject(&c, rec, ErrClosed)
 		return
 	}
+	if p.hooks.records {
+		rec, c.obs = p.observeSend(ctx, rec) // Send's copy, with the hooks' headers
+	}
 	if rec.Timestamp.IsZero() {
 		c.ts = p.clock.nowMillis()
 	} else {
 		c.ts = rec.Timestamp.UnixMilli()
 	}
 	size := recordbatch.BodySize(rec.Key, rec.Value, rec.Headers)
+	p.rec.recordSize(size)
 	if err := p.acc.CheckSize(size); err != nil {
 		p.reject(&c, rec, fmt.Errorf("%w: topic %q: %w", ErrRecordTooLarge, rec.Topic, err))
 		return
@@ -279,6 +293,7 @@ func (p *Producer) send(ctx context.Context, rec *Record, c completion, wait boo
 		case wait && errors.Is(err, ErrBufferExhausted) && goroutineID() == p.completer.goid.Load():
 			err = fmt.Errorf("%w (a Send from a callback does not wait for memory: the completion goroutine frees it)", err)
 		}
+		p.observeExhausted(rec.Topic, size, err)
 		p.reject(&c, rec, err)
 		return
 	}
@@ -291,6 +306,7 @@ func (p *Producer) send(ctx context.Context, rec *Record, c completion, wait boo
 
 // reject completes a record that Send counted but did not take.
 func (p *Producer) reject(c *completion, rec *Record, err error) {
+	p.failedOf(rec.Topic, 1)
 	p.deliver(c, p.failedMetadata(rec), err)
 	p.finished(c.epoch, 1)
 }
@@ -342,6 +358,7 @@ func (p *Producer) failLate() {
 		for _, ap := range ts.acc.KnownPartitions() {
 			batches = ap.TakeAll(batches)
 		}
+		p.failedOf(ts.acc.Name, len(parked))
 		for i := range parked {
 			p.deliver(&parked[i], RecordMetadata{Topic: ts.acc.Name, Partition: -1, Offset: -1}, err)
 			p.finished(parked[i].epoch, 1)
@@ -352,6 +369,7 @@ func (p *Producer) failLate() {
 	for _, b := range batches {
 		md := RecordMetadata{Topic: b.Partition.Topic.Name, Partition: b.Partition.ID, Offset: -1}
 		n := b.Records.Len()
+		p.failedOf(md.Topic, n)
 		for i := range n {
 			p.deliver(b.Records.At(i), md, err)
 		}
@@ -379,6 +397,7 @@ func (p *Producer) topic(name string) (*topicState, error) {
 		return nil, err
 	}
 	t := &topicState{acc: p.acc.NewTopic(name), sticky: newStickyPartitioner(min(p.cfg.BatchSize, p.cfg.MaxRequestSize))}
+	t.stats = p.newTopicStats(t)
 	actual, _ := p.topics.LoadOrStore(name, t)
 	return actual.(*topicState), nil
 }

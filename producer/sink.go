@@ -99,6 +99,7 @@ type ioTopic struct {
 	creating bool      // CreateTopics in progress
 	createAt time.Time // next CreateTopics attempt
 	failing  failKind  // why Sends fail fast (accumulator.Topic.SetFailing), if they do
+	parkedAt time.Time // when it started parking, for HookTopicUnparked; zero while not parked
 }
 
 // failKind says why a topic fails its records fast.
@@ -172,6 +173,7 @@ type ioBroker struct {
 	ready    []*ioPart
 	lingered []lingering // open batches past Linger, waiting for an answer (see sealLingered)
 	answers  uint64      // Produce requests answered (or failed)
+	stats    *brokerStats
 }
 
 type produceResponse struct {
@@ -187,6 +189,7 @@ type dialResult struct {
 	broker *ioBroker
 	conn   *conn.Conn
 	err    error
+	took   time.Duration
 }
 
 func newSink(p *Producer, connCfg conn.Config) *sink {
@@ -270,6 +273,7 @@ func (s *sink) drainEvents() {
 		case accumulator.Parked:
 			t := s.topicFor(e.Topic.Name)
 			s.parked[t] = struct{}{}
+			s.observeParked(t)
 			s.p.meta.Want(t.name)
 			// The snapshot may already hold the topic: Send asked for it
 			// before this event was drained, and its update came first.

@@ -18,14 +18,15 @@ func (s *sink) dial(br *ioBroker) {
 		return
 	}
 	br.dialing = true
-	addr, cfg := br.addr, s.connCfg
+	addr, cfg := br.addr, s.brokerConn(br)
 	s.dialing.Go(func() {
 		// Close ends the dial at once (closing is canceled before quit).
 		ctx, cancel := context.WithTimeout(s.p.closing, cfg.DialTimeout+time.Second)
 		defer cancel()
+		start := time.Now()
 		c, err := conn.Dial(ctx, addr, cfg)
 		select {
-		case s.dials <- dialResult{broker: br, conn: c, err: err}:
+		case s.dials <- dialResult{broker: br, conn: c, err: err, took: time.Since(start)}:
 		case <-s.p.quit:
 			if c != nil {
 				c.Close()
@@ -46,6 +47,7 @@ func (s *sink) handleDial(d dialResult) {
 	default:
 	}
 	if d.err != nil {
+		s.observeDial(br, d.took, d.err)
 		br.failures++
 		br.lastErr = d.err
 		br.backoff = time.Now().Add(s.backoff(br.failures))
@@ -68,6 +70,7 @@ func (s *sink) handleDial(d dialResult) {
 	}
 	br.failures, br.lastErr = 0, nil
 	br.conn = d.conn
+	s.observeDial(br, d.took, nil)
 }
 
 // backoff returns the wait before attempt n (1-based): RetryBackoff doubled

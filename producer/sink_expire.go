@@ -38,6 +38,7 @@ func (s *sink) expire() {
 		} else {
 			err = fmt.Errorf("%w: topic %q: record still parked after %v (no buffer memory to move it into a batch)", ErrDeliveryTimeout, t.name, limit)
 		}
+		records, bytes := t.ts.acc.Parked()
 		t.ts.acc.ExpireParked(parkDeadline, func(c completion, at time.Time) {
 			s.p.completer.push(outcome{single: &c, md: RecordMetadata{Topic: t.name, Partition: -1, Offset: -1}, err: err})
 		})
@@ -47,7 +48,7 @@ func (s *sink) expire() {
 			s.setFailing(t, failMissing, err)
 		}
 		if t.ts.acc.OldestParked().IsZero() {
-			delete(s.parked, t)
+			s.unpark(t, records, bytes, err)
 		}
 	}
 	i := 0

@@ -24,13 +24,13 @@ func (s *sink) applyMetadata() {
 		br := s.brokers[id]
 		addr := b.Addr()
 		if br == nil {
-			br = &ioBroker{id: id, addr: addr}
+			br = &ioBroker{id: id, addr: addr, stats: s.p.rec.broker(id, addr)}
 			s.brokers[id] = br
 		} else if br.addr != addr {
 			br.addr = addr
+			br.stats = s.p.rec.broker(id, addr) // the same stats, the new address
 			if br.conn != nil {
-				go br.conn.Close()
-				br.conn = nil
+				s.dropConn(br, nil)
 			}
 		}
 	}
@@ -93,10 +93,11 @@ func (s *sink) setFailing(t *ioTopic, kind failKind, err error) {
 // failTopic makes t fail fast with err and fails its parked records.
 func (s *sink) failTopic(t *ioTopic, kind failKind, err error) {
 	s.setFailing(t, kind, err)
+	records, bytes := t.ts.acc.Parked()
 	t.ts.acc.FailParked(func(c completion) {
 		s.p.completer.push(outcome{single: &c, md: RecordMetadata{Topic: t.name, Partition: -1, Offset: -1}, err: err})
 	})
-	delete(s.parked, t)
+	s.unpark(t, records, bytes, err)
 }
 
 func (s *sink) updatePartitions(t *ioTopic, mt *metadata.Topic) {
@@ -149,6 +150,7 @@ func (s *sink) moveParked() {
 		n := int32(len(parts))
 		load := func(i int32) int { return parts[i].Load() }
 		s.p.memWanted.Store(true) // before trying: a release racing with a failed move still wakes us
+		records, bytes := t.ts.acc.Parked()
 		done := t.ts.acc.MoveParked(func(r accumulator.ParkedRecord) (*accPartition, error) {
 			rec := Record{Topic: t.name, Partition: r.Partition, ExplicitPartition: r.Partition >= 0, Timestamp: timeFromMillis(r.Timestamp)}
 			var err error
@@ -172,7 +174,7 @@ func (s *sink) moveParked() {
 			s.p.completer.push(outcome{single: &c, md: RecordMetadata{Topic: t.name, Partition: -1, Offset: -1}, err: err})
 		})
 		if done {
-			delete(s.parked, t)
+			s.unpark(t, records, bytes, nil)
 		} else {
 			starved = true
 		}

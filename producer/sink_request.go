@@ -61,6 +61,7 @@ func (s *sink) sendOne(br *ioBroker) bool {
 			rt.Partitions = append(rt.Partitions, kmsg.ProduceRequestTopicPartition{Partition: ip.acc.ID, Records: b.IO.raw})
 			pr.batches = append(pr.batches, b)
 			size += len(b.IO.raw)
+			s.observeSent(b)
 			if s.debug {
 				s.p.log.Debug("sending batch", "topic", ip.topic.name, "partition", ip.acc.ID, "seq", b.IO.baseSequence(), "records", b.Records.Len(), "attempt", b.IO.attempts, "broker", br.id)
 			}
@@ -92,6 +93,8 @@ func (s *sink) sendOne(br *ioBroker) bool {
 	br.inflight++
 	s.inflight++
 	s.p.stats.inflight.Add(1)
+	s.p.rec.requestWritten(br.stats)
+	pr.sentAt = s.now
 	c, batches := br.conn, pr.batches
 	c.Send(req, func(resp kmsg.Response, err error) {
 		s.respMu.Lock()
@@ -113,6 +116,7 @@ type produceRequest struct {
 	req     kmsg.ProduceRequest
 	batches []*batch
 	topics  map[*ioTopic]int // index in req.Topics
+	sentAt  time.Time        // handed to the connection, for the request latency
 }
 
 // maxFreeRequests bounds the idle requests kept: enough for every request

@@ -43,6 +43,7 @@ func (s *sink) handleResponse(r produceResponse, closing bool) {
 	br.answers++
 	s.inflight--
 	s.p.stats.inflight.Add(-1)
+	lat := s.observeAnswer(&r)
 	for _, b := range r.batches {
 		b.Partition.IO.landed(b)
 	}
@@ -52,14 +53,14 @@ func (s *sink) handleResponse(r produceResponse, closing bool) {
 		// safe), reconnect, and refresh metadata.
 		if !closing {
 			if br.conn == r.conn && br.conn != nil {
-				go br.conn.Close()
-				br.conn = nil
+				s.dropConn(br, r.err)
 				br.failures++
 				br.backoff = s.now.Add(s.backoff(br.failures))
 			}
 			s.p.meta.Trigger()
 		}
 		for _, b := range r.batches {
+			s.observeBatch(br, b, lat, nil, false, r.err)
 			switch {
 			case b.IO.expired:
 				s.lateAnswer(b.Partition.IO, b, false)
@@ -75,6 +76,7 @@ func (s *sink) handleResponse(r produceResponse, closing bool) {
 	}
 	if r.resp == nil { // acks=0: no answer comes
 		for _, b := range r.batches {
+			s.observeBatch(br, b, lat, nil, false, nil)
 			if b.IO.expired {
 				s.lateAnswer(b.Partition.IO, b, true)
 				continue
@@ -87,7 +89,9 @@ func (s *sink) handleResponse(r produceResponse, closing bool) {
 	var cur answerCursor
 	for _, b := range r.batches {
 		ip := b.Partition.IO
-		switch rp := cur.find(resp, ip); {
+		rp := cur.find(resp, ip)
+		s.observeBatch(br, b, lat, rp, true, nil)
+		switch {
 		case b.IO.expired:
 			err := errors.New("no answer")
 			if rp != nil {

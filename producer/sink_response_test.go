@@ -53,10 +53,10 @@ func TestHandleResponseWhileClosing(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := &Producer{cfg: Config{DisableIdempotence: true}}
+			p := &Producer{cfg: Config{DisableIdempotence: true}, hooks: &hooks{}, rec: newRecorder()}
 			p.completer = newCompleter(p)
 			s := newSink(p, conn.Config{})
-			br := &ioBroker{id: 1, inflight: 1}
+			br := &ioBroker{id: 1, inflight: 1, stats: p.rec.broker(1, "")}
 			s.brokers[1] = br
 			s.inflight = 1
 			top := &ioTopic{name: "t"}

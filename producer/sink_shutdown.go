@@ -22,8 +22,7 @@ func (s *sink) shutdown() {
 	// nothing.
 	for _, br := range s.brokers {
 		if br.conn != nil {
-			go br.conn.Close()
-			br.conn = nil
+			s.dropConn(br, nil)
 		}
 	}
 	for s.inflight > 0 {

@@ -77,6 +77,7 @@ type options struct {
 	json        bool
 	tls         *tls.Config    // nil: plaintext (security.go)
 	sasl        sasl.Mechanism // nil: no SASL
+	metricsAddr string         // "": no metrics server (metrics.go)
 }
 
 // minRecordSize is the smallest value: it holds the record's sequence
@@ -119,6 +120,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.batchSize, "batch-size", 64<<10, "batch size in `bytes` (above 1 MiB a batch still stops at the 1 MiB request size)")
 	fs.BoolVar(&o.idempotent, "idempotent", true, "idempotent producer (needs -acks all); turned off by default when -acks is not all")
 	fs.BoolVar(&o.json, "json", false, "print the summary as one JSON object on stdout, and no progress bar")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve the producer's metrics in Prometheus' text format at http://`addr`/metrics while it runs (e.g. :9100); empty: none")
 	security := addSecurityFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

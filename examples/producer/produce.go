@@ -68,6 +68,14 @@ func produce(ctx context.Context, o options, progressOut io.Writer) (*summary, e
 	if err != nil {
 		return nil, err
 	}
+	if o.metricsAddr != "" {
+		ms, err := serveMetrics(o.metricsAddr, p)
+		if err != nil {
+			_ = p.Close(context.Background())
+			return nil, err
+		}
+		defer ms.stop()
+	}
 	keys := makeKeys(o.keys)
 	t := newTracker(o.records, len(keys))
 
@@ -80,7 +88,7 @@ func produce(ctx context.Context, o options, progressOut io.Writer) (*summary, e
 	interrupted := sendAll(ctx, p, o, keys, t)
 	flushErr := p.Flush(ctx)
 	elapsed := time.Since(start)
-	stats := p.Stats()
+	stats, metrics := p.Stats(), p.Metrics()
 	if bar != nil {
 		bar.stop()
 	}
@@ -94,6 +102,7 @@ func produce(ctx context.Context, o options, progressOut io.Writer) (*summary, e
 	cancel()
 
 	s.fill(t, stats, elapsed)
+	s.fillMetrics(&metrics.Producer)
 	switch {
 	case interrupted || ctx.Err() != nil:
 		s.Interrupted = true

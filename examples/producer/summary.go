@@ -44,6 +44,14 @@ type summary struct {
 	UncompressedBytes int64   `json:"uncompressed_bytes"`
 	CompressionRatio  float64 `json:"compression_ratio"`
 	Retries           int64   `json:"retries"`
+	// RequestLatency, BatchSize and Throttle come from the producer's
+	// Metrics: the Produce round trip (p50 and p99 estimates, max), the
+	// batches' size on the wire, and the throttle time brokers asked for.
+	RequestLatency latency       `json:"request_latency_ns"`
+	BatchSizeAvg   float64       `json:"batch_size_avg"`
+	BatchSizeMax   int64         `json:"batch_size_max"`
+	ThrottleAvg    time.Duration `json:"throttle_avg_ns"`
+	ThrottleMax    time.Duration `json:"throttle_max_ns"`
 
 	// Elapsed runs from the first Send to the end of Flush.
 	Elapsed       time.Duration `json:"elapsed_ns"`
@@ -106,6 +114,14 @@ func (s *summary) fill(t *tracker, st producer.Stats, elapsed time.Duration) {
 	}
 	s.SendLatency = latencyOf(&t.sendLat)
 	s.AckLatency = latencyOf(&t.ackLat)
+}
+
+// fillMetrics copies the producer's request latency, batch size and
+// throttle time into s.
+func (s *summary) fillMetrics(m *producer.ProducerMetrics) {
+	s.RequestLatency = latency{P50: m.RequestLatencyP50, P99: m.RequestLatencyP99, Max: m.RequestLatencyMax, Samples: uint64(m.ResponseTotal)}
+	s.BatchSizeAvg, s.BatchSizeMax = m.BatchSizeAvg, m.BatchSizeMax
+	s.ThrottleAvg, s.ThrottleMax = m.ProduceThrottleTimeAvg, m.ProduceThrottleTimeMax
 }
 
 // keyBytes returns the total length of the keys of records 0 to n-1, whose
@@ -174,6 +190,7 @@ func (s *summary) writeText(w io.Writer) error {
 	line("bytes", "%s of keys and values", humanBytes(s.Bytes))
 	line("batches", "%d, %s on the wire from %s: compression ratio %.2f, %d retries",
 		s.Batches, humanBytes(s.BatchBytes), humanBytes(s.UncompressedBytes), s.CompressionRatio, s.Retries)
+	line("", "batch size avg %s, max %s", humanBytes(int64(s.BatchSizeAvg)), humanBytes(s.BatchSizeMax))
 	line("throughput", "%.0f records/s, %.1f MiB/s (%v)", s.RecordsPerSec, s.MiBPerSec, s.Elapsed.Round(time.Millisecond))
 	line("send latency", "p50 %v  p99 %v", roundLatency(s.SendLatency.P50), roundLatency(s.SendLatency.P99))
 	ackLabel := "ack latency"
@@ -181,6 +198,10 @@ func (s *summary) writeText(w io.Writer) error {
 		ackLabel = "write latency" // no acknowledgement: until written
 	}
 	line(ackLabel, "p50 %v  p99 %v  max %v", roundLatency(s.AckLatency.P50), roundLatency(s.AckLatency.P99), roundLatency(s.AckLatency.Max))
+	if s.RequestLatency.Samples > 0 {
+		line("request", "p50 %v  p99 %v  max %v (Produce round trip)", roundLatency(s.RequestLatency.P50), roundLatency(s.RequestLatency.P99), roundLatency(s.RequestLatency.Max))
+	}
+	line("throttle", "avg %v  max %v", s.ThrottleAvg, s.ThrottleMax)
 	switch {
 	case !s.Verified:
 		line("verified", "NO")

@@ -80,14 +80,24 @@ type Config struct {
 	// for TLS (return a *tls.Conn) or tests.
 	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
 
-	// Logger receives connection events (throttles at Info, breaks at
-	// Warn, dials at Debug). Default: discard.
+	// Logger receives connection events: a connection's first throttle at
+	// Info and later ones at Debug, breaks at Warn, dials at Debug; nothing
+	// per request above Debug. Default: discard.
 	Logger *slog.Logger
 
 	// OnThrottle, if set, is called from the reader goroutine each time a
 	// response carries ThrottleTimeMs > 0, with the broker address and the
 	// throttle. It must not block.
 	OnThrottle func(addr string, d time.Duration)
+
+	// OnWrite, if set, is called on the connection's writer goroutine
+	// after each request is written to the socket's buffer (or failed to
+	// be), and OnRead on its reader goroutine after each response is read
+	// (or failed to decode), before the request's done callback. No lock
+	// of the connection is held; they must not block, and must not call
+	// Close. Without them the connection takes no timestamps. Default nil.
+	OnWrite func(WriteInfo)
+	OnRead  func(ReadInfo)
 
 	// MaxVersions caps the version used per API key. Default (nil):
 	// Produce is capped at v12, the last version that names topics (v13
@@ -106,6 +116,31 @@ type Config struct {
 	// sasl.go). A rejected exchange fails Dial, or breaks the
 	// connection, with an error wrapping ErrAuthentication.
 	SASL sasl.Mechanism
+}
+
+// WriteInfo describes a request written, for Config.OnWrite.
+type WriteInfo struct {
+	// Key and Version are the request's API key and version.
+	Key, Version int16
+	// Bytes is the request's size with its length prefix.
+	Bytes int
+	// Queued is the time from Send to the start of the write (a KIP-219
+	// throttle holds requests here), and Write the write's own time.
+	Queued, Write time.Duration
+	// Err is nil when the request was written.
+	Err error
+}
+
+// ReadInfo describes a response read, for Config.OnRead.
+type ReadInfo struct {
+	// Key and Version are those of the request answered.
+	Key, Version int16
+	// Bytes is the response's size with its length prefix.
+	Bytes int
+	// Latency is the time from writing the request to reading its answer.
+	Latency time.Duration
+	// Err is nil when the response decoded.
+	Err error
 }
 
 func (cfg *Config) setDefaults() {
@@ -163,6 +198,8 @@ type Conn struct {
 	reauthAt      int64         // unix nanos of the next SASL re-authentication; 0: none; the writer's
 	corr          int32         // next correlation id; written under mu
 	wg            sync.WaitGroup
+	throttleSeen  atomic.Bool // the first throttle was logged at Info
+	timed         bool        // OnWrite or OnRead is set: take timestamps
 }
 
 // pending is one request on its way through the connection.
@@ -173,6 +210,8 @@ type pending struct {
 	seq      uint64 // send order: pending requests are failed in this order
 	deadline time.Time
 	noResp   bool // Produce with acks=0: the broker sends nothing back
+	// queued and written are taken only with Config.OnWrite or OnRead.
+	queued, written time.Time
 }
 
 var pendingPool = sync.Pool{New: func() any { return new(pending) }}
@@ -211,6 +250,7 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 		format: kmsg.NewRequestFormatter(kmsg.FormatterClientID(cfg.ClientID)),
 		wake:   make(chan struct{}, 1),
 		done:   make(chan struct{}),
+		timed:  cfg.OnWrite != nil || cfg.OnRead != nil,
 	}
 
 	// A cancelled ctx interrupts the handshake by expiring the deadline.
@@ -321,6 +361,9 @@ func (c *Conn) Send(req kmsg.Request, done func(kmsg.Response, error)) {
 	req.SetVersion(v)
 	p := getPending()
 	p.req, p.fn = req, done
+	if c.timed {
+		p.queued = time.Now()
+	}
 	if pr, ok := req.(*kmsg.ProduceRequest); ok && pr.Acks == 0 {
 		p.noResp = true
 	}
@@ -525,12 +568,28 @@ func (c *Conn) writeLoop() {
 				// the write deadline fresh for them.
 				_ = c.nc.SetWriteDeadline(time.Now().Add(c.cfg.RequestTimeout))
 			}
+			var start time.Time
+			var info WriteInfo
+			if c.cfg.OnWrite != nil {
+				// Read before launch: once in flight, the reader may
+				// complete p and its owner reuse the request.
+				start = time.Now()
+				info = WriteInfo{Key: p.req.Key(), Version: p.req.GetVersion(), Bytes: len(buf), Queued: start.Sub(p.queued)}
+			}
+			if c.timed {
+				p.written = time.Now()
+			}
 			if p.noResp {
 				unflushed = append(unflushed, p)
 			} else if !c.launch(p) {
 				return
 			}
-			if _, err := bw.Write(buf); err != nil {
+			_, err := bw.Write(buf)
+			if c.cfg.OnWrite != nil {
+				info.Write, info.Err = time.Since(start), err
+				c.cfg.OnWrite(info)
+			}
+			if err != nil {
 				c.fail(c.brokenErr(err, "write"))
 				return
 			}
@@ -653,6 +712,9 @@ func (c *Conn) readResponses(br *bufio.Reader) error {
 		} else {
 			c.noteThrottle(resp)
 		}
+		if c.cfg.OnRead != nil {
+			c.cfg.OnRead(ReadInfo{Key: p.req.Key(), Version: p.req.GetVersion(), Bytes: int(n) + 4, Latency: time.Since(p.written), Err: err})
+		}
 		p.fn(resp, err)
 		putPending(p)
 	}
@@ -761,7 +823,13 @@ func (c *Conn) noteThrottle(resp kmsg.Response) {
 			}
 		}
 	}
-	c.cfg.Logger.Info("broker throttled requests", "addr", c.addr, "throttle", d, "api", kmsg.NameForKey(resp.Key()), "client_side", after)
+	// Once at Info per connection, then at Debug: a quota throttles
+	// every answer, and a line per request at Info would flood the log.
+	level := slog.LevelDebug
+	if !c.throttleSeen.Load() && !c.throttleSeen.Swap(true) {
+		level = slog.LevelInfo
+	}
+	c.cfg.Logger.Log(context.Background(), level, "broker throttled requests", "addr", c.addr, "throttle", d, "api", kmsg.NameForKey(resp.Key()), "client_side", after)
 	if c.cfg.OnThrottle != nil {
 		c.cfg.OnThrottle(c.addr, d)
 	}

@@ -57,5 +57,13 @@
 // throttles after responding (Produce v6+, Metadata v6+, ...), the writer
 // holds further requests until the throttle has passed; they are not failed
 // and their timeout starts when they are written. Every throttle is logged
-// and reported to Config.OnThrottle; ThrottledUntil exposes the end.
+// (a connection's first at Info, later ones at Debug) and reported to
+// Config.OnThrottle; ThrottledUntil exposes the end.
+//
+// # Observing requests
+//
+// Config.OnWrite and Config.OnRead are called on the writer and reader
+// goroutines for every request written and response read, with its size and
+// timings, without a lock held; the producer feeds its metrics and hooks
+// from them.
 package conn

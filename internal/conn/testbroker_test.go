@@ -83,3 +83,46 @@ func Example() {
 	<-done
 	// Output: orders has 2 partitions
 }
+
+// TestOnWriteAndOnRead: the callbacks see every request written and every
+// response read after the handshake, with sizes and timings, in order.
+func TestOnWriteAndOnRead(t *testing.T) {
+	cl, err := testbroker.New(testbroker.Config{Brokers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.CreateTopic("t", 1); err != nil {
+		t.Fatal(err)
+	}
+	writes := make(chan WriteInfo, 8)
+	reads := make(chan ReadInfo, 8)
+	c := dial(t, cl.Addrs()[0], Config{
+		OnWrite: func(w WriteInfo) { writes <- w },
+		OnRead:  func(r ReadInfo) { reads <- r },
+	})
+	remove := cl.Intercept(testbroker.Interceptor{Keys: []int16{3}, Times: 1, Delay: 20 * time.Millisecond})
+	defer remove()
+	for range 2 {
+		if _, err := c.Do(context.Background(), metadataReq("t")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 2 {
+		w, r := <-writes, <-reads
+		if w.Key != 3 || w.Version != c.MaxVersion(3) || w.Bytes <= 4 || w.Err != nil || w.Queued < 0 || w.Write < 0 {
+			t.Errorf("write %d: %+v", i, w)
+		}
+		if r.Key != 3 || r.Version != w.Version || r.Bytes <= 4 || r.Err != nil {
+			t.Errorf("read %d: %+v", i, r)
+		}
+		if i == 0 && r.Latency < 20*time.Millisecond {
+			t.Errorf("read %d: latency %v, want the 20ms delay", i, r.Latency)
+		}
+	}
+	select {
+	case w := <-writes:
+		t.Errorf("unexpected write %+v (the handshake is not reported)", w)
+	default:
+	}
+}

@@ -26,9 +26,8 @@
 // of Producer.Metrics as an observable instrument named
 // "samsa.producer.<name>".
 //
-// Config.Hooks and Producer.Metrics are not wired into the producer yet
-// (issue 15); until they are, the hooks and RegisterMetrics can be driven
-// directly, as the tests do.
+// The tests run every part against a real producer on samsatest, and
+// against hook calls made directly.
 //
 // The package is its own Go module, so that the samsa library does not
 // depend on OpenTelemetry.
