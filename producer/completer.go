@@ -93,6 +93,9 @@ func (c *completer) run() {
 func (c *completer) complete(o *outcome) {
 	defer c.progress.Add(1)
 	p := c.p
+	if o.err != nil && p.txn != nil {
+		p.txn.recordFailed(o.err) // before the records count as done: Commit sees it
+	}
 	if o.single != nil {
 		p.deliver(o.single, o.md, o.err)
 		p.finished(o.single.epoch, 1)

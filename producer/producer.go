@@ -64,6 +64,9 @@ type Producer struct {
 	stopWaits context.CancelFunc
 	ioDone    chan struct{}
 	completer *completer
+
+	txn     *txnManager // nil without Config.TransactionalID (transaction.go)
+	txnSink *sink       // the IO goroutine, for the transaction methods' requests to it
 }
 
 // topicState is a topic as Send sees it.
@@ -146,8 +149,13 @@ func New(cfg Config) (*Producer, error) {
 		MayWait: func() bool { return goroutineID() != p.completer.goid.Load() },
 	})
 	p.completer = newCompleter(p)
+	if cfg.TransactionalID != "" {
+		connCfg.MaxVersions = txnMaxVersions
+		p.txn = newTxnManager(p, newTxnClient(p, connCfg))
+	}
 	p.clock = newClock()
 	s := newSink(p, connCfg)
+	p.txnSink = s
 	go p.clock.run()
 	go p.completer.run()
 	go func() {
@@ -256,6 +264,12 @@ func (p *Producer) send(ctx context.Context, rec *Record, c completion, wait boo
 	if p.closed.Load() {
 		p.reject(&c, rec, ErrClosed)
 		return
+	}
+	if p.txn != nil {
+		if err := p.txn.sendErr(); err != nil {
+			p.reject(&c, rec, err)
+			return
+		}
 	}
 	if rec.Timestamp.IsZero() {
 		c.ts = p.clock.nowMillis()
@@ -603,6 +617,9 @@ func (p *Producer) Close(ctx context.Context) error {
 		close(p.quit)
 		<-p.ioDone
 		p.completer.stop(ctx)
+		if p.txn != nil {
+			p.txn.client.close()
+		}
 		p.clock.stop()
 		if err := p.meta.Close(); err != nil && flushErr == nil {
 			flushErr = err

@@ -74,6 +74,7 @@ type sink struct {
 
 	// Idempotence (nil state when disabled).
 	idem *idempotence
+	txn  *txnIO // nil without Config.TransactionalID (txn_coordinator.go)
 
 	inflight int // Produce requests in flight, all brokers
 
@@ -206,6 +207,9 @@ func newSink(p *Producer, connCfg conn.Config) *sink {
 	if !p.cfg.DisableIdempotence {
 		s.idem = &idempotence{producerID: -1, epoch: -1}
 	}
+	if p.txn != nil {
+		s.txn = newTxnIO(p.txn)
+	}
 	s.debug = p.log != nil && p.log.Enabled(context.Background(), slog.LevelDebug)
 	// More compressing goroutines than GOMAXPROCS only take turns (and
 	// the compressor keeps idle encoders for GOMAXPROCS callers).
@@ -251,6 +255,9 @@ func (s *sink) step() {
 	s.expire()
 	s.ensureProducerID()
 	s.sendAll()
+	if s.txn != nil {
+		s.txnStep() // after sendAll: the send gate queues partitions to add
+	}
 	s.resetTimer()
 }
 

@@ -1,0 +1,265 @@
+package interop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/samsa-go/samsa/producer"
+)
+
+// startKfakeTxn starts a three-broker kfake cluster (which implements
+// transactions: coordinators, markers, the last stable offset) with topics
+// of 3 partitions.
+func startKfakeTxn(t *testing.T, topics ...string) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(3, topics...))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c
+}
+
+func newTxnProducer(t *testing.T, addrs []string, id string) *producer.Producer {
+	t.Helper()
+	return newSamsaProducer(t, addrs, producer.Config{TransactionalID: id, Linger: 2 * time.Millisecond})
+}
+
+// readValues reads topic from the start with the given isolation level
+// until want records arrived, then for another moment, so that records past
+// want show up too; it returns the values per partition in offset order.
+func readValues(t *testing.T, addrs []string, topic string, want int, level kgo.IsolationLevel) map[int32][]string {
+	t.Helper()
+	ctx := testContext(t)
+	cl := newKgoClient(t, addrs, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(level), kgo.FetchMaxWait(50*time.Millisecond))
+	defer cl.Close()
+	out := map[int32][]string{}
+	n := 0
+	var settle <-chan time.Time
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		fs.EachRecord(func(r *kgo.Record) {
+			out[r.Partition] = append(out[r.Partition], string(r.Value))
+			n++
+		})
+		if n >= want && settle == nil {
+			settle = time.After(500 * time.Millisecond)
+		}
+		select {
+		case <-settle:
+			return out
+		case <-ctx.Done():
+			t.Fatalf("read %d of %d records of %s", n, want, topic)
+		default:
+		}
+	}
+}
+
+// TestSamsaTransactionsKfake commits some transactions and aborts others
+// against kfake: a read_committed kgo consumer sees exactly the committed
+// records, in Send order per partition, and a read_uncommitted one every
+// data record that was written.
+func TestSamsaTransactionsKfake(t *testing.T) {
+	const topic = "txn"
+	c := startKfakeTxn(t, topic)
+	addrs := c.ListenAddrs()
+	p := newTxnProducer(t, addrs, "samsa-txn-1")
+	ctx := testContext(t)
+
+	// Outside a transaction a record fails, and takes nothing.
+	_, err := p.Send(ctx, &producer.Record{Topic: topic, Value: []byte("outside")}).Wait(ctx)
+	require.ErrorIs(t, err, producer.ErrNoTransaction)
+	require.ErrorIs(t, p.CommitTransaction(ctx), producer.ErrNoTransaction)
+
+	var committed []string
+	written := 0
+	for i := range 7 {
+		require.NoError(t, p.BeginTransaction())
+		require.ErrorIs(t, p.BeginTransaction(), producer.ErrTransactionInProgress)
+		var futs []*producer.Future
+		var vals []string
+		for j := range 30 {
+			v := fmt.Sprintf("t%d-%d", i, j)
+			vals = append(vals, v)
+			futs = append(futs, p.Send(ctx, &producer.Record{Topic: topic, Key: []byte(fmt.Sprint(j % 5)), Value: []byte(v)}))
+		}
+		commit := i%2 == 0
+		if commit {
+			require.NoError(t, p.CommitTransaction(ctx), "transaction %d", i)
+			committed = append(committed, vals...)
+		} else {
+			if i == 3 {
+				// Let some of this one reach the broker before it aborts.
+				_, _ = futs[len(futs)-1].Wait(ctx)
+			}
+			require.NoError(t, p.AbortTransaction(ctx), "transaction %d", i)
+		}
+		for j, f := range futs {
+			_, err := f.Wait(ctx)
+			if commit {
+				require.NoError(t, err, "transaction %d record %d", i, j)
+			} else if err != nil {
+				require.ErrorIs(t, err, producer.ErrTransactionAborted, "transaction %d record %d", i, j)
+			}
+			if err == nil {
+				written++
+			}
+		}
+	}
+
+	got := readValues(t, addrs, topic, len(committed), kgo.ReadCommitted())
+	var all []string
+	for part, vs := range got {
+		for k := 1; k < len(vs); k++ {
+			require.Less(t, order(t, vs[k-1]), order(t, vs[k]), "partition %d out of order", part)
+		}
+		all = append(all, vs...)
+	}
+	slices.Sort(all)
+	slices.Sort(committed)
+	require.Equal(t, committed, all, "read_committed must see exactly the committed records")
+
+	unc := readValues(t, addrs, topic, written, kgo.ReadUncommitted())
+	total := 0
+	for _, vs := range unc {
+		total += len(vs)
+	}
+	require.Equal(t, written, total, "read_uncommitted sees every data record written")
+}
+
+// order maps "t<i>-<j>" to a number growing in Send order.
+func order(t *testing.T, v string) int {
+	var i, j int
+	_, err := fmt.Sscanf(v, "t%d-%d", &i, &j)
+	require.NoError(t, err)
+	return i*1000 + j
+}
+
+// TestSamsaTransactionFencingKfake: a second samsa producer with the same
+// transactional id fences the first, whose next transaction fails with
+// ErrProducerFenced, a fatal error; its records fail too.
+func TestSamsaTransactionFencingKfake(t *testing.T) {
+	const topic = "fence"
+	c := startKfakeTxn(t, topic)
+	addrs := c.ListenAddrs()
+	ctx := testContext(t)
+
+	p1 := newTxnProducer(t, addrs, "samsa-fence")
+	require.NoError(t, p1.BeginTransaction())
+	f := p1.Send(ctx, &producer.Record{Topic: topic, Value: []byte("first")})
+	require.NoError(t, p1.CommitTransaction(ctx))
+	_, err := f.Wait(ctx)
+	require.NoError(t, err)
+
+	p2 := newTxnProducer(t, addrs, "samsa-fence")
+	require.NoError(t, p2.BeginTransaction())
+	f2 := p2.Send(ctx, &producer.Record{Topic: topic, Value: []byte("second")})
+	require.NoError(t, p2.CommitTransaction(ctx))
+	_, err = f2.Wait(ctx)
+	require.NoError(t, err)
+
+	require.NoError(t, p1.BeginTransaction())
+	f3 := p1.Send(ctx, &producer.Record{Topic: topic, Value: []byte("zombie")})
+	err = p1.CommitTransaction(ctx)
+	require.ErrorIs(t, err, producer.ErrProducerFenced)
+	require.True(t, producer.IsFatal(err), "fenced is fatal: %v", err)
+	require.False(t, producer.IsAbortable(err))
+	_, ferr := f3.Wait(ctx)
+	require.Error(t, ferr)
+	require.True(t, producer.IsFatal(ferr), "the zombie's record fails with the fatal error: %v", ferr)
+	require.ErrorIs(t, p1.BeginTransaction(), producer.ErrProducerFenced)
+	require.ErrorIs(t, p1.AbortTransaction(ctx), producer.ErrProducerFenced)
+
+	got := readValues(t, addrs, topic, 2, kgo.ReadCommitted())
+	var vals []string
+	for _, vs := range got {
+		vals = append(vals, vs...)
+	}
+	slices.Sort(vals)
+	require.Equal(t, []string{"first", "second"}, vals)
+}
+
+// TestSamsaSendOffsetsToTransactionKfake is consume-transform-produce: a
+// kgo group consumer reads, samsa writes the transformed records and the
+// consumer's offsets in one transaction; the offsets are visible to
+// OffsetFetch only after the commit.
+func TestSamsaSendOffsetsToTransactionKfake(t *testing.T) {
+	const in, out, group = "ctp-in", "ctp-out", "ctp-group"
+	c := startKfakeTxn(t, in, out)
+	addrs := c.ListenAddrs()
+	ctx := testContext(t)
+
+	seed := newKgoClient(t, addrs)
+	for i := range 12 {
+		require.NoError(t, seed.ProduceSync(ctx, &kgo.Record{Topic: in, Value: []byte(fmt.Sprint(i))}).FirstErr())
+	}
+
+	cons := newKgoClient(t, addrs, kgo.ConsumerGroup(group), kgo.ConsumeTopics(in),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(50*time.Millisecond))
+	p := newTxnProducer(t, addrs, "samsa-ctp")
+
+	require.NoError(t, p.BeginTransaction())
+	seen := 0
+	for seen < 12 {
+		fs := cons.PollFetches(ctx)
+		require.NoError(t, ctx.Err())
+		fs.EachRecord(func(r *kgo.Record) {
+			seen++
+			p.Send(ctx, &producer.Record{Topic: out, Value: append([]byte("x"), r.Value...)})
+		})
+	}
+	offsets := map[string]map[int32]producer.TxnOffset{}
+	for topic, parts := range cons.UncommittedOffsets() {
+		offsets[topic] = map[int32]producer.TxnOffset{}
+		for part, eo := range parts {
+			offsets[topic][part] = producer.TxnOffset{Offset: eo.Offset, LeaderEpoch: eo.Epoch}
+		}
+	}
+	member, gen := cons.GroupMetadata()
+	require.NoError(t, p.SendOffsetsToTransaction(ctx, offsets, producer.GroupMetadata{GroupID: group, GenerationID: gen, MemberID: member}))
+
+	adm := kadm.NewClient(newKgoClient(t, addrs))
+	before, err := adm.FetchOffsets(ctx, group)
+	require.NoError(t, err)
+	for part := range offsets[in] {
+		if o, ok := before.Lookup(in, part); ok && o.Err == nil {
+			require.Less(t, o.At, offsets[in][part].Offset, "offset of %s[%d] visible before the commit", in, part)
+		}
+	}
+
+	require.NoError(t, p.CommitTransaction(ctx))
+	after, err := adm.FetchOffsets(ctx, group)
+	require.NoError(t, err)
+	for part, want := range offsets[in] {
+		o, ok := after.Lookup(in, part)
+		require.True(t, ok, "no committed offset for %s[%d]", in, part)
+		require.NoError(t, o.Err)
+		require.Equal(t, want.Offset, o.At, "committed offset of %s[%d]", in, part)
+	}
+	got := readValues(t, addrs, out, 12, kgo.ReadCommitted())
+	n := 0
+	for _, vs := range got {
+		n += len(vs)
+	}
+	require.Equal(t, 12, n)
+
+	// A stale generation is an abortable error.
+	require.NoError(t, p.BeginTransaction())
+	err = p.SendOffsetsToTransaction(ctx, offsets, producer.GroupMetadata{GroupID: group, GenerationID: gen + 100, MemberID: member})
+	if err != nil {
+		require.True(t, producer.IsAbortable(err), "stale generation: %v", err)
+		require.False(t, errors.Is(err, producer.ErrProducerFenced))
+	}
+	require.NoError(t, p.AbortTransaction(ctx))
+}
