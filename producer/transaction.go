@@ -144,7 +144,7 @@ func (t *txnManager) sendErr() error {
 	case txnInTxn:
 		return nil
 	case txnAbortable, txnFatal:
-		return t.err.Load()
+		return t.lastErr()
 	default:
 		return fmt.Errorf("%w: transactional producer %q is %v: call BeginTransaction first", ErrNoTransaction, t.id, st)
 	}
@@ -167,13 +167,13 @@ func (t *txnManager) fail(err error, fatal bool) bool {
 		return false
 	}
 	te := &txnError{err: err, fatal: fatal}
+	to := txnFatal
 	if !fatal {
 		te.err = fmt.Errorf("producer: the transaction must be aborted: %w", err)
-		t.state.Store(int32(txnAbortable))
-	} else {
-		t.state.Store(int32(txnFatal))
+		to = txnAbortable
 	}
-	t.err.Store(te)
+	t.err.Store(te) // before the state: a reader that sees the state finds its error
+	t.state.Store(int32(to))
 	t.p.acc.Kick() // the IO goroutine fails what is still buffered
 	return true
 }
@@ -206,10 +206,10 @@ func (t *txnManager) transition(method string, to txnState, from ...txnState) er
 func (t *txnManager) stateErr(method string, st txnState) error {
 	switch st {
 	case txnFatal:
-		return t.err.Load()
+		return t.lastErr()
 	case txnAbortable:
 		if method == "BeginTransaction" || method == "CommitTransaction" || method == "SendOffsetsToTransaction" {
-			return t.err.Load()
+			return t.lastErr()
 		}
 	case txnUninit, txnReady:
 		return fmt.Errorf("%w: %s: transactional producer %q has no open transaction", ErrNoTransaction, method, t.id)
@@ -329,7 +329,7 @@ func (p *Producer) endTransaction(ctx context.Context, commit bool) error {
 			return t.stateErr(method, st) // a record failed: abortable
 		}
 	}
-	res, err := t.client.end(ctx, p, commit)
+	err = t.client.end(ctx, p, commit)
 	if err != nil {
 		if ctx.Err() != nil {
 			return err
@@ -338,13 +338,12 @@ func (p *Producer) endTransaction(ctx context.Context, commit bool) error {
 		if errors.As(err, &te) {
 			t.fail(te.err, te.fatal)
 			if te.fatal {
-				return t.err.Load()
+				return t.lastErr()
 			}
 			return t.stateErr(method, t.load())
 		}
 		return err
 	}
-	_ = res
 	t.mu.Lock()
 	if t.load() == to {
 		t.state.Store(int32(txnReady))
@@ -410,7 +409,16 @@ func (p *Producer) SendOffsetsToTransaction(ctx context.Context, offsets map[str
 	var te *txnError
 	if errors.As(err, &te) {
 		t.fail(te.err, te.fatal)
-		return t.err.Load()
+		return t.lastErr()
 	}
 	return err
+}
+
+// lastErr returns the transaction's abortable or fatal error (never a nil
+// pointer in an interface).
+func (t *txnManager) lastErr() error {
+	if e := t.err.Load(); e != nil {
+		return e
+	}
+	return fmt.Errorf("producer: transactional producer %q failed", t.id)
 }

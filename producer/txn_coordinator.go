@@ -313,14 +313,14 @@ type txnInfo struct {
 // end ends the transaction with EndTxn (commit or abort) when the
 // coordinator knows of it, and then tells the IO goroutine it ended. It runs
 // on the caller of CommitTransaction or AbortTransaction.
-func (c *txnClient) end(ctx context.Context, p *Producer, commit bool) (txnInfo, error) {
+func (c *txnClient) end(ctx context.Context, p *Producer, commit bool) error {
 	s := p.txnSink
 	info, err := s.txnQuery(ctx)
 	if err != nil {
-		return info, err
+		return err
 	}
 	if info.err != nil {
-		return info, info.err
+		return info.err
 	}
 	if info.started {
 		what := "EndTxn(abort)"
@@ -336,10 +336,10 @@ func (c *txnClient) end(ctx context.Context, p *Producer, commit bool) (txnInfo,
 			return kerr.ForCode(r.(*kmsg.EndTxnResponse).ErrorCode)
 		})
 		if err != nil {
-			return info, err
+			return err
 		}
 	}
-	return info, s.callIO(ctx, func() { s.txnEnded(commit) })
+	return s.callIO(ctx, func() { s.txnEnded(commit) })
 }
 
 // sendOffsets adds the group to the transaction (AddOffsetsToTxn), then
@@ -453,7 +453,7 @@ func (s *sink) txnStep() {
 	case txnAborting:
 		s.txnSweep(fmt.Errorf("%w: the record was not sent before AbortTransaction", ErrTransactionAborted))
 	case txnAbortable, txnFatal:
-		s.txnSweep(fmt.Errorf("%w: %w", ErrTransactionAborted, x.t.err.Load()))
+		s.txnSweep(fmt.Errorf("%w: %w", ErrTransactionAborted, x.t.lastErr()))
 	}
 	s.txnAddPartitions()
 	s.txnAnswer()
@@ -594,7 +594,7 @@ func (s *sink) txnAnswer() {
 	info := txnInfo{pid: s.idem.producerID, epoch: s.idem.epoch, started: x.started}
 	switch {
 	case x.t.load() == txnFatal:
-		info.err = x.t.err.Load()
+		info.err = x.t.lastErr()
 	case x.started && (s.idem.producerID < 0 || s.idem.requesting):
 		return // wait for the id
 	}
