@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-go/samsa/producer"
 )
@@ -262,4 +265,121 @@ func TestSamsaSendOffsetsToTransactionKfake(t *testing.T) {
 		require.False(t, errors.Is(err, producer.ErrProducerFenced))
 	}
 	require.NoError(t, p.AbortTransaction(ctx))
+}
+
+// TestSamsaTransactionCoordinatorErrorsKfake: the coordinator answers
+// COORDINATOR_LOAD_IN_PROGRESS to InitProducerId, CONCURRENT_TRANSACTIONS
+// to AddPartitionsToTxn, and NOT_COORDINATOR then CONCURRENT_TRANSACTIONS
+// to EndTxn, once each: the producer retries (finding the coordinator
+// again), and the transaction commits.
+func TestSamsaTransactionCoordinatorErrorsKfake(t *testing.T) {
+	const topic = "txn-coord"
+	c := startKfakeTxn(t, topic)
+	addrs := c.ListenAddrs()
+	ctx := testContext(t)
+	seen := map[string]int{}
+	var mu sync.Mutex
+	count := func(k string) {
+		mu.Lock()
+		seen[k]++
+		mu.Unlock()
+	}
+	c.ControlKey(int16(kmsg.InitProducerID), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		count("init")
+		resp := kr.(*kmsg.InitProducerIDRequest).ResponseKind().(*kmsg.InitProducerIDResponse)
+		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
+		return resp, nil, true
+	})
+	c.ControlKey(int16(kmsg.AddPartitionsToTxn), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		count("add")
+		req := kr.(*kmsg.AddPartitionsToTxnRequest)
+		resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewAddPartitionsToTxnResponseTopic()
+			st.Topic = rt.Topic
+			for _, p := range rt.Partitions {
+				sp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = p, kerr.ConcurrentTransactions.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	endErrs := []int16{kerr.NotCoordinator.Code, kerr.ConcurrentTransactions.Code}
+	for range endErrs {
+		c.ControlKey(int16(kmsg.EndTxn), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+			mu.Lock()
+			code := endErrs[0]
+			endErrs = endErrs[1:]
+			seen["end"]++
+			mu.Unlock()
+			resp := kr.(*kmsg.EndTxnRequest).ResponseKind().(*kmsg.EndTxnResponse)
+			resp.ErrorCode = code
+			return resp, nil, true
+		})
+	}
+
+	p := newTxnProducer(t, addrs, "samsa-coord")
+	require.NoError(t, p.BeginTransaction())
+	var futs []*producer.Future
+	for i := range 20 {
+		futs = append(futs, p.Send(ctx, &producer.Record{Topic: topic, Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprint(i))}))
+	}
+	require.NoError(t, p.CommitTransaction(ctx))
+	for _, f := range futs {
+		_, err := f.Wait(ctx)
+		require.NoError(t, err)
+	}
+	mu.Lock()
+	require.Equal(t, map[string]int{"init": 1, "add": 1, "end": 2}, seen, "each injected error was answered once")
+	mu.Unlock()
+	got := readValues(t, addrs, topic, 20, kgo.ReadCommitted())
+	n := 0
+	for _, vs := range got {
+		n += len(vs)
+	}
+	require.Equal(t, 20, n)
+}
+
+// TestSamsaTransactionTimeoutKfake: a transaction left open past its
+// TransactionTimeout is aborted by the coordinator (which bumps the
+// epoch); the producer's commit then fails with an abortable or fatal
+// error, and none of the transaction's records becomes visible to
+// read_committed consumers.
+func TestSamsaTransactionTimeoutKfake(t *testing.T) {
+	const topic = "txn-timeout"
+	c := startKfakeTxn(t, topic)
+	addrs := c.ListenAddrs()
+	ctx := testContext(t)
+	p := newSamsaProducer(t, addrs, producer.Config{TransactionalID: "samsa-timeout", Linger: time.Millisecond,
+		TransactionTimeout: 300 * time.Millisecond})
+	require.NoError(t, p.BeginTransaction())
+	_, err := p.Send(ctx, &producer.Record{Topic: topic, Value: []byte("early")}).Wait(ctx)
+	require.NoError(t, err)
+	time.Sleep(time.Second)
+	f := p.Send(ctx, &producer.Record{Topic: topic, Value: []byte("late")})
+	err = p.CommitTransaction(ctx)
+	require.Error(t, err, "the coordinator aborted the transaction")
+	require.True(t, producer.IsAbortable(err) || producer.IsFatal(err), "%v", err)
+	t.Logf("commit after the coordinator's timeout: %v (abortable %v, fatal %v)", err, producer.IsAbortable(err), producer.IsFatal(err))
+	_, ferr := f.Wait(ctx)
+	t.Logf("late record: %v", ferr)
+	if producer.IsAbortable(err) {
+		aerr := p.AbortTransaction(ctx)
+		t.Logf("abort: %v", aerr)
+	}
+
+	// A later committed transaction (another producer) is all that is
+	// visible.
+	p2 := newTxnProducer(t, addrs, "samsa-timeout-2")
+	require.NoError(t, p2.BeginTransaction())
+	p2.Send(ctx, &producer.Record{Topic: topic, Value: []byte("after")})
+	require.NoError(t, p2.CommitTransaction(ctx))
+	got := readValues(t, addrs, topic, 1, kgo.ReadCommitted())
+	var vals []string
+	for _, vs := range got {
+		vals = append(vals, vs...)
+	}
+	require.Equal(t, []string{"after"}, vals)
 }

@@ -68,9 +68,9 @@ func (e *txnError) Unwrap() error { return e.err }
 // TOPIC_AUTHORIZATION_FAILED and GROUP_AUTHORIZATION_FAILED from the
 // coordinators, a group generation that moved on (ILLEGAL_GENERATION,
 // UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID from TxnOffsetCommit),
-// INVALID_PRODUCER_EPOCH and TRANSACTION_ABORTABLE on Produce (a
-// transaction the coordinator timed out: the abort bumps the epoch,
-// KIP-360/KIP-588).
+// INVALID_PRODUCER_EPOCH, TRANSACTION_ABORTABLE and INVALID_TXN_STATE on
+// Produce (a transaction the coordinator timed out; after
+// INVALID_PRODUCER_EPOCH the abort also bumps the epoch, KIP-360/KIP-588).
 func IsAbortable(err error) bool {
 	var te *txnError
 	return errors.As(err, &te) && !te.fatal
@@ -80,7 +80,7 @@ func IsAbortable(err error) bool {
 // completing a record, ends the transactional producer: only Close is left.
 // Fatal are ErrProducerFenced (PRODUCER_FENCED, and INVALID_PRODUCER_EPOCH
 // from the transaction coordinator), TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-// INVALID_TXN_STATE, UNSUPPORTED_VERSION, UNSUPPORTED_FOR_MESSAGE_FORMAT,
+// INVALID_TXN_STATE from the coordinator, UNSUPPORTED_VERSION, UNSUPPORTED_FOR_MESSAGE_FORMAT,
 // INVALID_PRODUCER_ID_MAPPING, INVALID_TRANSACTION_TIMEOUT and any other
 // error the coordinator answers EndTxn or InitProducerId with.
 func IsFatal(err error) bool {

@@ -688,16 +688,21 @@ func (s *sink) txnProducerID(pid int64, epoch int16, err error) {
 // INVALID_PRODUCER_EPOCH and TRANSACTION_ABORTABLE (abortable: the
 // coordinator aborted the transaction, e.g. after its timeout, and the
 // abort bumps the epoch), sequence errors (abortable, with an epoch bump),
-// TRANSACTIONAL_ID_AUTHORIZATION_FAILED and INVALID_TXN_STATE (fatal). The
-// batch fails with the error; the producer does not retry it.
+// INVALID_TXN_STATE (abortable), TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+// CLUSTER_AUTHORIZATION_FAILED and INVALID_PRODUCER_ID_MAPPING (fatal), as
+// the Java client's TransactionManager.handleFailedBatch. The batch fails
+// with the error; the producer does not retry it.
 func (s *sink) txnProduceError(br *ioBroker, ip *ioPart, b *batch, err error) bool {
 	where := fmt.Sprintf("Produce %s[%d] on broker %d", ip.topic.name, ip.acc.ID, br.id)
 	var te *txnError
 	switch {
 	case errors.Is(err, kerr.ProducerFenced):
 		te = fencedErr(where, err)
-	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed), hasCode(err, codeInvalidTxnState):
+	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed), errors.Is(err, kerr.ClusterAuthorizationFailed),
+		hasCode(err, codeInvalidProducerIDMapping):
 		te = &txnError{err: fmt.Errorf("%s: %w", where, err), fatal: true}
+	case hasCode(err, codeInvalidTxnState): // the coordinator ended the transaction (kfake, after its timeout)
+		te = &txnError{err: fmt.Errorf("%s: %w", where, err)}
 	case errors.Is(err, kerr.InvalidProducerEpoch), errors.Is(err, kerr.TransactionAbortable),
 		hasCode(err, codeUnknownProducerID), isSequenceError(err):
 		te = &txnError{err: fmt.Errorf("%s: %w", where, err)}
