@@ -305,6 +305,9 @@ func (p *Producer) send(ctx context.Context, rec *Record, c completion, wait boo
 
 // reject completes a record that Send counted but did not take.
 func (p *Producer) reject(c *completion, rec *Record, err error) {
+	if p.txn != nil {
+		p.txn.rejected(err) // a record of the transaction failed: it cannot commit
+	}
 	p.deliver(c, p.failedMetadata(rec), err)
 	p.finished(c.epoch, 1)
 }

@@ -40,9 +40,11 @@ var (
 	ErrNoTransaction = errors.New("producer: no transaction is open")
 
 	// ErrTransactionInProgress is returned by BeginTransaction while a
-	// transaction is open or being committed or aborted, and by
+	// transaction is open or being committed or aborted, by
 	// AbortTransaction while a commit is in progress (call
-	// CommitTransaction again to finish it). Nothing is lost: the open
+	// CommitTransaction again to finish it), and by CommitTransaction,
+	// AbortTransaction and SendOffsetsToTransaction while another of them
+	// runs on another goroutine. Nothing is lost: the open
 	// transaction is unaffected.
 	ErrTransactionInProgress = errors.New("producer: a transaction is in progress")
 )
@@ -124,9 +126,9 @@ type txnManager struct {
 	mu    sync.Mutex
 	state atomic.Int32 // txnState; written under mu, read without it
 	err   atomic.Pointer[txnError]
-	// ops serializes the transaction methods (Begin, Commit, Abort,
-	// SendOffsets) among themselves; taken before mu, held while they
-	// wait.
+	// ops is held by the transaction method running (Commit, Abort,
+	// SendOffsets), while it waits; another one fails at once with
+	// ErrTransactionInProgress. BeginTransaction only transitions.
 	ops sync.Mutex
 
 	client *txnClient
@@ -184,6 +186,16 @@ func (t *txnManager) fail(err error, fatal bool) bool {
 func (t *txnManager) recordFailed(err error) {
 	if !errors.Is(err, ErrTransactionAborted) && !IsFatal(err) {
 		t.fail(err, false)
+	}
+}
+
+// rejected is called for a record Send refused: unless it was refused for
+// the transaction's state, the record was part of the open transaction,
+// which can then no longer commit (as Java's send failing makes the
+// transaction abortable).
+func (t *txnManager) rejected(err error) {
+	if !errors.Is(err, ErrNoTransaction) && !IsAbortable(err) && !IsFatal(err) {
+		t.recordFailed(err)
 	}
 }
 
@@ -246,8 +258,6 @@ func (p *Producer) BeginTransaction() error {
 	if err != nil {
 		return err
 	}
-	t.ops.Lock()
-	defer t.ops.Unlock()
 	first := t.load() == txnUninit
 	if err := t.transition("BeginTransaction", txnInTxn, txnUninit, txnReady); err != nil {
 		return err
@@ -306,7 +316,9 @@ func (p *Producer) endTransaction(ctx context.Context, commit bool) error {
 	if goroutineID() == p.completer.goid.Load() {
 		return fmt.Errorf("%w: %s would wait for the callback that called it", ErrFlushInCallback, method)
 	}
-	t.ops.Lock()
+	if !t.ops.TryLock() {
+		return fmt.Errorf("%w: %s: another transaction method is running", ErrTransactionInProgress, method)
+	}
 	defer t.ops.Unlock()
 	if err := t.transition(method, to, from...); err != nil {
 		return err
@@ -400,7 +412,9 @@ func (p *Producer) SendOffsetsToTransaction(ctx context.Context, offsets map[str
 	if group.GroupID == "" {
 		return fmt.Errorf("%w: SendOffsetsToTransaction: empty group id", ErrInvalidRecord)
 	}
-	t.ops.Lock()
+	if !t.ops.TryLock() {
+		return fmt.Errorf("%w: SendOffsetsToTransaction: another transaction method is running", ErrTransactionInProgress)
+	}
 	defer t.ops.Unlock()
 	if st := t.load(); st != txnInTxn {
 		return t.stateErr("SendOffsetsToTransaction", st)

@@ -219,3 +219,20 @@ func TestClassifyTxn(t *testing.T) {
 		assert.Equal(t, !tt.fatal, IsAbortable(te), "%v", tt.err)
 	}
 }
+
+// TestTransactionRefusedRecordAborts: a record of the open transaction
+// that Send refuses (too large) fails the commit, as in Java: the
+// transaction would otherwise commit without it.
+func TestTransactionRefusedRecordAborts(t *testing.T) {
+	p := newUnreachableTxnProducer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, p.BeginTransaction())
+	_, err := p.Send(ctx, &Record{Topic: "t", Value: make([]byte, 2<<20)}).Wait(ctx)
+	require.ErrorIs(t, err, ErrRecordTooLarge)
+	err = p.CommitTransaction(ctx)
+	require.True(t, IsAbortable(err), "%v", err)
+	require.ErrorIs(t, err, ErrRecordTooLarge)
+	require.NoError(t, p.AbortTransaction(ctx))
+	require.NoError(t, p.BeginTransaction())
+}
