@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	samsakerr "github.com/samsa-go/samsa/kerr"
 	"github.com/samsa-go/samsa/producer"
 )
 
@@ -382,4 +383,40 @@ func TestSamsaTransactionTimeoutKfake(t *testing.T) {
 		vals = append(vals, vs...)
 	}
 	require.Equal(t, []string{"after"}, vals)
+}
+
+// TestSamsaTransactionAbortableGroupErrorKfake: AddOffsetsToTxn answered
+// GROUP_AUTHORIZATION_FAILED is abortable; the abort needs no EndTxn (the
+// coordinator never heard of the transaction), and the next transaction
+// commits.
+func TestSamsaTransactionAbortableGroupErrorKfake(t *testing.T) {
+	const topic = "txn-group-auth"
+	c := startKfakeTxn(t, topic)
+	addrs := c.ListenAddrs()
+	ctx := testContext(t)
+	c.ControlKey(int16(kmsg.AddOffsetsToTxn), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		resp := kr.(*kmsg.AddOffsetsToTxnRequest).ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return resp, nil, true
+	})
+	p := newTxnProducer(t, addrs, "samsa-group-auth")
+	require.NoError(t, p.BeginTransaction())
+	err := p.SendOffsetsToTransaction(ctx, map[string]map[int32]producer.TxnOffset{topic: {0: {Offset: 1, LeaderEpoch: -1}}},
+		producer.GroupMetadata{GroupID: "g", GenerationID: -1})
+	require.True(t, producer.IsAbortable(err), "%v", err)
+	f := p.Send(ctx, &producer.Record{Topic: topic, Value: []byte("refused")})
+	_, ferr := f.Wait(ctx)
+	require.True(t, producer.IsAbortable(ferr), "a Send in an abortable transaction fails with its error: %v", ferr)
+	require.ErrorIs(t, p.CommitTransaction(ctx), samsakerr.ForCode(kerr.GroupAuthorizationFailed.Code))
+	require.NoError(t, p.AbortTransaction(ctx))
+
+	require.NoError(t, p.BeginTransaction())
+	p.Send(ctx, &producer.Record{Topic: topic, Value: []byte("ok")})
+	require.NoError(t, p.CommitTransaction(ctx))
+	got := readValues(t, addrs, topic, 1, kgo.ReadCommitted())
+	var vals []string
+	for _, vs := range got {
+		vals = append(vals, vs...)
+	}
+	require.Equal(t, []string{"ok"}, vals)
 }

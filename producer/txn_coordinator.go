@@ -315,7 +315,7 @@ type txnInfo struct {
 // on the caller of CommitTransaction or AbortTransaction.
 func (c *txnClient) end(ctx context.Context, p *Producer, commit bool) error {
 	s := p.txnSink
-	info, err := s.txnQuery(ctx)
+	info, err := s.txnQuery(ctx, false)
 	if err != nil {
 		return err
 	}
@@ -346,10 +346,7 @@ func (c *txnClient) end(ctx context.Context, p *Producer, commit bool) error {
 // commits the offsets to the group coordinator (TxnOffsetCommit).
 func (c *txnClient) sendOffsets(ctx context.Context, p *Producer, offsets map[string]map[int32]TxnOffset, g GroupMetadata) error {
 	s := p.txnSink
-	if err := s.callIO(ctx, func() { s.txn.started = true }); err != nil {
-		return err
-	}
-	info, err := s.txnQuery(ctx)
+	info, err := s.txnQuery(ctx, true)
 	if err != nil {
 		return err
 	}
@@ -364,7 +361,11 @@ func (c *txnClient) sendOffsets(ctx context.Context, p *Producer, offsets map[st
 	}, func(r kmsg.Response) error {
 		return kerr.ForCode(r.(*kmsg.AddOffsetsToTxnResponse).ErrorCode)
 	})
-	if err != nil || len(offsets) == 0 {
+	if err != nil {
+		return err
+	}
+	// The coordinator knows of the transaction now: it must be ended.
+	if err := s.callIO(ctx, func() { s.txn.started = true }); err != nil || len(offsets) == 0 {
 		return err
 	}
 	return c.call(ctx, "TxnOffsetCommit", coordKey{groupKey, g.GroupID}, func() kmsg.Request {
@@ -415,9 +416,9 @@ type txnIO struct {
 	queued  map[*ioPart]struct{} // in pending or adding
 	pending []*ioPart            // to add in the next AddPartitionsToTxn
 	adding  []*ioPart            // in the AddPartitionsToTxn in flight
-	started bool                 // the coordinator knows of the transaction (partitions or offsets added)
+	started bool                 // the coordinator knows of the transaction: an add succeeded (as Java's transactionStarted)
 	bump    bool                 // an abort ended: bump the epoch now if needed (KIP-360)
-	waiters []chan<- txnInfo     // txnQuery callers, answered once no add is in flight
+	waiters []txnWaiter          // txnQuery callers, answered once no add is in flight
 	sweep   []*batch             // scratch for failing buffered batches
 }
 
@@ -498,7 +499,6 @@ func (s *sink) txnAddPartitions() {
 		return
 	}
 	x.adding, x.pending = x.pending, x.adding[:0]
-	x.started = true
 	byTopic := map[string][]int32{}
 	for _, ip := range x.adding {
 		byTopic[ip.topic.name] = append(byTopic[ip.topic.name], ip.acc.ID)
@@ -560,6 +560,7 @@ func (s *sink) txnAdded(err error) {
 	clear(adding)
 	switch {
 	case err == nil:
+		x.started = true
 	case errors.As(err, &te):
 		x.t.fail(te.err, te.fatal)
 	default: // the producer is closing
@@ -567,12 +568,21 @@ func (s *sink) txnAdded(err error) {
 	}
 }
 
-// txnQuery waits until no AddPartitionsToTxn is in flight (and, for a
-// transaction the coordinator knows, the producer has its id), and returns
-// the producer id and epoch. It runs on the caller's goroutine.
-func (s *sink) txnQuery(ctx context.Context) (txnInfo, error) {
+// txnWaiter is a txnQuery caller; needID: it needs the producer id even
+// if the coordinator does not know of the transaction yet.
+type txnWaiter struct {
+	ch     chan<- txnInfo
+	needID bool
+}
+
+// txnQuery waits until no AddPartitionsToTxn is in flight (and, when
+// needID or for a transaction the coordinator knows, the producer has its
+// id), and returns the producer id and epoch. It runs on the caller's
+// goroutine.
+func (s *sink) txnQuery(ctx context.Context, needID bool) (txnInfo, error) {
 	ch := make(chan txnInfo, 1)
-	if err := s.callIO(ctx, func() { s.txn.waiters = append(s.txn.waiters, ch); s.txnAnswer() }); err != nil {
+	w := txnWaiter{ch: ch, needID: needID}
+	if err := s.callIO(ctx, func() { s.txn.waiters = append(s.txn.waiters, w); s.txnAnswer() }); err != nil {
 		return txnInfo{}, err
 	}
 	select {
@@ -592,17 +602,21 @@ func (s *sink) txnAnswer() {
 		return
 	}
 	info := txnInfo{pid: s.idem.producerID, epoch: s.idem.epoch, started: x.started}
-	switch {
-	case x.t.load() == txnFatal:
+	fatal := x.t.load() == txnFatal
+	if fatal {
 		info.err = x.t.lastErr()
-	case x.started && (s.idem.producerID < 0 || s.idem.requesting):
-		return // wait for the id
 	}
-	for _, ch := range x.waiters {
-		ch <- info
+	noID := s.idem.producerID < 0 || s.idem.requesting
+	keep := x.waiters[:0]
+	for _, w := range x.waiters {
+		if !fatal && noID && (x.started || w.needID) {
+			keep = append(keep, w) // wait for the id
+			continue
+		}
+		w.ch <- info
 	}
-	clear(x.waiters)
-	x.waiters = x.waiters[:0]
+	clear(x.waiters[len(keep):])
+	x.waiters = keep
 }
 
 // txnEnded resets the IO goroutine's transaction once EndTxn succeeded (or
