@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -419,4 +421,120 @@ func TestSamsaTransactionAbortableGroupErrorKfake(t *testing.T) {
 		vals = append(vals, vs...)
 	}
 	require.Equal(t, []string{"ok"}, vals)
+}
+
+// TestSamsaTransactionChaosKfake runs many transactions of random size,
+// each committed or aborted at random, while kfake's partition leaders and
+// coordinators move and Produce and EndTxn fail now and then: a
+// read_committed consumer then sees every committed record exactly once,
+// in Send order per partition, and no aborted one; every future
+// completes, and the producer's memory is all returned.
+func TestSamsaTransactionChaosKfake(t *testing.T) {
+	const topic = "txn-chaos"
+	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(6, topic))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	addrs := c.ListenAddrs()
+	ctx := testContext(t)
+
+	var produces, ends atomic.Int64
+	c.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if produces.Add(1)%7 != 0 {
+			return nil, nil, false
+		}
+		req := kr.(*kmsg.ProduceRequest)
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.NotLeaderForPartition.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	c.ControlKey(int16(kmsg.EndTxn), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if ends.Add(1)%3 != 0 {
+			return nil, nil, false
+		}
+		resp := kr.(*kmsg.EndTxnRequest).ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = kerr.ConcurrentTransactions.Code
+		return resp, nil, true
+	})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(15 * time.Millisecond):
+			}
+			if i%2 == 0 {
+				c.ShufflePartitionLeaders()
+			} else {
+				c.RehashCoordinators()
+			}
+		}
+	}()
+
+	p := newTxnProducer(t, addrs, "samsa-chaos")
+	rng := rand.New(rand.NewPCG(1, 2))
+	var committed []string
+	for i := range 60 {
+		require.NoError(t, p.BeginTransaction(), "transaction %d", i)
+		n := 1 + rng.IntN(40)
+		var futs []*producer.Future
+		var vals []string
+		for j := range n {
+			v := fmt.Sprintf("t%d-%d", i, j)
+			vals = append(vals, v)
+			futs = append(futs, p.Send(ctx, &producer.Record{Topic: topic, Key: []byte(fmt.Sprint(rng.IntN(12))), Value: []byte(v)}))
+		}
+		commit := rng.IntN(3) != 0
+		if commit {
+			err := p.CommitTransaction(ctx)
+			if err != nil {
+				require.True(t, producer.IsAbortable(err), "transaction %d: %v", i, err)
+				t.Logf("transaction %d: commit failed, aborting: %v", i, err)
+				commit = false
+			} else {
+				committed = append(committed, vals...)
+			}
+		}
+		if !commit {
+			require.NoError(t, p.AbortTransaction(ctx), "transaction %d", i)
+		}
+		for j, f := range futs {
+			_, err := f.Wait(ctx)
+			if commit {
+				require.NoError(t, err, "transaction %d record %d", i, j)
+			}
+		}
+	}
+	close(stop)
+	wg.Wait()
+	st := p.Stats()
+	require.Zero(t, st.Buffered, "every record completed")
+	require.Zero(t, st.BufferUsed, "all memory returned")
+	t.Logf("%d committed records; %d Produce and %d EndTxn requests; %d retries", len(committed), produces.Load(), ends.Load(), st.Retries)
+
+	got := readValues(t, addrs, topic, len(committed), kgo.ReadCommitted())
+	var all []string
+	for part, vs := range got {
+		for k := 1; k < len(vs); k++ {
+			require.Less(t, order(t, vs[k-1]), order(t, vs[k]), "partition %d out of order or duplicated", part)
+		}
+		all = append(all, vs...)
+	}
+	slices.Sort(all)
+	slices.Sort(committed)
+	require.Equal(t, committed, all, "read_committed sees exactly the committed records, once each")
 }

@@ -356,16 +356,22 @@ func (p *Producer) endTransaction(ctx context.Context, commit bool) error {
 		}
 		return err
 	}
+	if t.load() == txnFatal {
+		return t.lastErr()
+	}
+	return nil // ended: txnEnded made the producer ready
+}
+
+// ended moves a transaction whose EndTxn succeeded (or was not needed) to
+// ready; the IO goroutine calls it (txnEnded). A commit that got an
+// abortable error meanwhile committed all the same.
+func (t *txnManager) ended() {
 	t.mu.Lock()
-	if t.load() == to {
+	defer t.mu.Unlock()
+	switch t.load() {
+	case txnCommitting, txnAborting, txnAbortable:
 		t.state.Store(int32(txnReady))
 	}
-	st := t.load()
-	t.mu.Unlock()
-	if st != txnReady {
-		return t.stateErr(method, st)
-	}
-	return nil
 }
 
 // GroupMetadata identifies the consumer group member whose offsets

@@ -620,9 +620,14 @@ func (s *sink) txnAnswer() {
 }
 
 // txnEnded resets the IO goroutine's transaction once EndTxn succeeded (or
-// none was needed). After an abort, a pending epoch bump may go now.
+// none was needed), and makes the producer ready for the next one. The
+// transition runs here, on the IO goroutine, between two steps: a step
+// that read the state as aborting (and fails what is buffered) never
+// overlaps the next transaction's Sends. After an abort, a pending epoch
+// bump may go now.
 func (s *sink) txnEnded(commit bool) {
 	x := s.txn
+	x.t.ended()
 	clear(x.added)
 	clear(x.queued)
 	clear(x.pending)
