@@ -379,8 +379,8 @@ func (t *txnManager) ended() {
 // refuses the commit of a member from an older generation. With kgo, fill
 // it from GroupMetadata() (generation and member id) and the group and
 // instance ids the client was given; with other consumers, from their
-// group metadata. GenerationID -1 and an empty MemberID skip the fencing
-// (the pre-KIP-447 behaviour).
+// group metadata. GenerationID -1 (or 0, the zero value) with an empty
+// MemberID skips the fencing (the pre-KIP-447 behaviour).
 type GroupMetadata struct {
 	GroupID         string
 	GenerationID    int32
