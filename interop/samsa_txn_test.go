@@ -538,3 +538,65 @@ func TestSamsaTransactionChaosKfake(t *testing.T) {
 	slices.Sort(committed)
 	require.Equal(t, committed, all, "read_committed sees exactly the committed records, once each")
 }
+
+// TestSamsaTransactionEpochBumpKfake: Produce answered
+// INVALID_PRODUCER_EPOCH once is abortable; the abort ends the transaction
+// and then bumps the epoch with InitProducerId carrying the current id
+// and epoch (KIP-360), and the next transaction commits under the new
+// epoch.
+func TestSamsaTransactionEpochBumpKfake(t *testing.T) {
+	const topic = "txn-bump"
+	c := startKfakeTxn(t, topic)
+	addrs := c.ListenAddrs()
+	ctx := testContext(t)
+	var inits []*kmsg.InitProducerIDRequest
+	var mu sync.Mutex
+	c.ControlKey(int16(kmsg.InitProducerID), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		mu.Lock()
+		inits = append(inits, kr.(*kmsg.InitProducerIDRequest))
+		mu.Unlock()
+		return nil, nil, false
+	})
+	p := newTxnProducer(t, addrs, "samsa-bump")
+	require.NoError(t, p.BeginTransaction())
+	_, err := p.Send(ctx, &producer.Record{Topic: topic, Value: []byte("one")}).Wait(ctx)
+	require.NoError(t, err)
+
+	c.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		req := kr.(*kmsg.ProduceRequest)
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.InvalidProducerEpoch.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	_, err = p.Send(ctx, &producer.Record{Topic: topic, Value: []byte("two")}).Wait(ctx)
+	require.True(t, producer.IsAbortable(err), "%v", err)
+	require.True(t, producer.IsAbortable(p.CommitTransaction(ctx)))
+	require.NoError(t, p.AbortTransaction(ctx))
+
+	require.NoError(t, p.BeginTransaction())
+	_, err = p.Send(ctx, &producer.Record{Topic: topic, Value: []byte("three")}).Wait(ctx)
+	require.NoError(t, err)
+	require.NoError(t, p.CommitTransaction(ctx))
+
+	mu.Lock()
+	require.Len(t, inits, 2, "the first id, then one bump")
+	require.Equal(t, int64(-1), inits[0].ProducerID)
+	require.GreaterOrEqual(t, inits[1].ProducerID, int64(0), "the bump names the current id (KIP-360)")
+	mu.Unlock()
+	got := readValues(t, addrs, topic, 1, kgo.ReadCommitted())
+	var vals []string
+	for _, vs := range got {
+		vals = append(vals, vs...)
+	}
+	require.Equal(t, []string{"three"}, vals)
+}
