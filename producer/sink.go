@@ -269,6 +269,9 @@ func (s *sink) drainEvents() {
 			o := opened{part: e.Partition, b: e.Batch, gen: e.Gen, at: e.At}
 			s.lingerQ.push(o)
 			s.trackExpiry(o)
+			if s.txn != nil {
+				s.txnWant(e.Partition.IO) // add it while the batch fills
+			}
 		case accumulator.Sealed:
 			ip := e.Partition.IO
 			ip.hasSealed = true

@@ -419,6 +419,7 @@ type txnIO struct {
 	started bool                 // the coordinator knows of the transaction: an add succeeded (as Java's transactionStarted)
 	bump    bool                 // an abort ended: bump the epoch now if needed (KIP-360)
 	waiters []txnWaiter          // txnQuery callers, answered once no add is in flight
+	gen     uint64               // transactions ended (txnEnded): an add answered after its transaction ended adds nothing
 	sweep   []*batch             // scratch for failing buffered batches
 }
 
@@ -438,11 +439,29 @@ func (s *sink) txnGate(ip *ioPart) bool {
 	if _, ok := x.added[ip]; ok {
 		return true
 	}
+	s.txnWant(ip)
+	return false
+}
+
+// txnWant queues ip for the next AddPartitionsToTxn unless it is in the
+// transaction or queued already. The send gate calls it, and so does a
+// batch opening (as the Java client adds a partition at its first Send):
+// the add then overlaps the batch's linger instead of delaying its send.
+func (s *sink) txnWant(ip *ioPart) {
+	x := s.txn
+	if ip == nil {
+		return
+	}
+	if st := x.t.load(); st != txnInTxn && st != txnCommitting {
+		return
+	}
+	if _, ok := x.added[ip]; ok {
+		return
+	}
 	if _, ok := x.queued[ip]; !ok {
 		x.queued[ip] = struct{}{}
 		x.pending = append(x.pending, ip)
 	}
-	return false
 }
 
 // txnStep runs every IO step of a transactional producer: it fails what
@@ -503,7 +522,7 @@ func (s *sink) txnAddPartitions() {
 	for _, ip := range x.adding {
 		byTopic[ip.topic.name] = append(byTopic[ip.topic.name], ip.acc.ID)
 	}
-	pid, epoch, tid := s.idem.producerID, s.idem.epoch, s.cfg.TransactionalID
+	pid, epoch, tid, gen := s.idem.producerID, s.idem.epoch, s.cfg.TransactionalID, x.gen
 	c := s.p.txn.client
 	go func() {
 		err := c.call(s.p.closing, "AddPartitionsToTxn", c.txnCoord(), func() kmsg.Request {
@@ -539,16 +558,20 @@ func (s *sink) txnAddPartitions() {
 			}
 			return retry
 		})
-		s.post(func() { s.txnAdded(err) })
+		s.post(func() { s.txnAdded(gen, err) })
 	}()
 }
 
 // txnAdded handles the end of an AddPartitionsToTxn: the partitions are in
 // the transaction and may send, or the transaction failed.
-func (s *sink) txnAdded(err error) {
+func (s *sink) txnAdded(gen uint64, err error) {
 	x := s.txn
 	adding := x.adding
 	x.adding = adding[:0]
+	if gen != x.gen {
+		clear(adding)
+		return // its transaction has ended (txnQuery waits for adds, so only defensively)
+	}
 	var te *txnError
 	for _, ip := range adding {
 		delete(x.queued, ip)
@@ -633,6 +656,7 @@ func (s *sink) txnEnded(commit bool) {
 	clear(x.pending)
 	x.pending = x.pending[:0]
 	x.started = false
+	x.gen++
 	x.bump = !commit && s.idem.needBump
 }
 
