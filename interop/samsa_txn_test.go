@@ -123,17 +123,7 @@ func TestSamsaTransactionsKfake(t *testing.T) {
 		}
 	}
 
-	got := readValues(t, addrs, topic, len(committed), kgo.ReadCommitted())
-	var all []string
-	for part, vs := range got {
-		for k := 1; k < len(vs); k++ {
-			require.Less(t, order(t, vs[k-1]), order(t, vs[k]), "partition %d out of order", part)
-		}
-		all = append(all, vs...)
-	}
-	slices.Sort(all)
-	slices.Sort(committed)
-	require.Equal(t, committed, all, "read_committed must see exactly the committed records")
+	requireCommitted(t, readValues(t, addrs, topic, len(committed), kgo.ReadCommitted()), committed)
 
 	unc := readValues(t, addrs, topic, written, kgo.ReadUncommitted())
 	total := 0
@@ -161,22 +151,12 @@ func TestSamsaTransactionFencingKfake(t *testing.T) {
 	ctx := testContext(t)
 
 	p1 := newTxnProducer(t, addrs, "samsa-fence")
-	require.NoError(t, p1.BeginTransaction())
-	f := p1.Send(ctx, &producer.Record{Topic: topic, Value: []byte("first")})
-	require.NoError(t, p1.CommitTransaction(ctx))
-	_, err := f.Wait(ctx)
-	require.NoError(t, err)
-
-	p2 := newTxnProducer(t, addrs, "samsa-fence")
-	require.NoError(t, p2.BeginTransaction())
-	f2 := p2.Send(ctx, &producer.Record{Topic: topic, Value: []byte("second")})
-	require.NoError(t, p2.CommitTransaction(ctx))
-	_, err = f2.Wait(ctx)
-	require.NoError(t, err)
+	commitOne(ctx, t, p1, topic, "first")
+	commitOne(ctx, t, newTxnProducer(t, addrs, "samsa-fence"), topic, "second")
 
 	require.NoError(t, p1.BeginTransaction())
 	f3 := p1.Send(ctx, &producer.Record{Topic: topic, Value: []byte("zombie")})
-	err = p1.CommitTransaction(ctx)
+	err := p1.CommitTransaction(ctx)
 	require.ErrorIs(t, err, producer.ErrProducerFenced)
 	require.True(t, producer.IsFatal(err), "fenced is fatal: %v", err)
 	require.False(t, producer.IsAbortable(err))
@@ -186,11 +166,7 @@ func TestSamsaTransactionFencingKfake(t *testing.T) {
 	require.ErrorIs(t, p1.BeginTransaction(), producer.ErrProducerFenced)
 	require.ErrorIs(t, p1.AbortTransaction(ctx), producer.ErrProducerFenced)
 
-	got := readValues(t, addrs, topic, 2, kgo.ReadCommitted())
-	var vals []string
-	for _, vs := range got {
-		vals = append(vals, vs...)
-	}
+	vals := allValues(readValues(t, addrs, topic, 2, kgo.ReadCommitted()))
 	slices.Sort(vals)
 	require.Equal(t, []string{"first", "second"}, vals)
 }
@@ -253,12 +229,7 @@ func TestSamsaSendOffsetsToTransactionKfake(t *testing.T) {
 		require.NoError(t, o.Err)
 		require.Equal(t, want.Offset, o.At, "committed offset of %s[%d]", in, part)
 	}
-	got := readValues(t, addrs, out, 12, kgo.ReadCommitted())
-	n := 0
-	for _, vs := range got {
-		n += len(vs)
-	}
-	require.Equal(t, 12, n)
+	require.Len(t, allValues(readValues(t, addrs, out, 12, kgo.ReadCommitted())), 12)
 
 	// A stale generation is an abortable error.
 	require.NoError(t, p.BeginTransaction())
@@ -337,12 +308,7 @@ func TestSamsaTransactionCoordinatorErrorsKfake(t *testing.T) {
 	mu.Lock()
 	require.Equal(t, map[string]int{"init": 1, "add": 1, "end": 2}, seen, "each injected error was answered once")
 	mu.Unlock()
-	got := readValues(t, addrs, topic, 20, kgo.ReadCommitted())
-	n := 0
-	for _, vs := range got {
-		n += len(vs)
-	}
-	require.Equal(t, 20, n)
+	require.Len(t, allValues(readValues(t, addrs, topic, 20, kgo.ReadCommitted())), 20)
 }
 
 // TestSamsaTransactionTimeoutKfake: a transaction left open past its
@@ -375,15 +341,8 @@ func TestSamsaTransactionTimeoutKfake(t *testing.T) {
 
 	// A later committed transaction (another producer) is all that is
 	// visible.
-	p2 := newTxnProducer(t, addrs, "samsa-timeout-2")
-	require.NoError(t, p2.BeginTransaction())
-	p2.Send(ctx, &producer.Record{Topic: topic, Value: []byte("after")})
-	require.NoError(t, p2.CommitTransaction(ctx))
-	got := readValues(t, addrs, topic, 1, kgo.ReadCommitted())
-	var vals []string
-	for _, vs := range got {
-		vals = append(vals, vs...)
-	}
+	commitOne(ctx, t, newTxnProducer(t, addrs, "samsa-timeout-2"), topic, "after")
+	vals := allValues(readValues(t, addrs, topic, 1, kgo.ReadCommitted()))
 	require.Equal(t, []string{"after"}, vals)
 }
 
@@ -412,14 +371,8 @@ func TestSamsaTransactionAbortableGroupErrorKfake(t *testing.T) {
 	require.ErrorIs(t, p.CommitTransaction(ctx), samsakerr.ForCode(kerr.GroupAuthorizationFailed.Code))
 	require.NoError(t, p.AbortTransaction(ctx))
 
-	require.NoError(t, p.BeginTransaction())
-	p.Send(ctx, &producer.Record{Topic: topic, Value: []byte("ok")})
-	require.NoError(t, p.CommitTransaction(ctx))
-	got := readValues(t, addrs, topic, 1, kgo.ReadCommitted())
-	var vals []string
-	for _, vs := range got {
-		vals = append(vals, vs...)
-	}
+	commitOne(ctx, t, p, topic, "ok")
+	vals := allValues(readValues(t, addrs, topic, 1, kgo.ReadCommitted()))
 	require.Equal(t, []string{"ok"}, vals)
 }
 
@@ -443,19 +396,7 @@ func TestSamsaTransactionChaosKfake(t *testing.T) {
 		if produces.Add(1)%7 != 0 {
 			return nil, nil, false
 		}
-		req := kr.(*kmsg.ProduceRequest)
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, kerr.NotLeaderForPartition.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return produceError(kr.(*kmsg.ProduceRequest), kerr.NotLeaderForPartition.Code), nil, true
 	})
 	c.ControlKey(int16(kmsg.EndTxn), func(kr kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
@@ -526,17 +467,7 @@ func TestSamsaTransactionChaosKfake(t *testing.T) {
 	require.Zero(t, st.BufferUsed, "all memory returned")
 	t.Logf("%d committed records; %d Produce and %d EndTxn requests; %d retries", len(committed), produces.Load(), ends.Load(), st.Retries)
 
-	got := readValues(t, addrs, topic, len(committed), kgo.ReadCommitted())
-	var all []string
-	for part, vs := range got {
-		for k := 1; k < len(vs); k++ {
-			require.Less(t, order(t, vs[k-1]), order(t, vs[k]), "partition %d out of order or duplicated", part)
-		}
-		all = append(all, vs...)
-	}
-	slices.Sort(all)
-	slices.Sort(committed)
-	require.Equal(t, committed, all, "read_committed sees exactly the committed records, once each")
+	requireCommitted(t, readValues(t, addrs, topic, len(committed), kgo.ReadCommitted()), committed)
 }
 
 // TestSamsaTransactionEpochBumpKfake: Produce answered
@@ -564,39 +495,73 @@ func TestSamsaTransactionEpochBumpKfake(t *testing.T) {
 	require.NoError(t, err)
 
 	c.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
-		req := kr.(*kmsg.ProduceRequest)
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, kerr.InvalidProducerEpoch.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return produceError(kr.(*kmsg.ProduceRequest), kerr.InvalidProducerEpoch.Code), nil, true
 	})
 	_, err = p.Send(ctx, &producer.Record{Topic: topic, Value: []byte("two")}).Wait(ctx)
 	require.True(t, producer.IsAbortable(err), "%v", err)
 	require.True(t, producer.IsAbortable(p.CommitTransaction(ctx)))
 	require.NoError(t, p.AbortTransaction(ctx))
 
-	require.NoError(t, p.BeginTransaction())
-	_, err = p.Send(ctx, &producer.Record{Topic: topic, Value: []byte("three")}).Wait(ctx)
-	require.NoError(t, err)
-	require.NoError(t, p.CommitTransaction(ctx))
+	commitOne(ctx, t, p, topic, "three")
 
 	mu.Lock()
 	require.Len(t, inits, 2, "the first id, then one bump")
 	require.Equal(t, int64(-1), inits[0].ProducerID)
 	require.GreaterOrEqual(t, inits[1].ProducerID, int64(0), "the bump names the current id (KIP-360)")
 	mu.Unlock()
-	got := readValues(t, addrs, topic, 1, kgo.ReadCommitted())
+	vals := allValues(readValues(t, addrs, topic, 1, kgo.ReadCommitted()))
+	require.Equal(t, []string{"three"}, vals)
+}
+
+// produceError answers every partition of req with code.
+func produceError(req *kmsg.ProduceRequest, code int16) *kmsg.ProduceResponse {
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = rp.Partition, code
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
+
+// allValues joins readValues' partitions, in no set order: sort them to
+// compare.
+func allValues(got map[int32][]string) []string {
 	var vals []string
 	for _, vs := range got {
 		vals = append(vals, vs...)
 	}
-	require.Equal(t, []string{"three"}, vals)
+	return vals
+}
+
+// commitOne commits a transaction of one record with value v, which must
+// succeed.
+func commitOne(ctx context.Context, t *testing.T, p *producer.Producer, topic, v string) {
+	t.Helper()
+	require.NoError(t, p.BeginTransaction())
+	f := p.Send(ctx, &producer.Record{Topic: topic, Value: []byte(v)})
+	require.NoError(t, p.CommitTransaction(ctx))
+	_, err := f.Wait(ctx)
+	require.NoError(t, err)
+}
+
+// requireCommitted checks what a read_committed consumer read (got, per
+// partition) against the values of the committed transactions: each
+// exactly once, in Send order per partition ("t<i>-<j>", see order).
+func requireCommitted(t *testing.T, got map[int32][]string, committed []string) {
+	t.Helper()
+	for part, vs := range got {
+		for k := 1; k < len(vs); k++ {
+			require.Less(t, order(t, vs[k-1]), order(t, vs[k]), "partition %d out of order or duplicated", part)
+		}
+	}
+	all := allValues(got)
+	slices.Sort(all)
+	want := slices.Sorted(slices.Values(committed))
+	require.Equal(t, want, all, "read_committed sees exactly the committed records, once each")
 }
