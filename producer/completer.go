@@ -93,6 +93,9 @@ func (c *completer) run() {
 func (c *completer) complete(o *outcome) {
 	defer c.progress.Add(1)
 	p := c.p
+	if o.err != nil && p.txn != nil {
+		p.txn.recordFailed(o.err) // before the records count as done: Commit sees it
+	}
 	if o.single != nil {
 		if o.err != nil {
 			p.failedOf(o.md.Topic, 1)

@@ -251,6 +251,21 @@ type Config struct {
 	// requires Acks = AcksAll and MaxInFlight <= 5.
 	DisableIdempotence bool
 
+	// TransactionalID makes the producer transactional (transactional.id,
+	// KIP-98): its records are written in transactions that
+	// BeginTransaction opens and CommitTransaction or AbortTransaction end,
+	// and a new producer with the same id fences this one
+	// (ErrProducerFenced). Empty (the default): no transactions. It
+	// requires idempotence (DisableIdempotence false).
+	TransactionalID string
+
+	// TransactionTimeout is how long the transaction coordinator lets a
+	// transaction stay open before it aborts it (transaction.timeout.ms).
+	// 0 means the default, 60s; a negative value is an error. Only used
+	// with TransactionalID; it must not exceed the broker's
+	// transaction.max.timeout.ms (15 minutes by default).
+	TransactionTimeout time.Duration
+
 	// DisableAutoTopicCreation stops the producer from asking brokers to
 	// create the topics it produces to (allow.auto.create.topics=false).
 	// By default, as in the Java producer, every Metadata request allows
@@ -450,6 +465,10 @@ func (c Config) withDefaults() (Config, error) {
 			fail("MaxInFlight", "idempotence allows at most %d, got %d (set DisableIdempotence to use more)",
 				idempotenceMaxInFlight, c.MaxInFlight)
 		}
+	}
+	c.TransactionTimeout = duration("TransactionTimeout", c.TransactionTimeout, defaultTransactionTimeout, false, fail)
+	if c.TransactionalID != "" && c.DisableIdempotence {
+		fail("TransactionalID", "transactions require idempotence (DisableIdempotence is set)")
 	}
 	c.MetadataMaxAge = duration("MetadataMaxAge", c.MetadataMaxAge, defaultMetadataMaxAge, false, fail)
 	c.MetadataMaxIdle = duration("MetadataMaxIdle", c.MetadataMaxIdle, defaultMetadataMaxIdle, false, fail)

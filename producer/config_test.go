@@ -117,6 +117,7 @@ func TestConfigDurationRule(t *testing.T) {
 		{"MetadataMaxAge", func(c *Config) *time.Duration { return &c.MetadataMaxAge }, 5 * time.Minute, false},
 		{"MetadataMaxIdle", func(c *Config) *time.Duration { return &c.MetadataMaxIdle }, 5 * time.Minute, false},
 		{"DialTimeout", func(c *Config) *time.Duration { return &c.DialTimeout }, 10 * time.Second, false},
+		{"TransactionTimeout", func(c *Config) *time.Duration { return &c.TransactionTimeout }, 60 * time.Second, false},
 	}
 	// A Config's duration fields, by reflection, must all be in the table.
 	var all []string

@@ -25,6 +25,14 @@
 // Idempotence is on by default (KIP-679): retries never duplicate or reorder
 // records within a partition.
 //
+// # Transactions
+//
+// With Config.TransactionalID the producer writes transactions (KIP-98):
+// BeginTransaction, Send as usual, optionally SendOffsetsToTransaction for
+// consume-transform-produce (KIP-447), then CommitTransaction or
+// AbortTransaction. IsAbortable and IsFatal tell what an error asks for:
+// abort and go on, or Close (ErrProducerFenced).
+//
 // # Partitioning
 //
 // The default partitioner is the Java client's: a record with a key goes to

@@ -24,6 +24,10 @@ import (
 //   - it wraps ctx.Err(), when Send's context ended while Send waited for
 //     buffer memory;
 //   - it is a *DataLossError, given to Config.OnDataLoss;
+//   - with Config.TransactionalID, it wraps ErrNoTransaction,
+//     ErrTransactionInProgress, ErrProducerFenced or ErrTransactionAborted
+//     (transaction.go documents them, and IsAbortable and IsFatal sort the
+//     errors of a transaction);
 //   - should encoding a batch ever fail, it is the codec's error.
 //
 // ErrOutcomeUnknown is the one sentinel that accompanies another kind: it
@@ -34,7 +38,11 @@ import (
 // never with the sentinels that fail a record before it is sent
 // (ErrInvalidRecord, ErrRecordTooLarge, ErrBufferExhausted). No error wraps
 // two of the other sentinels; in particular ErrDeliveryTimeout and
-// ErrClosed never come together.
+// ErrClosed never come together. The one exception is a record of a
+// transaction that became abortable or fatal before the record was sent:
+// ErrTransactionAborted then wraps the transaction's error, which may
+// carry its own sentinel (ErrDeliveryTimeout of another record,
+// ErrProducerFenced).
 var (
 	// ErrBufferExhausted is returned by Send when the record needs memory
 	// from the buffer pool and none was freed within Config.MaxBlock (or

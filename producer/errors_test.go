@@ -25,7 +25,8 @@ func TestErrBufferExhaustedIsThePoolsSentinel(t *testing.T) {
 }
 
 func TestSentinelsAreDistinct(t *testing.T) {
-	all := []error{ErrBufferExhausted, ErrClosed, ErrRecordTooLarge, ErrDeliveryTimeout, ErrInvalidRecord, ErrInvalidConfig, ErrFlushInCallback, ErrOutcomeUnknown, ErrAuthentication}
+	all := []error{ErrBufferExhausted, ErrClosed, ErrRecordTooLarge, ErrDeliveryTimeout, ErrInvalidRecord, ErrInvalidConfig, ErrFlushInCallback, ErrOutcomeUnknown, ErrAuthentication,
+		ErrProducerFenced, ErrTransactionAborted, ErrNoTransaction, ErrTransactionInProgress}
 	for i, a := range all {
 		for j, b := range all {
 			if i != j {

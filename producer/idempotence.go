@@ -41,6 +41,10 @@ func (i *idempotence) canSend() bool {
 // is in flight (KIP-360). InitProducerId answers are handled on the IO
 // goroutine.
 func (s *sink) ensureProducerID() {
+	if s.txn != nil {
+		s.txnEnsureProducerID()
+		return
+	}
 	id := s.idem
 	if id == nil || id.requesting || (id.producerID >= 0 && !id.needBump) {
 		return
@@ -159,6 +163,16 @@ func (s *sink) sequence(ip *ioPart, b *batch) {
 	if ip.nextSeq < 0 {
 		ip.nextSeq &= 0x7fffffff // sequences wrap to 0 after MaxInt32
 	}
+	s.stamp(b)
+}
+
+// stamp writes the producer id, epoch and b's sequence into its header,
+// with the transactional bit for a transactional producer.
+func (s *sink) stamp(b *batch) {
+	if s.txn != nil {
+		recordbatch.StampTransactional(b.IO.raw, s.idem.producerID, s.idem.epoch, b.IO.baseSequence())
+		return
+	}
 	recordbatch.Stamp(b.IO.raw, s.idem.producerID, s.idem.epoch, b.IO.baseSequence())
 }
 
@@ -230,6 +244,9 @@ func (s *sink) mayDrain(ip *ioPart) (ok, more bool) {
 			return false, false
 		}
 	}
+	if s.txn != nil && !s.txnGate(ip) {
+		return false, false // AddPartitionsToTxn lists it again
+	}
 	if len(ip.retry) > 0 {
 		return len(ip.inflight) == 0, false
 	}
@@ -295,5 +312,5 @@ func (s *sink) inheritSequence(nb, b *batch, offset int) {
 		return
 	}
 	nb.IO.setSequence(int32((int64(b.IO.baseSequence()) + int64(offset)) & math.MaxInt32)) // sequences wrap to 0
-	recordbatch.Stamp(nb.IO.raw, s.idem.producerID, s.idem.epoch, nb.IO.baseSequence())
+	s.stamp(nb)
 }

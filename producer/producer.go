@@ -66,6 +66,9 @@ type Producer struct {
 	stopWaits context.CancelFunc
 	ioDone    chan struct{}
 	completer *completer
+
+	txn     *txnManager // nil without Config.TransactionalID (transaction.go)
+	txnSink *sink       // the IO goroutine, for the transaction methods' requests to it
 }
 
 // topicState is a topic as Send sees it.
@@ -156,8 +159,13 @@ func New(cfg Config) (*Producer, error) {
 		OnWaited: p.onBufferWaited,
 	})
 	p.completer = newCompleter(p)
+	if cfg.TransactionalID != "" {
+		connCfg.MaxVersions = txnMaxVersions
+		p.txn = newTxnManager(p, newTxnClient(p, connCfg))
+	}
 	p.clock = newClock()
 	s := newSink(p, connCfg)
+	p.txnSink = s
 	go p.clock.run()
 	go p.completer.run()
 	go func() {
@@ -267,6 +275,12 @@ func (p *Producer) send(ctx context.Context, rec *Record, c completion, wait boo
 		p.reject(&c, rec, ErrClosed)
 		return
 	}
+	if p.txn != nil {
+		if err := p.txn.sendErr(); err != nil {
+			p.reject(&c, rec, err)
+			return
+		}
+	}
 	if p.hooks.records {
 		rec, c.obs = p.observeSend(ctx, rec) // Send's copy, with the hooks' headers
 	}
@@ -307,6 +321,9 @@ func (p *Producer) send(ctx context.Context, rec *Record, c completion, wait boo
 // reject completes a record that Send counted but did not take.
 func (p *Producer) reject(c *completion, rec *Record, err error) {
 	p.failedOf(rec.Topic, 1)
+	if p.txn != nil {
+		p.txn.rejected(err) // a record of the transaction failed: it cannot commit
+	}
 	p.deliver(c, p.failedMetadata(rec), err)
 	p.finished(c.epoch, 1)
 }
@@ -622,6 +639,9 @@ func (p *Producer) Close(ctx context.Context) error {
 		close(p.quit)
 		<-p.ioDone
 		p.completer.stop(ctx)
+		if p.txn != nil {
+			p.txn.client.close()
+		}
 		p.clock.stop()
 		if err := p.meta.Close(); err != nil && flushErr == nil {
 			flushErr = err

@@ -44,6 +44,8 @@ import (
 //	enable.idempotence                               DisableIdempotence, inverted
 //	allow.auto.create.topics                         DisableAutoTopicCreation, inverted
 //	socket.connection.setup.timeout.ms               DialTimeout
+//	transactional.id                                 TransactionalID (empty: none)
+//	transaction.timeout.ms                           TransactionTimeout
 //	partitioner.class                                Java's RoundRobinPartitioner, or the default
 //	                                                 (DefaultPartitioner, UniformStickyPartitioner)
 //	partitioner (librdkafka)                         murmur2_random only (the default)
@@ -98,15 +100,13 @@ import (
 // example connections.max.idle.ms, reconnect.backoff.ms,
 // reconnect.backoff.max.ms, send.buffer.bytes, receive.buffer.bytes,
 // metadata.recovery.strategy, the metrics.* keys, sasl.kerberos.*,
-// sasl.login.* and sasl.oauthbearer.* tuning, ssl.cipher.suites,
-// transaction.timeout.ms) are accepted and ignored: samsa has no setting
-// for them, and none changes what is delivered. New logs them once, at
+// sasl.login.* and sasl.oauthbearer.* tuning, ssl.cipher.suites) are
+// accepted and ignored: samsa has no setting for them, and none changes
+// what is delivered. New logs them once, at
 // Warn, to Config.Logger (set Logger on the returned Config to see it).
 // interceptor.classes is accepted only empty.
 //
-// transactional.id is an error until samsa supports transactions: the
-// records would silently be produced outside a transaction. Any other key
-// is an error too, naming the nearest known key when it looks like a typo
+// Any other key is an error, naming the nearest known key when it looks like a typo
 // ("lingr.ms (did you mean linger.ms?)"). The returned error wraps
 // ErrInvalidConfig and lists every problem: all unknown keys, sorted, then
 // every bad value.
@@ -303,6 +303,10 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 			}
 		case "socket.connection.setup.timeout.ms":
 			positiveMs(key, v, "DialTimeout", &c.DialTimeout)
+		case "transactional.id":
+			c.TransactionalID = v
+		case "transaction.timeout.ms":
+			positiveMs(key, v, "TransactionTimeout", &c.TransactionTimeout)
 		case "partitioner.class":
 			if !claim(key, "Partitioner") {
 				continue

@@ -10,9 +10,9 @@ import (
 // (Apache Kafka 4.x) that samsa has no setting for and that change nothing
 // a record's delivery depends on: socket, reconnection, metrics and
 // plugin knobs, the SASL login and OAUTHBEARER tuning that code (not
-// properties) configures in samsa, and transaction tuning that means
-// nothing without transactional.id. ConfigFromProperties accepts them and
-// New logs them once at Warn. Keys that ConfigFromProperties maps, or that
+// properties) configures in samsa, and transaction tuning samsa has no
+// setting for (transaction.two.phase.commit.enable). ConfigFromProperties
+// accepts them and New logs them once at Warn. Keys that ConfigFromProperties maps, or that
 // properties_security.go takes, are not listed here.
 var javaIgnoredKeys = map[string]bool{
 	"auto.include.jmx.reporter":                           true,
@@ -32,7 +32,6 @@ var javaIgnoredKeys = map[string]bool{
 	"reconnect.backoff.ms":                                true,
 	"send.buffer.bytes":                                   true,
 	"socket.connection.setup.timeout.max.ms":              true,
-	"transaction.timeout.ms":                              true,
 	"transaction.two.phase.commit.enable":                 true,
 	"sasl.kerberos.kinit.cmd":                             true,
 	"sasl.kerberos.min.time.before.relogin":               true,
@@ -86,9 +85,7 @@ var javaIgnoredKeys = map[string]bool{
 
 // refusedKeys are Java producer keys that would silently change semantics
 // samsa does not honour, with the reason ConfigFromProperties gives.
-var refusedKeys = map[string]string{
-	"transactional.id": "transactions are not supported yet: samsa would silently produce outside a transaction",
-}
+var refusedKeys = map[string]string{}
 
 // mappedKeys are the keys ConfigFromProperties itself parses (its switch);
 // with securityKeys and javaIgnoredKeys they are the known keys an unknown
@@ -105,7 +102,7 @@ var mappedKeys = []string{
 	"partitioner.class", "partitioner", "partitioner.ignore.keys",
 	"partitioner.adaptive.partitioning.enable", "retries", "message.send.max.retries",
 	"batch.num.messages", "queue.buffering.max.messages", "key.serializer", "value.serializer",
-	"interceptor.classes",
+	"interceptor.classes", "transactional.id", "transaction.timeout.ms",
 }
 
 // unknownKey describes key for the error: with the nearest known key when

@@ -312,8 +312,8 @@ func FuzzConfigFromProperties(f *testing.F) {
 }
 
 // Java's documented producer keys that samsa has no setting for are
-// accepted, and New logs them once at Warn; transactional.id and a
-// non-empty interceptor.classes are refused; an unknown key names the
+// accepted, and New logs them once at Warn; a non-empty
+// interceptor.classes is refused; an unknown key names the
 // nearest known one.
 func TestConfigFromPropertiesJavaKeys(t *testing.T) {
 	props := map[string]string{
@@ -326,13 +326,12 @@ func TestConfigFromPropertiesJavaKeys(t *testing.T) {
 		"client.dns.lookup":        "use_all_dns_ips",
 		"metrics.recording.level":  "INFO",
 		"interceptor.classes":      "",
-		"transaction.timeout.ms":   "60000",
 	}
 	cfg, err := ConfigFromProperties(props)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"k1:9092"}, cfg.Brokers)
 	assert.ElementsMatch(t, []string{"connections.max.idle.ms", "reconnect.backoff.ms", "reconnect.backoff.max.ms",
-		"send.buffer.bytes", "receive.buffer.bytes", "metrics.recording.level", "transaction.timeout.ms"}, cfg.ignoredProps)
+		"send.buffer.bytes", "receive.buffer.bytes", "metrics.recording.level"}, cfg.ignoredProps)
 
 	var logs strings.Builder
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -351,7 +350,7 @@ func TestConfigFromPropertiesJavaKeys(t *testing.T) {
 		props map[string]string
 		want  string
 	}{
-		{"transactional.id", map[string]string{"transactional.id": "tx-1"}, "transactional.id: transactions are not supported yet"},
+		{"transaction.timeout.ms 0", map[string]string{"transaction.timeout.ms": "0"}, "transaction.timeout.ms: must be positive"},
 		{"interceptors", map[string]string{"interceptor.classes": "com.example.Audit"}, `interceptor.classes: "com.example.Audit" cannot be loaded in Go`},
 		{"typo", map[string]string{"lingr.ms": "5"}, "unknown properties: lingr.ms (did you mean linger.ms?)"},
 		{"typo in a long key", map[string]string{"reconnect.backof.max.ms": "5"}, "reconnect.backof.max.ms (did you mean reconnect.backoff.max.ms?)"},
@@ -397,4 +396,22 @@ func TestPropertiesZeroWaitReachesTheProducer(t *testing.T) {
 	assert.Zero(t, c.Linger)
 	assert.Zero(t, c.MaxBlock)
 	assert.Zero(t, c.RetryBackoff)
+}
+
+// transactional.id and transaction.timeout.ms map to TransactionalID and
+// TransactionTimeout; with acks other than all (idempotence then off) New
+// refuses the transactional id.
+func TestConfigFromPropertiesTransactions(t *testing.T) {
+	cfg, err := ConfigFromProperties(map[string]string{"bootstrap.servers": "k:9092",
+		"transactional.id": "orders-1", "transaction.timeout.ms": "90000"})
+	require.NoError(t, err)
+	assert.Equal(t, "orders-1", cfg.TransactionalID)
+	assert.Equal(t, 90*time.Second, cfg.TransactionTimeout)
+	assert.Empty(t, cfg.ignoredProps)
+
+	cfg, err = ConfigFromProperties(map[string]string{"bootstrap.servers": "k:9092", "transactional.id": "o", "acks": "1"})
+	require.NoError(t, err)
+	_, err = New(cfg)
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	assert.Contains(t, err.Error(), "transactions require idempotence")
 }

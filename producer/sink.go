@@ -74,6 +74,7 @@ type sink struct {
 
 	// Idempotence (nil state when disabled).
 	idem *idempotence
+	txn  *txnIO // nil without Config.TransactionalID (txn_coordinator.go)
 
 	inflight int // Produce requests in flight, all brokers
 
@@ -209,6 +210,9 @@ func newSink(p *Producer, connCfg conn.Config) *sink {
 	if !p.cfg.DisableIdempotence {
 		s.idem = &idempotence{producerID: -1, epoch: -1}
 	}
+	if p.txn != nil {
+		s.txn = newTxnIO(p.txn)
+	}
 	s.debug = p.log != nil && p.log.Enabled(context.Background(), slog.LevelDebug)
 	// More compressing goroutines than GOMAXPROCS only take turns (and
 	// the compressor keeps idle zstd encoders for GOMAXPROCS callers per
@@ -255,6 +259,9 @@ func (s *sink) step() {
 	s.expire()
 	s.ensureProducerID()
 	s.sendAll()
+	if s.txn != nil {
+		s.txnStep() // after sendAll: the send gate queues partitions to add
+	}
 	s.resetTimer()
 }
 
@@ -266,6 +273,9 @@ func (s *sink) drainEvents() {
 			o := opened{part: e.Partition, b: e.Batch, gen: e.Gen, at: e.At}
 			s.lingerQ.push(o)
 			s.trackExpiry(o)
+			if s.txn != nil {
+				s.txnWant(e.Partition.IO) // add it while the batch fills
+			}
 		case accumulator.Sealed:
 			ip := e.Partition.IO
 			ip.hasSealed = true

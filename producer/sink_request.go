@@ -136,6 +136,9 @@ func (s *sink) newRequest() *produceRequest {
 	pr.req.Topics = topics[:0]
 	pr.req.Acks = s.cfg.Acks.Wire()
 	pr.req.TimeoutMillis = int32(s.cfg.RequestTimeout / time.Millisecond)
+	if s.txn != nil {
+		pr.req.TransactionID = &s.cfg.TransactionalID
+	}
 	return pr
 }
 

@@ -213,6 +213,8 @@ func (s *sink) handlePartition(br *ioBroker, ip *ioPart, b *batch, rp *kmsg.Prod
 		return
 	case mayHaveAppended(err):
 		b.IO.ambiguous = true // the broker may have appended it
+	case s.txn != nil && s.txnProduceError(br, ip, b, err):
+		return
 	case s.idem != nil && isFenced(err):
 		s.fenced(br, ip, b, err)
 		return

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"os"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -23,6 +24,8 @@ type client struct {
 }
 
 func (c *client) UseTLS(_ string, cfg *tls.Config) { c.tls = cfg }
+
+func (c *client) Transactional() {}
 
 func (c *client) Notes() string {
 	return "idempotent (default); murmur2 for keys, uniform bytes sticky for null keys (default); Produce with a promise, one *kgo.Record per record"
@@ -59,12 +62,26 @@ func (c *client) Open(ctx context.Context, spec workload.Spec, brokers []string,
 	if c.tls != nil {
 		opts = append(opts, kgo.DialTLSConfig(c.tls)) // ServerName: the broker's host
 	}
+	txn := spec.TxnRecords > 0
+	if txn {
+		opts = append(opts, kgo.TransactionalID(fmt.Sprintf("bench-kgo-%d", os.Getpid())))
+	}
 	c.cl, err = kgo.NewClient(opts...)
 	if err != nil {
 		return err
 	}
+	if txn {
+		if err := c.cl.BeginTransaction(); err != nil {
+			return err
+		}
+	}
 	if err := c.cl.ProduceSync(ctx, &kgo.Record{Key: p.Key(0), Value: p.Value(0)}).FirstErr(); err != nil {
 		return fmt.Errorf("warm-up record: %w", err)
+	}
+	if txn {
+		if err := c.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			return fmt.Errorf("warm-up transaction: %w", err)
+		}
 	}
 	return nil
 }
@@ -77,9 +94,27 @@ func (c *client) Produce(ctx context.Context, cnt *workload.Counter) {
 		}
 		cnt.Ack()
 	}
+	n := c.spec.TxnRecords
 	for i := range c.spec.Records {
+		if n > 0 && i%n == 0 {
+			if err := c.cl.BeginTransaction(); err != nil {
+				cnt.Fail(c.spec.Records-i, err)
+				return
+			}
+		}
 		// kgo keeps the record until its promise runs, so each needs its own.
 		c.cl.Produce(ctx, &kgo.Record{Key: c.payload.Key(i), Value: c.payload.Value(i)}, done)
+		if n > 0 && (i%n == n-1 || i == c.spec.Records-1) {
+			// kgo commits only what is flushed: Flush, then commit.
+			if err := c.cl.Flush(ctx); err != nil {
+				cnt.Fail(0, fmt.Errorf("flush: %w", err))
+				return
+			}
+			if err := c.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+				cnt.Fail(0, fmt.Errorf("commit: %w", err))
+				return
+			}
+		}
 	}
 	if err := c.cl.Flush(ctx); err != nil {
 		cnt.Fail(c.spec.Records-int(cnt.Done()), fmt.Errorf("flush: %w", err))

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"os"
 
 	"github.com/samsa-go/samsa/bench/internal/workload"
 	"github.com/samsa-go/samsa/compression"
@@ -24,6 +25,8 @@ type client struct {
 
 func (c *client) UseTLS(_ string, cfg *tls.Config) { c.tls = cfg }
 
+func (c *client) Transactional() {}
+
 func (c *client) Notes() string {
 	return "idempotent (default); murmur2 for keys, uniform sticky for null keys (default); SendCallback"
 }
@@ -34,22 +37,37 @@ func (c *client) Open(ctx context.Context, spec workload.Spec, brokers []string,
 		return err
 	}
 	c.spec, c.payload = spec, p
+	txnID := ""
+	if spec.TxnRecords > 0 {
+		txnID = fmt.Sprintf("bench-samsa-%d", os.Getpid())
+	}
 	c.p, err = producer.New(producer.Config{
-		Brokers:        brokers,
-		Acks:           producer.AcksAll,
-		Linger:         workload.Linger,
-		BatchSize:      workload.BatchBytes,
-		MaxRequestSize: workload.MaxRequestBytes,
-		BufferMemory:   workload.BufferBytes,
-		Compression:    codec,
-		TLS:            c.tls,
+		TransactionalID: txnID,
+		Brokers:         brokers,
+		Acks:            producer.AcksAll,
+		Linger:          workload.Linger,
+		BatchSize:       workload.BatchBytes,
+		MaxRequestSize:  workload.MaxRequestBytes,
+		BufferMemory:    workload.BufferBytes,
+		Compression:     codec,
+		TLS:             c.tls,
 	})
 	if err != nil {
 		return err
 	}
+	if txnID != "" {
+		if err := c.p.BeginTransaction(); err != nil {
+			return err
+		}
+	}
 	_, err = c.p.Send(ctx, &producer.Record{Topic: spec.Topic(), Key: p.Key(0), Value: p.Value(0)}).Wait(ctx)
 	if err != nil {
 		return fmt.Errorf("warm-up record: %w", err)
+	}
+	if txnID != "" {
+		if err := c.p.CommitTransaction(ctx); err != nil {
+			return fmt.Errorf("warm-up transaction: %w", err)
+		}
 	}
 	return nil
 }
@@ -63,9 +81,24 @@ func (c *client) Produce(ctx context.Context, cnt *workload.Counter) {
 		cnt.Ack()
 	}
 	rec := producer.Record{Topic: c.spec.Topic()}
+	n := c.spec.TxnRecords
 	for i := range c.spec.Records {
+		if n > 0 && i%n == 0 {
+			if err := c.p.BeginTransaction(); err != nil {
+				cnt.Fail(c.spec.Records-i, err)
+				return
+			}
+		}
 		rec.Key, rec.Value = c.payload.Key(i), c.payload.Value(i)
 		c.p.SendCallback(ctx, &rec, done) // Send copies Key and Value
+		if n > 0 && (i%n == n-1 || i == c.spec.Records-1) {
+			if err := c.p.CommitTransaction(ctx); err != nil {
+				// The records have their outcomes already; the
+				// transaction's failure is one more.
+				cnt.Fail(0, fmt.Errorf("commit: %w", err))
+				return
+			}
+		}
 	}
 	if err := c.p.Flush(ctx); err != nil {
 		cnt.Fail(c.spec.Records-int(cnt.Done()), fmt.Errorf("flush: %w", err))

@@ -34,6 +34,14 @@ type Client interface {
 	Notes() string
 }
 
+// TxnClient is a Client that runs transactional workloads
+// (Spec.TxnRecords > 0); Main refuses such a workload for other clients.
+type TxnClient interface {
+	Client
+	// Transactional is a marker; it does nothing.
+	Transactional()
+}
+
 // TLSClient is a Client that can connect over TLS. Main calls UseTLS
 // before Open when it is given -tls-ca; a client that is not a TLSClient
 // fails with -tls-ca.
@@ -148,6 +156,9 @@ func run(name string, c Client, args []string, stdout io.Writer) (err error) {
 	}
 	if err := spec.Validate(); err != nil {
 		return err
+	}
+	if _, ok := c.(TxnClient); spec.TxnRecords > 0 && !ok {
+		return fmt.Errorf("workload %s: this client does not run transactions in the benchmark", spec.Name)
 	}
 	if *tlsCA != "" {
 		tc, ok := c.(TLSClient)

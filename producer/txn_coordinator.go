@@ -1,0 +1,759 @@
+// The protocol side of transactions: finding coordinators, their
+// connections, InitProducerId with the transactional id, AddPartitionsToTxn
+// as part of the send gate, AddOffsetsToTxn + TxnOffsetCommit, EndTxn, and
+// the IO goroutine's transaction state (txnIO).
+
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-go/samsa/internal/conn"
+	"github.com/samsa-go/samsa/kerr"
+	"github.com/samsa-go/samsa/metadata"
+)
+
+// Coordinator key types of FindCoordinator.
+const (
+	groupKey int8 = 0
+	txnKey   int8 = 1
+)
+
+// concurrentTxnBackoff is the retry backoff after CONCURRENT_TRANSACTIONS
+// (the coordinator is still completing the previous transaction), as the
+// Java client's 20 ms.
+const concurrentTxnBackoff = 20 * time.Millisecond
+
+// txnMaxVersions caps the versions a transactional producer uses, on its
+// Produce connections and the coordinators': the explicit
+// AddPartitionsToTxn flow of transaction version 1 works with every
+// broker, and TxnOffsetCommit names topics. Produce v12 and EndTxn v5 would opt into KIP-890's transaction
+// version 2 (implicit adds, an epoch bump per transaction), and
+// AddPartitionsToTxn v4+ is for brokers only.
+var txnMaxVersions = map[int16]int16{
+	0:  11, // Produce
+	24: 3,  // AddPartitionsToTxn
+	26: 4,  // EndTxn
+	28: 5,  // TxnOffsetCommit: v6 names topics by id (KIP-516)
+}
+
+// Kafka error codes the transaction protocol reads that kerr has no name
+// for.
+const (
+	codeCoordinatorLoadInProgress = 14
+	codeCoordinatorNotAvailable   = 15
+	codeNotCoordinator            = 16
+	codeIllegalGeneration         = 22
+	codeUnknownMemberID           = 25
+	codeRebalanceInProgress       = 27
+	codeGroupAuthorizationFailed  = 30
+	codeUnsupportedForMsgFormat   = 43
+	codeInvalidTxnState           = 48
+	codeInvalidProducerIDMapping  = 49
+	codeInvalidTransactionTimeout = 50
+	codeOperationNotAttempted     = 55
+	codeFencedInstanceID          = 82
+	codeUnknownProducerID         = 59
+)
+
+func hasCode(err error, codes ...int16) bool {
+	var ke *kerr.Error
+	if !errors.As(err, &ke) {
+		return false
+	}
+	for _, c := range codes {
+		if ke.Code == c {
+			return true
+		}
+	}
+	return false
+}
+
+// fencedErr is ErrProducerFenced, fatal, naming the cause.
+func fencedErr(what string, cause error) *txnError {
+	return &txnError{err: fmt.Errorf("%w: %s: %w", ErrProducerFenced, what, cause), fatal: true}
+}
+
+// classifyTxn sorts a coordinator's error for request what: nil for
+// retriable ones (the caller retries), else the abortable or fatal
+// txnError, following the Java client's TransactionManager.
+func classifyTxn(what string, err error) *txnError {
+	switch {
+	case errors.Is(err, kerr.ProducerFenced), errors.Is(err, kerr.InvalidProducerEpoch):
+		return fencedErr(what, err)
+	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed), errors.Is(err, kerr.UnsupportedVersion),
+		errors.Is(err, kerr.ClusterAuthorizationFailed),
+		hasCode(err, codeInvalidTxnState, codeInvalidProducerIDMapping, codeInvalidTransactionTimeout, codeUnsupportedForMsgFormat):
+		return &txnError{err: fmt.Errorf("%s: %w", what, err), fatal: true}
+	case errors.Is(err, kerr.TopicAuthorizationFailed), errors.Is(err, kerr.TransactionAbortable),
+		hasCode(err, codeGroupAuthorizationFailed, codeIllegalGeneration, codeUnknownMemberID, codeFencedInstanceID):
+		return &txnError{err: fmt.Errorf("%s: %w", what, err)}
+	case isCoordinatorMove(err), errors.Is(err, kerr.ConcurrentTransactions),
+		hasCode(err, codeOperationNotAttempted, codeRebalanceInProgress), kerr.IsRetriable(err):
+		return nil
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return &txnError{err: fmt.Errorf("%s: %w", what, err), fatal: true} // an unhandled code, as Java
+	}
+	return nil // a connection error: retried
+}
+
+func isCoordinatorMove(err error) bool {
+	return hasCode(err, codeNotCoordinator, codeCoordinatorNotAvailable, codeCoordinatorLoadInProgress)
+}
+
+// txnClient sends the transaction protocol's requests to the coordinators.
+// Its methods run on the goroutines that ask (short-lived ones the IO
+// goroutine starts, or a caller of CommitTransaction); mu guards the
+// coordinator addresses and connections and is never held across I/O.
+type txnClient struct {
+	p   *Producer
+	cfg conn.Config
+
+	mu     sync.Mutex
+	coords map[coordKey]string // coordinator address
+	conns  map[string]*conn.Conn
+	closed bool
+}
+
+type coordKey struct {
+	typ int8
+	key string
+}
+
+func newTxnClient(p *Producer, cfg conn.Config) *txnClient {
+	return &txnClient{p: p, cfg: cfg, coords: map[coordKey]string{}, conns: map[string]*conn.Conn{}}
+}
+
+// close closes the coordinator connections (Producer.Close).
+func (c *txnClient) close() {
+	c.mu.Lock()
+	conns := c.conns
+	c.conns, c.closed = map[string]*conn.Conn{}, true
+	c.mu.Unlock()
+	for _, cn := range conns {
+		cn.Close()
+	}
+}
+
+// coordinator returns the address of k's coordinator, asking any broker
+// (FindCoordinator) when it is not known.
+func (c *txnClient) coordinator(ctx context.Context, k coordKey) (string, error) {
+	c.mu.Lock()
+	addr := c.coords[k]
+	c.mu.Unlock()
+	if addr != "" {
+		return addr, nil
+	}
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.CoordinatorKey, req.CoordinatorType, req.CoordinatorKeys = k.key, k.typ, []string{k.key}
+	r, err := c.p.meta.Do(ctx, req)
+	if err != nil {
+		return "", err
+	}
+	resp := r.(*kmsg.FindCoordinatorResponse)
+	code, host, port := resp.ErrorCode, resp.Host, resp.Port
+	if resp.Version >= 4 {
+		if len(resp.Coordinators) == 0 {
+			return "", fmt.Errorf("FindCoordinator %q: no coordinator in the answer", k.key)
+		}
+		co := resp.Coordinators[0]
+		code, host, port = co.ErrorCode, co.Host, co.Port
+	}
+	if err := kerr.ForCode(code); err != nil {
+		return "", fmt.Errorf("FindCoordinator %q: %w", k.key, err)
+	}
+	addr = fmt.Sprintf("%s:%d", host, port)
+	c.mu.Lock()
+	c.coords[k] = addr
+	c.mu.Unlock()
+	return addr, nil
+}
+
+// forget drops k's coordinator (it moved) so that the next request finds it
+// again.
+func (c *txnClient) forget(k coordKey) {
+	c.mu.Lock()
+	delete(c.coords, k)
+	c.mu.Unlock()
+}
+
+// do sends req to k's coordinator once.
+func (c *txnClient) do(ctx context.Context, k coordKey, req kmsg.Request) (kmsg.Response, error) {
+	addr, err := c.coordinator(ctx, k)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	cn, closed := c.conns[addr], c.closed
+	c.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	if cn == nil {
+		if cn, err = conn.Dial(ctx, addr, c.cfg); err != nil {
+			c.forget(k)
+			return nil, err
+		}
+		c.mu.Lock()
+		switch old := c.conns[addr]; {
+		case c.closed:
+			c.mu.Unlock()
+			cn.Close()
+			return nil, ErrClosed
+		case old != nil:
+			defer cn.Close()
+			cn = old
+		default:
+			c.conns[addr] = cn
+		}
+		c.mu.Unlock()
+	}
+	resp, err := cn.Do(ctx, req)
+	if err != nil && cn.Err() != nil {
+		c.mu.Lock()
+		if c.conns[addr] == cn {
+			delete(c.conns, addr)
+		}
+		c.mu.Unlock()
+		cn.Close()
+		c.forget(k)
+	}
+	return resp, err
+}
+
+// call sends the request build makes (afresh per attempt) to k's
+// coordinator until code, reading its answer, returns nil or an error
+// classifyTxn does not retry, or ctx ends. Coordinator moves find the
+// coordinator again; CONCURRENT_TRANSACTIONS retries after 20 ms, other
+// retriable errors with the producer's backoff.
+func (c *txnClient) call(ctx context.Context, what string, k coordKey, build func() kmsg.Request, code func(kmsg.Response) error) error {
+	for attempt := 1; ; attempt++ {
+		resp, err := c.do(ctx, k, build())
+		if err == nil {
+			err = code(resp)
+		}
+		if err == nil {
+			return nil
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return fmt.Errorf("%s: %w (last error: %w)", what, cerr, err)
+		}
+		if errors.Is(err, ErrClosed) || errors.Is(err, metadata.ErrClosed) {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if te := classifyTxn(what, err); te != nil {
+			return te
+		}
+		if isCoordinatorMove(err) {
+			c.forget(k)
+		}
+		wait := c.backoff(attempt)
+		if errors.Is(err, kerr.ConcurrentTransactions) {
+			wait = concurrentTxnBackoff
+		}
+		c.p.log.Debug("transaction request failed; retrying", "request", what, "err", err, "attempt", attempt, "backoff", wait)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w (last error: %w)", what, ctx.Err(), err)
+		}
+	}
+}
+
+// backoff is the producer's exponential backoff with jitter (KIP-580).
+func (c *txnClient) backoff(attempt int) time.Duration {
+	d := c.p.cfg.RetryBackoff << min(attempt-1, 16)
+	if d <= 0 || d > c.p.cfg.RetryBackoffMax {
+		d = c.p.cfg.RetryBackoffMax
+	}
+	return d*4/5 + time.Duration(rand.Int64N(int64(d)*2/5+1))
+}
+
+func (c *txnClient) txnCoord() coordKey { return coordKey{txnKey, c.p.cfg.TransactionalID} }
+
+// initProducerID asks the transaction coordinator for the producer id and
+// epoch: a new one (pid -1), or a bump of the current one (KIP-360).
+func (c *txnClient) initProducerID(ctx context.Context, pid int64, epoch int16) (int64, int16, error) {
+	var id int64
+	var ep int16
+	err := c.call(ctx, "InitProducerId", c.txnCoord(), func() kmsg.Request {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		tid := c.p.cfg.TransactionalID
+		req.TransactionalID = &tid
+		req.TransactionTimeoutMillis = int32(c.p.cfg.TransactionTimeout / time.Millisecond)
+		req.ProducerID, req.ProducerEpoch = pid, epoch
+		return req
+	}, func(r kmsg.Response) error {
+		resp := r.(*kmsg.InitProducerIDResponse)
+		id, ep = resp.ProducerID, resp.ProducerEpoch
+		return kerr.ForCode(resp.ErrorCode)
+	})
+	return id, ep, err
+}
+
+// txnInfo is what a caller ending a transaction learns from the IO
+// goroutine: the producer id and epoch, and whether the coordinator knows
+// of the transaction at all.
+type txnInfo struct {
+	pid     int64
+	epoch   int16
+	started bool
+	err     error // the producer could not get an id (fatal)
+}
+
+// end ends the transaction with EndTxn (commit or abort) when the
+// coordinator knows of it, and then tells the IO goroutine it ended. It runs
+// on the caller of CommitTransaction or AbortTransaction.
+func (c *txnClient) end(ctx context.Context, p *Producer, commit bool) error {
+	s := p.txnSink
+	info, err := s.txnQuery(ctx, false)
+	if err != nil {
+		return err
+	}
+	if info.err != nil {
+		return info.err
+	}
+	if info.started {
+		what := "EndTxn(abort)"
+		if commit {
+			what = "EndTxn(commit)"
+		}
+		err = c.call(ctx, what, c.txnCoord(), func() kmsg.Request {
+			req := kmsg.NewPtrEndTxnRequest()
+			req.TransactionalID = c.p.cfg.TransactionalID
+			req.ProducerID, req.ProducerEpoch, req.Commit = info.pid, info.epoch, commit
+			return req
+		}, func(r kmsg.Response) error {
+			return kerr.ForCode(r.(*kmsg.EndTxnResponse).ErrorCode)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return s.callIO(ctx, func() { s.txnEnded(commit) })
+}
+
+// sendOffsets adds the group to the transaction (AddOffsetsToTxn), then
+// commits the offsets to the group coordinator (TxnOffsetCommit).
+func (c *txnClient) sendOffsets(ctx context.Context, p *Producer, offsets map[string]map[int32]TxnOffset, g GroupMetadata) error {
+	s := p.txnSink
+	info, err := s.txnQuery(ctx, true)
+	if err != nil {
+		return err
+	}
+	if info.err != nil {
+		return info.err
+	}
+	tid := c.p.cfg.TransactionalID
+	err = c.call(ctx, "AddOffsetsToTxn", c.txnCoord(), func() kmsg.Request {
+		req := kmsg.NewPtrAddOffsetsToTxnRequest()
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group = tid, info.pid, info.epoch, g.GroupID
+		return req
+	}, func(r kmsg.Response) error {
+		return kerr.ForCode(r.(*kmsg.AddOffsetsToTxnResponse).ErrorCode)
+	})
+	if err != nil {
+		return err
+	}
+	// The coordinator knows of the transaction now: it must be ended.
+	if err := s.callIO(ctx, func() { s.txn.started = true }); err != nil || len(offsets) == 0 {
+		return err
+	}
+	return c.call(ctx, "TxnOffsetCommit", coordKey{groupKey, g.GroupID}, func() kmsg.Request {
+		req := kmsg.NewPtrTxnOffsetCommitRequest()
+		req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = tid, g.GroupID, info.pid, info.epoch
+		req.Generation, req.MemberID = g.GenerationID, g.MemberID
+		if req.Generation == 0 && g.MemberID == "" {
+			req.Generation = -1
+		}
+		if g.GroupInstanceID != "" {
+			inst := g.GroupInstanceID
+			req.InstanceID = &inst
+		}
+		for topic, parts := range offsets {
+			rt := kmsg.NewTxnOffsetCommitRequestTopic()
+			rt.Topic = topic
+			for part, o := range parts {
+				rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+				rp.Partition, rp.Offset, rp.LeaderEpoch = part, o.Offset, o.LeaderEpoch
+				if o.Metadata != "" {
+					md := o.Metadata
+					rp.Metadata = &md
+				}
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			req.Topics = append(req.Topics, rt)
+		}
+		return req
+	}, func(r kmsg.Response) error {
+		for _, rt := range r.(*kmsg.TxnOffsetCommitResponse).Topics {
+			for _, rp := range rt.Partitions {
+				if err := kerr.ForCode(rp.ErrorCode); err != nil {
+					return fmt.Errorf("%s[%d]: %w", rt.Topic, rp.Partition, err)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// txnIO is the IO goroutine's part of a transactional producer: which
+// partitions the current transaction has (added) or is adding, and who
+// waits for the adds to settle. Only the IO goroutine touches it.
+type txnIO struct {
+	t *txnManager
+
+	added   map[*ioPart]struct{} // in the current transaction
+	queued  map[*ioPart]struct{} // in pending or adding
+	pending []*ioPart            // to add in the next AddPartitionsToTxn
+	adding  []*ioPart            // in the AddPartitionsToTxn in flight
+	started bool                 // the coordinator knows of the transaction: an add succeeded (as Java's transactionStarted)
+	bump    bool                 // an abort ended: bump the epoch now if needed (KIP-360)
+	waiters []txnWaiter          // txnQuery callers, answered once no add is in flight
+	gen     uint64               // transactions ended (txnEnded): an add answered after its transaction ended adds nothing
+	sweep   []*batch             // scratch for failing buffered batches
+}
+
+func newTxnIO(t *txnManager) *txnIO {
+	return &txnIO{t: t, added: map[*ioPart]struct{}{}, queued: map[*ioPart]struct{}{}}
+}
+
+// txnGate is the transactional part of the send gate (mayDrain): a
+// partition's batches go out only while a transaction is open or
+// committing, and only once the partition is in the transaction; until
+// then it waits for the next AddPartitionsToTxn, which lists it again.
+func (s *sink) txnGate(ip *ioPart) bool {
+	x := s.txn
+	if st := x.t.load(); st != txnInTxn && st != txnCommitting {
+		return false
+	}
+	if _, ok := x.added[ip]; ok {
+		return true
+	}
+	s.txnWant(ip)
+	return false
+}
+
+// txnWant queues ip for the next AddPartitionsToTxn unless it is in the
+// transaction or queued already. The send gate calls it, and so does a
+// batch opening (as the Java client adds a partition at its first Send):
+// the add then overlaps the batch's linger instead of delaying its send.
+func (s *sink) txnWant(ip *ioPart) {
+	x := s.txn
+	if ip == nil {
+		return
+	}
+	if st := x.t.load(); st != txnInTxn && st != txnCommitting {
+		return
+	}
+	if _, ok := x.added[ip]; ok {
+		return
+	}
+	if _, ok := x.queued[ip]; !ok {
+		x.queued[ip] = struct{}{}
+		x.pending = append(x.pending, ip)
+	}
+}
+
+// txnStep runs every IO step of a transactional producer: it fails what
+// is buffered while the transaction aborts (or cannot commit), sends
+// AddPartitionsToTxn for the partitions waiting, and answers txnQuery.
+func (s *sink) txnStep() {
+	x := s.txn
+	switch st := x.t.load(); st {
+	case txnAborting:
+		s.txnSweep(fmt.Errorf("%w: the record was not sent before AbortTransaction", ErrTransactionAborted))
+	case txnAbortable, txnFatal:
+		s.txnSweep(fmt.Errorf("%w: %w", ErrTransactionAborted, x.t.lastErr()))
+	}
+	s.txnAddPartitions()
+	s.txnAnswer()
+}
+
+// txnSweep fails every record of the producer that is not in flight:
+// parked, in batches, or waiting to be resent.
+func (s *sink) txnSweep(err error) {
+	x := s.txn
+	s.p.topics.Range(func(_, v any) bool {
+		ts := v.(*topicState)
+		ts.acc.FailParked(func(c completion) {
+			s.p.completer.push(outcome{single: &c, md: RecordMetadata{Topic: ts.acc.Name, Partition: -1, Offset: -1}, err: err})
+		})
+		for _, ap := range ts.acc.KnownPartitions() {
+			if ip := ap.IO; ip != nil {
+				for _, b := range ip.retry {
+					s.fail(ip, b, err)
+				}
+				clear(ip.retry)
+				ip.retry = ip.retry[:0]
+			}
+			x.sweep = ap.TakeAll(x.sweep[:0])
+			for _, b := range x.sweep {
+				s.p.completer.push(outcome{batch: b, baseOffset: -1, appendTime: -1, err: err})
+			}
+			clear(x.sweep)
+		}
+		return true
+	})
+}
+
+// txnAddPartitions sends one AddPartitionsToTxn for every partition
+// waiting, unless one is in flight. It runs in the background and retries
+// coordinator moves and CONCURRENT_TRANSACTIONS itself.
+func (s *sink) txnAddPartitions() {
+	x := s.txn
+	if len(x.adding) > 0 || len(x.pending) == 0 || !s.idem.canSend() {
+		return
+	}
+	if st := x.t.load(); st != txnInTxn && st != txnCommitting {
+		return
+	}
+	x.adding, x.pending = x.pending, x.adding[:0]
+	byTopic := map[string][]int32{}
+	for _, ip := range x.adding {
+		byTopic[ip.topic.name] = append(byTopic[ip.topic.name], ip.acc.ID)
+	}
+	pid, epoch, tid, gen := s.idem.producerID, s.idem.epoch, s.cfg.TransactionalID, x.gen
+	c := s.p.txn.client
+	go func() {
+		err := c.call(s.p.closing, "AddPartitionsToTxn", c.txnCoord(), func() kmsg.Request {
+			req := kmsg.NewPtrAddPartitionsToTxnRequest()
+			req.TransactionalID, req.ProducerID, req.ProducerEpoch = tid, pid, epoch
+			for topic, parts := range byTopic {
+				rt := kmsg.NewAddPartitionsToTxnRequestTopic()
+				rt.Topic, rt.Partitions = topic, parts
+				req.Topics = append(req.Topics, rt)
+			}
+			return req
+		}, func(r kmsg.Response) error {
+			resp := r.(*kmsg.AddPartitionsToTxnResponse)
+			if err := kerr.ForCode(resp.ErrorCode); err != nil { // v4+
+				return err
+			}
+			// Report the worst partition error: a fatal or abortable
+			// one before the retriable ones (OPERATION_NOT_ATTEMPTED
+			// comes with the partition that failed).
+			var retry error
+			for _, rt := range resp.Topics {
+				for _, rp := range rt.Partitions {
+					err := kerr.ForCode(rp.ErrorCode)
+					if err == nil {
+						continue
+					}
+					err = fmt.Errorf("%s[%d]: %w", rt.Topic, rp.Partition, err)
+					if classifyTxn("", err) != nil {
+						return err
+					}
+					retry = err
+				}
+			}
+			return retry
+		})
+		s.post(func() { s.txnAdded(gen, err) })
+	}()
+}
+
+// txnAdded handles the end of an AddPartitionsToTxn: the partitions are in
+// the transaction and may send, or the transaction failed.
+func (s *sink) txnAdded(gen uint64, err error) {
+	x := s.txn
+	adding := x.adding
+	x.adding = adding[:0]
+	if gen != x.gen {
+		clear(adding)
+		return // its transaction has ended (txnQuery waits for adds, so only defensively)
+	}
+	var te *txnError
+	for _, ip := range adding {
+		delete(x.queued, ip)
+		if err == nil {
+			x.added[ip] = struct{}{}
+			s.markReady(ip)
+		}
+	}
+	clear(adding)
+	switch {
+	case err == nil:
+		x.started = true
+	case errors.As(err, &te):
+		x.t.fail(te.err, te.fatal)
+	default: // the producer is closing
+		x.t.fail(err, false)
+	}
+}
+
+// txnWaiter is a txnQuery caller; needID: it needs the producer id even
+// if the coordinator does not know of the transaction yet.
+type txnWaiter struct {
+	ch     chan<- txnInfo
+	needID bool
+}
+
+// txnQuery waits until no AddPartitionsToTxn is in flight (and, when
+// needID or for a transaction the coordinator knows, the producer has its
+// id), and returns the producer id and epoch. It runs on the caller's
+// goroutine.
+func (s *sink) txnQuery(ctx context.Context, needID bool) (txnInfo, error) {
+	ch := make(chan txnInfo, 1)
+	w := txnWaiter{ch: ch, needID: needID}
+	if err := s.callIO(ctx, func() { s.txn.waiters = append(s.txn.waiters, w); s.txnAnswer() }); err != nil {
+		return txnInfo{}, err
+	}
+	select {
+	case info := <-ch:
+		return info, nil
+	case <-ctx.Done():
+		return txnInfo{}, ctx.Err()
+	case <-s.p.ioDone:
+		return txnInfo{}, ErrClosed
+	}
+}
+
+// txnAnswer answers the txnQuery callers once the adds are settled.
+func (s *sink) txnAnswer() {
+	x := s.txn
+	if len(x.waiters) == 0 || len(x.adding) > 0 {
+		return
+	}
+	info := txnInfo{pid: s.idem.producerID, epoch: s.idem.epoch, started: x.started}
+	fatal := x.t.load() == txnFatal
+	if fatal {
+		info.err = x.t.lastErr()
+	}
+	noID := s.idem.producerID < 0 || s.idem.requesting
+	keep := x.waiters[:0]
+	for _, w := range x.waiters {
+		if !fatal && noID && (x.started || w.needID) {
+			keep = append(keep, w) // wait for the id
+			continue
+		}
+		w.ch <- info
+	}
+	clear(x.waiters[len(keep):])
+	x.waiters = keep
+}
+
+// txnEnded resets the IO goroutine's transaction once EndTxn succeeded (or
+// none was needed), and makes the producer ready for the next one. The
+// transition runs here, on the IO goroutine, between two steps: a step
+// that read the state as aborting (and fails what is buffered) never
+// overlaps the next transaction's Sends. After an abort, a pending epoch
+// bump may go now.
+func (s *sink) txnEnded(commit bool) {
+	x := s.txn
+	x.t.ended()
+	clear(x.added)
+	clear(x.queued)
+	clear(x.pending)
+	x.pending = x.pending[:0]
+	x.started = false
+	x.gen++
+	x.bump = !commit && s.idem.needBump
+}
+
+// callIO runs f on the IO goroutine and waits for it.
+func (s *sink) callIO(ctx context.Context, f func()) error {
+	done := make(chan struct{})
+	select {
+	case s.admin <- func() { f(); close(done) }:
+	case <-s.p.quit:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-s.p.ioDone:
+		return ErrClosed
+	}
+}
+
+// txnEnsureProducerID is ensureProducerID for a transactional producer:
+// the id comes from the transaction coordinator, once BeginTransaction was
+// first called, and an epoch bump (after a sequence gap or
+// INVALID_PRODUCER_EPOCH) waits for the abort and goes through
+// InitProducerId with the current id and epoch (KIP-360).
+func (s *sink) txnEnsureProducerID() {
+	id, x := s.idem, s.txn
+	st := x.t.load()
+	if id.requesting || st == txnFatal || st == txnUninit || s.now.Before(id.retryAt) {
+		return
+	}
+	pid, epoch := int64(-1), int16(-1)
+	switch {
+	case id.producerID < 0:
+	case id.needBump && x.bump && s.inflight == 0:
+		pid, epoch = id.producerID, id.epoch
+	default:
+		return
+	}
+	id.requesting = true
+	c := s.p.txn.client
+	go func() {
+		npid, nepoch, err := c.initProducerID(s.p.closing, pid, epoch)
+		s.post(func() { s.txnProducerID(npid, nepoch, err) })
+	}()
+}
+
+func (s *sink) txnProducerID(pid int64, epoch int16, err error) {
+	id := s.idem
+	id.requesting = false
+	if err != nil {
+		var te *txnError
+		if errors.As(err, &te) {
+			s.txn.t.fail(te.err, true) // no id, no transaction: fatal
+			return
+		}
+		id.failures++
+		id.lastErr = fmt.Errorf("InitProducerId failed: %w", err)
+		id.retryAt = s.now.Add(s.backoff(id.failures))
+		return
+	}
+	id.producerID, id.epoch = pid, epoch
+	id.needBump, id.needNewID, id.failures, id.lastErr = false, false, 0, nil
+	s.txn.bump = false
+	s.resetSequences()
+	s.p.log.Debug("transactional producer id", "id", pid, "epoch", epoch)
+}
+
+// txnProduceError handles the Produce errors that concern the transaction,
+// for b of ip, and reports whether it did: PRODUCER_FENCED (fatal),
+// INVALID_PRODUCER_EPOCH and TRANSACTION_ABORTABLE (abortable: the
+// coordinator aborted the transaction, e.g. after its timeout, and the
+// abort bumps the epoch), sequence errors (abortable, with an epoch bump),
+// INVALID_TXN_STATE (abortable), TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+// CLUSTER_AUTHORIZATION_FAILED and INVALID_PRODUCER_ID_MAPPING (fatal), as
+// the Java client's TransactionManager.handleFailedBatch. The batch fails
+// with the error; the producer does not retry it.
+func (s *sink) txnProduceError(br *ioBroker, ip *ioPart, b *batch, err error) bool {
+	where := fmt.Sprintf("Produce %s[%d] on broker %d", ip.topic.name, ip.acc.ID, br.id)
+	var te *txnError
+	switch {
+	case errors.Is(err, kerr.ProducerFenced):
+		te = fencedErr(where, err)
+	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed), errors.Is(err, kerr.ClusterAuthorizationFailed),
+		hasCode(err, codeInvalidProducerIDMapping):
+		te = &txnError{err: fmt.Errorf("%s: %w", where, err), fatal: true}
+	case hasCode(err, codeInvalidTxnState): // the coordinator ended the transaction (kfake, after its timeout)
+		te = &txnError{err: fmt.Errorf("%s: %w", where, err)}
+	case errors.Is(err, kerr.InvalidProducerEpoch), errors.Is(err, kerr.TransactionAbortable),
+		hasCode(err, codeUnknownProducerID), isSequenceError(err):
+		te = &txnError{err: fmt.Errorf("%s: %w", where, err)}
+		s.idem.needBump = true
+	default:
+		return false
+	}
+	s.txn.t.fail(te.err, te.fatal)
+	s.fail(ip, b, te)
+	return true
+}
