@@ -243,7 +243,13 @@ done
 
 # Format every node's storage (one JVM for all). SCRAM users are
 # written into the bootstrap metadata, so they exist from the first second.
-cluster_id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
+# A cluster id is 16 random bytes in URL-safe base64. Like Kafka's
+# Uuid.randomUuid, never one starting with '-': the storage tool would read
+# it as an option ("--cluster-id: expected one argument"; 1 start in 64).
+cluster_id=-
+while [[ $cluster_id == -* ]]; do
+	cluster_id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
+done
 declare -a fmt_args=()
 if ((sasl_ssl)); then
 	for u in "$scram_user=$scram_pass" "$acl_user=$acl_pass"; do
