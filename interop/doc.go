@@ -74,7 +74,10 @@
 //     KIP-599 THROTTLING_QUOTA_EXCEEDED retried after its throttle time;
 //     TOPIC_AUTHORIZATION_FAILED failing at once; samsa over the SASL_SSL
 //     listener with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512, read back by kgo,
-//     and a wrong password failing fast with ErrAuthentication.
+//     and a wrong password failing fast with ErrAuthentication;
+//     transactions (realkafka_txn_test.go): committed and aborted ones read
+//     back by kgo at read_committed and read_uncommitted, and fencing by a
+//     second producer with the same transactional id.
 //
 // Every test but the real-Kafka ones starts its own in-process cluster on
 // random loopback ports, closes it, and is bounded by timeouts; the
