@@ -49,6 +49,12 @@ type Config struct {
 	// that the pool's size bounds that memory as well (see RecordCharge).
 	ChargeBookkeeping bool
 
+	// ExtraRecordCharge is charged with each record on top of its
+	// completion when ChargeBookkeeping is on: heap memory the caller keeps
+	// per record elsewhere (the producer's per-record hook state). 0 by
+	// default.
+	ExtraRecordCharge int
+
 	// MayWait, when set, is asked before an append waits for pool memory
 	// (only when the pool has none at once); false makes the append fail
 	// at once, as if it had not been allowed to wait. The producer uses
@@ -125,7 +131,7 @@ func New[C, P, B any](cfg Config) *Accumulator[C, P, B] {
 		// A record: its completion, plus its share of a completion
 		// chunk. A batch: its struct, plus the IO goroutine's linger
 		// and expiry entries.
-		a.recCharge = int(unsafe.Sizeof(c)) + 8
+		a.recCharge = int(unsafe.Sizeof(c)) + 8 + max(cfg.ExtraRecordCharge, 0)
 		a.batchCharge = int(unsafe.Sizeof(Batch[C, P, B]{})) + 64
 		a.parkCharge = int(unsafe.Sizeof(parkedRecord[C]{}))
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"time"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -40,19 +41,34 @@ type recordObs struct {
 	sent time.Time
 }
 
-// observeSend runs the HookRecordBuffered hooks on a private copy of rec
-// (with its own Headers slice, which they may change) and returns the copy,
-// to be encoded instead of rec, and the record's recordObs (nil without
-// HookRecordCompleted hooks). Send's goroutine, only when hs.records.
+// observeSend runs the HookRecordBuffered hooks, if any, on a private copy
+// of rec (with its own Headers slice, which they may change) and returns the
+// copy, to be encoded instead of rec (rec itself without such hooks), and
+// the record's recordObs (nil without HookRecordCompleted hooks). Send's
+// goroutine, only when hs.records.
 func (p *Producer) observeSend(ctx context.Context, rec *Record) (*Record, *recordObs) {
-	cp := new(Record)
-	*cp = *rec
-	cp.Headers = slices.Clip(slices.Clone(rec.Headers))
-	ctx = p.hooks.onRecordBuffered(ctx, cp)
-	if len(p.hooks.recordCompleted) == 0 {
-		return cp, nil
+	if len(p.hooks.recordBuffered) > 0 {
+		cp := new(Record)
+		*cp = *rec
+		cp.Headers = slices.Clip(slices.Clone(rec.Headers))
+		ctx = p.hooks.onRecordBuffered(ctx, cp)
+		rec = cp
 	}
-	return cp, &recordObs{hs: p.hooks, ctx: ctx, sent: time.Now()}
+	if len(p.hooks.recordCompleted) == 0 {
+		return rec, nil
+	}
+	return rec, &recordObs{hs: p.hooks, ctx: ctx, sent: time.Now()}
+}
+
+// recordObsCharge is the pool memory charged per record for its recordObs:
+// its size with HookRecordCompleted hooks, else 0. What the hooks keep
+// themselves (a span behind the context they return) is theirs, and not
+// charged.
+func (hs *hooks) recordObsCharge() int {
+	if hs == nil || len(hs.recordCompleted) == 0 {
+		return 0
+	}
+	return int(unsafe.Sizeof(recordObs{}))
 }
 
 // completed runs the HookRecordCompleted hooks for the record. The

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -463,3 +464,34 @@ func TestHooksConfigValidation(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordObsIsCharged: with a HookRecordCompleted hook each record also
+// keeps a recordObs, and the pool is charged for it, so BufferMemory still
+// bounds the heap of buffered records; a HookRecordBuffered hook alone
+// keeps none and costs no charge.
+func TestRecordObsIsCharged(t *testing.T) {
+	base, err := New(Config{Brokers: []string{"127.0.0.1:1"}})
+	require.NoError(t, err)
+	defer base.Close(context.Background())
+	for _, tc := range []struct {
+		name  string
+		hook  Hook
+		extra int
+	}{
+		{"completed", completedOnly{}, int(unsafe.Sizeof(recordObs{}))},
+		{"buffered", bufferedOnly{}, 0},
+	} {
+		p, err := New(Config{Brokers: []string{"127.0.0.1:1"}, Hooks: []Hook{tc.hook}})
+		require.NoError(t, err)
+		require.Equal(t, base.acc.RecordCharge()+tc.extra, p.acc.RecordCharge(), tc.name)
+		require.NoError(t, p.Close(context.Background()))
+	}
+}
+
+type completedOnly struct{}
+
+func (completedOnly) OnRecordCompleted(context.Context, RecordCompletion) {}
+
+type bufferedOnly struct{}
+
+func (bufferedOnly) OnRecordBuffered(ctx context.Context, _ *Record) context.Context { return ctx }

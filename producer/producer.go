@@ -151,6 +151,8 @@ func New(cfg Config) (*Producer, error) {
 		// Completions, batches and parked records are charged to the
 		// pool: BufferMemory bounds the heap they take too.
 		ChargeBookkeeping: true,
+		// With HookRecordCompleted hooks a record also keeps a recordObs.
+		ExtraRecordCharge: p.hooks.recordObsCharge(),
 
 		// The completion goroutine frees pool memory: a Send from a
 		// callback must not wait for it (it would wait MaxBlock for
