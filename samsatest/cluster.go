@@ -200,17 +200,30 @@ func (c *Cluster) Records(topic string) ([]Record, error) {
 func (c *Cluster) CommittedRecords(topic string) ([]Record, error) {
 	var all []Record
 	for part := int32(0); ; part++ {
-		stored, err := c.c.Records(topic, part)
-		if errors.Is(err, testbroker.ErrUnknownTopic) && part > 0 {
+		recs, err := c.PartitionCommittedRecords(topic, part)
+		if errors.Is(err, ErrUnknownTopic) && part > 0 {
 			return all, nil
 		}
 		if err != nil {
-			return nil, translate(err)
+			return nil, err
 		}
-		for _, i := range committed(stored) {
-			all = append(all, record(part, stored[i]))
-		}
+		all = append(all, recs...)
 	}
+}
+
+// PartitionCommittedRecords is [Cluster.CommittedRecords] for one
+// partition. The error wraps [ErrUnknownTopic].
+func (c *Cluster) PartitionCommittedRecords(topic string, partition int32) ([]Record, error) {
+	stored, err := c.c.Records(topic, partition)
+	if err != nil {
+		return nil, translate(err)
+	}
+	idx := committed(stored)
+	recs := make([]Record, len(idx))
+	for i, j := range idx {
+		recs[i] = record(partition, stored[j])
+	}
+	return recs, nil
 }
 
 // committed returns the indexes, in offset order, of the records of one

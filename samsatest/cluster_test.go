@@ -332,6 +332,12 @@ func TestCommittedRecords(t *testing.T) {
 	assert.Equal(t, 3, markers, "a marker per transaction")
 	assert.Equal(t, 4, transactional)
 
+	p0, err := c.PartitionCommittedRecords(topic, 0)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"p1", "c1", "c2", "p2", "o1", "p3"}, values(p0, nil))
+	_, err = c.PartitionCommittedRecords(topic, 1)
+	require.ErrorIs(t, err, samsatest.ErrUnknownTopic)
+
 	recs, err := c.CommittedRecords("other")
 	require.NoError(t, err)
 	assert.Empty(t, recs)
