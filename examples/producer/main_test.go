@@ -180,6 +180,28 @@ func TestRunTransactional(t *testing.T) {
 	assert.Contains(t, stdout.String(), "verified      yes: read back 250 records, each once")
 }
 
+// A transaction whose records fail cannot commit: the run stops there,
+// aborts it, and fails (exit 1), naming the transaction.
+func TestRunTransactionFails(t *testing.T) {
+	c := samsatest.Start(t, samsatest.Config{Brokers: 1, Topics: map[string]int32{"denied": 2}})
+	c.FailProduce(0, samsatest.TopicAuthorizationFailed)
+	s, _, err := runJSON(t, t.Context(), "-brokers", c.Addrs()[0], "-topic", "denied", "-records", "500",
+		"-transactional-id", "denied", "-txn-records", "100")
+	require.ErrorIs(t, err, errNotVerified)
+	assert.False(t, s.Verified)
+	assert.Zero(t, s.Transactions)
+	assert.Zero(t, s.Records)
+	assert.Equal(t, int64(100), s.Failed, "the first transaction's records")
+	require.Len(t, s.Problems, 2, "%q", s.Problems)
+	assert.Contains(t, s.Problems[0], "transaction 1 (records 0 to 99): CommitTransaction: ")
+	assert.Contains(t, s.Problems[0], "TOPIC_AUTHORIZATION_FAILED")
+	assert.Contains(t, s.Problems[0], "; 400 of 500 records not sent")
+	assert.Contains(t, s.Problems[1], "100 records failed")
+	recs, err := c.CommittedRecords("denied")
+	require.NoError(t, err)
+	assert.Empty(t, recs)
+}
+
 // A real cluster (here a test broker given with -brokers): the topic is
 // auto-created, nothing is read back, and the summary says so.
 func TestRunRealCluster(t *testing.T) {

@@ -116,7 +116,7 @@ func produce(ctx context.Context, o options, progressOut io.Writer) (*summary, e
 		s.Interrupted = true
 		s.problem(fmt.Sprintf("interrupted after %d of %d records were sent", t.sent.Load(), o.records))
 	case txnErr != nil:
-		s.problem(txnErr.Error())
+		s.problem(fmt.Sprintf("%v; %d of %d records not sent", txnErr, o.records-t.sent.Load(), o.records))
 	case flushErr != nil:
 		s.problem("Flush: " + flushErr.Error())
 	case closeErr != nil:
@@ -381,8 +381,8 @@ func (t *tracker) check(s *summary, o options) {
 		t.errMu.Unlock()
 		s.problem(fmt.Sprintf("%d records failed, the first with: %s", n, s.FirstError))
 	}
-	if acked, failed := t.acked.Load(), t.failed.Load(); !s.Interrupted && acked+failed != o.records {
-		s.problem(fmt.Sprintf("%d records succeeded and %d failed, of %d sent", acked, failed, o.records))
+	if acked, failed, sent := t.acked.Load(), t.failed.Load(), t.sent.Load(); !s.Interrupted && acked+failed != sent {
+		s.problem(fmt.Sprintf("%d records succeeded and %d failed, of %d sent", acked, failed, sent))
 	}
 	s.PerKeyOrderVerified = t.disorder == 0 && !s.Interrupted
 	if t.disorder > 0 {
