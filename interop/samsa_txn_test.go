@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-go/samsa/internal/testbroker"
 	samsakerr "github.com/samsa-go/samsa/kerr"
 	"github.com/samsa-go/samsa/producer"
 )
@@ -31,6 +32,24 @@ func startKfakeTxn(t *testing.T, topics ...string) *kfake.Cluster {
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	return c
+}
+
+// txnClusters are the clusters the main transaction tests run against:
+// kfake, and samsa's own test broker (three brokers each). start returns
+// the bootstrap addresses of a cluster with the given topics, of 3
+// partitions, that the test's cleanup closes.
+var txnClusters = []struct {
+	name  string
+	start func(t *testing.T, topics ...string) []string
+}{
+	{"kfake", func(t *testing.T, topics ...string) []string { return startKfakeTxn(t, topics...).ListenAddrs() }},
+	{"testbroker", func(t *testing.T, topics ...string) []string {
+		c := startCluster(t, testbroker.Config{})
+		for _, topic := range topics {
+			require.NoError(t, c.CreateTopic(topic, 3))
+		}
+		return c.Addrs()
+	}},
 }
 
 func newTxnProducer(t *testing.T, addrs []string, id string) *producer.Producer {
@@ -71,14 +90,20 @@ func readValues(t *testing.T, addrs []string, topic string, want int, level kgo.
 	}
 }
 
-// TestSamsaTransactionsKfake commits some transactions and aborts others
-// against kfake: a read_committed kgo consumer sees exactly the committed
-// records, in Send order per partition, and a read_uncommitted one every
-// data record that was written.
-func TestSamsaTransactionsKfake(t *testing.T) {
+// TestSamsaTransactions commits some transactions and aborts others
+// against kfake and against the test broker: a read_committed kgo
+// consumer sees exactly the committed records, in Send order per
+// partition, and a read_uncommitted one every data record that was
+// written.
+func TestSamsaTransactions(t *testing.T) {
+	for _, cl := range txnClusters {
+		t.Run(cl.name, func(t *testing.T) { testSamsaTransactions(t, cl.start) })
+	}
+}
+
+func testSamsaTransactions(t *testing.T, start func(*testing.T, ...string) []string) {
 	const topic = "txn"
-	c := startKfakeTxn(t, topic)
-	addrs := c.ListenAddrs()
+	addrs := start(t, topic)
 	p := newTxnProducer(t, addrs, "samsa-txn-1")
 	ctx := testContext(t)
 
@@ -141,13 +166,19 @@ func order(t *testing.T, v string) int {
 	return i*1000 + j
 }
 
-// TestSamsaTransactionFencingKfake: a second samsa producer with the same
+// TestSamsaTransactionFencing: a second samsa producer with the same
 // transactional id fences the first, whose next transaction fails with
-// ErrProducerFenced, a fatal error; its records fail too.
-func TestSamsaTransactionFencingKfake(t *testing.T) {
+// ErrProducerFenced, a fatal error; its records fail too. Against kfake
+// and against the test broker.
+func TestSamsaTransactionFencing(t *testing.T) {
+	for _, cl := range txnClusters {
+		t.Run(cl.name, func(t *testing.T) { testSamsaTransactionFencing(t, cl.start) })
+	}
+}
+
+func testSamsaTransactionFencing(t *testing.T, start func(*testing.T, ...string) []string) {
 	const topic = "fence"
-	c := startKfakeTxn(t, topic)
-	addrs := c.ListenAddrs()
+	addrs := start(t, topic)
 	ctx := testContext(t)
 
 	p1 := newTxnProducer(t, addrs, "samsa-fence")

@@ -159,10 +159,19 @@ type Record struct {
 	// producer sends a batch uncompressed when its codec would not make it
 	// smaller, as samsa does.
 	Compression compression.Type
+	// Transactional is set for a record a transactional producer sent
+	// (in a transaction), and Control for a commit or abort marker the
+	// transaction coordinator wrote at a transaction's end: [Cluster.Records]
+	// returns markers and the records of aborted and ongoing transactions
+	// too, [Cluster.CommittedRecords] neither.
+	Transactional, Control bool
 }
 
 // Records returns the records of every partition of topic: partition 0's
-// in offset order, then partition 1's, and so on. Records sent with
+// in offset order, then partition 1's, and so on; with the markers and
+// the records of aborted transactions of a transactional producer (see
+// [Cluster.CommittedRecords] for what a read_committed consumer sees).
+// Records sent with
 // acks=none may be appended a moment after the producer completed them:
 // wait for [Cluster.HighWatermark] first. The error wraps
 // [ErrUnknownTopic].
@@ -180,8 +189,82 @@ func (c *Cluster) Records(topic string) ([]Record, error) {
 	}
 }
 
-// PartitionRecords returns the records of one partition in offset order.
-// The error wraps [ErrUnknownTopic].
+// CommittedRecords returns what a read_committed consumer reading topic
+// from the start would see now, in the order of [Cluster.Records]: the
+// records of non-transactional producers and of committed transactions.
+// It leaves out the commit and abort markers, the records of aborted
+// transactions, and, in each partition, every record from the first one
+// of a transaction still open (the last stable offset) on, as a
+// read_committed consumer waits for its end. The error wraps
+// [ErrUnknownTopic].
+func (c *Cluster) CommittedRecords(topic string) ([]Record, error) {
+	var all []Record
+	for part := int32(0); ; part++ {
+		recs, err := c.PartitionCommittedRecords(topic, part)
+		if errors.Is(err, ErrUnknownTopic) && part > 0 {
+			return all, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, recs...)
+	}
+}
+
+// PartitionCommittedRecords is [Cluster.CommittedRecords] for one
+// partition. The error wraps [ErrUnknownTopic].
+func (c *Cluster) PartitionCommittedRecords(topic string, partition int32) ([]Record, error) {
+	stored, err := c.c.Records(topic, partition)
+	if err != nil {
+		return nil, translate(err)
+	}
+	idx := committed(stored)
+	recs := make([]Record, len(idx))
+	for i, j := range idx {
+		recs[i] = record(partition, stored[j])
+	}
+	return recs, nil
+}
+
+// committed returns the indexes, in offset order, of the records of one
+// partition that a read_committed consumer sees (see
+// [Cluster.CommittedRecords]). A transaction is the run of transactional
+// records of one producer id up to that producer's next marker.
+func committed(recs []testbroker.Record) []int {
+	keep := make([]bool, len(recs))
+	open := map[int64][]int{} // producer id: its open transaction's records
+	for i, r := range recs {
+		switch {
+		case r.Control:
+			// A marker's key is its version (int16) then its type
+			// (int16): 0 abort, 1 commit.
+			commit := len(r.Key) == 4 && r.Key[3] == 1
+			for _, j := range open[r.ProducerID] {
+				keep[j] = commit
+			}
+			delete(open, r.ProducerID)
+		case r.Transactional:
+			open[r.ProducerID] = append(open[r.ProducerID], i)
+		default:
+			keep[i] = true
+		}
+	}
+	stable := len(recs) // index of the first record of an open transaction
+	for _, idx := range open {
+		stable = min(stable, idx[0])
+	}
+	var out []int
+	for i := range stable {
+		if keep[i] {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// PartitionRecords returns the records of one partition in offset order,
+// markers and the records of aborted transactions included (see
+// [Record].Control). The error wraps [ErrUnknownTopic].
 func (c *Cluster) PartitionRecords(topic string, partition int32) ([]Record, error) {
 	stored, err := c.c.Records(topic, partition)
 	if err != nil {
@@ -189,23 +272,30 @@ func (c *Cluster) PartitionRecords(topic string, partition int32) ([]Record, err
 	}
 	recs := make([]Record, len(stored))
 	for i, s := range stored {
-		r := Record{
-			Partition:   partition,
-			Offset:      s.Offset,
-			Timestamp:   time.UnixMilli(s.Timestamp),
-			Key:         s.Key,
-			Value:       s.Value,
-			Compression: compression.Type(s.Compression),
-		}
-		if len(s.Headers) > 0 {
-			r.Headers = make([]producer.Header, len(s.Headers))
-			for j, h := range s.Headers {
-				r.Headers[j] = producer.Header{Key: h.Key, Value: h.Value}
-			}
-		}
-		recs[i] = r
+		recs[i] = record(partition, s)
 	}
 	return recs, nil
+}
+
+// record converts a record of the internal cluster.
+func record(partition int32, s testbroker.Record) Record {
+	r := Record{
+		Partition:     partition,
+		Offset:        s.Offset,
+		Timestamp:     time.UnixMilli(s.Timestamp),
+		Key:           s.Key,
+		Value:         s.Value,
+		Compression:   compression.Type(s.Compression),
+		Transactional: s.Transactional,
+		Control:       s.Control,
+	}
+	if len(s.Headers) > 0 {
+		r.Headers = make([]producer.Header, len(s.Headers))
+		for j, h := range s.Headers {
+			r.Headers[j] = producer.Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	return r
 }
 
 // HighWatermark returns the offset the next record appended to a

@@ -272,3 +272,75 @@ func TestErrorCode(t *testing.T) {
 		assert.Equal(t, tc.retriable, tc.code.Retriable(), tc.name)
 	}
 }
+
+// TestCommittedRecords: CommittedRecords sees what a read_committed
+// consumer would: plain records and committed transactions, neither
+// markers nor aborted records, and nothing from the first record of an
+// open transaction on; Records sees everything, markers marked Control.
+func TestCommittedRecords(t *testing.T) {
+	const topic = "txn"
+	c := samsatest.Start(t, samsatest.Config{Topics: map[string]int32{topic: 1, "other": 2}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	plain := newProducer(t, c, producer.Config{})
+	txn := newProducer(t, c, producer.Config{TransactionalID: "samsatest-txn"})
+	send := func(p *producer.Producer, v string) {
+		t.Helper()
+		_, err := p.Send(ctx, &producer.Record{Topic: topic, Value: []byte(v)}).Wait(ctx)
+		require.NoError(t, err)
+	}
+	values := func(recs []samsatest.Record, err error) []string {
+		t.Helper()
+		require.NoError(t, err)
+		var vs []string
+		for _, r := range recs {
+			if !r.Control {
+				vs = append(vs, string(r.Value))
+			}
+		}
+		return vs
+	}
+
+	send(plain, "p1")
+	require.NoError(t, txn.BeginTransaction())
+	send(txn, "c1")
+	send(txn, "c2")
+	require.NoError(t, txn.CommitTransaction(ctx))
+	require.NoError(t, txn.BeginTransaction())
+	send(txn, "a1")
+	require.NoError(t, txn.AbortTransaction(ctx))
+	send(plain, "p2")
+	require.NoError(t, txn.BeginTransaction())
+	send(txn, "o1")
+	send(plain, "p3") // past the last stable offset while o1's transaction is open
+
+	assert.Equal(t, []string{"p1", "c1", "c2", "p2"}, values(c.CommittedRecords(topic)), "o1's transaction is open")
+	require.NoError(t, txn.CommitTransaction(ctx))
+	assert.Equal(t, []string{"p1", "c1", "c2", "p2", "o1", "p3"}, values(c.CommittedRecords(topic)))
+
+	all, err := c.Records(topic)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"p1", "c1", "c2", "a1", "p2", "o1", "p3"}, values(all, nil), "Records: aborted records too")
+	var markers, transactional int
+	for _, r := range all {
+		if r.Control {
+			markers++
+		} else if r.Transactional {
+			transactional++
+		}
+	}
+	assert.Equal(t, 3, markers, "a marker per transaction")
+	assert.Equal(t, 4, transactional)
+
+	p0, err := c.PartitionCommittedRecords(topic, 0)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"p1", "c1", "c2", "p2", "o1", "p3"}, values(p0, nil))
+	_, err = c.PartitionCommittedRecords(topic, 1)
+	require.ErrorIs(t, err, samsatest.ErrUnknownTopic)
+
+	recs, err := c.CommittedRecords("other")
+	require.NoError(t, err)
+	assert.Empty(t, recs)
+	_, err = c.CommittedRecords("missing")
+	require.ErrorIs(t, err, samsatest.ErrUnknownTopic)
+}

@@ -132,3 +132,64 @@ func ExampleCluster_Inject_stall() {
 	// while stalled: context deadline exceeded
 	// released: <nil>
 }
+
+// A transactional producer commits one transaction and aborts another:
+// Records holds both, and the markers; CommittedRecords what a
+// read_committed consumer sees.
+func ExampleCluster_CommittedRecords() {
+	c, err := samsatest.NewCluster(samsatest.Config{Topics: map[string]int32{"payments": 1}})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+
+	ctx := context.Background()
+	p, err := producer.New(producer.Config{Brokers: c.Addrs(), TransactionalID: "payments-1"})
+	if err != nil {
+		panic(err)
+	}
+	defer p.Close(ctx)
+
+	for _, v := range []string{"committed", "aborted"} {
+		if err := p.BeginTransaction(); err != nil {
+			panic(err)
+		}
+		// Wait for the record, so that the aborted one is stored too.
+		if _, err := p.Send(ctx, &producer.Record{Topic: "payments", Value: []byte(v)}).Wait(ctx); err != nil {
+			panic(err)
+		}
+		if v == "committed" {
+			err = p.CommitTransaction(ctx)
+		} else {
+			err = p.AbortTransaction(ctx)
+		}
+		if err != nil {
+			panic(err)
+		}
+	}
+
+	all, err := c.Records("payments")
+	if err != nil {
+		panic(err)
+	}
+	for _, r := range all {
+		if r.Control {
+			fmt.Printf("@%d marker\n", r.Offset)
+		} else {
+			fmt.Printf("@%d %s\n", r.Offset, r.Value)
+		}
+	}
+	committed, err := c.CommittedRecords("payments")
+	if err != nil {
+		panic(err)
+	}
+	for _, r := range committed {
+		fmt.Printf("read_committed: %s\n", r.Value)
+	}
+	// Output:
+	// @0 committed
+	// @1 marker
+	// @2 aborted
+	// @3 marker
+	// read_committed: committed
+}

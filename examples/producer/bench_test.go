@@ -35,7 +35,7 @@ func BenchmarkSendLoop(b *testing.B) {
 	keys := makeKeys(o.keys)
 
 	o.records = 1000 // warm up: metadata, connections, pools
-	sendAll(ctx, p, o, keys, newTracker(o.records, len(keys)))
+	sendAll(ctx, p, o, keys, newTracker(o.records, len(keys)), 0, o.records)
 	if err := p.Flush(ctx); err != nil {
 		b.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func BenchmarkSendLoop(b *testing.B) {
 	t := newTracker(o.records, len(keys))
 	b.ReportAllocs()
 	b.ResetTimer()
-	sendAll(ctx, p, o, keys, t)
+	sendAll(ctx, p, o, keys, t, 0, o.records)
 	if err := p.Flush(ctx); err != nil {
 		b.Fatal(err)
 	}

@@ -26,6 +26,15 @@
 // producer's knobs; -json prints the summary as one JSON object on stdout,
 // with no progress line. -help lists every flag with its default.
 //
+// In transactions:
+//
+//	go run ./examples/producer -transactional-id x -txn-records 1000
+//
+// sends the records in transactions of -txn-records records (default 1000),
+// committing each; the summary counts the committed transactions. The
+// embedded cluster's read-back then reads what a read_committed consumer
+// sees; a real cluster is not read back (the example has no consumer).
+//
 // # What it verifies
 //
 // Record i carries i in the first 8 bytes of its value and, with keys, the
@@ -51,7 +60,9 @@
 // The exit status is 0 when every record was acknowledged and verified, 1
 // when a record failed or the verification found a problem (the summary
 // lists what), and 2 for a bad command line, a bad flag combination
-// included (-idempotent with -acks other than all), named by its flags.
+// included (-idempotent with -acks other than all; -transactional-id with
+// -acks other than all or with -idempotent=false; -txn-records without
+// -transactional-id), named by its flags.
 //
 // Ctrl-C stops sending at once: the producer gets half a second to deliver
 // what it has buffered, and a partial summary is printed (exit status 1).

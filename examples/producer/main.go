@@ -78,6 +78,8 @@ type options struct {
 	tls         *tls.Config    // nil: plaintext (security.go)
 	sasl        sasl.Mechanism // nil: no SASL
 	metricsAddr string         // "": no metrics server (metrics.go)
+	txnID       string         // "": not transactional
+	txnRecords  int64          // records per transaction, with txnID
 }
 
 // minRecordSize is the smallest value: it holds the record's sequence
@@ -93,6 +95,9 @@ const (
 	maxRequestSize = 1 << 20
 	maxLinger      = time.Minute
 )
+
+// defaultTxnRecords is -txn-records' default: records per transaction.
+const defaultTxnRecords = 1000
 
 // effectiveBatchSize is the batch size the producer uses for -batch-size
 // n: a batch never outgrows a request.
@@ -121,6 +126,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.idempotent, "idempotent", true, "idempotent producer (needs -acks all); turned off by default when -acks is not all")
 	fs.BoolVar(&o.json, "json", false, "print the summary as one JSON object on stdout, and no progress bar")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve the producer's metrics in Prometheus' text format at http://`addr`/metrics while it runs (e.g. :9100); empty: none")
+	fs.StringVar(&o.txnID, "transactional-id", "", "produce in transactions under this transactional.id (needs -acks all and idempotence), committing every -txn-records records; the embedded cluster's read-back then sees committed records only (read_committed); with -brokers nothing is read back")
+	fs.Int64Var(&o.txnRecords, "txn-records", defaultTxnRecords, "records per transaction, with -transactional-id (the last one may be smaller)")
 	security := addSecurityFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -174,6 +181,19 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	if o.idempotent && o.acks != producer.AcksAll {
 		bad = append(bad, fmt.Sprintf("-idempotent needs -acks all, got -acks %s (pass -idempotent=false, or leave -idempotent out)", o.acks))
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch {
+	case o.txnID == "" && set["txn-records"]:
+		bad = append(bad, "-txn-records needs -transactional-id")
+	case o.txnID != "" && o.txnRecords <= 0:
+		bad = append(bad, fmt.Sprintf("-txn-records must be positive, got %d", o.txnRecords))
+	}
+	if o.txnID != "" && o.acks != producer.AcksAll {
+		bad = append(bad, fmt.Sprintf("-transactional-id needs -acks all, got -acks %s", o.acks))
+	} else if o.txnID != "" && !o.idempotent {
+		bad = append(bad, "-transactional-id needs -idempotent (a transactional producer is idempotent)")
+	}
 	if len(bad) > 0 {
 		return o, usageError{msg: strings.Join(bad, "; ")}
 	}
@@ -200,6 +220,7 @@ func (o options) config(brokers []string) producer.Config {
 		AutoCreatePartitions: int32(o.partitions),
 		TLS:                  o.tls,
 		SASL:                 o.sasl,
+		TransactionalID:      o.txnID,
 	}
 }
 

@@ -137,6 +137,71 @@ func TestRunText(t *testing.T) {
 	}
 }
 
+// -transactional-id: records go in transactions of -txn-records (the
+// last one smaller), each committed; the read-back reads committed
+// records only, and finds every record once. On a real cluster nothing is
+// read back, and the transactions commit too.
+func TestRunTransactional(t *testing.T) {
+	c := samsatest.Start(t, samsatest.Config{Brokers: 2})
+	cases := []struct {
+		name     string
+		args     []string
+		txns     int64
+		per      int64
+		readBack bool
+	}{
+		{"embedded", []string{"-txn-records", "700"}, 5, 700, true},
+		{"default txn-records", nil, 3, 1000, true},
+		{"real cluster", []string{"-brokers", strings.Join(c.Addrs(), ","), "-topic", "txn-real", "-txn-records", "1000"}, 3, 1000, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"-records", strconv.Itoa(testRecords), "-partitions", "4", "-transactional-id", "example-" + tc.name}, tc.args...)
+			s, _, err := runJSON(t, t.Context(), args...)
+			require.NoError(t, err)
+			assert.True(t, s.Verified, "problems: %q", s.Problems)
+			assert.True(t, s.Transactional)
+			assert.Equal(t, tc.txns, s.Transactions)
+			assert.Equal(t, tc.per, s.TxnRecords)
+			assert.Equal(t, int64(testRecords), s.Records)
+			assert.Equal(t, tc.readBack, s.ReadBack)
+			if tc.readBack {
+				assert.Equal(t, int64(testRecords), s.ReadBackRecords, "read_committed sees every record once")
+			}
+		})
+	}
+	recs, err := c.CommittedRecords("txn-real")
+	require.NoError(t, err)
+	assert.Len(t, recs, testRecords, "the real cluster's transactions committed")
+
+	var stdout, stderr bytes.Buffer
+	require.NoError(t, run(t.Context(), []string{"-records", "250", "-transactional-id", "text", "-txn-records", "100"}, &stdout, &stderr))
+	assert.Contains(t, stdout.String(), "transactions  3 committed, 100 records each")
+	assert.Contains(t, stdout.String(), "verified      yes: read back 250 records, each once")
+}
+
+// A transaction whose records fail cannot commit: the run stops there,
+// aborts it, and fails (exit 1), naming the transaction.
+func TestRunTransactionFails(t *testing.T) {
+	c := samsatest.Start(t, samsatest.Config{Brokers: 1, Topics: map[string]int32{"denied": 2}})
+	c.FailProduce(0, samsatest.TopicAuthorizationFailed)
+	s, _, err := runJSON(t, t.Context(), "-brokers", c.Addrs()[0], "-topic", "denied", "-records", "500",
+		"-transactional-id", "denied", "-txn-records", "100")
+	require.ErrorIs(t, err, errNotVerified)
+	assert.False(t, s.Verified)
+	assert.Zero(t, s.Transactions)
+	assert.Zero(t, s.Records)
+	assert.Equal(t, int64(100), s.Failed, "the first transaction's records")
+	require.Len(t, s.Problems, 2, "%q", s.Problems)
+	assert.Contains(t, s.Problems[0], "transaction 1 (records 0 to 99): CommitTransaction: ")
+	assert.Contains(t, s.Problems[0], "TOPIC_AUTHORIZATION_FAILED")
+	assert.Contains(t, s.Problems[0], "; 400 of 500 records not sent")
+	assert.Contains(t, s.Problems[1], "100 records failed")
+	recs, err := c.CommittedRecords("denied")
+	require.NoError(t, err)
+	assert.Empty(t, recs)
+}
+
 // A real cluster (here a test broker given with -brokers): the topic is
 // auto-created, nothing is read back, and the summary says so.
 func TestRunRealCluster(t *testing.T) {
@@ -206,6 +271,10 @@ func TestRunUsage(t *testing.T) {
 		{"acks", []string{"-acks", "2"}, `-acks "2" is not all, leader or none`},
 		{"several", []string{"-records", "-5", "-acks", "x"}, "-records must be positive, got -5; -acks"},
 		{"idempotent with acks=1", []string{"-acks", "1", "-idempotent", "-records", "1"}, "-idempotent needs -acks all, got -acks leader"},
+		{"txn-records alone", []string{"-txn-records", "10"}, "-txn-records needs -transactional-id"},
+		{"txn-records zero", []string{"-transactional-id", "x", "-txn-records", "0"}, "-txn-records must be positive, got 0"},
+		{"transactional acks=1", []string{"-transactional-id", "x", "-acks", "1"}, "-transactional-id needs -acks all, got -acks leader"},
+		{"transactional not idempotent", []string{"-transactional-id", "x", "-idempotent=false"}, "-transactional-id needs -idempotent"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

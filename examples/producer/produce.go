@@ -85,7 +85,15 @@ func produce(ctx context.Context, o options, progressOut io.Writer) (*summary, e
 	}
 
 	start := time.Now()
-	interrupted := sendAll(ctx, p, o, keys, t)
+	var interrupted bool
+	var txnErr error
+	if o.txnID != "" {
+		s.Transactional = true
+		s.TxnRecords = o.txnRecords
+		interrupted, s.Transactions, txnErr = sendTransactions(ctx, p, o, keys, t)
+	} else {
+		interrupted = sendAll(ctx, p, o, keys, t, 0, o.records)
+	}
 	flushErr := p.Flush(ctx)
 	elapsed := time.Since(start)
 	stats, metrics := p.Stats(), p.Metrics()
@@ -107,6 +115,8 @@ func produce(ctx context.Context, o options, progressOut io.Writer) (*summary, e
 	case interrupted || ctx.Err() != nil:
 		s.Interrupted = true
 		s.problem(fmt.Sprintf("interrupted after %d of %d records were sent", t.sent.Load(), o.records))
+	case txnErr != nil:
+		s.problem(fmt.Sprintf("%v; %d of %d records not sent", txnErr, o.records-t.sent.Load(), o.records))
 	case flushErr != nil:
 		s.problem("Flush: " + flushErr.Error())
 	case closeErr != nil:
@@ -122,6 +132,8 @@ func produce(ctx context.Context, o options, progressOut io.Writer) (*summary, e
 			// brokers a moment to append them.
 			waitForRecords(ctx, cluster, o.topic, o.partitions, s.Records)
 		}
+		// A read_committed read-back: with transactions, records of an
+		// aborted or unfinished transaction count as missing.
 		rb := readBack(ctx, cluster, o.topic, o.partitions, o.records, keys, o.recordSize)
 		if ctx.Err() != nil {
 			s.Interrupted = true
@@ -138,14 +150,14 @@ func produce(ctx context.Context, o options, progressOut io.Writer) (*summary, e
 	return s, nil
 }
 
-// sendAll sends o.records records through SendCallback, one goroutine, no
-// allocation per record. Record i carries i (big-endian) in its first 8
-// value bytes and, with keys, key i mod len(keys). It reports whether ctx
-// ended first.
-func sendAll(ctx context.Context, p *producer.Producer, o options, keys [][]byte, t *tracker) bool {
+// sendAll sends records from to end-1 through SendCallback, one
+// goroutine, no allocation per record. Record i carries i (big-endian) in
+// its first 8 value bytes and, with keys, key i mod len(keys). It reports
+// whether ctx ended first.
+func sendAll(ctx context.Context, p *producer.Producer, o options, keys [][]byte, t *tracker, from, end int64) bool {
 	value := makeValue(o.recordSize)
 	rec := &producer.Record{Topic: o.topic, Value: value}
-	for seq := range o.records {
+	for seq := from; seq < end; seq++ {
 		if seq&1023 == 0 && ctx.Err() != nil {
 			return true
 		}
@@ -163,6 +175,46 @@ func sendAll(ctx context.Context, p *producer.Producer, o options, keys [][]byte
 		t.sent.Store(seq + 1)
 	}
 	return false
+}
+
+// sendTransactions sends o.records records as sendAll does, in
+// transactions of o.txnRecords records each, and commits each one. It
+// returns whether ctx ended first, the number of transactions committed,
+// and the error that stopped it: a transaction that could not begin or
+// commit (it aborts the transaction then, so that its records fail with
+// it). An interrupted transaction is aborted.
+func sendTransactions(ctx context.Context, p *producer.Producer, o options, keys [][]byte, t *tracker) (interrupted bool, committed int64, err error) {
+	for from := int64(0); from < o.records; from += o.txnRecords {
+		if err := p.BeginTransaction(); err != nil {
+			return false, committed, fmt.Errorf("transaction %d: BeginTransaction: %w", committed+1, err)
+		}
+		end := min(from+o.txnRecords, o.records)
+		if sendAll(ctx, p, o, keys, t, from, end) || ctx.Err() != nil {
+			abortTransaction(p)
+			return true, committed, nil
+		}
+		if err := p.CommitTransaction(ctx); err != nil {
+			if ctx.Err() != nil {
+				abortTransaction(p)
+				return true, committed, nil
+			}
+			if producer.IsAbortable(err) {
+				abortTransaction(p)
+			}
+			return false, committed, fmt.Errorf("transaction %d (records %d to %d): CommitTransaction: %w", committed+1, from, end-1, err)
+		}
+		committed++
+	}
+	return false, committed, nil
+}
+
+// abortTransaction aborts the open transaction, within closeTimeout; its
+// records not yet sent fail, which the summary counts. Its error is
+// dropped: the run has failed already.
+func abortTransaction(p *producer.Producer) {
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	_ = p.AbortTransaction(ctx)
 }
 
 // makeKeys returns n distinct keys "key-0" ... "key-<n-1>".
@@ -329,8 +381,8 @@ func (t *tracker) check(s *summary, o options) {
 		t.errMu.Unlock()
 		s.problem(fmt.Sprintf("%d records failed, the first with: %s", n, s.FirstError))
 	}
-	if acked, failed := t.acked.Load(), t.failed.Load(); !s.Interrupted && acked+failed != o.records {
-		s.problem(fmt.Sprintf("%d records succeeded and %d failed, of %d sent", acked, failed, o.records))
+	if acked, failed, sent := t.acked.Load(), t.failed.Load(), t.sent.Load(); !s.Interrupted && acked+failed != sent {
+		s.problem(fmt.Sprintf("%d records succeeded and %d failed, of %d sent", acked, failed, sent))
 	}
 	s.PerKeyOrderVerified = t.disorder == 0 && !s.Interrupted
 	if t.disorder > 0 {

@@ -28,6 +28,12 @@ type summary struct {
 	Linger    time.Duration `json:"linger_ns"`
 	BatchSize int           `json:"batch_size"`
 
+	// Transactional is set for a run with -transactional-id: TxnRecords
+	// records per transaction, Transactions of them committed.
+	Transactional bool  `json:"transactional"`
+	TxnRecords    int64 `json:"txn_records,omitempty"`
+	Transactions  int64 `json:"transactions_committed,omitempty"`
+
 	// Sent is the number of records the run meant to send; Records were
 	// acknowledged (with acks=none: written to the connection, which is
 	// all the producer learns), Failed failed.
@@ -186,6 +192,9 @@ func (s *summary) writeText(w io.Writer) error {
 		line("records", "%d written to the connection, not acknowledged (acks=none), %d failed", s.Records, s.Failed)
 	} else {
 		line("records", "%d acknowledged, %d failed", s.Records, s.Failed)
+	}
+	if s.Transactional {
+		line("transactions", "%d committed, %d records each", s.Transactions, s.TxnRecords)
 	}
 	line("bytes", "%s of keys and values", humanBytes(s.Bytes))
 	line("batches", "%d, %s on the wire from %s: compression ratio %.2f, %d retries",

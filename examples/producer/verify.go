@@ -62,8 +62,10 @@ func (r *readBackResult) problem() string {
 // checks that records 0 to n-1 (as numbered by sendAll) are each there
 // exactly once, with their value size and key, and, with keys, that each
 // key's records are in one partition in increasing sequence order. It
-// reads one partition at a time, so memory stays near one partition's
-// decoded records, and stops early when ctx ends.
+// reads what a read_committed consumer would (no transaction markers, no
+// records of aborted or open transactions), one partition at a time, so
+// memory stays near one partition's decoded records, and stops early when
+// ctx ends.
 func readBack(ctx context.Context, c *samsatest.Cluster, topic string, partitions int, n int64, keys [][]byte, valueSize int) readBackResult {
 	var r readBackResult
 	seen := make([]uint64, (n+63)/64)
@@ -76,7 +78,7 @@ func readBack(ctx context.Context, c *samsatest.Cluster, topic string, partition
 		if ctx.Err() != nil {
 			return r
 		}
-		recs, err := c.PartitionRecords(topic, part)
+		recs, err := c.PartitionCommittedRecords(topic, part)
 		if err != nil {
 			r.note(&r.missing, "partition %d: %v", part, err)
 			continue
