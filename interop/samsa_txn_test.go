@@ -409,7 +409,9 @@ func TestSamsaTransactionAbortableGroupErrorKfake(t *testing.T) {
 
 // TestSamsaTransactionChaosKfake runs many transactions of random size,
 // each committed or aborted at random, while kfake's partition leaders and
-// coordinators move and Produce and EndTxn fail now and then: a
+// coordinators move and Produce and EndTxn fail now and then (NOT_LEADER,
+// dropped connections, REQUEST_TIMED_OUT after the append,
+// CONCURRENT_TRANSACTIONS): a
 // read_committed consumer then sees every committed record exactly once,
 // in Send order per partition, and no aborted one; every future
 // completes, and the producer's memory is all returned.
@@ -424,11 +426,20 @@ func TestSamsaTransactionChaosKfake(t *testing.T) {
 	var produces, ends atomic.Int64
 	c.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
-		if produces.Add(1)%7 != 0 {
-			return nil, nil, false
+		switch n := produces.Add(1); {
+		case n%7 == 0:
+			return produceError(kr.(*kmsg.ProduceRequest), kerr.NotLeaderForPartition.Code), nil, true
+		case n%11 == 0:
+			return nil, errDropConnection, true // the connection drops instead of an answer
 		}
-		return produceError(kr.(*kmsg.ProduceRequest), kerr.NotLeaderForPartition.Code), nil, true
+		return nil, nil, false
 	})
+	// Every 13th Produce kfake handles is appended and then answered
+	// REQUEST_TIMED_OUT: the retry is a duplicate the broker must know.
+	var seen atomic.Int64
+	timedOut := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.RequestTimedOut, Count: -1,
+		When: func(kmsg.Request) bool { return seen.Add(1)%13 == 0 }})
+	defer timedOut.Remove()
 	c.ControlKey(int16(kmsg.EndTxn), func(kr kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		if ends.Add(1)%3 != 0 {
@@ -496,7 +507,7 @@ func TestSamsaTransactionChaosKfake(t *testing.T) {
 	st := p.Stats()
 	require.Zero(t, st.Buffered, "every record completed")
 	require.Zero(t, st.BufferUsed, "all memory returned")
-	t.Logf("%d committed records; %d Produce and %d EndTxn requests; %d retries", len(committed), produces.Load(), ends.Load(), st.Retries)
+	t.Logf("%d committed records; %d Produce (%d timed out after the append) and %d EndTxn requests; %d retries", len(committed), produces.Load(), timedOut.Hits(), ends.Load(), st.Retries)
 
 	requireCommitted(t, readValues(t, addrs, topic, len(committed), kgo.ReadCommitted()), committed)
 }
