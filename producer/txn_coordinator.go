@@ -315,7 +315,7 @@ type txnInfo struct {
 // on the caller of CommitTransaction or AbortTransaction.
 func (c *txnClient) end(ctx context.Context, p *Producer, commit bool) error {
 	s := p.txnSink
-	info, err := s.txnQuery(ctx, false)
+	info, err := s.txnQuery(ctx, false, true)
 	if err != nil {
 		return err
 	}
@@ -346,7 +346,7 @@ func (c *txnClient) end(ctx context.Context, p *Producer, commit bool) error {
 // commits the offsets to the group coordinator (TxnOffsetCommit).
 func (c *txnClient) sendOffsets(ctx context.Context, p *Producer, offsets map[string]map[int32]TxnOffset, g GroupMetadata) error {
 	s := p.txnSink
-	info, err := s.txnQuery(ctx, true)
+	info, err := s.txnQuery(ctx, true, false)
 	if err != nil {
 		return err
 	}
@@ -592,19 +592,26 @@ func (s *sink) txnAdded(gen uint64, err error) {
 }
 
 // txnWaiter is a txnQuery caller; needID: it needs the producer id even
-// if the coordinator does not know of the transaction yet.
+// if the coordinator does not know of the transaction yet; drain: it ends
+// the transaction, and waits until no Produce is in flight.
 type txnWaiter struct {
 	ch     chan<- txnInfo
 	needID bool
+	drain  bool
 }
 
 // txnQuery waits until no AddPartitionsToTxn is in flight (and, when
 // needID or for a transaction the coordinator knows, the producer has its
-// id), and returns the producer id and epoch. It runs on the caller's
-// goroutine.
-func (s *sink) txnQuery(ctx context.Context, needID bool) (txnInfo, error) {
+// id; when drain, until no Produce is in flight either), and returns the
+// producer id and epoch. It runs on the caller's goroutine.
+//
+// EndTxn asks with drain: a Produce still in flight, even one whose
+// records already failed at their delivery timeout (expireInflight), could
+// otherwise be written after the marker, into the next transaction (the
+// Java client too waits for in-flight requests before EndTxn).
+func (s *sink) txnQuery(ctx context.Context, needID, drain bool) (txnInfo, error) {
 	ch := make(chan txnInfo, 1)
-	w := txnWaiter{ch: ch, needID: needID}
+	w := txnWaiter{ch: ch, needID: needID, drain: drain}
 	if err := s.callIO(ctx, func() { s.txn.waiters = append(s.txn.waiters, w); s.txnAnswer() }); err != nil {
 		return txnInfo{}, err
 	}
@@ -618,7 +625,8 @@ func (s *sink) txnQuery(ctx context.Context, needID bool) (txnInfo, error) {
 	}
 }
 
-// txnAnswer answers the txnQuery callers once the adds are settled.
+// txnAnswer answers the txnQuery callers once the adds are settled (and,
+// for drain, no Produce is in flight).
 func (s *sink) txnAnswer() {
 	x := s.txn
 	if len(x.waiters) == 0 || len(x.adding) > 0 {
@@ -632,8 +640,8 @@ func (s *sink) txnAnswer() {
 	noID := s.idem.producerID < 0 || s.idem.requesting
 	keep := x.waiters[:0]
 	for _, w := range x.waiters {
-		if !fatal && noID && (x.started || w.needID) {
-			keep = append(keep, w) // wait for the id
+		if !fatal && ((noID && (x.started || w.needID)) || (w.drain && s.inflight > 0)) {
+			keep = append(keep, w) // wait for the id, or for the Produce requests
 			continue
 		}
 		w.ch <- info
