@@ -339,7 +339,7 @@ func (c *txnClient) end(ctx context.Context, p *Producer, commit bool) error {
 			return err
 		}
 	}
-	return s.callIO(ctx, func() { s.txnEnded(commit) })
+	return s.callIO(ctx, func() { s.txnEnded() })
 }
 
 // sendOffsets adds the group to the transaction (AddOffsetsToTxn), then
@@ -417,7 +417,6 @@ type txnIO struct {
 	pending []*ioPart            // to add in the next AddPartitionsToTxn
 	adding  []*ioPart            // in the AddPartitionsToTxn in flight
 	started bool                 // the coordinator knows of the transaction: an add succeeded (as Java's transactionStarted)
-	bump    bool                 // an abort ended: bump the epoch now if needed (KIP-360)
 	waiters []txnWaiter          // txnQuery callers, answered once no add is in flight
 	gen     uint64               // transactions ended (txnEnded): an add answered after its transaction ended adds nothing
 	sweep   []*batch             // scratch for failing buffered batches
@@ -654,9 +653,9 @@ func (s *sink) txnAnswer() {
 // none was needed), and makes the producer ready for the next one. The
 // transition runs here, on the IO goroutine, between two steps: a step
 // that read the state as aborting (and fails what is buffered) never
-// overlaps the next transaction's Sends. After an abort, a pending epoch
-// bump may go now.
-func (s *sink) txnEnded(commit bool) {
+// overlaps the next transaction's Sends. A pending epoch bump may go now
+// (txnMayBump).
+func (s *sink) txnEnded() {
 	x := s.txn
 	x.t.ended()
 	clear(x.added)
@@ -665,7 +664,27 @@ func (s *sink) txnEnded(commit bool) {
 	x.pending = x.pending[:0]
 	x.started = false
 	x.gen++
-	x.bump = !commit && s.idem.needBump
+}
+
+// txnMayBump reports whether an epoch bump asked for (needBump) may go now:
+// nothing is in flight, and no transaction the coordinator knows of is
+// open (none began, or one began that has added nothing yet). Whenever
+// needBump is set, even by an answer that arrives after the abort ended,
+// the bump thus happens at the next safe point; InitProducerId with the
+// current epoch during a transaction the coordinator knows of would abort
+// it with a fencing bump.
+func (s *sink) txnMayBump() bool {
+	x := s.txn
+	if !s.idem.needBump || s.inflight > 0 || len(x.adding) > 0 {
+		return false
+	}
+	switch x.t.load() {
+	case txnReady:
+		return true
+	case txnInTxn:
+		return !x.started
+	}
+	return false
 }
 
 // callIO runs f on the IO goroutine and waits for it.
@@ -700,7 +719,7 @@ func (s *sink) txnEnsureProducerID() {
 	pid, epoch := int64(-1), int16(-1)
 	switch {
 	case id.producerID < 0:
-	case id.needBump && x.bump && s.inflight == 0:
+	case s.txnMayBump():
 		pid, epoch = id.producerID, id.epoch
 	default:
 		return
@@ -729,7 +748,6 @@ func (s *sink) txnProducerID(pid int64, epoch int16, err error) {
 	}
 	id.producerID, id.epoch = pid, epoch
 	id.needBump, id.needNewID, id.failures, id.lastErr = false, false, 0, nil
-	s.txn.bump = false
 	s.resetSequences()
 	s.p.log.Debug("transactional producer id", "id", pid, "epoch", epoch)
 }

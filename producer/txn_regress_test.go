@@ -2,6 +2,8 @@ package producer
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -49,4 +51,68 @@ func TestTxnLateProduceStaysOutOfNextTxn(t *testing.T) {
 			break
 		}
 	}
+}
+
+// The answer of an expired in-flight batch fails (a gap) around Abort(N):
+// the epoch must be bumped before transaction N+1 sends, else the send
+// gate holds N+1's records until they expire.
+func TestTxnGapAfterAbortBumpsEpoch(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	var produces atomic.Int32
+	c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Times: 1, ErrorCode: 19})
+	second := func(int32, kmsg.Request) bool { return produces.Add(1) == 1 }
+	c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Match: second, Delay: 1500 * time.Millisecond})
+	p := newProducer(t, c, Config{TransactionalID: "tx", Linger: -1, RequestTimeout: time.Second, DeliveryTimeout: time.Second,
+		RetryBackoff: 400 * time.Millisecond, RetryBackoffMax: 400 * time.Millisecond})
+	ctx := context.Background()
+	require.NoError(t, p.BeginTransaction())
+	_, err := p.Send(ctx, &Record{Topic: "t", Value: []byte("aborted-N")}).Wait(ctx)
+	t.Logf("N's record: %v", err)
+	t.Logf("abort: %v", p.AbortTransaction(ctx))
+	time.Sleep(600 * time.Millisecond) // the request times out: gap, needBump
+	var nb bool
+	var infl int
+	require.NoError(t, p.txnSink.callIO(ctx, func() { nb, infl = p.txnSink.idem.needBump, p.txnSink.inflight }))
+	t.Logf("needBump %v inflight %d", nb, infl)
+	require.NoError(t, p.BeginTransaction())
+	_, err = p.Send(ctx, &Record{Topic: "t", Value: []byte("N+1")}).Wait(ctx)
+	t.Logf("N+1's record: %v", err)
+	require.NoError(t, err, "N+1's record should go after an epoch bump")
+}
+
+// A gap found once no transaction is open (as the late answer of a batch
+// of an aborted transaction would leave) bumps the epoch before the next
+// transaction adds a partition, and that transaction then sends: the bump
+// used to be decided only when the abort ended.
+func TestTxnBumpAfterLateGap(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	var mu sync.Mutex
+	var reqs []string
+	c.Intercept(testbroker.Interceptor{Keys: []int16{22, 24}, Match: func(_ int32, r kmsg.Request) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		switch r := r.(type) {
+		case *kmsg.InitProducerIDRequest:
+			reqs = append(reqs, fmt.Sprintf("InitProducerId(%d)", r.ProducerEpoch))
+		case *kmsg.AddPartitionsToTxnRequest:
+			reqs = append(reqs, fmt.Sprintf("AddPartitionsToTxn(%d)", r.ProducerEpoch))
+		}
+		return false
+	}})
+	p := newProducer(t, c, Config{TransactionalID: "tx", Linger: -1, RequestTimeout: time.Second, DeliveryTimeout: 3 * time.Second})
+	ctx := context.Background()
+	for i := range 2 {
+		if i == 1 {
+			require.NoError(t, p.txnSink.callIO(ctx, func() { p.txnSink.idem.needBump = true }))
+		}
+		require.NoError(t, p.BeginTransaction())
+		_, err := p.Send(ctx, &Record{Topic: "t", Value: []byte("v")}).Wait(ctx)
+		require.NoError(t, err, "transaction %d", i)
+		require.NoError(t, p.CommitTransaction(ctx))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{"InitProducerId(-1)", "AddPartitionsToTxn(0)", "InitProducerId(0)", "AddPartitionsToTxn(1)"}, reqs)
 }
