@@ -506,11 +506,13 @@ func (s *sink) txnSweep(err error) {
 }
 
 // txnAddPartitions sends one AddPartitionsToTxn for every partition
-// waiting, unless one is in flight. It runs in the background and retries
-// coordinator moves and CONCURRENT_TRANSACTIONS itself.
+// waiting, unless one is in flight or an epoch bump is pending: the bump
+// goes first, so that the transaction runs under the new epoch. It runs in
+// the background and retries coordinator moves and CONCURRENT_TRANSACTIONS
+// itself.
 func (s *sink) txnAddPartitions() {
 	x := s.txn
-	if len(x.adding) > 0 || len(x.pending) == 0 || !s.idem.canSend() {
+	if len(x.adding) > 0 || len(x.pending) == 0 || !s.idem.canSend() || s.idem.needBump {
 		return
 	}
 	if st := x.t.load(); st != txnInTxn && st != txnCommitting {
@@ -637,9 +639,10 @@ func (s *sink) txnAnswer() {
 		info.err = x.t.lastErr()
 	}
 	noID := s.idem.producerID < 0 || s.idem.requesting
+	bumping := s.idem.needBump && !x.started // AddOffsetsToTxn waits for the bump too
 	keep := x.waiters[:0]
 	for _, w := range x.waiters {
-		if !fatal && ((noID && (x.started || w.needID)) || (w.drain && s.inflight > 0)) {
+		if !fatal && ((noID && (x.started || w.needID)) || (w.needID && bumping) || (w.drain && s.inflight > 0)) {
 			keep = append(keep, w) // wait for the id, or for the Produce requests
 			continue
 		}
@@ -746,8 +749,20 @@ func (s *sink) txnProducerID(pid int64, epoch int16, err error) {
 		id.retryAt = s.now.Add(s.backoff(id.failures))
 		return
 	}
+	bumped := id.producerID >= 0
 	id.producerID, id.epoch = pid, epoch
 	id.needBump, id.needNewID, id.failures, id.lastErr = false, false, 0, nil
+	if x := s.txn; bumped {
+		// The coordinator knows of no transaction under the new epoch:
+		// partitions are added again. A bump never runs inside a
+		// transaction it knows of (txnMayBump); if one did, the
+		// coordinator aborted that transaction.
+		if x.started {
+			x.t.fail(fmt.Errorf("%w: the epoch bump aborted the transaction", ErrTransactionAborted), false)
+		}
+		clear(x.added)
+		x.started = false
+	}
 	s.resetSequences()
 	s.p.log.Debug("transactional producer id", "id", pid, "epoch", epoch)
 }

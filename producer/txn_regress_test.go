@@ -116,3 +116,82 @@ func TestTxnBumpAfterLateGap(t *testing.T) {
 	defer mu.Unlock()
 	require.Equal(t, []string{"InitProducerId(-1)", "AddPartitionsToTxn(0)", "InitProducerId(0)", "AddPartitionsToTxn(1)"}, reqs)
 }
+
+// Abort(N) ends with needBump set and a Produce still in flight: the bump
+// waits for it, so it lands inside transaction N+1, after N+1 added its
+// partition under the old epoch.
+func TestTxnBumpBeforeNextTxnAdds(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 2})
+	require.NoError(t, c.CreateTopic("a", 1))
+	require.NoError(t, c.CreateTopic("b", 1))
+	require.NoError(t, c.MoveLeader("a", 0, 0))
+	require.NoError(t, c.MoveLeader("b", 0, 1))
+	var produces atomic.Int32
+	c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Brokers: []int32{0}, Times: 1, ErrorCode: 19})
+	second := func(int32, kmsg.Request) bool { return produces.Add(1) == 1 }
+	c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Brokers: []int32{0}, Match: second, Delay: 900 * time.Millisecond})
+	removeB := c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Brokers: []int32{1}, ErrorCode: 19})
+	p := newProducer(t, c, Config{TransactionalID: "tx", Linger: -1, RequestTimeout: time.Second, DeliveryTimeout: time.Second,
+		RetryBackoff: 400 * time.Millisecond, RetryBackoffMax: 400 * time.Millisecond})
+	ctx := context.Background()
+	require.NoError(t, p.BeginTransaction())
+	fa := p.Send(ctx, &Record{Topic: "a", Value: []byte("a-N")})
+	fb := p.Send(ctx, &Record{Topic: "b", Value: []byte("b-N")})
+	_, erra := fa.Wait(ctx)
+	_, errb := fb.Wait(ctx)
+	t.Logf("N: a %v; b %v", erra, errb)
+	t.Logf("abort: %v", p.AbortTransaction(ctx))
+	removeB()
+	require.NoError(t, p.BeginTransaction())
+	_, err := p.Send(ctx, &Record{Topic: "b", Value: []byte("b-N+1")}).Wait(ctx)
+	t.Logf("N+1's record: %v", err)
+	cerr := p.CommitTransaction(ctx)
+	t.Logf("commit: %v (abortable %v fatal %v)", cerr, IsAbortable(cerr), IsFatal(cerr))
+	require.NoError(t, err)
+	require.NoError(t, cerr)
+}
+
+// An epoch bump that must wait (a Produce still in flight, faked here)
+// holds the open transaction's AddPartitionsToTxn: the bump goes first, and
+// the partition is added under the new epoch. Added under the old one, the
+// bump (InitProducerId with the current epoch) would have made the
+// coordinator abort the transaction and fence the producer.
+func TestTxnAddWaitsForDeferredBump(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	var mu sync.Mutex
+	var reqs []string
+	c.Intercept(testbroker.Interceptor{Keys: []int16{22, 24}, Match: func(_ int32, r kmsg.Request) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		switch r := r.(type) {
+		case *kmsg.InitProducerIDRequest:
+			reqs = append(reqs, fmt.Sprintf("InitProducerId(%d)", r.ProducerEpoch))
+		case *kmsg.AddPartitionsToTxnRequest:
+			reqs = append(reqs, fmt.Sprintf("AddPartitionsToTxn(%d)", r.ProducerEpoch))
+		}
+		return false
+	}})
+	p := newProducer(t, c, Config{TransactionalID: "tx", Linger: -1, RequestTimeout: time.Second, DeliveryTimeout: 3 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, p.BeginTransaction())
+	_, err := p.Send(ctx, &Record{Topic: "t", Value: []byte("v")}).Wait(ctx)
+	require.NoError(t, err)
+	require.NoError(t, p.CommitTransaction(ctx))
+	s := p.txnSink
+	require.NoError(t, s.callIO(ctx, func() { s.idem.needBump = true; s.inflight++ }))
+	require.NoError(t, p.BeginTransaction())
+	f := p.Send(ctx, &Record{Topic: "t", Value: []byte("v")})
+	time.Sleep(300 * time.Millisecond)
+	mu.Lock()
+	require.Equal(t, []string{"InitProducerId(-1)", "AddPartitionsToTxn(0)"}, reqs, "nothing is added while the bump waits")
+	mu.Unlock()
+	require.NoError(t, s.callIO(ctx, func() { s.inflight-- }))
+	_, err = f.Wait(ctx)
+	require.NoError(t, err)
+	require.NoError(t, p.CommitTransaction(ctx))
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{"InitProducerId(-1)", "AddPartitionsToTxn(0)", "InitProducerId(0)", "AddPartitionsToTxn(1)"}, reqs)
+}
