@@ -117,6 +117,23 @@ func TestTxnBumpAfterLateGap(t *testing.T) {
 	require.Equal(t, []string{"InitProducerId(-1)", "AddPartitionsToTxn(0)", "InitProducerId(0)", "AddPartitionsToTxn(1)"}, reqs)
 }
 
+// A callback of a record Send refuses runs on Send's goroutine, counted in
+// pending until it returns: AbortTransaction from it waits for itself.
+func TestTxnAbortFromRejectCallback(t *testing.T) {
+	p := newUnreachableTxnProducer(t)
+	require.NoError(t, p.BeginTransaction())
+	setState(p, txnAbortable)
+	var abortErr error
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	p.SendCallback(ctx, &Record{Topic: "t", Value: []byte("v")}, func(_ RecordMetadata, err error) {
+		abortErr = p.AbortTransaction(ctx)
+	})
+	t.Logf("abort from the callback: %v after %v", abortErr, time.Since(start))
+	require.NoError(t, abortErr)
+}
+
 // Abort(N) ends with needBump set and a Produce still in flight: the bump
 // waits for it, so it lands inside transaction N+1, after N+1 added its
 // partition under the old epoch.
