@@ -364,8 +364,10 @@ func (c *txnClient) sendOffsets(ctx context.Context, p *Producer, offsets map[st
 	if err != nil {
 		return err
 	}
-	// The coordinator knows of the transaction now: it must be ended.
-	if err := s.callIO(ctx, func() { s.txn.started = true }); err != nil || len(offsets) == 0 {
+	// The coordinator knows of the transaction now: it must be ended, so
+	// this is recorded even if ctx just ended (else a Commit would skip
+	// EndTxn and the coordinator keep the transaction open).
+	if err := s.callIO(context.WithoutCancel(ctx), func() { s.txn.started = true }); err != nil || len(offsets) == 0 {
 		return err
 	}
 	return c.call(ctx, "TxnOffsetCommit", coordKey{groupKey, g.GroupID}, func() kmsg.Request {
