@@ -486,9 +486,13 @@ func (s *sink) txnSweep(err error) {
 	x := s.txn
 	s.p.topics.Range(func(_, v any) bool {
 		ts := v.(*topicState)
+		records, bytes := ts.acc.Parked()
 		ts.acc.FailParked(func(c completion) {
 			s.p.completer.push(outcome{single: &c, md: RecordMetadata{Topic: ts.acc.Name, Partition: -1, Offset: -1}, err: err})
 		})
+		if t := s.topics[ts.acc.Name]; t != nil && records > 0 {
+			s.unpark(t, records, bytes, err) // HookTopicUnparked, and parkedAt cleared
+		}
 		for _, ap := range ts.acc.KnownPartitions() {
 			if ip := ap.IO; ip != nil {
 				for _, b := range ip.retry {
