@@ -212,3 +212,29 @@ func TestTxnAddWaitsForDeferredBump(t *testing.T) {
 	defer mu.Unlock()
 	require.Equal(t, []string{"InitProducerId(-1)", "AddPartitionsToTxn(0)", "InitProducerId(0)", "AddPartitionsToTxn(1)"}, reqs)
 }
+
+// The abort fails a record parked for a topic the cluster does not have,
+// and unparks the topic: HookTopicUnparked reports the record.
+func TestTxnAbortUnparksParkedRecords(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	h := newRecordingHook()
+	p := newProducer(t, c, Config{TransactionalID: "tx", Hooks: []Hook{h}, MaxBlock: time.Minute, DeliveryTimeout: time.Minute})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, p.BeginTransaction())
+	f := p.Send(ctx, &Record{Topic: "missing", Value: []byte("v")})
+	time.Sleep(200 * time.Millisecond)
+	require.NoError(t, p.AbortTransaction(ctx))
+	_, err := f.Wait(ctx)
+	require.ErrorIs(t, err, ErrTransactionAborted)
+	require.Eventually(t, func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return len(h.unparked) == 1
+	}, 5*time.Second, 10*time.Millisecond)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	require.Equal(t, []string{"missing"}, h.parked)
+	require.Equal(t, 1, h.unparked[0].Records)
+	require.ErrorIs(t, h.unparked[0].Err, ErrTransactionAborted)
+}
