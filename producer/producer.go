@@ -320,14 +320,19 @@ func (p *Producer) send(ctx context.Context, rec *Record, c completion, wait boo
 	}
 }
 
-// reject completes a record that Send counted but did not take.
+// reject completes a record that Send counted but did not take. It counts
+// the record finished before running its callback, on Send's goroutine: a
+// callback that flushes, commits or aborts would otherwise wait for
+// itself. Send has not returned, so no Flush was promised this record.
 func (p *Producer) reject(c *completion, rec *Record, err error) {
 	p.failedOf(rec.Topic, 1)
 	if p.txn != nil {
 		p.txn.rejected(err) // a record of the transaction failed: it cannot commit
 	}
-	p.deliver(c, p.failedMetadata(rec), err)
-	p.finished(c.epoch, 1)
+	epoch := c.epoch
+	md := p.failedMetadata(rec)
+	p.finished(epoch, 1)
+	p.deliver(c, md, err)
 }
 
 // deliver completes c on the calling goroutine; a panicking callback is

@@ -130,8 +130,15 @@ func (s *sink) parkLimit(t *ioTopic) (time.Duration, error) {
 // ErrOutcomeUnknown. The batch stays in flight, holding its memory, until
 // the request's answer is in; lateAnswer then only releases it, so its
 // records complete once.
+//
+// A transactional producer bumps its epoch at once (as Java's
+// markSequenceUnresolved): the transaction must abort, and the next one
+// must run under a new epoch, whatever the late answer says.
 func (s *sink) expireInflight(ip *ioPart, b *batch) {
 	b.IO.expired = true
+	if s.txn != nil && b.IO.baseSequence() >= 0 {
+		s.idem.needBump = true
+	}
 	err := fmt.Errorf("%w: %d records for %s[%d] not acknowledged after %v, with a request carrying them still in flight (%w)",
 		ErrDeliveryTimeout, b.Records.Len(), ip.topic.name, ip.acc.ID, s.cfg.DeliveryTimeout, ErrOutcomeUnknown)
 	if ip.lastErr != nil {

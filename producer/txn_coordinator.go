@@ -315,7 +315,7 @@ type txnInfo struct {
 // on the caller of CommitTransaction or AbortTransaction.
 func (c *txnClient) end(ctx context.Context, p *Producer, commit bool) error {
 	s := p.txnSink
-	info, err := s.txnQuery(ctx, false)
+	info, err := s.txnQuery(ctx, false, true)
 	if err != nil {
 		return err
 	}
@@ -339,14 +339,14 @@ func (c *txnClient) end(ctx context.Context, p *Producer, commit bool) error {
 			return err
 		}
 	}
-	return s.callIO(ctx, func() { s.txnEnded(commit) })
+	return s.callIO(ctx, func() { s.txnEnded() })
 }
 
 // sendOffsets adds the group to the transaction (AddOffsetsToTxn), then
 // commits the offsets to the group coordinator (TxnOffsetCommit).
 func (c *txnClient) sendOffsets(ctx context.Context, p *Producer, offsets map[string]map[int32]TxnOffset, g GroupMetadata) error {
 	s := p.txnSink
-	info, err := s.txnQuery(ctx, true)
+	info, err := s.txnQuery(ctx, true, false)
 	if err != nil {
 		return err
 	}
@@ -364,8 +364,10 @@ func (c *txnClient) sendOffsets(ctx context.Context, p *Producer, offsets map[st
 	if err != nil {
 		return err
 	}
-	// The coordinator knows of the transaction now: it must be ended.
-	if err := s.callIO(ctx, func() { s.txn.started = true }); err != nil || len(offsets) == 0 {
+	// The coordinator knows of the transaction now: it must be ended, so
+	// this is recorded even if ctx just ended (else a Commit would skip
+	// EndTxn and the coordinator keep the transaction open).
+	if err := s.callIO(context.WithoutCancel(ctx), func() { s.txn.started = true }); err != nil || len(offsets) == 0 {
 		return err
 	}
 	return c.call(ctx, "TxnOffsetCommit", coordKey{groupKey, g.GroupID}, func() kmsg.Request {
@@ -417,7 +419,6 @@ type txnIO struct {
 	pending []*ioPart            // to add in the next AddPartitionsToTxn
 	adding  []*ioPart            // in the AddPartitionsToTxn in flight
 	started bool                 // the coordinator knows of the transaction: an add succeeded (as Java's transactionStarted)
-	bump    bool                 // an abort ended: bump the epoch now if needed (KIP-360)
 	waiters []txnWaiter          // txnQuery callers, answered once no add is in flight
 	gen     uint64               // transactions ended (txnEnded): an add answered after its transaction ended adds nothing
 	sweep   []*batch             // scratch for failing buffered batches
@@ -485,9 +486,13 @@ func (s *sink) txnSweep(err error) {
 	x := s.txn
 	s.p.topics.Range(func(_, v any) bool {
 		ts := v.(*topicState)
+		records, bytes := ts.acc.Parked()
 		ts.acc.FailParked(func(c completion) {
 			s.p.completer.push(outcome{single: &c, md: RecordMetadata{Topic: ts.acc.Name, Partition: -1, Offset: -1}, err: err})
 		})
+		if t := s.topics[ts.acc.Name]; t != nil && records > 0 {
+			s.unpark(t, records, bytes, err) // HookTopicUnparked, and parkedAt cleared
+		}
 		for _, ap := range ts.acc.KnownPartitions() {
 			if ip := ap.IO; ip != nil {
 				for _, b := range ip.retry {
@@ -507,11 +512,13 @@ func (s *sink) txnSweep(err error) {
 }
 
 // txnAddPartitions sends one AddPartitionsToTxn for every partition
-// waiting, unless one is in flight. It runs in the background and retries
-// coordinator moves and CONCURRENT_TRANSACTIONS itself.
+// waiting, unless one is in flight or an epoch bump is pending: the bump
+// goes first, so that the transaction runs under the new epoch. It runs in
+// the background and retries coordinator moves and CONCURRENT_TRANSACTIONS
+// itself.
 func (s *sink) txnAddPartitions() {
 	x := s.txn
-	if len(x.adding) > 0 || len(x.pending) == 0 || !s.idem.canSend() {
+	if len(x.adding) > 0 || len(x.pending) == 0 || !s.idem.canSend() || s.idem.needBump {
 		return
 	}
 	if st := x.t.load(); st != txnInTxn && st != txnCommitting {
@@ -592,19 +599,26 @@ func (s *sink) txnAdded(gen uint64, err error) {
 }
 
 // txnWaiter is a txnQuery caller; needID: it needs the producer id even
-// if the coordinator does not know of the transaction yet.
+// if the coordinator does not know of the transaction yet; drain: it ends
+// the transaction, and waits until no Produce is in flight.
 type txnWaiter struct {
 	ch     chan<- txnInfo
 	needID bool
+	drain  bool
 }
 
 // txnQuery waits until no AddPartitionsToTxn is in flight (and, when
 // needID or for a transaction the coordinator knows, the producer has its
-// id), and returns the producer id and epoch. It runs on the caller's
-// goroutine.
-func (s *sink) txnQuery(ctx context.Context, needID bool) (txnInfo, error) {
+// id; when drain, until no Produce is in flight either), and returns the
+// producer id and epoch. It runs on the caller's goroutine.
+//
+// EndTxn asks with drain: a Produce still in flight, even one whose
+// records already failed at their delivery timeout (expireInflight), could
+// otherwise be written after the marker, into the next transaction (the
+// Java client too waits for in-flight requests before EndTxn).
+func (s *sink) txnQuery(ctx context.Context, needID, drain bool) (txnInfo, error) {
 	ch := make(chan txnInfo, 1)
-	w := txnWaiter{ch: ch, needID: needID}
+	w := txnWaiter{ch: ch, needID: needID, drain: drain}
 	if err := s.callIO(ctx, func() { s.txn.waiters = append(s.txn.waiters, w); s.txnAnswer() }); err != nil {
 		return txnInfo{}, err
 	}
@@ -618,7 +632,8 @@ func (s *sink) txnQuery(ctx context.Context, needID bool) (txnInfo, error) {
 	}
 }
 
-// txnAnswer answers the txnQuery callers once the adds are settled.
+// txnAnswer answers the txnQuery callers once the adds are settled (and,
+// for drain, no Produce is in flight).
 func (s *sink) txnAnswer() {
 	x := s.txn
 	if len(x.waiters) == 0 || len(x.adding) > 0 {
@@ -630,10 +645,11 @@ func (s *sink) txnAnswer() {
 		info.err = x.t.lastErr()
 	}
 	noID := s.idem.producerID < 0 || s.idem.requesting
+	bumping := s.idem.needBump && !x.started // AddOffsetsToTxn waits for the bump too
 	keep := x.waiters[:0]
 	for _, w := range x.waiters {
-		if !fatal && noID && (x.started || w.needID) {
-			keep = append(keep, w) // wait for the id
+		if !fatal && ((noID && (x.started || w.needID)) || (w.needID && bumping) || (w.drain && s.inflight > 0)) {
+			keep = append(keep, w) // wait for the id, or for the Produce requests
 			continue
 		}
 		w.ch <- info
@@ -646,9 +662,9 @@ func (s *sink) txnAnswer() {
 // none was needed), and makes the producer ready for the next one. The
 // transition runs here, on the IO goroutine, between two steps: a step
 // that read the state as aborting (and fails what is buffered) never
-// overlaps the next transaction's Sends. After an abort, a pending epoch
-// bump may go now.
-func (s *sink) txnEnded(commit bool) {
+// overlaps the next transaction's Sends. A pending epoch bump may go now
+// (txnMayBump).
+func (s *sink) txnEnded() {
 	x := s.txn
 	x.t.ended()
 	clear(x.added)
@@ -657,7 +673,27 @@ func (s *sink) txnEnded(commit bool) {
 	x.pending = x.pending[:0]
 	x.started = false
 	x.gen++
-	x.bump = !commit && s.idem.needBump
+}
+
+// txnMayBump reports whether an epoch bump asked for (needBump) may go now:
+// nothing is in flight, and no transaction the coordinator knows of is
+// open (none began, or one began that has added nothing yet). Whenever
+// needBump is set, even by an answer that arrives after the abort ended,
+// the bump thus happens at the next safe point; InitProducerId with the
+// current epoch during a transaction the coordinator knows of would abort
+// it with a fencing bump.
+func (s *sink) txnMayBump() bool {
+	x := s.txn
+	if !s.idem.needBump || s.inflight > 0 || len(x.adding) > 0 {
+		return false
+	}
+	switch x.t.load() {
+	case txnReady:
+		return true
+	case txnInTxn:
+		return !x.started
+	}
+	return false
 }
 
 // callIO runs f on the IO goroutine and waits for it.
@@ -692,7 +728,7 @@ func (s *sink) txnEnsureProducerID() {
 	pid, epoch := int64(-1), int16(-1)
 	switch {
 	case id.producerID < 0:
-	case id.needBump && x.bump && s.inflight == 0:
+	case s.txnMayBump():
 		pid, epoch = id.producerID, id.epoch
 	default:
 		return
@@ -719,9 +755,20 @@ func (s *sink) txnProducerID(pid int64, epoch int16, err error) {
 		id.retryAt = s.now.Add(s.backoff(id.failures))
 		return
 	}
+	bumped := id.producerID >= 0
 	id.producerID, id.epoch = pid, epoch
 	id.needBump, id.needNewID, id.failures, id.lastErr = false, false, 0, nil
-	s.txn.bump = false
+	if x := s.txn; bumped {
+		// The coordinator knows of no transaction under the new epoch:
+		// partitions are added again. A bump never runs inside a
+		// transaction it knows of (txnMayBump); if one did, the
+		// coordinator aborted that transaction.
+		if x.started {
+			x.t.fail(fmt.Errorf("%w: the epoch bump aborted the transaction", ErrTransactionAborted), false)
+		}
+		clear(x.added)
+		x.started = false
+	}
 	s.resetSequences()
 	s.p.log.Debug("transactional producer id", "id", pid, "epoch", epoch)
 }
