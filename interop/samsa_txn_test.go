@@ -34,23 +34,31 @@ func startKfakeTxn(t *testing.T, topics ...string) *kfake.Cluster {
 	return c
 }
 
-// txnClusters are the clusters the main transaction tests run against:
-// kfake, and samsa's own test broker (three brokers each). start returns
-// the bootstrap addresses of a cluster with the given topics, of 3
-// partitions, that the test's cleanup closes.
-var txnClusters = []struct {
-	name  string
-	start func(t *testing.T, topics ...string) []string
-}{
-	{"kfake", func(t *testing.T, topics ...string) []string { return startKfakeTxn(t, topics...).ListenAddrs() }},
+// txnCluster is a cluster the main transaction tests run against. start
+// returns the bootstrap addresses of a cluster with the given topics, of 3
+// partitions (closed by the test's cleanup, if the test started it); unique
+// turns a topic or transactional id name into one no earlier run used (the
+// identity for a cluster the test starts).
+type txnCluster struct {
+	name   string
+	start  func(t *testing.T, topics ...string) []string
+	unique func(string) string
+}
+
+// txnClusters: kfake and samsa's own test broker, three brokers each (real
+// Kafka: realkafka_txn_test.go).
+var txnClusters = []txnCluster{
+	{"kfake", func(t *testing.T, topics ...string) []string { return startKfakeTxn(t, topics...).ListenAddrs() }, same},
 	{"testbroker", func(t *testing.T, topics ...string) []string {
 		c := startCluster(t, testbroker.Config{})
 		for _, topic := range topics {
 			require.NoError(t, c.CreateTopic(topic, 3))
 		}
 		return c.Addrs()
-	}},
+	}, same},
 }
+
+func same(name string) string { return name }
 
 func newTxnProducer(t *testing.T, addrs []string, id string) *producer.Producer {
 	t.Helper()
@@ -97,14 +105,14 @@ func readValues(t *testing.T, addrs []string, topic string, want int, level kgo.
 // written.
 func TestSamsaTransactions(t *testing.T) {
 	for _, cl := range txnClusters {
-		t.Run(cl.name, func(t *testing.T) { testSamsaTransactions(t, cl.start) })
+		t.Run(cl.name, func(t *testing.T) { testSamsaTransactions(t, cl) })
 	}
 }
 
-func testSamsaTransactions(t *testing.T, start func(*testing.T, ...string) []string) {
-	const topic = "txn"
-	addrs := start(t, topic)
-	p := newTxnProducer(t, addrs, "samsa-txn-1")
+func testSamsaTransactions(t *testing.T, cl txnCluster) {
+	topic := cl.unique("txn")
+	addrs := cl.start(t, topic)
+	p := newTxnProducer(t, addrs, cl.unique("samsa-txn-1"))
 	ctx := testContext(t)
 
 	// Outside a transaction a record fails, and takes nothing.
@@ -172,18 +180,18 @@ func order(t *testing.T, v string) int {
 // and against the test broker.
 func TestSamsaTransactionFencing(t *testing.T) {
 	for _, cl := range txnClusters {
-		t.Run(cl.name, func(t *testing.T) { testSamsaTransactionFencing(t, cl.start) })
+		t.Run(cl.name, func(t *testing.T) { testSamsaTransactionFencing(t, cl) })
 	}
 }
 
-func testSamsaTransactionFencing(t *testing.T, start func(*testing.T, ...string) []string) {
-	const topic = "fence"
-	addrs := start(t, topic)
+func testSamsaTransactionFencing(t *testing.T, cl txnCluster) {
+	topic, id := cl.unique("fence"), cl.unique("samsa-fence")
+	addrs := cl.start(t, topic)
 	ctx := testContext(t)
 
-	p1 := newTxnProducer(t, addrs, "samsa-fence")
+	p1 := newTxnProducer(t, addrs, id)
 	commitOne(ctx, t, p1, topic, "first")
-	commitOne(ctx, t, newTxnProducer(t, addrs, "samsa-fence"), topic, "second")
+	commitOne(ctx, t, newTxnProducer(t, addrs, id), topic, "second")
 
 	require.NoError(t, p1.BeginTransaction())
 	f3 := p1.Send(ctx, &producer.Record{Topic: topic, Value: []byte("zombie")})
