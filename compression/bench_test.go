@@ -79,6 +79,16 @@ func BenchmarkCompressZstdBatch(b *testing.B) {
 	}
 }
 
+// BenchmarkCompressLZ4Batch compresses records sections of W2 (unkeyed
+// records of 100-byte text-like values) at the batch sizes a producer sends,
+// from a few records under linger up to batch.size 1 MiB and past it.
+func BenchmarkCompressLZ4Batch(b *testing.B) {
+	for _, size := range []int{16 << 10, 64 << 10, 256 << 10, 1 << 20, 4<<20 + 1} {
+		src := w2Batch(size)
+		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) { benchCompress(b, mustCompressor(b, compression.LZ4, 0), src) })
+	}
+}
+
 // benchCompress compresses src with c once per op, reporting MB/s of
 // uncompressed input and the ratio.
 func benchCompress(b *testing.B, c *compression.Compressor, src []byte) {

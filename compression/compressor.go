@@ -14,7 +14,7 @@ import (
 // A Compressor compresses record batches with one codec at one level.
 //
 // It is safe for concurrent use and meant to live as long as the producer:
-// stream encoders (gzip, lz4) are kept in a pool and reset for each call,
+// gzip stream encoders and lz4 encoder state are kept in a pool and reused,
 // zstd keeps one encoder per concurrent caller (see appendZstd), and snappy
 // needs no state. In steady state AppendCompress allocates nothing but the
 // growth of dst and starts no goroutine. A Compressor holds no goroutine
@@ -25,7 +25,7 @@ type Compressor struct {
 
 	gzipLevel int
 	lz4Level  lz4.CompressionLevel
-	pool      sync.Pool // *streamEncoder (gzip or lz4)
+	pool      sync.Pool // *streamEncoder (gzip) or *lz4Encoder (lz4)
 	zstdLevel zstd.EncoderLevel
 	zstdSmall zstdClass // encoders for input up to zstdSmallWindow
 	zstdLarge zstdClass // encoders with the level's default window, for larger input

@@ -1,6 +1,7 @@
 package compression_test
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -63,4 +64,36 @@ func readVector(tb testing.TB, name string) []byte {
 		tb.Fatal(err)
 	}
 	return b
+}
+
+// w2Batch returns about size bytes of a records section as the producer
+// writes it for the benchmarks' W2 workload: unkeyed records whose 100-byte
+// values are `"word":number,` pairs drawn from a small vocabulary (as
+// bench/internal/workload makes them), each framed as a v2 record.
+func w2Batch(size int) []byte {
+	rnd := rand.New(rand.NewPCG(1, 100))
+	words := []string{"user", "id", "event", "click", "view", "purchase", "session", "time",
+		"region", "eu-west", "us-east", "status", "ok", "error", "retry",
+		"amount", "currency", "EUR", "USD", "device", "mobile", "desktop",
+		"page", "home", "cart", "checkout", "true", "false", "null", "count"}
+	values := make([][]byte, 4096)
+	for i := range values {
+		var v []byte
+		for len(v) < 100 {
+			v = fmt.Appendf(v, "%q:%d,", words[rnd.IntN(len(words))], rnd.Uint32()%100000)
+		}
+		values[i] = v[:100]
+	}
+	var b, rec []byte
+	for i := 0; len(b) < size; i++ {
+		rec = append(rec[:0], 0)                    // attributes
+		rec = binary.AppendVarint(rec, int64(i/50)) // timestamp delta (ms)
+		rec = binary.AppendVarint(rec, int64(i))    // offset delta
+		rec = binary.AppendVarint(rec, -1)          // null key
+		rec = binary.AppendVarint(rec, 100)         // value length
+		rec = append(rec, values[i%len(values)]...) // value
+		rec = binary.AppendVarint(rec, 0)           // no headers
+		b = append(binary.AppendVarint(b, int64(len(rec))), rec...)
+	}
+	return b[:size]
 }

@@ -2,8 +2,12 @@ package compression_test
 
 import (
 	"bytes"
+	"encoding/binary"
+	"io"
 	"os/exec"
 	"testing"
+
+	"github.com/pierrec/lz4/v4"
 
 	"github.com/samsa-go/samsa/compression"
 )
@@ -60,16 +64,97 @@ func TestXerialHeaderAsSnappyJavaWritesIt(t *testing.T) {
 	}
 }
 
-func TestLZ4FrameFlagsAsJavaWritesThem(t *testing.T) {
-	// KafkaLZ4BlockInputStream rejects dependent blocks; 64 KiB blocks keep
-	// every reader's buffer small. FLG: version 01, independent blocks, no
-	// block checksum, no content size, no content checksum. BD: 64 KiB.
-	z := mustCompress(t, compression.LZ4, records(200<<10))
-	if len(z) < 7 || !bytes.Equal(z[:4], []byte{0x04, 0x22, 0x4d, 0x18}) {
-		t.Fatalf("not an LZ4 frame: % x", z[:min(len(z), 7)])
+func TestLZ4FrameFlagsKafkaReads(t *testing.T) {
+	// Kafka's Lz4BlockInputStream rejects dependent blocks and checks a
+	// content checksum in its own way. FLG: version 01, independent
+	// blocks, no block checksum, no content size, no content checksum.
+	// BD: the smallest block size that holds the input, 4 MiB at most;
+	// HC: the descriptor checksum.
+	cases := []struct {
+		size   int
+		bd, hc byte
+		blocks int
+	}{
+		{0, 0x40, 0x82, 0},
+		{64 << 10, 0x40, 0x82, 1},
+		{64<<10 + 1, 0x50, 0xfb, 1},
+		{200 << 10, 0x50, 0xfb, 1},
+		{1 << 20, 0x60, 0x51, 1},
+		{1<<20 + 1, 0x70, 0x73, 1},
+		{4<<20 + 1, 0x70, 0x73, 2},
 	}
-	if flg, bd := z[4], z[5]; flg != 0x60 || bd != 0x40 {
-		t.Errorf("FLG %#x BD %#x, want 0x60 0x40", flg, bd)
+	for _, level := range []int{0, 9} {
+		c := mustCompressor(t, compression.LZ4, level)
+		for _, tc := range cases {
+			z, err := c.AppendCompress(nil, records(tc.size))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(z) < 11 || !bytes.Equal(z[:4], []byte{0x04, 0x22, 0x4d, 0x18}) {
+				t.Fatalf("not an LZ4 frame: % x", z[:min(len(z), 7)])
+			}
+			if flg, bd, hc := z[4], z[5], z[6]; flg != 0x60 || bd != tc.bd || hc != tc.hc {
+				t.Errorf("level %d, %d bytes: FLG %#x BD %#x HC %#x, want 0x60 %#x %#x", level, tc.size, flg, bd, hc, tc.bd, tc.hc)
+			}
+			// Walk the blocks: each a 4-byte size (high bit: stored),
+			// then the end mark and nothing after it.
+			blocks, at := 0, 7
+			for ; at+4 <= len(z); blocks++ {
+				n := int(binary.LittleEndian.Uint32(z[at:]) &^ (1 << 31))
+				at += 4
+				if n == 0 {
+					break
+				}
+				at += n
+			}
+			if blocks != tc.blocks || at != len(z) {
+				t.Errorf("level %d, %d bytes: %d blocks ending at %d of %d, want %d blocks then the end", level, tc.size, blocks, at, len(z), tc.blocks)
+			}
+		}
+	}
+}
+
+func TestLZ4OutputReadByPierrecAndUs(t *testing.T) {
+	sizes := []int{0, 1, 12, 13, 100, 64<<10 - 1, 64 << 10, 64<<10 + 1, 1 << 20, 4<<20 + 1}
+	inputs := map[string]func(int) []byte{
+		"records": records,
+		"w2":      w2Batch,
+		"random":  random,
+		"zeros":   func(n int) []byte { return make([]byte, n) },
+		// Incompressible but for one long repeat in the middle.
+		"mixed": func(n int) []byte {
+			b := random(n)
+			copy(b[n/2:], b[n/4:n/2])
+			return b
+		},
+	}
+	for _, level := range []int{0, 1, 9} {
+		c := mustCompressor(t, compression.LZ4, level)
+		for name, gen := range inputs {
+			for _, n := range sizes {
+				src := gen(n)
+				z, err := c.AppendCompress([]byte("prefix"), src)
+				if err != nil {
+					t.Fatalf("level %d %s %d: %v", level, name, n, err)
+				}
+				if !bytes.HasPrefix(z, []byte("prefix")) {
+					t.Fatalf("level %d %s %d: dst prefix lost", level, name, n)
+				}
+				z = z[len("prefix"):]
+				// Stored blocks cost 4 bytes each, the frame 11.
+				if bound := len(src) + 4*(len(src)/(4<<20)+1) + 11; len(z) > bound {
+					t.Errorf("level %d %s %d: %d bytes, more than %d", level, name, n, len(z), bound)
+				}
+				got, err := io.ReadAll(lz4.NewReader(bytes.NewReader(z)))
+				if err != nil || !bytes.Equal(got, src) {
+					t.Errorf("level %d %s %d: pierrec/lz4 Reader: err %v, equal %v", level, name, n, err, bytes.Equal(got, src))
+				}
+				got, err = compression.AppendDecompress(compression.LZ4, nil, z, len(src))
+				if err != nil || !bytes.Equal(got, src) {
+					t.Errorf("level %d %s %d: AppendDecompress: err %v, equal %v", level, name, n, err, bytes.Equal(got, src))
+				}
+			}
+		}
 	}
 }
 
