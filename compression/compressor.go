@@ -14,7 +14,7 @@ import (
 // A Compressor compresses record batches with one codec at one level.
 //
 // It is safe for concurrent use and meant to live as long as the producer:
-// gzip stream encoders and lz4 encoder state are kept in a pool and reused,
+// gzip stream encoders and lz4 block compressors are kept in a pool and reused,
 // zstd keeps one encoder per concurrent caller (see appendZstd), and snappy
 // needs no state. In steady state AppendCompress allocates nothing but the
 // growth of dst and starts no goroutine. A Compressor holds no goroutine

@@ -36,13 +36,11 @@
 //     int32s), then chunks of a big-endian int32 length and a raw snappy
 //     block, each of at most 32 KiB of input. Decoding also accepts a single
 //     raw snappy block, which some clients send.
-//   - LZ4: the LZ4 frame format with independent blocks and no checksums,
-//     as Kafka's Java client writes it (the batch's CRC-32C covers the
-//     data), but one block per batch up to 4 MiB instead of 64 KiB blocks:
-//     the block size is the smallest of 64 KiB, 256 KiB, 1 MiB and 4 MiB
-//     that holds the batch. The fast level is samsa's own block compressor,
-//     the others pierrec/lz4/v4's; see lz4.go. Decoding (pierrec/lz4/v4)
-//     accepts any block size, checksum flags and dependent blocks.
+//   - LZ4: the LZ4 frame format with 64 KiB independent blocks and no
+//     checksums, like the Java client; the batch's CRC-32C covers the
+//     data. pierrec/lz4/v4 compresses each block straight into dst (see
+//     lz4.go for the frame and why 64 KiB). Decoding accepts any block
+//     size, checksum flags and dependent blocks.
 //   - Zstd: standard zstd frames (klauspost/compress/zstd). Brokers accept
 //     them from Produce v7 (Kafka 2.1) on; older ones answer
 //     UNSUPPORTED_COMPRESSION_TYPE.
@@ -56,9 +54,9 @@
 //
 // # Memory and goroutines
 //
-// Encoders and decoders are reused: gzip stream encoders and lz4 encoder
-// state (a 32 KiB hash table at the fast level, pierrec/lz4's HC tables of
-// up to 768 KiB at the others) live in a per-Compressor pool, zstd encoders in a per-Compressor free list that
+// Encoders and decoders are reused: gzip stream encoders and lz4 block
+// compressors (136 KiB at the fast level, 256 KiB at the others) live in a
+// per-Compressor pool, zstd encoders in a per-Compressor free list that
 // keeps one encoder per concurrent caller (a zstd encoder holds 0.7 MiB at
 // level 1, 1.7 MiB at 3, 20 MiB at 6-9 and 50 MiB at 10+), and decoders
 // live in package-level pools. Steady-state calls allocate only what dst

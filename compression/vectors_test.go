@@ -2,7 +2,6 @@ package compression_test
 
 import (
 	"bytes"
-	"encoding/binary"
 	"io"
 	"os/exec"
 	"testing"
@@ -64,51 +63,47 @@ func TestXerialHeaderAsSnappyJavaWritesIt(t *testing.T) {
 	}
 }
 
-func TestLZ4FrameFlagsKafkaReads(t *testing.T) {
-	// Kafka's Lz4BlockInputStream rejects dependent blocks and checks a
-	// content checksum in its own way. FLG: version 01, independent
-	// blocks, no block checksum, no content size, no content checksum.
-	// BD: the smallest block size that holds the input, 4 MiB at most;
-	// HC: the descriptor checksum.
-	cases := []struct {
-		size   int
-		bd, hc byte
-		blocks int
-	}{
-		{0, 0x40, 0x82, 0},
-		{64 << 10, 0x40, 0x82, 1},
-		{64<<10 + 1, 0x50, 0xfb, 1},
-		{200 << 10, 0x50, 0xfb, 1},
-		{1 << 20, 0x60, 0x51, 1},
-		{1<<20 + 1, 0x70, 0x73, 1},
-		{4<<20 + 1, 0x70, 0x73, 2},
+func TestLZ4FrameAsPierrecWritesIt(t *testing.T) {
+	// The frame is what pierrec/lz4's Writer writes with the Java
+	// client's settings, byte for byte. Kafka's Lz4BlockInputStream
+	// rejects dependent blocks and checks content checksums in its own
+	// way: FLG 0x60 is version 01, independent blocks, no block checksum,
+	// no content size, no content checksum; BD 0x40 is 64 KiB blocks.
+	inputs := map[string][]byte{
+		"empty":   {},
+		"one":     []byte("a"),
+		"records": records(200 << 10),
+		"w2":      w2Batch(1 << 20),
+		"random":  random(70 << 10),
 	}
-	for _, level := range []int{0, 9} {
+	for _, level := range []int{0, 1, 9} {
 		c := mustCompressor(t, compression.LZ4, level)
-		for _, tc := range cases {
-			z, err := c.AppendCompress(nil, records(tc.size))
+		for name, src := range inputs {
+			z, err := c.AppendCompress(nil, src)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(z) < 11 || !bytes.Equal(z[:4], []byte{0x04, 0x22, 0x4d, 0x18}) {
-				t.Fatalf("not an LZ4 frame: % x", z[:min(len(z), 7)])
+			if len(z) < 11 || !bytes.Equal(z[:7], []byte{0x04, 0x22, 0x4d, 0x18, 0x60, 0x40, 0x82}) {
+				t.Fatalf("level %d %s: header % x, want 04 22 4d 18 60 40 82", level, name, z[:min(len(z), 7)])
 			}
-			if flg, bd, hc := z[4], z[5], z[6]; flg != 0x60 || bd != tc.bd || hc != tc.hc {
-				t.Errorf("level %d, %d bytes: FLG %#x BD %#x HC %#x, want 0x60 %#x %#x", level, tc.size, flg, bd, hc, tc.bd, tc.hc)
+			var want bytes.Buffer
+			zw := lz4.NewWriter(&want)
+			pl := lz4.Fast
+			if level > 1 {
+				pl = lz4.Level1 << (level - 1)
 			}
-			// Walk the blocks: each a 4-byte size (high bit: stored),
-			// then the end mark and nothing after it.
-			blocks, at := 0, 7
-			for ; at+4 <= len(z); blocks++ {
-				n := int(binary.LittleEndian.Uint32(z[at:]) &^ (1 << 31))
-				at += 4
-				if n == 0 {
-					break
-				}
-				at += n
+			if err := zw.Apply(lz4.BlockSizeOption(lz4.Block64Kb), lz4.BlockChecksumOption(false), lz4.ChecksumOption(false),
+				lz4.ConcurrencyOption(1), lz4.CompressionLevelOption(pl)); err != nil {
+				t.Fatal(err)
 			}
-			if blocks != tc.blocks || at != len(z) {
-				t.Errorf("level %d, %d bytes: %d blocks ending at %d of %d, want %d blocks then the end", level, tc.size, blocks, at, len(z), tc.blocks)
+			if _, err := zw.Write(src); err != nil {
+				t.Fatal(err)
+			}
+			if err := zw.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(z, want.Bytes()) {
+				t.Errorf("level %d %s: %d bytes differ from pierrec/lz4 Writer's %d", level, name, len(z), want.Len())
 			}
 		}
 	}
@@ -141,8 +136,9 @@ func TestLZ4OutputReadByPierrecAndUs(t *testing.T) {
 					t.Fatalf("level %d %s %d: dst prefix lost", level, name, n)
 				}
 				z = z[len("prefix"):]
-				// Stored blocks cost 4 bytes each, the frame 11.
-				if bound := len(src) + 4*(len(src)/(4<<20)+1) + 11; len(z) > bound {
+				// At worst every 64 KiB block is stored, at a cost of
+				// 4 bytes each, and the frame costs 11.
+				if bound := len(src) + 4*((len(src)+64<<10-1)/(64<<10)) + 11; len(z) > bound {
 					t.Errorf("level %d %s %d: %d bytes, more than %d", level, name, n, len(z), bound)
 				}
 				got, err := io.ReadAll(lz4.NewReader(bytes.NewReader(z)))
