@@ -14,9 +14,9 @@ import (
 // A Compressor compresses record batches with one codec at one level.
 //
 // It is safe for concurrent use and meant to live as long as the producer:
-// gzip stream encoders and lz4 block compressors are kept in a pool and reused,
-// zstd keeps one encoder per concurrent caller (see appendZstd), and snappy
-// needs no state. In steady state AppendCompress allocates nothing but the
+// gzip stream encoders and lz4 block compressors are kept in a pool and
+// reused, zstd keeps one encoder per concurrent caller (see appendZstd), and
+// snappy needs no state. In steady state AppendCompress allocates nothing but the
 // growth of dst and starts no goroutine. A Compressor holds no goroutine
 // either, so it has no Close.
 type Compressor struct {
