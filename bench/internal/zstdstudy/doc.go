@@ -13,4 +13,15 @@
 // one encode (B-retained). The output is always one standard zstd frame
 // per batch, which every Kafka consumer reads; the frame checksum is
 // optional in the format.
+//
+// BenchmarkEncodeCPU compresses the same 1 MiB batch as a producer meets
+// it: with samsa's window (1 MiB) and kgo's (64 KiB), warm (the same
+// buffer every time) or cold (a new buffer each time out of 128 MiB, the
+// peer benchmark's BufferMemory, which samsa's pool fills while the
+// encoder is the bottleneck), on one encoder or on two at once (samsa
+// compresses a request's batches on CompressionConcurrency goroutines,
+// kgo one batch at a time). It reports cpu-ns/op, the process's CPU time
+// per batch, which holds better than ns/op on a shared machine:
+//
+//	go test -run x -bench EncodeCPU -benchtime 30x -count 6 ./internal/zstdstudy/
 package zstdstudy
