@@ -50,7 +50,7 @@ type Topic[C, P, B any] struct {
 // and no Send pays for more than one small segment: a Send that parks never
 // moves the records parked before it, nor zeroes a large block (a 512-record
 // segment, 53 KB, cost the Send that took it 10 to 30 µs). Emptied segments
-// are kept for reuse while the topic parks.
+// are kept for reuse (a few).
 type parkQueue[C any] struct {
 	head, tail *parkSegment[C]
 	first      int // the oldest record's index in head
@@ -70,9 +70,10 @@ type parkSegment[C any] struct {
 // allocation.
 const parkSegmentLen = 64
 
-// keepFreeSegments is how many emptied segments a topic that stops parking
-// keeps.
-const keepFreeSegments = 4
+// keepFreeSegments is how many emptied segments a topic keeps for reuse:
+// enough for Sends that park while the IO goroutine moves records, few
+// enough (54 KB) to leave out of the bookkeeping charge.
+const keepFreeSegments = 8
 
 func (q *parkQueue[C]) push(r parkedRecord[C]) {
 	if q.tail == nil || q.last == parkSegmentLen {
@@ -119,28 +120,15 @@ func (q *parkQueue[C]) pop() {
 	}
 }
 
-// release keeps an emptied (all zero) segment for reuse.
+// release keeps an emptied (all zero) segment for reuse, up to
+// keepFreeSegments; the GC takes the others.
 func (q *parkQueue[C]) release(s *parkSegment[C]) {
+	if q.nfree >= keepFreeSegments {
+		return
+	}
 	s.next = q.free
 	q.free = s
 	q.nfree++
-}
-
-// trimFree drops the emptied segments beyond keep.
-func (q *parkQueue[C]) trimFree(keep int) {
-	if q.nfree <= keep {
-		return
-	}
-	if keep == 0 {
-		q.free, q.nfree = nil, 0
-		return
-	}
-	s := q.free
-	for range keep - 1 {
-		s = s.next
-	}
-	s.next = nil
-	q.nfree = keep
 }
 
 type parkedRecord[C any] struct {
@@ -446,6 +434,5 @@ func (t *Topic[C, P, B]) resetLocked() {
 		t.acc.unreserve(t.credit)
 	}
 	t.credit = 0
-	t.parked.trimFree(keepFreeSegments)
 	t.parking.Store(false)
 }
