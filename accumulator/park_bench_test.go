@@ -3,11 +3,11 @@ package accumulator
 import (
 	"context"
 	"runtime"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/samsa-go/samsa/bufferpool"
+	"github.com/samsa-go/samsa/internal/testutil"
 )
 
 // benchCompletion is as large as the producer's completion (7 words) and,
@@ -62,10 +62,5 @@ func BenchmarkParkLatency(b *testing.B) {
 		topic.FailParked(func(benchCompletion) {})
 		all = append(all, lat...)
 	}
-	slices.Sort(all)
-	q := func(f float64) float64 { return float64(all[int(f*float64(len(all)-1))].Nanoseconds()) }
-	b.ReportMetric(q(0.5), "p50-ns")
-	b.ReportMetric(q(0.99), "p99-ns")
-	b.ReportMetric(q(0.999), "p999-ns")
-	b.ReportMetric(q(1), "max-ns")
+	testutil.ReportLatencies(b, all)
 }

@@ -115,16 +115,7 @@ func TestParkedRecordsKeepSendOrderAcrossSegments(t *testing.T) {
 	ps := []*Partition[int, struct{}, struct{}]{a.NewPartition(topic, 0)}
 	topic.SetPartitions(ps)
 	require.True(t, topic.MoveParked(func(ParkedRecord) (*Partition[int, struct{}, struct{}], error) { return ps[0], nil }, func(int, error) { t.Fatal("no record fails") }))
-	next := len(expired)
-	for _, b := range drain(ps[0]) {
-		for i, r := range decode(t, b) {
-			require.Equal(t, fmt.Sprint(next), string(r.Value))
-			require.Equal(t, next, *b.Records.At(i))
-			next++
-		}
-		a.Free(b)
-	}
-	require.Equal(t, n, next)
+	require.Equal(t, n, drainInOrder(t, a, ps[0], len(expired)))
 	require.LessOrEqual(t, topic.parked.nfree, keepFreeSegments, "a topic keeps a few emptied segments")
 	require.Equal(t, pool.Size(), pool.Available(), "parking chunks and batches went back to the pool")
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/samsa-go/samsa/internal/testbroker"
+	"github.com/samsa-go/samsa/internal/testutil"
 )
 
 var benchValue = []byte("0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789")
@@ -136,13 +137,8 @@ func BenchmarkSendMetadataUnavailable(b *testing.B) {
 		p.Close(ctx)
 		c.Close()
 	}
-	slices.Sort(all)
-	q := func(f float64) float64 { return float64(all[int(f*float64(len(all)-1))].Nanoseconds()) }
-	b.ReportMetric(q(0.5), "p50-ns")
-	b.ReportMetric(q(0.99), "p99-ns")
-	b.ReportMetric(q(0.999), "p999-ns")
-	b.ReportMetric(q(1), "max-ns")
-	slow, _ := slices.BinarySearch(all, 10*time.Microsecond+1)
+	testutil.ReportLatencies(b, all)
+	slow, _ := slices.BinarySearch(all, 10*time.Microsecond+1) // sorted by ReportLatencies
 	b.ReportMetric(float64(len(all)-slow)*n/float64(len(all)), "over10us/100k")
 	b.ReportMetric(float64(gcs)/float64(b.N), "gcs/op")
 }
