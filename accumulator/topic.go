@@ -257,7 +257,9 @@ func (t *Topic[C, P, B]) Park(ctx context.Context, ts int64, key, value []byte, 
 			t.parkedRecords.Add(1)
 			t.parkedBytes.Add(int64(size))
 			first := !t.parking.Load()
-			t.parking.Store(true)
+			if first { // cleared only under mu: no atomic write per record
+				t.parking.Store(true)
+			}
 			t.mu.Unlock()
 			if first {
 				t.acc.post(Event[C, P, B]{Kind: Parked, Topic: t})
