@@ -104,7 +104,7 @@ func TestParkedRecordsKeepSendOrderAcrossSegments(t *testing.T) {
 	require.EqualValues(t, n, records)
 
 	// The oldest ones expire (as after MaxBlock), past a segment boundary.
-	cut := topic.parked.head.next.recs[3].at
+	cut := topic.timeOf(topic.parked.head.next.recs[3].at)
 	var expired []int
 	topic.ExpireParked(cut, func(c int, _ time.Time) { expired = append(expired, c) })
 	require.GreaterOrEqual(t, len(expired), parkSegmentLen+4)
@@ -118,4 +118,29 @@ func TestParkedRecordsKeepSendOrderAcrossSegments(t *testing.T) {
 	require.Equal(t, n, drainInOrder(t, a, ps[0], len(expired)))
 	require.LessOrEqual(t, topic.parked.nfree, keepFreeSegments, "a topic keeps a few emptied segments")
 	require.Equal(t, pool.Size(), pool.Available(), "parking chunks and batches went back to the pool")
+}
+
+// TestParkedTimeIsWhenParked: a parked record's time, kept as nanoseconds
+// since the topic's creation, reads back between the clock before and after
+// Park, and ExpireParked fails it at that deadline, not a nanosecond before.
+func TestParkedTimeIsWhenParked(t *testing.T) {
+	a, pool := newAcc(t, 1<<20, 1024, time.Second)
+	topic := a.NewTopic("t")
+	before := time.Now()
+	_, err := topic.Park(context.Background(), 0, nil, []byte("v"), nil, 0, 7, true)
+	require.NoError(t, err)
+	after := time.Now()
+	at := topic.OldestParked()
+	require.False(t, at.Before(before), "parked at %v, before %v", at, before)
+	require.False(t, at.After(after), "parked at %v, after %v", at, after)
+
+	var failed []int
+	require.Equal(t, at, topic.ExpireParked(at.Add(-time.Nanosecond), func(c int, _ time.Time) { failed = append(failed, c) }))
+	require.Empty(t, failed)
+	require.True(t, topic.ExpireParked(at, func(c int, parkedAt time.Time) {
+		require.Equal(t, at, parkedAt)
+		failed = append(failed, c)
+	}).IsZero())
+	require.Equal(t, []int{7}, failed)
+	require.Equal(t, pool.Size(), pool.Available())
 }
