@@ -140,8 +140,9 @@ type parkedRecord[C any] struct {
 	off, n    int32
 	partition int32 // as given to Park
 	// at is when the record was parked, in nanoseconds since Topic.base:
-	// one monotonic clock read instead of time.Now's two (Park's largest
-	// cost after the copy on a VM), and no *time.Location for the GC.
+	// one monotonic clock read instead of time.Now's two (time.Now was a
+	// third of Park's median on the test VM), 8 bytes instead of 24, and
+	// no *time.Location for the GC to scan.
 	at int64
 	c  C
 }
