@@ -41,6 +41,22 @@ func drain(p *Partition[int, struct{}, struct{}]) []*Batch[int, struct{}, struct
 	return out
 }
 
+// drainInOrder drains p, checks that its records are next, next+1, … (the
+// value fmt.Sprint(i) with completion i), frees the batches and returns the
+// number after the last record.
+func drainInOrder(t *testing.T, a *Accumulator[int, struct{}, struct{}], p *Partition[int, struct{}, struct{}], next int) int {
+	t.Helper()
+	for _, b := range drain(p) {
+		for i, r := range decode(t, b) {
+			require.Equal(t, fmt.Sprint(next), string(r.Value))
+			require.Equal(t, next, *b.Records.At(i))
+			next++
+		}
+		a.Free(b)
+	}
+	return next
+}
+
 func decode(t *testing.T, b *Batch[int, struct{}, struct{}]) []recordbatch.Record {
 	t.Helper()
 	raw, _, err := b.Builder.Finish(nil, nil)
@@ -125,16 +141,7 @@ func TestParkedRecordsMoveInSendOrder(t *testing.T) {
 	}
 	wg.Wait()
 	topic.MoveParked(func(ParkedRecord) (*Partition[int, struct{}, struct{}], error) { return ps[0], nil }, nil)
-	next := 0
-	for _, b := range drain(ps[0]) {
-		for i, r := range decode(t, b) {
-			require.Equal(t, fmt.Sprint(next), string(r.Value))
-			require.Equal(t, next, *b.Records.At(i))
-			next++
-		}
-		a.Free(b)
-	}
-	require.Equal(t, 1000, next)
+	require.Equal(t, 1000, drainInOrder(t, a, ps[0], 0))
 	require.Equal(t, pool.Size(), pool.Available(), "parking chunks and batches went back to the pool")
 }
 
