@@ -533,3 +533,93 @@ func TestSizeClassesAreRecycled(t *testing.T) {
 	p.Release(big)
 	require.Equal(t, p.Size(), p.Available())
 }
+
+// TestFullPoolHandsOutLargerRecycledBuffer: with the pool full of recycled
+// buffers of other sizes, a request takes a larger recycled buffer whole
+// instead of dropping buffers for the garbage collector and making a new
+// one (issue 17: that churn was most of the producer's garbage with a full
+// pool), and its whole capacity stays accounted until Release.
+func TestFullPoolHandsOutLargerRecycledBuffer(t *testing.T) {
+	for _, leak := range []bool{false, true} {
+		t.Run(fmt.Sprintf("leak=%v", leak), func(t *testing.T) {
+			p := newPool(t, Options{Size: 8192, PooledSize: 1024, MaxPooledSize: 4096, LeakDetection: leak})
+			big := p.TryAllocate(4096)
+			mid := p.TryAllocate(2048)
+			small := p.TryAllocate(2048) // fills the pool; stays out
+			require.NotNil(t, big)
+			require.NotNil(t, mid)
+			require.NotNil(t, small)
+			require.Equal(t, int64(0), p.Available())
+			p.Release(big)
+			p.Release(mid)
+			require.Equal(t, 2, p.Stats().FreeBuffers)
+
+			// 1024 has no free list entry and nothing is non-pooled: the
+			// smallest larger buffer (2048) is handed out whole.
+			got := p.TryAllocate(1024)
+			require.Len(t, got, 1024)
+			require.Equal(t, 2048, cap(got))
+			require.Same(t, unsafe.SliceData(mid), unsafe.SliceData(got))
+			require.Equal(t, int64(4096), p.Available(), "the whole 2048 bytes are accounted")
+			require.Equal(t, 1, p.Stats().FreeBuffers)
+
+			// A size outside the classes is served the same way.
+			odd, err := p.Allocate(context.Background(), 3000, time.Second)
+			require.NoError(t, err)
+			require.Len(t, odd, 3000)
+			require.Equal(t, 4096, cap(odd))
+			require.Equal(t, int64(0), p.Available())
+
+			p.Release(got)
+			p.Release(odd)
+			p.Release(small)
+			require.Equal(t, p.Size(), p.Available())
+			require.Equal(t, 3, p.Stats().FreeBuffers, "released buffers go back to their own lists")
+			require.Zero(t, p.Stats().Leaked)
+		})
+	}
+}
+
+// TestDropTakesSmallestCoveringBuffer: when recycled buffers must be dropped
+// to cover a request, the smallest one that covers what is missing goes,
+// not the largest.
+func TestDropTakesSmallestCoveringBuffer(t *testing.T) {
+	p := newPool(t, Options{Size: 5120, PooledSize: 1024, MaxPooledSize: 4096})
+	a := p.TryAllocate(1024)
+	b := p.TryAllocate(4096)
+	require.Equal(t, int64(0), p.Available())
+	p.Release(a)
+	p.Release(b)
+	// A reservation never takes a buffer: the 1024-byte one is dropped
+	// for it, the 4096-byte one stays recycled.
+	require.True(t, p.TryReserve(100))
+	st := p.Stats()
+	require.Equal(t, 1, st.FreeBuffers)
+	require.Equal(t, int64(5020), st.Available)
+	got := p.TryAllocate(4096)
+	require.Same(t, unsafe.SliceData(b), unsafe.SliceData(got), "the large buffer was kept")
+	p.Release(got)
+	p.Unreserve(100)
+	require.Equal(t, p.Size(), p.Available())
+}
+
+// TestReserveWaitMakesNoBuffer: a Reserve that waits is granted bytes, not
+// a buffer, and the accounting balances.
+func TestReserveWaitMakesNoBuffer(t *testing.T) {
+	p := newPool(t, Options{Size: 4096, PooledSize: 1024, LeakDetection: true})
+	buf := p.TryAllocate(4096)
+	done := make(chan error, 1)
+	go func() { done <- p.Reserve(context.Background(), 3000, 10*time.Second) }()
+	waitFor(t, "Reserve to queue", func() bool { return p.Stats().Waiters == 1 })
+	p.Release(buf)
+	require.NoError(t, <-done)
+	require.Equal(t, int64(1096), p.Available())
+	allocs := testing.AllocsPerRun(50, func() {
+		require.True(t, p.TryReserve(1000))
+		p.Unreserve(1000)
+	})
+	require.Zero(t, allocs)
+	p.Unreserve(3000)
+	require.Equal(t, p.Size(), p.Available())
+	require.Zero(t, p.Stats().Leaked)
+}
