@@ -575,6 +575,25 @@ func TestFullPoolHandsOutLargerRecycledBuffer(t *testing.T) {
 			p.Release(small)
 			require.Equal(t, p.Size(), p.Available())
 			require.Equal(t, 3, p.Stats().FreeBuffers, "released buffers go back to their own lists")
+
+			// No buffer more than twice the request is handed out: with
+			// only a 4096-byte buffer free, a 1024-byte request drops it
+			// and takes 1024 of its bytes.
+			var held [][]byte
+			for _, n := range []int{4096, 2048, 2048} {
+				b := p.TryAllocate(n)
+				require.NotNil(t, b)
+				held = append(held, b)
+			}
+			p.Release(held[0]) // only a 4096-byte buffer is free
+			tiny := p.TryAllocate(1024)
+			require.Equal(t, 1024, cap(tiny), "a 4096-byte buffer is dropped, not handed out for 1024 bytes")
+			require.Equal(t, int64(3072), p.Available())
+			require.Zero(t, p.Stats().FreeBuffers)
+			p.Release(tiny)
+			p.Release(held[1])
+			p.Release(held[2])
+			require.Equal(t, p.Size(), p.Available())
 			require.Zero(t, p.Stats().Leaked)
 		})
 	}

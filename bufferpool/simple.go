@@ -317,12 +317,13 @@ func (p *SimplePool) canGrantLocked(size int) bool {
 // set) takes only bytes, never a buffer.
 //
 // A buffer of size's own class comes first. When the non-pooled memory does
-// not cover size, a recycled buffer of a larger class is handed out whole
-// (its whole capacity accounted until Release) rather than dropping recycled
-// buffers for the garbage collector and making a new one: with the pool
-// full and batches of several sizes, dropping one and allocating another
-// for every request turned most of the pool into garbage, and the heap the
-// garbage collector lets grow with it into resident memory.
+// not cover size, a recycled buffer of a larger class, up to twice size, is
+// handed out whole (its whole capacity accounted until Release) rather than
+// dropping recycled buffers for the garbage collector and making a new one:
+// with the pool full and batches of several sizes, dropping one and
+// allocating another for every request turned most of the pool into
+// garbage, and the heap the garbage collector lets grow with it into
+// resident memory.
 func (p *SimplePool) takeLocked(size int, reserve bool) []byte {
 	if !reserve {
 		if k, ok := p.classOf(size); ok && len(p.free[k]) > 0 {
@@ -350,10 +351,17 @@ func (p *SimplePool) handOutLocked(k, size int) []byte {
 }
 
 // largerFreeLocked returns the smallest non-empty free list whose buffers
-// are larger than size.
+// are larger than size, but at most twice as large: a batch grows by
+// doubling, so it can use such a buffer, where a far larger one handed to a
+// small request would hold pool memory that dropping it would have left
+// to many.
 func (p *SimplePool) largerFreeLocked(size int) (int, bool) {
 	for k := range p.classes {
-		if p.pooledSize<<k > size && len(p.free[k]) > 0 {
+		c := p.pooledSize << k
+		if c > 2*size {
+			break
+		}
+		if c > size && len(p.free[k]) > 0 {
 			return k, true
 		}
 	}
