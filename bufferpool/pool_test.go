@@ -534,11 +534,28 @@ func TestSizeClassesAreRecycled(t *testing.T) {
 	require.Equal(t, p.Size(), p.Available())
 }
 
+// TestLargerRecycledBufferBeforeNewOne: a request whose size has no free
+// buffer takes a recycled one up to twice as large, whole, before a new
+// one is made, whether or not the pool has memory left (issue 17: making
+// half-size buffers and dropping them once the pool was full was most of
+// the producer's garbage).
+func TestLargerRecycledBufferBeforeNewOne(t *testing.T) {
+	p := newPool(t, Options{Size: 1 << 20, PooledSize: 1024, MaxPooledSize: 4096})
+	a := p.TryAllocate(2048)
+	p.Release(a)
+	b := p.TryAllocate(1024)
+	require.Same(t, unsafe.SliceData(a), unsafe.SliceData(b))
+	require.Len(t, b, 1024)
+	require.Equal(t, 2048, cap(b))
+	require.Equal(t, p.Size()-2048, p.Available())
+	p.Release(b)
+	require.Equal(t, p.Size(), p.Available())
+}
+
 // TestFullPoolHandsOutLargerRecycledBuffer: with the pool full of recycled
 // buffers of other sizes, a request takes a larger recycled buffer whole
 // instead of dropping buffers for the garbage collector and making a new
-// one (issue 17: that churn was most of the producer's garbage with a full
-// pool), and its whole capacity stays accounted until Release.
+// one, and its whole capacity stays accounted until Release.
 func TestFullPoolHandsOutLargerRecycledBuffer(t *testing.T) {
 	for _, leak := range []bool{false, true} {
 		t.Run(fmt.Sprintf("leak=%v", leak), func(t *testing.T) {

@@ -123,7 +123,7 @@ var emptyBuf = make([]byte, 0)
 // TryAllocate returns a slice with len == size, or nil if the memory is not
 // available now. It never blocks. While Allocate calls are waiting it returns
 // nil, so that it cannot take memory from the head of the queue. Like
-// Allocate, it may return a larger recycled buffer when the pool is full.
+// Allocate, it may return a larger recycled buffer.
 func (p *SimplePool) TryAllocate(size int) []byte {
 	if size <= 0 || int64(size) > p.size {
 		if size == 0 {
@@ -147,9 +147,9 @@ func (p *SimplePool) TryAllocate(size int) []byte {
 // Allocate returns a slice with len == size, waiting behind earlier waiters
 // until the memory is available, ctx ends or maxWait passes; see
 // [Pool.Allocate] for the errors. maxWait <= 0 waits as long as ctx allows.
-// Recycled buffers are not zeroed; new ones are. When the pool is full, a
-// recycled buffer larger than size may come back (cap(buf) > size, all of
-// it accounted until Release) instead of a new one.
+// Recycled buffers are not zeroed; new ones are. When no recycled buffer of
+// size's own class is free, one up to twice size may come back (cap(buf) >
+// size, all of it accounted until Release) instead of a new one.
 func (p *SimplePool) Allocate(ctx context.Context, size int, maxWait time.Duration) ([]byte, error) {
 	return p.allocate(ctx, size, maxWait, false)
 }
@@ -316,23 +316,22 @@ func (p *SimplePool) canGrantLocked(size int) bool {
 // caller to make one of size bytes outside the lock. A reservation (reserve
 // set) takes only bytes, never a buffer.
 //
-// A buffer of size's own class comes first. When the non-pooled memory does
-// not cover size, a recycled buffer of a larger class, up to twice size, is
-// handed out whole (its whole capacity accounted until Release) rather than
-// dropping recycled buffers for the garbage collector and making a new one:
-// with the pool full and batches of several sizes, dropping one and
-// allocating another for every request turned most of the pool into
-// garbage, and the heap the garbage collector lets grow with it into
+// A buffer of size's own class comes first, then a recycled buffer of a
+// larger class, up to twice size, handed out whole (its whole capacity
+// accounted until Release; a batch grows by doubling, so it can use it),
+// and only then a new one, dropping recycled buffers when the memory not on
+// a free list does not cover size. A pool with batches of two sizes (half
+// and all of BatchSize) otherwise kept making buffers of the smaller size
+// and, once full, dropping them to make the larger: most of the pool turned
+// into garbage, and the heap the garbage collector lets grow with it into
 // resident memory.
 func (p *SimplePool) takeLocked(size int, reserve bool) []byte {
 	if !reserve {
 		if k, ok := p.classOf(size); ok && len(p.free[k]) > 0 {
 			return p.handOutLocked(k, size)
 		}
-		if p.nonPooled < int64(size) {
-			if k, ok := p.largerFreeLocked(size); ok {
-				return p.handOutLocked(k, size)
-			}
+		if k, ok := p.largerFreeLocked(size); ok {
+			return p.handOutLocked(k, size)
 		}
 	}
 	p.dropForLocked(size)
