@@ -78,14 +78,14 @@
 // producing allocates no batch memory. Recycled buffers are not zeroed:
 // their content is whatever the last user left. Other sizes are made with
 // make (zeroed) and left to the garbage collector on Release. Free-listed
-// buffers count as available. When the memory not on a free list does not
-// cover a request, a free-listed buffer larger than the request is handed
-// out whole (its whole capacity counts as in use until Release) before any
-// is dropped; only then does the request drop free-listed buffers, the
-// smallest one that covers what is missing first. So a full pool with
-// batches of several sizes keeps recycling instead of turning its buffers
-// into garbage. A pooled allocate + release costs two uncontended mutex
-// acquisitions and allocates nothing.
+// buffers count as available. A request whose size has no free-listed
+// buffer takes one up to twice as large, whole (cap above the size asked
+// for; its whole capacity counts as in use until Release), before a new one
+// is made; a new one that the memory not on a free list does not cover
+// drops free-listed buffers, the smallest one that covers what is missing
+// first. So a pool with batches of several sizes keeps recycling instead of
+// turning its buffers into garbage. A pooled allocate + release costs two
+// uncontended mutex acquisitions and allocates nothing.
 //
 // # Leak detection
 //
