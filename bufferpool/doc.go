@@ -72,14 +72,20 @@
 //
 // # Recycled buffers
 //
-// Requests of exactly PooledSize bytes are served from a free list of
-// released buffers of that size, as the Java producer does with batch.size
-// buffers, so steady-state producing allocates no batch memory. Recycled
-// buffers are not zeroed: their content is whatever the last user left.
-// Other sizes are made with make (zeroed) and left to the garbage collector
-// on Release. Free-listed buffers count as available: a request of another
-// size drops as many of them as it needs. A pooled allocate + release costs
-// two uncontended mutex acquisitions and allocates nothing.
+// Requests of exactly PooledSize bytes (or of a doubling of it up to
+// MaxPooledSize) are served from a free list of released buffers of that
+// size, as the Java producer does with batch.size buffers, so steady-state
+// producing allocates no batch memory. Recycled buffers are not zeroed:
+// their content is whatever the last user left. Other sizes are made with
+// make (zeroed) and left to the garbage collector on Release. Free-listed
+// buffers count as available. A request whose size has no free-listed
+// buffer takes one up to twice as large, whole (cap above the size asked
+// for; its whole capacity counts as in use until Release), before a new one
+// is made; a new one that the memory not on a free list does not cover
+// drops free-listed buffers, the smallest one that covers what is missing
+// first. So a pool with batches of several sizes keeps recycling instead of
+// turning its buffers into garbage. A pooled allocate + release costs two
+// uncontended mutex acquisitions and allocates nothing.
 //
 // # Leak detection
 //

@@ -533,3 +533,129 @@ func TestSizeClassesAreRecycled(t *testing.T) {
 	p.Release(big)
 	require.Equal(t, p.Size(), p.Available())
 }
+
+// TestLargerRecycledBufferBeforeNewOne: a request whose size has no free
+// buffer takes a recycled one up to twice as large, whole, before a new
+// one is made, whether or not the pool has memory left (issue 17: making
+// half-size buffers and dropping them once the pool was full was most of
+// the producer's garbage).
+func TestLargerRecycledBufferBeforeNewOne(t *testing.T) {
+	p := newPool(t, Options{Size: 1 << 20, PooledSize: 1024, MaxPooledSize: 4096})
+	a := p.TryAllocate(2048)
+	p.Release(a)
+	b := p.TryAllocate(1024)
+	require.Same(t, unsafe.SliceData(a), unsafe.SliceData(b))
+	require.Len(t, b, 1024)
+	require.Equal(t, 2048, cap(b))
+	require.Equal(t, p.Size()-2048, p.Available())
+	p.Release(b)
+	require.Equal(t, p.Size(), p.Available())
+}
+
+// TestFullPoolHandsOutLargerRecycledBuffer: with the pool full of recycled
+// buffers of other sizes, a request takes a larger recycled buffer whole
+// instead of dropping buffers for the garbage collector and making a new
+// one, and its whole capacity stays accounted until Release.
+func TestFullPoolHandsOutLargerRecycledBuffer(t *testing.T) {
+	for _, leak := range []bool{false, true} {
+		t.Run(fmt.Sprintf("leak=%v", leak), func(t *testing.T) {
+			p := newPool(t, Options{Size: 8192, PooledSize: 1024, MaxPooledSize: 4096, LeakDetection: leak})
+			big := p.TryAllocate(4096)
+			mid := p.TryAllocate(2048)
+			small := p.TryAllocate(2048) // fills the pool; stays out
+			require.NotNil(t, big)
+			require.NotNil(t, mid)
+			require.NotNil(t, small)
+			require.Equal(t, int64(0), p.Available())
+			p.Release(big)
+			p.Release(mid)
+			require.Equal(t, 2, p.Stats().FreeBuffers)
+
+			// 1024 has no free list entry and nothing is non-pooled: the
+			// smallest larger buffer (2048) is handed out whole.
+			got := p.TryAllocate(1024)
+			require.Len(t, got, 1024)
+			require.Equal(t, 2048, cap(got))
+			require.Same(t, unsafe.SliceData(mid), unsafe.SliceData(got))
+			require.Equal(t, int64(4096), p.Available(), "the whole 2048 bytes are accounted")
+			require.Equal(t, 1, p.Stats().FreeBuffers)
+
+			// A size outside the classes is served the same way.
+			odd, err := p.Allocate(context.Background(), 3000, time.Second)
+			require.NoError(t, err)
+			require.Len(t, odd, 3000)
+			require.Equal(t, 4096, cap(odd))
+			require.Equal(t, int64(0), p.Available())
+
+			p.Release(got)
+			p.Release(odd)
+			p.Release(small)
+			require.Equal(t, p.Size(), p.Available())
+			require.Equal(t, 3, p.Stats().FreeBuffers, "released buffers go back to their own lists")
+
+			// No buffer more than twice the request is handed out: with
+			// only a 4096-byte buffer free, a 1024-byte request drops it
+			// and takes 1024 of its bytes.
+			var held [][]byte
+			for _, n := range []int{4096, 2048, 2048} {
+				b := p.TryAllocate(n)
+				require.NotNil(t, b)
+				held = append(held, b)
+			}
+			p.Release(held[0]) // only a 4096-byte buffer is free
+			tiny := p.TryAllocate(1024)
+			require.Equal(t, 1024, cap(tiny), "a 4096-byte buffer is dropped, not handed out for 1024 bytes")
+			require.Equal(t, int64(3072), p.Available())
+			require.Zero(t, p.Stats().FreeBuffers)
+			p.Release(tiny)
+			p.Release(held[1])
+			p.Release(held[2])
+			require.Equal(t, p.Size(), p.Available())
+			require.Zero(t, p.Stats().Leaked)
+		})
+	}
+}
+
+// TestDropTakesSmallestCoveringBuffer: when recycled buffers must be dropped
+// to cover a request, the smallest one that covers what is missing goes,
+// not the largest.
+func TestDropTakesSmallestCoveringBuffer(t *testing.T) {
+	p := newPool(t, Options{Size: 5120, PooledSize: 1024, MaxPooledSize: 4096})
+	a := p.TryAllocate(1024)
+	b := p.TryAllocate(4096)
+	require.Equal(t, int64(0), p.Available())
+	p.Release(a)
+	p.Release(b)
+	// A reservation never takes a buffer: the 1024-byte one is dropped
+	// for it, the 4096-byte one stays recycled.
+	require.True(t, p.TryReserve(100))
+	st := p.Stats()
+	require.Equal(t, 1, st.FreeBuffers)
+	require.Equal(t, int64(5020), st.Available)
+	got := p.TryAllocate(4096)
+	require.Same(t, unsafe.SliceData(b), unsafe.SliceData(got), "the large buffer was kept")
+	p.Release(got)
+	p.Unreserve(100)
+	require.Equal(t, p.Size(), p.Available())
+}
+
+// TestReserveWaitMakesNoBuffer: a Reserve that waits is granted bytes, not
+// a buffer, and the accounting balances.
+func TestReserveWaitMakesNoBuffer(t *testing.T) {
+	p := newPool(t, Options{Size: 4096, PooledSize: 1024, LeakDetection: true})
+	buf := p.TryAllocate(4096)
+	done := make(chan error, 1)
+	go func() { done <- p.Reserve(context.Background(), 3000, 10*time.Second) }()
+	waitFor(t, "Reserve to queue", func() bool { return p.Stats().Waiters == 1 })
+	p.Release(buf)
+	require.NoError(t, <-done)
+	require.Equal(t, int64(1096), p.Available())
+	allocs := testing.AllocsPerRun(50, func() {
+		require.True(t, p.TryReserve(1000))
+		p.Unreserve(1000)
+	})
+	require.Zero(t, allocs)
+	p.Unreserve(3000)
+	require.Equal(t, p.Size(), p.Available())
+	require.Zero(t, p.Stats().Leaked)
+}

@@ -3,7 +3,6 @@ package bufferpool
 import (
 	"context"
 	"time"
-	"unsafe"
 )
 
 // Reserver is implemented by pools that can also account bytes that are
@@ -38,9 +37,7 @@ func (p *SimplePool) TryReserve(n int) bool {
 	if (p.waiters.head != nil && !p.held) || !p.canGrantLocked(n) {
 		return false
 	}
-	if buf := p.takeLocked(n); buf != nil {
-		p.forgetLocked(buf) // a recycled buffer of that size: its bytes are the reservation
-	}
+	p.takeLocked(n, true) // bytes only: never a buffer
 	return true
 }
 
@@ -49,29 +46,8 @@ func (p *SimplePool) Reserve(ctx context.Context, n int, maxWait time.Duration) 
 	if n <= 0 {
 		return nil
 	}
-	buf, err := p.Allocate(ctx, n, maxWait)
-	if err != nil {
-		return err
-	}
-	// The buffer was only the way to wait in line: drop it, keeping its
-	// bytes accounted as handed out.
-	p.mu.Lock()
-	p.forgetLocked(buf)
-	p.mu.Unlock()
-	return nil
-}
-
-// forgetLocked stops tracking buf, whose bytes stay accounted as handed out
-// (a reservation), so that its collection is not taken for a leak.
-func (p *SimplePool) forgetLocked(buf []byte) {
-	if !p.leakDetect || cap(buf) == 0 {
-		return
-	}
-	addr := uintptr(unsafe.Pointer(unsafe.SliceData(buf)))
-	if t := p.tracked[addr]; t != nil {
-		t.state = released
-		delete(p.tracked, addr)
-	}
+	_, err := p.allocate(ctx, n, maxWait, true) // bytes only: no buffer comes back
+	return err
 }
 
 // Unreserve implements [Reserver]. Returning more than was reserved panics,

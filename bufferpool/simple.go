@@ -122,7 +122,8 @@ var emptyBuf = make([]byte, 0)
 
 // TryAllocate returns a slice with len == size, or nil if the memory is not
 // available now. It never blocks. While Allocate calls are waiting it returns
-// nil, so that it cannot take memory from the head of the queue.
+// nil, so that it cannot take memory from the head of the queue. Like
+// Allocate, it may return a larger recycled buffer.
 func (p *SimplePool) TryAllocate(size int) []byte {
 	if size <= 0 || int64(size) > p.size {
 		if size == 0 {
@@ -135,7 +136,7 @@ func (p *SimplePool) TryAllocate(size int) []byte {
 		p.mu.Unlock()
 		return nil
 	}
-	buf := p.takeLocked(size)
+	buf := p.takeLocked(size, false)
 	p.mu.Unlock()
 	if buf == nil {
 		buf = p.newBuf(size)
@@ -146,8 +147,17 @@ func (p *SimplePool) TryAllocate(size int) []byte {
 // Allocate returns a slice with len == size, waiting behind earlier waiters
 // until the memory is available, ctx ends or maxWait passes; see
 // [Pool.Allocate] for the errors. maxWait <= 0 waits as long as ctx allows.
-// Recycled buffers (size == PooledSize) are not zeroed; others are.
+// Recycled buffers are not zeroed; new ones are. When no recycled buffer of
+// size's own class is free, one up to twice size may come back (cap(buf) >
+// size, all of it accounted until Release) instead of a new one.
 func (p *SimplePool) Allocate(ctx context.Context, size int, maxWait time.Duration) ([]byte, error) {
+	return p.allocate(ctx, size, maxWait, false)
+}
+
+// allocate is Allocate, or with reserve Reserve's wait: bytes accounted, no
+// buffer made (the result is nil or a recycled buffer, for the caller to
+// drop).
+func (p *SimplePool) allocate(ctx context.Context, size int, maxWait time.Duration, reserve bool) ([]byte, error) {
 	if size <= 0 || int64(size) > p.size {
 		switch {
 		case size == 0:
@@ -160,14 +170,14 @@ func (p *SimplePool) Allocate(ctx context.Context, size int, maxWait time.Durati
 	}
 	p.mu.Lock()
 	if p.waiters.head == nil && !p.held && p.canGrantLocked(size) {
-		buf := p.takeLocked(size)
+		buf := p.takeLocked(size, reserve)
 		p.mu.Unlock()
-		if buf == nil {
+		if buf == nil && !reserve {
 			buf = p.newBuf(size)
 		}
 		return buf, nil
 	}
-	w := p.getWaiterLocked(size)
+	w := p.getWaiterLocked(size, reserve)
 	p.waiters.pushBack(w)
 	p.mu.Unlock()
 	return p.wait(ctx, w, maxWait)
@@ -204,10 +214,10 @@ func (p *SimplePool) wait(ctx context.Context, w *waiter, maxWait time.Duration)
 		if !signaled {
 			<-w.ready // sent under mu when granted: never blocks
 		}
-		buf, size := w.buf, w.size
+		buf, size, reserve := w.buf, w.size, w.reserve
 		p.putWaiterLocked(w)
 		p.mu.Unlock()
-		if buf == nil {
+		if buf == nil && !reserve {
 			buf = p.newBuf(size)
 		}
 		return buf, nil
@@ -301,32 +311,85 @@ func (p *SimplePool) canGrantLocked(size int) bool {
 	return avail >= int64(size)
 }
 
-// takeLocked accounts size bytes as handed out. It returns a recycled buffer
-// when size is PooledSize and the free list has one; otherwise nil, and the
-// caller makes the buffer outside the lock.
-func (p *SimplePool) takeLocked(size int) []byte {
-	if k, ok := p.classOf(size); ok && len(p.free[k]) > 0 {
-		fb := p.popFreeLocked(k)
-		if fb.t != nil {
-			fb.t.state = outstanding
+// takeLocked accounts size bytes as handed out; the caller has checked
+// canGrantLocked. It returns the recycled buffer to hand out, or nil for the
+// caller to make one of size bytes outside the lock. A reservation (reserve
+// set) takes only bytes, never a buffer.
+//
+// A buffer of size's own class comes first, then a recycled buffer of a
+// larger class, up to twice size, handed out whole (its whole capacity
+// accounted until Release; a batch grows by doubling, so it can use it),
+// and only then a new one, dropping recycled buffers when the memory not on
+// a free list does not cover size. A pool with batches of two sizes (half
+// and all of BatchSize) otherwise kept making buffers of the smaller size
+// and, once full, dropping them to make the larger: most of the pool turned
+// into garbage, and the heap the garbage collector lets grow with it into
+// resident memory.
+func (p *SimplePool) takeLocked(size int, reserve bool) []byte {
+	if !reserve {
+		if k, ok := p.classOf(size); ok && len(p.free[k]) > 0 {
+			return p.handOutLocked(k, size)
 		}
-		return fb.buf
+		if k, ok := p.largerFreeLocked(size); ok {
+			return p.handOutLocked(k, size)
+		}
 	}
-	// Drop recycled buffers, largest first, until the non-pooled memory
-	// covers the request (or, over-allocating, until none is left).
-	for k := p.classes - 1; k >= 0 && p.nonPooled < int64(size); {
-		if len(p.free[k]) == 0 {
-			k--
-			continue
+	p.dropForLocked(size)
+	p.nonPooled -= int64(size)
+	return nil
+}
+
+// handOutLocked takes a buffer off free list k and returns it with length
+// size (at most its capacity).
+func (p *SimplePool) handOutLocked(k, size int) []byte {
+	fb := p.popFreeLocked(k)
+	if fb.t != nil {
+		fb.t.state = outstanding
+	}
+	return fb.buf[:size]
+}
+
+// largerFreeLocked returns the smallest non-empty free list whose buffers
+// are larger than size, but at most twice as large: a batch grows by
+// doubling, so it can use such a buffer, where a far larger one handed to a
+// small request would hold pool memory that dropping it would have left
+// to many.
+func (p *SimplePool) largerFreeLocked(size int) (int, bool) {
+	for k := range p.classes {
+		c := p.pooledSize << k
+		if c > 2*size {
+			break
 		}
-		fb := p.popFreeLocked(k)
+		if c > size && len(p.free[k]) > 0 {
+			return k, true
+		}
+	}
+	return 0, false
+}
+
+// dropForLocked drops recycled buffers until the non-pooled memory covers
+// size (or, over-allocating, until none is left): the smallest one that
+// covers what is missing, else the largest, and again. So a small
+// reservation costs a small buffer, not the largest one.
+func (p *SimplePool) dropForLocked(size int) {
+	for p.nonPooled < int64(size) && p.freeCount > 0 {
+		short := int64(size) - p.nonPooled
+		pick := -1
+		for k := range p.classes {
+			if len(p.free[k]) == 0 {
+				continue
+			}
+			pick = k // the largest non-empty so far
+			if int64(p.pooledSize)<<k >= short {
+				break
+			}
+		}
+		fb := p.popFreeLocked(pick)
 		if fb.t != nil {
 			fb.t.state = released
 		}
 		p.nonPooled += int64(cap(fb.buf))
 	}
-	p.nonPooled -= int64(size)
-	return nil
 }
 
 // classOf returns the free list of buffers of exactly size bytes.
@@ -362,7 +425,7 @@ func (p *SimplePool) serveLocked() {
 	}
 	for w := p.waiters.head; w != nil && p.canGrantLocked(w.size); w = p.waiters.head {
 		p.waiters.remove(w)
-		w.buf = p.takeLocked(w.size)
+		w.buf = p.takeLocked(w.size, w.reserve)
 		w.granted = true
 		w.ready <- struct{}{}
 	}

@@ -10,6 +10,7 @@ type waiter struct {
 	ready   chan struct{} // 1-buffered; sent under mu when granted
 	granted bool          // guarded by mu
 	buf     []byte        // a recycled buffer granted with the memory, or nil
+	reserve bool          // Reserve's wait: bytes only, no buffer
 	timer   *time.Timer   // created on the first wait with a maxWait
 
 	prev, next *waiter
@@ -18,19 +19,19 @@ type waiter struct {
 // maxSpareWaiters bounds the recycled waiter structs kept by a pool.
 const maxSpareWaiters = 64
 
-func (p *SimplePool) getWaiterLocked(size int) *waiter {
+func (p *SimplePool) getWaiterLocked(size int, reserve bool) *waiter {
 	w, ok := p.spare.Get()
 	if !ok {
 		w = &waiter{ready: make(chan struct{}, 1)}
 	}
-	w.size = size
+	w.size, w.reserve = size, reserve
 	return w
 }
 
 func (p *SimplePool) putWaiterLocked(w *waiter) {
 	w.granted = false
 	w.buf = nil
-	w.size = 0
+	w.size, w.reserve = 0, false
 	p.spare.Put(w)
 }
 

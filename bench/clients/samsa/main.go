@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"flag"
 	"fmt"
 	"os"
 
@@ -21,6 +22,13 @@ type client struct {
 	payload *workload.Payload
 	p       *producer.Producer
 	tls     *tls.Config
+	// bufferMemory is Config.BufferMemory: 0, samsa's default (32 MiB),
+	// unless -buffer-memory says otherwise.
+	bufferMemory int64
+}
+
+func (c *client) Flags(fs *flag.FlagSet) {
+	fs.Int64Var(&c.bufferMemory, "buffer-memory", 0, "Config.BufferMemory in bytes (default 0: samsa's default, 32 MiB)")
 }
 
 func (c *client) UseTLS(_ string, cfg *tls.Config) { c.tls = cfg }
@@ -48,7 +56,7 @@ func (c *client) Open(ctx context.Context, spec workload.Spec, brokers []string,
 		Linger:          workload.Linger,
 		BatchSize:       workload.BatchBytes,
 		MaxRequestSize:  workload.MaxRequestBytes,
-		BufferMemory:    workload.BufferBytes,
+		BufferMemory:    c.bufferMemory,
 		Compression:     codec,
 		TLS:             c.tls,
 	})

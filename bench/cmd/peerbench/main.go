@@ -9,7 +9,9 @@
 //	go run ./cmd/peerbench               # full run: 4 workloads × 1M records × 3 runs
 //	go run ./cmd/peerbench -quick        # 100 000 records, 1 run
 //	go run ./cmd/peerbench -clients samsa,kgo -workloads 100B-lz4 -records 200000
-//	go run ./cmd/peerbench -cpuprofile /tmp/prof   # CPU profiles of samsa's runs, codec share
+//	go run ./cmd/peerbench -cpuprofile /tmp/prof   # CPU and heap profiles of samsa's and kgo's runs, codec share
+//	go run ./cmd/peerbench -broker kfake -clients samsa,kgo -runs 3 -cpuprofile /tmp/prof   # issue 17's table
+//	go run ./cmd/peerbench -samsa-buffer-memory 134217728   # samsa with 128 MiB, as the others
 //	go run ./cmd/peerbench -broker kfake -clients samsa,kgo
 //	go run ./cmd/peerbench -broker kafka -clients samsa,kgo,java -workloads 100B,100B-lz4,1KiB-zstd-keyed
 //	go run ./cmd/peerbench -tls -clients samsa,kgo           # over the broker's TLS listener
@@ -66,7 +68,8 @@ func run() error {
 	timeout := flag.Duration("timeout", 10*time.Minute, "bound on one client run")
 	bindir := flag.String("bindir", "", "build the binaries here (default: a temporary directory)")
 	cpuprofile := flag.String("cpuprofile", "", "write CPU and heap profiles of the -profile clients' runs to this directory")
-	profile := flag.String("profile", harness.Ours, "comma-separated clients to profile with -cpuprofile")
+	profile := flag.String("profile", harness.Ours+","+harness.Baseline, "comma-separated clients to profile with -cpuprofile")
+	samsaBuffer := flag.Int64("samsa-buffer-memory", 0, "samsa's Config.BufferMemory in bytes (default 0: samsa's default, 32 MiB; the other clients keep 128 MiB)")
 	strict := flag.Bool("strict", false, "exit with status 1 when a run fails or a target against kgo is not met")
 	broker := flag.String("broker", harness.BrokerTestbroker, "broker to run against: "+strings.Join(harness.Brokers, "|")+
 		" (testbroker: sink, kfake: blackhole, kafka: interop/kafka/start.sh, 1 node)")
@@ -99,6 +102,8 @@ func run() error {
 		ProfileDir: *cpuprofile,
 		Profile:    list(*profile),
 		Log:        os.Stderr,
+
+		SamsaBufferMemory: *samsaBuffer,
 
 		Broker:         *broker,
 		BrokerStore:    *brokerStore,

@@ -22,6 +22,10 @@ import (
 // Ours is the client every ratio compares against.
 const Ours = "samsa"
 
+// SamsaDefaultBufferMemory is samsa's default Config.BufferMemory (32 MiB),
+// which its runs use unless Options.SamsaBufferMemory says otherwise.
+const SamsaDefaultBufferMemory = 32 << 20
+
 // Baseline is the peer the issue's targets name.
 const Baseline = "kgo"
 
@@ -58,7 +62,7 @@ type Options struct {
 	// and a heap profile taken after it, workload-client-runN.heap.
 	// Profiling slows those runs a little.
 	ProfileDir string
-	// Profile names the clients to profile. Default Ours.
+	// Profile names the clients to profile. Default Ours and Baseline.
 	Profile []string
 	// Broker is the broker every workload runs against: BrokerTestbroker
 	// (the default), BrokerKfake or BrokerKafka. One broker per workload,
@@ -80,6 +84,10 @@ type Options struct {
 	// TLS listener: the TLS runs are reported as client+tls (TLSSuffix),
 	// and the report adds the TLS overhead per client.
 	TLSCompare bool
+	// SamsaBufferMemory is samsa's Config.BufferMemory in bytes. Default 0:
+	// samsa's own default (32 MiB), while the peers keep
+	// workload.BufferBytes (128 MiB) where they have such a bound.
+	SamsaBufferMemory int64
 	// Log receives progress lines. Default io.Discard.
 	Log io.Writer
 
@@ -129,7 +137,10 @@ func (o *Options) defaults() error {
 		o.Timeout = 10 * time.Minute
 	}
 	if len(o.Profile) == 0 {
-		o.Profile = []string{Ours}
+		o.Profile = []string{Ours, Baseline}
+	}
+	if o.SamsaBufferMemory < 0 {
+		return fmt.Errorf("samsa buffer memory %d < 0", o.SamsaBufferMemory)
 	}
 	if o.Log == nil {
 		o.Log = io.Discard
@@ -184,6 +195,12 @@ type Report struct {
 	RSSIntervalNanos time.Duration `json:"rss_interval_ns"`
 	// BuildErrors maps a client that could not be built to the error.
 	BuildErrors map[string]string `json:"build_errors,omitempty"`
+	// SamsaBufferMemory is samsa's Config.BufferMemory in the runs, in
+	// bytes (Options.SamsaBufferMemory, or samsa's default).
+	SamsaBufferMemory int64 `json:"samsa_buffer_memory"`
+	// PeerBufferMemory is the bound the other clients buffer to, where
+	// they have one (workload.BufferBytes).
+	PeerBufferMemory int64 `json:"peer_buffer_memory"`
 	// Notes maps each client to the choices it reported (idempotence,
 	// partitioner, delivery path).
 	Notes     map[string]string `json:"notes"`
@@ -312,6 +329,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		CPUs: numCPU(), Notes: map[string]string{}, BuildErrors: map[string]string{},
 		Skipped: map[string]string{}, Broker: describeBroker(o), BrokerName: o.Broker,
 		RSSIntervalNanos: RSSInterval, TLS: o.TLS, TLSCompare: o.TLSCompare,
+		SamsaBufferMemory: o.SamsaBufferMemory, PeerBufferMemory: workload.BufferBytes,
+	}
+	if rep.SamsaBufferMemory == 0 {
+		rep.SamsaBufferMemory = SamsaDefaultBufferMemory
 	}
 	var err error
 	if o.modDir, err = moduleDir(ctx); err != nil {
@@ -617,6 +638,9 @@ func runClient(ctx context.Context, o Options, spec workload.Spec, addr string, 
 		"-timeout", o.Timeout.String()}
 	if v.tls {
 		args = append(args, "-tls-ca", caFile(o, spec))
+	}
+	if client == Ours && o.SamsaBufferMemory > 0 {
+		args = append(args, "-buffer-memory", strconv.FormatInt(o.SamsaBufferMemory, 10))
 	}
 	profile := ""
 	if o.ProfileDir != "" && slices.Contains(o.Profile, client) && client != Java {

@@ -74,6 +74,7 @@ func TestOptionsDefaults(t *testing.T) {
 		{name: "TLS compare needs testbroker", in: Options{Broker: BrokerKfake, TLSCompare: true}, err: "comparing plaintext with TLS needs broker testbroker"},
 		{name: "no TLS with real Kafka", in: Options{Broker: BrokerKafka, TLS: true}, err: "TLS needs broker testbroker or kfake"},
 		{name: "TLS compare implies TLS", in: Options{TLSCompare: true}, clients: Clients},
+		{name: "negative samsa buffer memory", in: Options{SamsaBufferMemory: -1}, err: "samsa buffer memory -1"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -88,6 +89,7 @@ func TestOptionsDefaults(t *testing.T) {
 			assert.Equal(t, workload.DefaultRecords, o.Records)
 			assert.Equal(t, 3, o.Runs)
 			assert.Len(t, o.Workloads, len(workload.All(1)))
+			assert.Equal(t, []string{Ours, Baseline}, o.Profile, "the codec split compares samsa with kgo")
 		})
 	}
 }
@@ -250,17 +252,22 @@ func TestRunKfake(t *testing.T) {
 		name      string
 		store     bool
 		workloads []string
+		buffer    int64 // Options.SamsaBufferMemory
+		header    string
 	}{
-		{"blackhole", false, []string{"100B-lz4", "100B-keyed-10k-partitions"}},
-		{"storing", true, []string{"100B-lz4"}},
+		{"blackhole", false, []string{"100B-lz4", "100B-keyed-10k-partitions"}, 0, "Buffer memory: samsa 32 MiB (Config.BufferMemory, its default)"},
+		{"storing", true, []string{"100B-lz4"}, 64 << 20, "Buffer memory: samsa 64 MiB (Config.BufferMemory, -samsa-buffer-memory)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			prof := t.TempDir()
 			rep := runTinyWith(t, Options{
 				Clients: []string{"samsa", "kgo"}, Workloads: tc.workloads,
-				Broker: BrokerKfake, BrokerStore: tc.store, ProfileDir: prof, Profile: []string{"samsa", "kgo"},
+				Broker: BrokerKfake, BrokerStore: tc.store, ProfileDir: prof, SamsaBufferMemory: tc.buffer,
 			})
+			var md bytes.Buffer
+			require.NoError(t, rep.WriteMarkdown(&md))
+			assert.Contains(t, md.String(), tc.header)
 			assert.Equal(t, BrokerKfake, rep.BrokerName)
 			assert.Contains(t, rep.Broker, "kfake")
 			assert.Equal(t, !tc.store, strings.Contains(rep.Broker, "blackhole"))

@@ -157,6 +157,22 @@ func Describe(s workload.Spec) string {
 	return fmt.Sprintf("%d × %s, %s, %s, %d partitions", s.Records, size, keys, comp, s.Partitions)
 }
 
+// mib formats n bytes as "32 MiB".
+func mib(n int64) string {
+	if n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+}
+
+// defaultNote says whether samsa ran with its default buffer memory.
+func defaultNote(n int64) string {
+	if n == SamsaDefaultBufferMemory {
+		return ", its default"
+	}
+	return ", -samsa-buffer-memory"
+}
+
 // rssPoints is how many values of a run's RSS series the Markdown shows.
 const rssPoints = 12
 
@@ -173,6 +189,10 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	fmt.Fprintf(&b, "Peer benchmark, %s, %d CPUs, %s: median of %d runs per client, %d records per run (acks=all, linger 5 ms, batch 1 MiB). Took %s.\n\n",
 		r.Started.Format("2006-01-02"), r.CPUs, r.GoVersion, r.Runs, r.Records, r.Duration.Round(1e9))
 	fmt.Fprintf(&b, "Broker: %s, one per workload.\n\n", broker)
+	if r.SamsaBufferMemory > 0 {
+		fmt.Fprintf(&b, "Buffer memory: samsa %s (Config.BufferMemory%s); the others %s where they have a bound (kgo MaxBufferedBytes, librdkafka queue.buffering.max.kbytes, Java buffer.memory).\n\n",
+			mib(r.SamsaBufferMemory), defaultNote(r.SamsaBufferMemory), mib(r.PeerBufferMemory))
+	}
 	if r.JavaVersion != "" {
 		fmt.Fprintf(&b, "Java: %s, kafka-clients 4.4.0.\n\n", r.JavaVersion)
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"sync/atomic"
@@ -52,6 +53,15 @@ type TLSClient interface {
 	// and leaves ServerName empty: the library sets it from the broker's
 	// host.
 	UseTLS(caFile string, cfg *tls.Config)
+}
+
+// FlagClient is a Client with flags of its own (samsa's -buffer-memory).
+// Main calls Flags before it parses the command line; the flags are set
+// before Open.
+type FlagClient interface {
+	Client
+	// Flags registers the client's own flags on fs.
+	Flags(fs *flag.FlagSet)
 }
 
 // LoadCA returns a TLS client config that trusts only the PEM
@@ -111,8 +121,11 @@ func processCPU() time.Duration {
 	return time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime))
 }
 
-// writeHeapProfile writes the heap profile, as of the last GC, to path.
+// writeHeapProfile writes the heap profile to path, after a garbage
+// collection: the profile's allocation counts are published only at the end
+// of a GC cycle, so without one the last cycle's allocations are missing.
 func writeHeapProfile(path string) error {
+	runtime.GC()
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -144,6 +157,9 @@ func run(name string, c Client, args []string, stdout io.Writer) (err error) {
 	memprofile := fs.String("memprofile", "", "write a heap profile (in use and allocated) after the timed phase to this file")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
 	tlsCA := fs.String("tls-ca", "", "connect over TLS, trusting only the CA certificate in this PEM `file`")
+	if fc, ok := c.(FlagClient); ok {
+		fc.Flags(fs)
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
