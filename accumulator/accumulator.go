@@ -163,12 +163,16 @@ func (a *Accumulator[C, P, B]) credit(b *Batch[C, P, B]) bool {
 	return false
 }
 
-// firstCharge is what a new batch reserves: itself and a block of records.
+// firstCharge is what a new batch reserves: itself and the records its
+// inline completions hold. Further records reserve blocks of chargeBlock
+// (credit). With thousands of partitions most batches hold a record or
+// two, and a block per new batch would fill the pool with bookkeeping
+// reserved for records that never come (about 2.5 KiB per 512-byte batch).
 func (a *Accumulator[C, P, B]) firstCharge() int {
 	if a.res == nil {
 		return 0
 	}
-	return a.batchCharge + chargeBlock*a.recCharge
+	return a.batchCharge + inlineCompletions*a.recCharge
 }
 
 // reserve reserves n bytes of bookkeeping in the pool, waiting as allocate

@@ -23,7 +23,14 @@ func (s *sink) sealLingered() {
 			s.seal(br.lingered[n].opened)
 			n++
 		}
-		if n > 0 {
+		switch {
+		case n == len(br.lingered):
+			// All sealed, the usual case: keep the array, which with
+			// thousands of partitions would otherwise be regrown on every
+			// round trip.
+			clear(br.lingered)
+			br.lingered = br.lingered[:0]
+		case n > 0:
 			br.lingered = popFront(br.lingered, n)
 		}
 	}
