@@ -216,6 +216,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	r.writeTLS(&b)
 	r.writeCodec(&b)
 	r.writeRSS(&b)
+	r.writeChecks(&b)
 	b.WriteString("\nWorkloads:\n\n")
 	for _, wr := range r.Workloads {
 		_, verdict := wr.Target()
