@@ -115,7 +115,7 @@ func ratio(ok bool, s *Summary, f func(*Summary) float64) float64 {
 	return f(s)
 }
 
-// writeChecks writes issue 17's targets as a table, when the report has
+// writeChecks writes issue 17's targets as a list, when the report has
 // any of the workloads they name.
 func (r *Report) writeChecks(b *strings.Builder) {
 	checks := r.Checks()
@@ -123,20 +123,19 @@ func (r *Report) writeChecks(b *strings.Builder) {
 		return
 	}
 	b.WriteString("\nIssue 17's targets (samsa against kgo, on this run):\n\n")
-	b.WriteString("| target | workload | measured | target | verdict |\n|---|---|---:|---:|---|\n")
 	for _, c := range checks {
 		cmp := "≤"
 		if c.AtLeast {
 			cmp = "≥"
 		}
-		value, verdict := "–", "not measured: "+c.Why
-		if c.Measured {
-			value = fmt.Sprintf("%.2f", c.Value)
-			verdict = "met"
-			if !c.Met() {
-				verdict = "NOT met"
-			}
+		if !c.Measured {
+			fmt.Fprintf(b, "- %s, %s: not measured (%s); target %s %.2f\n", c.Target, c.Workload, c.Why, cmp, c.Limit)
+			continue
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s %.2f | %s |\n", c.Target, c.Workload, value, cmp, c.Limit, verdict)
+		verdict := "met"
+		if !c.Met() {
+			verdict = "NOT met"
+		}
+		fmt.Fprintf(b, "- %s, %s: %.2f (target %s %.2f): %s\n", c.Target, c.Workload, c.Value, cmp, c.Limit, verdict)
 	}
 }

@@ -71,6 +71,6 @@ func TestIssue17Checks(t *testing.T) {
 	r.Workloads[0].Clients[1] = Summary{Client: Baseline, Runs: []RunResult{{Error: "boom"}}}
 	var b strings.Builder
 	r.writeChecks(&b)
-	assert.Contains(t, b.String(), "| CPU/record ours/kgo | 100B | – | ≤ 0.50 | not measured: a client has no successful run |")
-	assert.Contains(t, b.String(), "| CPU/record W4 / W1 (ours) | 100B-keyed-10k-partitions / 100B | 8.33 | ≤ 1.50 | NOT met |")
+	assert.Contains(t, b.String(), "- CPU/record ours/kgo, 100B: not measured (a client has no successful run); target ≤ 0.50\n")
+	assert.Contains(t, b.String(), "- CPU/record W4 / W1 (ours), 100B-keyed-10k-partitions / 100B: 8.33 (target ≤ 1.50): NOT met\n")
 }
