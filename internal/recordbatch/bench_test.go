@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/samsa-go/samsa/bufferpool"
+	"github.com/samsa-go/samsa/internal/testutil"
 )
 
 const benchBatchSize = 16384 // batch.size default
@@ -38,7 +39,7 @@ func BenchmarkAppend(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
 			b.ResetTimer()
-			cpu0 := cpuSeconds()
+			cpu0 := testutil.CPUSeconds()
 			for i := 0; i < b.N; i++ {
 				ts++
 				for !tc.append(&bl, ts) {
@@ -48,7 +49,7 @@ func BenchmarkAppend(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			reportRate(b, float64(b.N), cpuSeconds()-cpu0)
+			reportRate(b, float64(b.N), testutil.CPUSeconds()-cpu0)
 			pool.Release(buf)
 		})
 	}
@@ -121,7 +122,7 @@ func BenchmarkDecode(b *testing.B) {
 				var d Decoder
 				b.SetBytes(int64(size))
 				b.ReportAllocs()
-				cpu0 := cpuSeconds()
+				cpu0 := testutil.CPUSeconds()
 				for i := 0; i < b.N; i++ {
 					if mode == "decode" {
 						_, _, err = d.Decode(batch, 1<<20)
@@ -132,7 +133,7 @@ func BenchmarkDecode(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				reportRate(b, float64(b.N)*float64(n), cpuSeconds()-cpu0)
+				reportRate(b, float64(b.N)*float64(n), testutil.CPUSeconds()-cpu0)
 			})
 		}
 	}
@@ -203,11 +204,11 @@ func BenchmarkAppendW3(b *testing.B) {
 			b.SetBytes(valueSize)
 			b.ReportAllocs()
 			b.ResetTimer()
-			cpu0 := cpuSeconds()
+			cpu0 := testutil.CPUSeconds()
 			for i := range b.N {
 				appendOne(i)
 			}
-			cpu := cpuSeconds() - cpu0
+			cpu := testutil.CPUSeconds() - cpu0
 			b.StopTimer()
 			if cpu > 0 {
 				b.ReportMetric(cpu*1e9/float64(b.N), "cpu-ns/op")

@@ -8,6 +8,8 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/stretchr/testify/require"
+
+	"github.com/samsa-go/samsa/internal/testutil"
 )
 
 // coldBytes is how much distinct batch memory the cold cases cycle
@@ -56,7 +58,7 @@ func BenchmarkEncodeCPU(b *testing.B) {
 					var next atomic.Int64
 					var wg sync.WaitGroup
 					b.ResetTimer()
-					cpu0 := cpuSeconds()
+					cpu0 := testutil.CPUSeconds()
 					for g := range par {
 						wg.Go(func() {
 							for i := next.Add(1) - 1; i < int64(b.N); i = next.Add(1) - 1 {
@@ -65,7 +67,7 @@ func BenchmarkEncodeCPU(b *testing.B) {
 						})
 					}
 					wg.Wait()
-					cpu := cpuSeconds() - cpu0
+					cpu := testutil.CPUSeconds() - cpu0
 					b.StopTimer()
 					if cpu > 0 {
 						b.ReportMetric(cpu*1e9/float64(b.N), "cpu-ns/op")
