@@ -133,7 +133,10 @@ func New[C, P, B any](cfg Config) *Accumulator[C, P, B] {
 		// and expiry entries.
 		a.recCharge = int(unsafe.Sizeof(c)) + 8 + max(cfg.ExtraRecordCharge, 0)
 		a.batchCharge = int(unsafe.Sizeof(Batch[C, P, B]{})) + 64
-		a.parkCharge = int(unsafe.Sizeof(parkedRecord[C]{}))
+		// A parked record also keeps the caller's extra state, and when
+		// it moves into a full pool it hands its batch recCharge of its
+		// own charge (Partition.appendBody): it must have that much.
+		a.parkCharge = max(int(unsafe.Sizeof(parkedRecord[C]{}))+max(cfg.ExtraRecordCharge, 0), a.recCharge)
 	}
 	return a
 }
@@ -346,7 +349,11 @@ func (a *Accumulator[C, P, B]) newBatch(p *Partition[C, P, B], buf []byte, creat
 	b.gen.Add(1)
 	b.Partition = p
 	b.buf = buf
-	b.Builder.Reset(buf)
+	// The builder fills only the size asked for: a pool may hand out a
+	// larger recycled buffer (bufferpool.SimplePool does, up to twice),
+	// and a batch past BatchSize could pass MaxRequestSize. b.buf keeps
+	// the whole buffer, which is what goes back to the pool.
+	b.Builder.Reset(buf[:len(buf):len(buf)])
 	b.Created = created
 	return b
 }

@@ -177,12 +177,12 @@ func (p *Partition[C, P, B]) growLocked(b *Batch[C, P, B], need int) bool {
 	if buf == nil {
 		return false
 	}
-	old := b.Builder.Grow(buf)
+	b.Builder.Grow(buf[:len(buf):len(buf)]) // only what was asked: see newBatch
 	switch {
 	case b.overdraft:
 		a.overdraft.Store(false)
 	case !b.heap:
-		a.cfg.Pool.Release(old)
+		a.cfg.Pool.Release(b.buf) // the whole buffer the pool handed out
 	}
 	b.buf, b.overdraft, b.heap = buf, false, false
 	return true

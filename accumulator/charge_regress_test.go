@@ -1,0 +1,71 @@
+package accumulator
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/samsa-go/samsa/bufferpool"
+)
+
+// fatCompletion is as large as the producer's completion (56 bytes).
+type fatCompletion struct{ a, b, c, d, e, f, g uintptr }
+
+// TestParkedMoveWithExtraChargeKeepsThePoolExact: with a per-record extra
+// charge (the producer's recordObs, 48 bytes, with HookRecordCompleted
+// hooks) a parked record's charge still covers what it hands its batch
+// when it moves into a full pool, so freeing the batch gives back exactly
+// what was reserved (it used to unreserve more, and the pool panicked).
+func TestParkedMoveWithExtraChargeKeepsThePoolExact(t *testing.T) {
+	const batchSize = 1024
+	pool := mustPool(t, 64<<10, batchSize)
+	a := New[fatCompletion, struct{}, struct{}](Config{BatchSize: batchSize, MaxBatchSize: 1 << 20, Pool: pool,
+		ChargeBookkeeping: true, ExtraRecordCharge: 48})
+	require.GreaterOrEqual(t, a.ParkCharge(), a.RecordCharge(), "a parked record pays for what it hands its batch")
+	topic := a.NewTopic("t")
+	for i := range chargeBlock {
+		parked, err := topic.Park(context.Background(), 0, nil, []byte("v"), nil, 0, fatCompletion{a: uintptr(i)}, false)
+		require.NoError(t, err)
+		require.True(t, parked)
+	}
+	filler := pool.TryAllocate(int(pool.Available()) - 100) // the rest of the pool is taken
+	require.NotNil(t, filler)
+	p := a.NewPartition(topic, 0)
+	topic.SetPartitions([]*Partition[fatCompletion, struct{}, struct{}]{p})
+	require.True(t, topic.MoveParked(func(ParkedRecord) (*Partition[fatCompletion, struct{}, struct{}], error) { return p, nil }, nil))
+	pool.Release(filler)
+	require.True(t, p.sealOpen())
+	b := p.NextSealed()
+	require.Equal(t, chargeBlock, b.Records.Len())
+	a.Free(b)
+	require.Equal(t, pool.Size(), pool.Available())
+}
+
+// TestBatchNeverOutgrowsItsRequestWithALargerRecycledBuffer: a pool may
+// hand out a recycled buffer larger than asked (up to twice; a pool
+// shared with a producer of a larger batch.size has them), but a batch
+// fills only what it asked for, so it never passes BatchSize (and so
+// MaxRequestSize), and the whole buffer still goes back to the pool.
+func TestBatchNeverOutgrowsItsRequestWithALargerRecycledBuffer(t *testing.T) {
+	const batchSize = 4096
+	pool, err := bufferpool.New(bufferpool.Options{Size: 1 << 20, PooledSize: batchSize, MaxPooledSize: 2 * batchSize})
+	require.NoError(t, err)
+	pool.Release(pool.TryAllocate(2 * batchSize)) // the other producer's batch
+	a := New[int, struct{}, struct{}](Config{BatchSize: batchSize, InitialBatchSize: 1024, MaxBatchSize: batchSize, Pool: pool})
+	_, ps := known(a, "t", 1)
+	for i := range 100 {
+		require.NoError(t, ps[0].Append(context.Background(), 0, nil, make([]byte, 100), nil, i, true))
+	}
+	require.True(t, ps[0].sealOpen())
+	batches := drain(ps[0])
+	require.NotEmpty(t, batches)
+	n := 0
+	for _, b := range batches {
+		require.LessOrEqual(t, b.Builder.Len(), batchSize)
+		n += b.Records.Len()
+		a.Free(b)
+	}
+	require.Equal(t, 100, n)
+	require.Equal(t, pool.Size(), pool.Available())
+}
