@@ -349,13 +349,20 @@ func (a *Accumulator[C, P, B]) newBatch(p *Partition[C, P, B], buf []byte, creat
 	b.gen.Add(1)
 	b.Partition = p
 	b.buf = buf
-	// The builder fills only the size asked for: a pool may hand out a
-	// larger recycled buffer (bufferpool.SimplePool does, up to twice),
-	// and a batch past BatchSize could pass MaxRequestSize. b.buf keeps
-	// the whole buffer, which is what goes back to the pool.
-	b.Builder.Reset(buf[:len(buf):len(buf)])
+	b.Builder.Reset(a.builderBuf(buf))
 	b.Created = created
 	return b
+}
+
+// builderBuf is the part of a pool buffer a batch's builder may fill: all
+// of it, but not past BatchSize (or past the size asked for, when a record
+// needed more). A pool may hand out a larger recycled buffer than asked
+// (bufferpool.SimplePool does, up to twice): its extra room is accounted,
+// so the batch uses it, but a batch past BatchSize could pass
+// MaxRequestSize. The batch keeps the whole buffer (Batch.buf), which is
+// what goes back to the pool.
+func (a *Accumulator[C, P, B]) builderBuf(buf []byte) []byte {
+	return buf[:len(buf):min(cap(buf), max(len(buf), a.cfg.BatchSize))]
 }
 
 // Free returns a completed batch's memory to the pool and the batch to the

@@ -69,3 +69,29 @@ func TestBatchNeverOutgrowsItsRequestWithALargerRecycledBuffer(t *testing.T) {
 	require.Equal(t, 100, n)
 	require.Equal(t, pool.Size(), pool.Available())
 }
+
+// TestBatchUsesALargerRecycledBuffer: the room of a larger recycled buffer
+// is accounted to the batch, so the batch fills it (up to BatchSize)
+// instead of asking the pool for more while it sits half empty.
+func TestBatchUsesALargerRecycledBuffer(t *testing.T) {
+	pool, err := bufferpool.New(bufferpool.Options{Size: 8 << 10, PooledSize: 512, MaxPooledSize: 4096})
+	require.NoError(t, err)
+	pool.Release(pool.TryAllocate(1024))                     // one recycled 1 KiB buffer
+	filler := pool.TryAllocate(int(pool.Available()) - 1024) // and nothing else free
+	require.NotNil(t, filler)
+	a := New[int, struct{}, struct{}](Config{BatchSize: 4096, InitialBatchSize: 512, MaxBatchSize: 4096, Pool: pool})
+	_, ps := known(a, "t", 1)
+	n := 0
+	for ; n < 100; n++ {
+		if ps[0].Append(context.Background(), 0, nil, make([]byte, 100), nil, n, false) != nil {
+			break
+		}
+	}
+	require.GreaterOrEqual(t, n, 8, "a 512-byte request served with 1 KiB holds about 9 records of 107 bytes, not 4")
+	require.True(t, ps[0].sealOpen())
+	for _, b := range drain(ps[0]) {
+		a.Free(b)
+	}
+	pool.Release(filler)
+	require.Equal(t, pool.Size(), pool.Available())
+}

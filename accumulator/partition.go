@@ -177,7 +177,7 @@ func (p *Partition[C, P, B]) growLocked(b *Batch[C, P, B], need int) bool {
 	if buf == nil {
 		return false
 	}
-	b.Builder.Grow(buf[:len(buf):len(buf)]) // only what was asked: see newBatch
+	b.Builder.Grow(a.builderBuf(buf))
 	switch {
 	case b.overdraft:
 		a.overdraft.Store(false)

@@ -318,7 +318,8 @@ func (p *SimplePool) canGrantLocked(size int) bool {
 //
 // A buffer of size's own class comes first, then a recycled buffer of a
 // larger class, up to twice size, handed out whole (its whole capacity
-// accounted until Release; a batch grows by doubling, so it can use it),
+// accounted until Release; a producer's batch fills all of it, up to its
+// batch.size),
 // and only then a new one, dropping recycled buffers when the memory not on
 // a free list does not cover size. A pool with batches of two sizes (half
 // and all of BatchSize) otherwise kept making buffers of the smaller size
@@ -350,8 +351,8 @@ func (p *SimplePool) handOutLocked(k, size int) []byte {
 }
 
 // largerFreeLocked returns the smallest non-empty free list whose buffers
-// are larger than size, but at most twice as large: a batch grows by
-// doubling, so it can use such a buffer, where a far larger one handed to a
+// are larger than size, but at most twice as large: a producer's batch
+// fills such a buffer (up to its batch.size), where a far larger one handed to a
 // small request would hold pool memory that dropping it would have left
 // to many.
 func (p *SimplePool) largerFreeLocked(size int) (int, bool) {
