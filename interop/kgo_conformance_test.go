@@ -78,12 +78,34 @@ func TestKgoConformance(t *testing.T) {
 	for _, name := range kgoCrashers {
 		runs = append(runs, []string{"-run", anchored([]string{name})})
 	}
+	outputs := make(map[string][]string)
 	for _, args := range runs {
-		res, err := runKgoTests(goBin, env, args)
+		res, out, err := runKgoTests(goBin, env, args)
 		require.NoError(t, err)
 		for name, action := range res {
 			results[name] = action
+			outputs[name] = out[name]
 		}
+	}
+	// A test off the list that failed runs once more, alone: kgo's
+	// heavier tests (TestTxnEtl's groups and transactions) have timed out
+	// in the full run on 2 cores shared with two Kafka clusters. Passing
+	// alone is logged with the first run's output, so a flake stays
+	// visible; failing again fails the test with both outputs.
+	for name, action := range results {
+		if _, expected := kgoExpectedFailures[name]; action != "fail" || expected {
+			continue
+		}
+		res, out, err := runKgoTests(goBin, env, []string{"-run", anchored([]string{name})})
+		require.NoError(t, err)
+		if res[name] == "pass" {
+			t.Logf("kgo's %s failed in the full run and passed alone (flaky under load); the full run's output ended with:\n%s",
+				name, strings.Join(outputs[name], ""))
+			results[name] = "pass"
+			continue
+		}
+		t.Logf("kgo's %s failed in the full run and again alone; the full run's output ended with:\n%s\nalone:\n%s",
+			name, strings.Join(outputs[name], ""), strings.Join(out[name], ""))
 	}
 
 	counts := map[string]int{}
@@ -134,8 +156,9 @@ func anchored(names []string) string {
 // runKgoTests runs `go test -json` on franz-go's pkg/kgo (the version of
 // this module's go.mod) with extra flags, and returns the outcome of every
 // top-level test: pass, fail, skip, or incomplete for a test that started
-// but never ended (the binary crashed or timed out).
-func runKgoTests(goBin string, env, extra []string) (map[string]string, error) {
+// but never ended (the binary crashed or timed out); and the last
+// kgoOutputLines lines each test printed.
+func runKgoTests(goBin string, env, extra []string) (map[string]string, map[string][]string, error) {
 	args := append([]string{"test", "-json", "-count=1", "-timeout=15m"}, extra...)
 	args = append(args, "github.com/twmb/franz-go/pkg/kgo")
 	cmd := exec.Command(goBin, args...)
@@ -144,19 +167,29 @@ func runKgoTests(goBin string, env, extra []string) (map[string]string, error) {
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	results := make(map[string]string)
+	outputs := make(map[string][]string)
 	sc := bufio.NewScanner(stdout)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
 		var ev struct {
-			Action, Test string
+			Action, Test, Output string
 		}
-		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Test == "" || strings.Contains(ev.Test, "/") {
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Test == "" {
+			continue
+		}
+		top, _, _ := strings.Cut(ev.Test, "/")
+		if ev.Action == "output" {
+			lines := append(outputs[top], ev.Output)
+			outputs[top] = lines[max(0, len(lines)-kgoOutputLines):]
+			continue
+		}
+		if top != ev.Test {
 			continue
 		}
 		switch ev.Action {
@@ -171,13 +204,16 @@ func runKgoTests(goBin string, env, extra []string) (map[string]string, error) {
 	err = cmd.Wait()
 	var exit *exec.ExitError
 	if err != nil && !errors.As(err, &exit) {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(results) == 0 {
-		return nil, fmt.Errorf("go %s: no test ran: %v\n%s", strings.Join(args, " "), err, stderr.String())
+		return nil, nil, fmt.Errorf("go %s: no test ran: %v\n%s", strings.Join(args, " "), err, stderr.String())
 	}
-	return results, nil
+	return results, outputs, nil
 }
+
+// kgoOutputLines is how much of a kgo test's output is kept for the log.
+const kgoOutputLines = 40
 
 // startBrokerProcess runs the testbroker command and returns the broker
 // addresses it prints; the test's cleanup stops it.
