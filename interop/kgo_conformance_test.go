@@ -88,8 +88,9 @@ func TestKgoConformance(t *testing.T) {
 		}
 	}
 	// A test off the list that failed runs once more, alone: kgo's
-	// heavier tests (TestTxnEtl's groups and transactions) have timed out
-	// in the full run on 2 cores shared with two Kafka clusters. Passing
+	// heavier tests (TestTxnEtl's groups and transactions) have failed
+	// once in the full run on 2 cores shared with two Kafka clusters, and
+	// passed alone every time. Passing
 	// alone is logged with the first run's output, so a flake stays
 	// visible; failing again fails the test with both outputs.
 	for name, action := range results {
