@@ -531,9 +531,13 @@ func (c *Cluster) StopBroker(id int32) error {
 		return fmt.Errorf("%w: %d", ErrUnknownBroker, id)
 	}
 	b := c.brokers[id]
-	b.stop()
+	// Stopped and its partitions moved under c.mu, which Metadata holds
+	// while it lists the running brokers and the leaders: no answer names a
+	// leader it does not list (franz-go fails records on such a leader with
+	// "unknown broker"). stop only closes listeners and connections.
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	b.stop()
 	for _, t := range c.topics {
 		for _, p := range t.partitions {
 			if p.leader.Load() == id {

@@ -25,6 +25,10 @@ func handleMetadata(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
 	c := cn.c
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	resp.ClusterID = kmsg.StringPtr(c.cfg.ClusterID)
+	// The brokers and the leaders below come from one view: under c.mu,
+	// which StopBroker holds while it stops a broker and moves its
+	// partitions.
+	c.mu.Lock()
 	running := c.runningBrokers()
 	for _, b := range running {
 		host, port := b.advertised(cn)
@@ -40,7 +44,6 @@ func handleMetadata(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
 	all := req.Topics == nil || req.Version == 0 && len(req.Topics) == 0
 	autoCreate := c.cfg.AllowAutoTopicCreation && (req.Version < 4 || req.AllowAutoTopicCreation)
 	var created int32
-	c.mu.Lock()
 	if all {
 		names := make([]string, 0, len(c.topics))
 		for name := range c.topics {
