@@ -3,6 +3,7 @@ package producer
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -88,19 +89,7 @@ func TestTxnGapAfterAbortBumpsEpoch(t *testing.T) {
 func TestTxnBumpAfterLateGap(t *testing.T) {
 	c := newCluster(t, testbroker.Config{Brokers: 1})
 	require.NoError(t, c.CreateTopic("t", 1))
-	var mu sync.Mutex
-	var reqs []string
-	c.Intercept(testbroker.Interceptor{Keys: []int16{22, 24}, Match: func(_ int32, r kmsg.Request) bool {
-		mu.Lock()
-		defer mu.Unlock()
-		switch r := r.(type) {
-		case *kmsg.InitProducerIDRequest:
-			reqs = append(reqs, fmt.Sprintf("InitProducerId(%d)", r.ProducerEpoch))
-		case *kmsg.AddPartitionsToTxnRequest:
-			reqs = append(reqs, fmt.Sprintf("AddPartitionsToTxn(%d)", r.ProducerEpoch))
-		}
-		return false
-	}})
+	epochs := recordTxnEpochs(c)
 	p := newProducer(t, c, Config{TransactionalID: "tx", Linger: -1, RequestTimeout: time.Second, DeliveryTimeout: 3 * time.Second})
 	ctx := context.Background()
 	for i := range 2 {
@@ -112,9 +101,7 @@ func TestTxnBumpAfterLateGap(t *testing.T) {
 		require.NoError(t, err, "transaction %d", i)
 		require.NoError(t, p.CommitTransaction(ctx))
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	require.Equal(t, []string{"InitProducerId(-1)", "AddPartitionsToTxn(0)", "InitProducerId(0)", "AddPartitionsToTxn(1)"}, reqs)
+	require.Equal(t, []string{"InitProducerId(-1)", "AddPartitionsToTxn(0)", "InitProducerId(0)", "AddPartitionsToTxn(1)"}, epochs())
 }
 
 // A callback of a record Send refuses runs on Send's goroutine, counted in
@@ -176,19 +163,7 @@ func TestTxnBumpBeforeNextTxnAdds(t *testing.T) {
 func TestTxnAddWaitsForDeferredBump(t *testing.T) {
 	c := newCluster(t, testbroker.Config{Brokers: 1})
 	require.NoError(t, c.CreateTopic("t", 1))
-	var mu sync.Mutex
-	var reqs []string
-	c.Intercept(testbroker.Interceptor{Keys: []int16{22, 24}, Match: func(_ int32, r kmsg.Request) bool {
-		mu.Lock()
-		defer mu.Unlock()
-		switch r := r.(type) {
-		case *kmsg.InitProducerIDRequest:
-			reqs = append(reqs, fmt.Sprintf("InitProducerId(%d)", r.ProducerEpoch))
-		case *kmsg.AddPartitionsToTxnRequest:
-			reqs = append(reqs, fmt.Sprintf("AddPartitionsToTxn(%d)", r.ProducerEpoch))
-		}
-		return false
-	}})
+	epochs := recordTxnEpochs(c)
 	p := newProducer(t, c, Config{TransactionalID: "tx", Linger: -1, RequestTimeout: time.Second, DeliveryTimeout: 3 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -201,16 +176,12 @@ func TestTxnAddWaitsForDeferredBump(t *testing.T) {
 	require.NoError(t, p.BeginTransaction())
 	f := p.Send(ctx, &Record{Topic: "t", Value: []byte("v")})
 	time.Sleep(300 * time.Millisecond)
-	mu.Lock()
-	require.Equal(t, []string{"InitProducerId(-1)", "AddPartitionsToTxn(0)"}, reqs, "nothing is added while the bump waits")
-	mu.Unlock()
+	require.Equal(t, []string{"InitProducerId(-1)", "AddPartitionsToTxn(0)"}, epochs(), "nothing is added while the bump waits")
 	require.NoError(t, s.callIO(ctx, func() { s.inflight-- }))
 	_, err = f.Wait(ctx)
 	require.NoError(t, err)
 	require.NoError(t, p.CommitTransaction(ctx))
-	mu.Lock()
-	defer mu.Unlock()
-	require.Equal(t, []string{"InitProducerId(-1)", "AddPartitionsToTxn(0)", "InitProducerId(0)", "AddPartitionsToTxn(1)"}, reqs)
+	require.Equal(t, []string{"InitProducerId(-1)", "AddPartitionsToTxn(0)", "InitProducerId(0)", "AddPartitionsToTxn(1)"}, epochs())
 }
 
 // The abort fails a record parked for a topic the cluster does not have,
@@ -237,4 +208,28 @@ func TestTxnAbortUnparksParkedRecords(t *testing.T) {
 	require.Equal(t, []string{"missing"}, h.parked)
 	require.Equal(t, 1, h.unparked[0].Records)
 	require.ErrorIs(t, h.unparked[0].Err, ErrTransactionAborted)
+}
+
+// recordTxnEpochs records the InitProducerId and AddPartitionsToTxn
+// requests c receives, with the producer epoch each carries, and returns a
+// function that gives them so far, in order.
+func recordTxnEpochs(c *testbroker.Cluster) func() []string {
+	var mu sync.Mutex
+	var reqs []string
+	c.Intercept(testbroker.Interceptor{Keys: []int16{22, 24}, Match: func(_ int32, r kmsg.Request) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		switch r := r.(type) {
+		case *kmsg.InitProducerIDRequest:
+			reqs = append(reqs, fmt.Sprintf("InitProducerId(%d)", r.ProducerEpoch))
+		case *kmsg.AddPartitionsToTxnRequest:
+			reqs = append(reqs, fmt.Sprintf("AddPartitionsToTxn(%d)", r.ProducerEpoch))
+		}
+		return false
+	}})
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(reqs)
+	}
 }
