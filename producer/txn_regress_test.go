@@ -35,13 +35,23 @@ func TestTxnLateProduceStaysOutOfNextTxn(t *testing.T) {
 	t.Logf("abort: %v", p.AbortTransaction(ctx))
 	require.NoError(t, p.BeginTransaction())
 	_, err = p.Send(ctx, &Record{Topic: "t", Value: []byte("committed-N+1")}).Wait(ctx)
-	t.Logf("N+1's record: %v", err)
-	t.Logf("commit: %v", p.CommitTransaction(ctx))
+	require.NoError(t, err, "N+1's record")
+	require.NoError(t, p.CommitTransaction(ctx))
 	recs, err := c.Records("t", 0)
 	require.NoError(t, err)
-	for _, r := range recs {
-		t.Logf("offset %d value %q control %v key %x epoch %d seq %d", r.Offset, r.Value, r.Control, r.Key, r.ProducerEpoch, r.Sequence)
+	// N+1's record is in the log, and the marker after it commits.
+	marker := -1
+	for i, r := range recs {
+		if string(r.Value) == "committed-N+1" && !r.Control {
+			marker = i
+		}
+		if marker >= 0 && r.Control {
+			require.Equal(t, byte(1), r.Key[len(r.Key)-1], "N+1's record is committed by its marker")
+			marker = len(recs) + 1
+			break
+		}
 	}
+	require.Equal(t, len(recs)+1, marker, "N+1's record and a marker after it are in the log")
 	aborted := -1
 	for i, r := range recs {
 		if string(r.Value) == "aborted-N" && !r.Control {
