@@ -627,10 +627,18 @@ func (p *Producer) whenIdle() <-chan struct{} {
 // decided are delivered, as long as callbacks keep returning. A callback
 // that blocks (none returned for 100 ms after ctx ended) is not waited for:
 // the completion goroutine delivers the outcomes queued behind it once it
-// returns, and then exits, after Close has returned. Close is safe to call more than once; later
-// calls return the first call's result. Called from a callback (on the
-// completion goroutine) Close cannot wait for that callback: it starts
-// closing in the background and returns an error wrapping ErrClosed.
+// returns, and then exits, after Close has returned. Close is safe to call
+// more than once; later calls return the first call's result. Called from a
+// callback (on the completion goroutine) Close cannot wait for that
+// callback: it starts closing in the background and returns an error
+// wrapping ErrClosed.
+//
+// A transactional producer's open transaction is aborted first, as Java's
+// producer does on close (its records not yet sent fail with
+// ErrTransactionAborted, EndTxn(abort) bounded by ctx), and a commit left
+// in progress by a CommitTransaction that returned ctx.Err() is finished;
+// a transaction method still running on another goroutine ends its
+// transaction itself. That error is Close's result when the flush has none.
 func (p *Producer) Close(ctx context.Context) error {
 	if goroutineID() == p.completer.goid.Load() {
 		// Called from a callback: waiting here would wait for this very
@@ -640,7 +648,11 @@ func (p *Producer) Close(ctx context.Context) error {
 	}
 	p.closeOnce.Do(func() {
 		p.closed.Store(true)
+		txnErr := p.endOnClose(ctx)
 		flushErr := p.flush(ctx)
+		if flushErr == nil {
+			flushErr = txnErr
+		}
 		p.stopWaits() // Sends still waiting for memory fail with ErrClosed
 		p.closeCtx = ctx
 		close(p.quit)

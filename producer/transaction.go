@@ -320,6 +320,39 @@ func (p *Producer) endTransaction(ctx context.Context, commit bool) error {
 		return fmt.Errorf("%w: %s: another transaction method is running", ErrTransactionInProgress, method)
 	}
 	defer t.ops.Unlock()
+	return p.endTxnLocked(ctx, t, method, commit, to, from...)
+}
+
+// endOnClose ends the transaction Close finds open, as Java's producer
+// does on close: an open or abortable transaction is aborted (its records
+// not yet sent fail with ErrTransactionAborted), and a commit left in
+// progress (CommitTransaction returned ctx.Err()) is finished. Without it
+// the coordinator would keep the transaction open until
+// TransactionTimeout, and read_committed consumers of its partitions
+// would stall behind it until then. A transaction method running on
+// another goroutine ends the transaction itself: Close leaves it alone.
+// Close calls it after refusing Sends, before its flush.
+func (p *Producer) endOnClose(ctx context.Context) error {
+	t := p.txn
+	if t == nil || !t.ops.TryLock() {
+		return nil
+	}
+	defer t.ops.Unlock()
+	switch st := t.load(); st {
+	case txnInTxn, txnAbortable, txnAborting:
+		p.log.Info("aborting the open transaction: the producer is closing", "transactional_id", t.id, "state", st.String())
+		return p.endTxnLocked(ctx, t, "Close", false, txnAborting, txnInTxn, txnAbortable, txnAborting)
+	case txnCommitting:
+		p.log.Info("finishing the commit in progress: the producer is closing", "transactional_id", t.id)
+		return p.endTxnLocked(ctx, t, "Close", true, txnCommitting, txnCommitting)
+	}
+	return nil
+}
+
+// endTxnLocked is CommitTransaction (commit) or AbortTransaction with
+// t.ops held: the transition to to (from one of from), the wait for the
+// transaction's records, and EndTxn.
+func (p *Producer) endTxnLocked(ctx context.Context, t *txnManager, method string, commit bool, to txnState, from ...txnState) error {
 	if err := t.transition(method, to, from...); err != nil {
 		return err
 	}
@@ -331,7 +364,7 @@ func (p *Producer) endTransaction(ctx context.Context, commit bool) error {
 	// before it reads the state, so one that saw the transaction open is
 	// waited for here).
 	p.flushing.Add(1)
-	err = p.awaitKicking(ctx, p.whenIdle())
+	err := p.awaitKicking(ctx, p.whenIdle())
 	p.flushing.Add(-1)
 	if err != nil {
 		return err
