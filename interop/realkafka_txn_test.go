@@ -26,10 +26,11 @@ func realKafkaTxn(t *testing.T) txnCluster {
 // and aborted transactions (one aborted after some of its records reached
 // the broker), read back by kgo at read_committed (exactly the committed
 // records, once each, in Send order per partition) and read_uncommitted
-// (every data record written); and fencing by a second producer with the
-// same transactional id.
+// (every data record written); fencing by a second producer with the
+// same transactional id; and Close aborting an open transaction.
 func TestRealKafkaTransactions(t *testing.T) {
 	cl := realKafkaTxn(t)
 	t.Run("commit and abort", func(t *testing.T) { testSamsaTransactions(t, cl) })
 	t.Run("fencing", func(t *testing.T) { testSamsaTransactionFencing(t, cl) })
+	t.Run("close aborts", func(t *testing.T) { testSamsaCloseAbortsOpenTransaction(t, cl) })
 }

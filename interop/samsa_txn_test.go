@@ -615,3 +615,48 @@ func requireCommitted(t *testing.T, got map[int32][]string, committed []string) 
 	want := slices.Sorted(slices.Values(committed))
 	require.Equal(t, want, all, "read_committed sees exactly the committed records, once each")
 }
+
+// TestSamsaCloseAbortsOpenTransaction closes a producer whose transaction
+// is open, its records written: Close aborts it (as Java's producer does),
+// so a read_committed kgo consumer sees the next producer's committed
+// record on the same partition at once, instead of stalling behind the
+// open transaction until it times out (TransactionTimeout, 60 s here).
+func TestSamsaCloseAbortsOpenTransaction(t *testing.T) {
+	for _, cl := range txnClusters {
+		t.Run(cl.name, func(t *testing.T) { testSamsaCloseAbortsOpenTransaction(t, cl) })
+	}
+}
+
+func testSamsaCloseAbortsOpenTransaction(t *testing.T, cl txnCluster) {
+	topic := cl.unique("txn-close")
+	addrs := cl.start(t, topic)
+	ctx := testContext(t)
+	key := []byte("same-partition")
+	a := newSamsaProducer(t, addrs, producer.Config{TransactionalID: cl.unique("close-a"), Linger: 2 * time.Millisecond, TransactionTimeout: time.Minute})
+	require.NoError(t, a.BeginTransaction())
+	for i := range 10 {
+		_, err := a.Send(ctx, &producer.Record{Topic: topic, Key: key, Value: []byte(fmt.Sprint("open-", i))}).Wait(ctx)
+		require.NoError(t, err)
+	}
+	require.NoError(t, a.Close(ctx))
+
+	b := newTxnProducer(t, addrs, cl.unique("close-b"))
+	require.NoError(t, b.BeginTransaction())
+	f := b.Send(ctx, &producer.Record{Topic: topic, Key: key, Value: []byte("after")})
+	require.NoError(t, b.CommitTransaction(ctx))
+	_, err := f.Wait(ctx)
+	require.NoError(t, err)
+
+	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	c := newKgoClient(t, addrs, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(50*time.Millisecond))
+	defer c.Close()
+	var got []string
+	for len(got) == 0 {
+		fs := c.PollFetches(rctx)
+		require.NoError(t, rctx.Err(), "read_committed stalled behind the closed producer's transaction")
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	require.Equal(t, []string{"after"}, got, "the closed producer's records are aborted")
+}
