@@ -3,6 +3,7 @@ package accumulator
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -93,5 +94,54 @@ func TestBatchUsesALargerRecycledBuffer(t *testing.T) {
 		a.Free(b)
 	}
 	pool.Release(filler)
+	require.Equal(t, pool.Size(), pool.Available())
+}
+
+// TestAppendLackingOnlyBookkeepingWaitsForThatOnly: when the pool is full
+// and the open batch has room for the record but no bookkeeping credit
+// left, Append waits for a block of credit, not for a whole new batch's
+// buffer. It used to allocate a buffer (waiting until a batch's worth of
+// memory was free), then give it back: here, with less than a buffer
+// freed, it stayed blocked until MaxBlock.
+func TestAppendLackingOnlyBookkeepingWaitsForThatOnly(t *testing.T) {
+	const batchSize = 16 << 10
+	pool := mustPool(t, 256<<10, batchSize)
+	a := New[int, struct{}, struct{}](Config{BatchSize: batchSize, InitialBatchSize: batchSize, MaxBatchSize: batchSize,
+		Pool: pool, ChargeBookkeeping: true, MaxBlock: 5 * time.Second})
+	_, ps := known(a, "t", 1)
+	ctx := context.Background()
+	value := []byte("v")
+	// Open the batch and use up its first charge (the inline completions).
+	for i := range inlineCompletions {
+		require.NoError(t, ps[0].Append(ctx, 0, nil, value, nil, i, true))
+	}
+	// The pool is full: freeing small, the piece that is released later,
+	// takes more than a block of credit and much less than a buffer.
+	need := chargeBlock * a.RecordCharge()
+	require.Less(t, 2*need, batchSize)
+	small := pool.TryAllocate(2 * need)
+	filler := pool.TryAllocate(int(pool.Available()))
+	require.NotNil(t, small)
+	require.NotNil(t, filler)
+	done := make(chan error, 1)
+	go func() { done <- ps[0].Append(ctx, 0, nil, value, nil, inlineCompletions, true) }()
+	select {
+	case err := <-done:
+		t.Fatalf("Append returned %v with a full pool", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	pool.Release(small)
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(2 * time.Second):
+		t.Fatal("Append still waits for a whole buffer when only bookkeeping was missing")
+	}
+	pool.Release(filler)
+	require.True(t, ps[0].sealOpen())
+	b := ps[0].NextSealed()
+	require.Equal(t, inlineCompletions+1, b.Records.Len(), "the record went into the open batch")
+	require.Nil(t, ps[0].NextSealed(), "no second batch was opened")
+	a.Free(b)
 	require.Equal(t, pool.Size(), pool.Available())
 }

@@ -63,12 +63,26 @@ func (p *Partition[C, P, B]) SetLeaderless(v bool) { p.leaderless.Store(v) }
 // The caller has checked the record's size with CheckSize. On success c is
 // the record's completion, kept in the batch.
 func (p *Partition[C, P, B]) Append(ctx context.Context, ts int64, key, value []byte, headers []recordbatch.Header, c C, wait bool) error {
+	a := p.acc
 	p.mu.Lock()
-	if b := p.open; b != nil && p.acc.credit(b) && (b.Builder.Append(ts, key, value, headers) ||
-		(p.growLocked(b, b.Builder.RecordSize(ts, recordbatch.BodySize(key, value, headers))) && b.Builder.Append(ts, key, value, headers))) {
-		b.Records.push(&p.acc.chunks, c)
-		p.mu.Unlock()
-		return nil
+	if b := p.open; b != nil {
+		if !a.credit(b) {
+			if b.Builder.Len()+b.Builder.RecordSize(ts, recordbatch.BodySize(key, value, headers)) <= b.Builder.Cap() {
+				// The record fits: only its bookkeeping is missing, so
+				// wait for that, not for a whole new batch's buffer.
+				p.mu.Unlock()
+				done, err := p.appendWithCredit(ctx, ts, key, value, headers, c, wait)
+				if done || err != nil {
+					return err
+				}
+				p.mu.Lock()
+			}
+		} else if b.Builder.Append(ts, key, value, headers) ||
+			(p.growLocked(b, b.Builder.RecordSize(ts, recordbatch.BodySize(key, value, headers))) && b.Builder.Append(ts, key, value, headers)) {
+			b.Records.push(&p.acc.chunks, c)
+			p.mu.Unlock()
+			return nil
+		}
 	}
 	last := p.lastSize
 	p.mu.Unlock()
@@ -76,7 +90,6 @@ func (p *Partition[C, P, B]) Append(ctx context.Context, ts int64, key, value []
 	// Allocate outside the lock: other appends to this partition go on while
 	// this one waits for memory. The new batch's bookkeeping is charged to
 	// the pool too (see Accumulator.credit).
-	a := p.acc
 	buf, err := a.allocate(ctx, p.Topic.Name, a.bufferFor(last, recordbatch.BodySize(key, value, headers)), wait)
 	if err != nil {
 		return err
@@ -109,6 +122,33 @@ func (p *Partition[C, P, B]) Append(ctx context.Context, ts int64, key, value []
 	b.Records.push(&p.acc.chunks, c)
 	p.mu.Unlock()
 	return nil
+}
+
+// appendWithCredit is Append for a record that fits in the open batch,
+// which lacks only bookkeeping credit for it: it reserves a block of
+// credit (waiting as Append does) and appends to the batch open then. It
+// reports false, with the reservation given back, when that batch no
+// longer takes the record (it was sealed meanwhile, or the record does
+// not fit the one opened since): Append then opens a batch.
+func (p *Partition[C, P, B]) appendWithCredit(ctx context.Context, ts int64, key, value []byte, headers []recordbatch.Header, c C, wait bool) (bool, error) {
+	a := p.acc
+	n := chargeBlock * a.recCharge
+	if err := a.reserve(ctx, p.Topic.Name, n, wait); err != nil {
+		return false, err
+	}
+	p.mu.Lock()
+	if b := p.open; b != nil {
+		b.credit += n
+		if b.Builder.Append(ts, key, value, headers) {
+			b.Records.push(&p.acc.chunks, c)
+			p.mu.Unlock()
+			return true, nil
+		}
+		b.credit -= n
+	}
+	p.mu.Unlock()
+	a.res.Unreserve(n)
+	return false, nil
 }
 
 // appendBody is Append for a parked record, called by the IO goroutine:
