@@ -2,6 +2,9 @@ package accumulator
 
 import (
 	"context"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -144,4 +147,100 @@ func TestAppendLackingOnlyBookkeepingWaitsForThatOnly(t *testing.T) {
 	require.Nil(t, ps[0].NextSealed(), "no second batch was opened")
 	a.Free(b)
 	require.Equal(t, pool.Size(), pool.Available())
+}
+
+// Concurrent appends into a pool full most of the time, with a drainer
+// sealing, taking and freeing batches: the credit invariant holds for
+// every batch freed, and the pool ends exact.
+func TestAppendCreditInvariantUnderPressure(t *testing.T) {
+	const batchSize = 4 << 10
+	pool, err := bufferpool.New(bufferpool.Options{Size: 48 << 10, PooledSize: batchSize, LeakDetection: true})
+	require.NoError(t, err)
+	a := New[int, struct{}, struct{}](Config{BatchSize: batchSize, InitialBatchSize: 512, MaxBatchSize: batchSize,
+		Pool: pool, ChargeBookkeeping: true, MaxBlock: 200 * time.Millisecond})
+	_, ps := known(a, "t", 2)
+	var stop atomic.Bool
+	var bad atomic.Int64
+	var appended, failed atomic.Int64
+	check := func(b *Batch[int, struct{}, struct{}]) {
+		if b.credit < a.batchCharge+b.Records.Len()*a.recCharge {
+			bad.Add(1)
+		}
+		a.Free(b)
+	}
+	var wg sync.WaitGroup
+	for g := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(g), 1))
+			for i := 0; !stop.Load(); i++ {
+				v := make([]byte, 1+r.IntN(300))
+				if r.IntN(50) == 0 {
+					v = make([]byte, 2000)
+				}
+				if err := ps[r.IntN(2)].Append(context.Background(), 0, nil, v, nil, i, r.IntN(4) != 0); err != nil {
+					failed.Add(1)
+				} else {
+					appended.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r := rand.New(rand.NewPCG(99, 1))
+		var all []*Batch[int, struct{}, struct{}]
+		for !stop.Load() {
+			time.Sleep(time.Duration(r.IntN(300)) * time.Microsecond)
+			p := ps[r.IntN(2)]
+			switch r.IntN(3) {
+			case 0:
+				all = p.TakeAll(all[:0])
+				for _, b := range all {
+					check(b)
+				}
+			default:
+				p.sealOpen()
+				for b := p.NextSealed(); b != nil; b = p.NextSealed() {
+					check(b)
+				}
+			}
+		}
+	}()
+	time.Sleep(3 * time.Second)
+	stop.Store(true)
+	wg.Wait()
+	for _, p := range ps {
+		for _, b := range p.TakeAll(nil) {
+			check(b)
+		}
+	}
+	t.Logf("appended %d, failed %d", appended.Load(), failed.Load())
+	require.Zero(t, bad.Load(), "batches freed with less credit than the invariant")
+	require.Equal(t, pool.Size(), pool.Available())
+}
+
+// With room for one record's charge but not for a block of credit, an
+// Append that must not wait (TrySend) takes the record's charge (a version
+// of appendWithCredit that asked for a whole block failed here).
+func TestAppendWithCreditTakesOneRecordsCharge(t *testing.T) {
+	pool, err := bufferpool.New(bufferpool.Options{Size: 64 << 10, PooledSize: 512})
+	require.NoError(t, err)
+	a := New[int, struct{}, struct{}](Config{BatchSize: 16 << 10, InitialBatchSize: 512, MaxBatchSize: 16 << 10,
+		Pool: pool, ChargeBookkeeping: true, ExtraRecordCharge: 48, MaxBlock: time.Second})
+	_, ps := known(a, "t", 1)
+	for i := range inlineCompletions {
+		require.NoError(t, ps[0].Append(context.Background(), 0, nil, []byte("v"), nil, i, false))
+	}
+	room := 512 + a.firstCharge() + 16
+	block := chargeBlock * a.recCharge
+	t.Logf("room %d block %d", room, block)
+	require.Less(t, room, block)
+	filler := pool.TryAllocate(int(pool.Available()) - room)
+	require.NotNil(t, filler)
+	err = ps[0].Append(context.Background(), 0, nil, []byte("v"), nil, inlineCompletions, false)
+	t.Logf("wait=false: %v", err)
+	require.NoError(t, err)
 }

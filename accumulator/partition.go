@@ -126,15 +126,21 @@ func (p *Partition[C, P, B]) Append(ctx context.Context, ts int64, key, value []
 
 // appendWithCredit is Append for a record that fits in the open batch,
 // which lacks only bookkeeping credit for it: it reserves a block of
-// credit (waiting as Append does) and appends to the batch open then. It
-// reports false, with the reservation given back, when that batch no
-// longer takes the record (it was sealed meanwhile, or the record does
-// not fit the one opened since): Append then opens a batch.
+// credit if the pool has it, else the record's own charge (waiting as
+// Append does), and appends to the batch open then. Any batch's credit
+// already covers its records, so one record's charge covers this one in
+// whichever batch is open by then. It reports false, with the reservation
+// given back, when that batch no longer takes the record (it was sealed
+// meanwhile, or the record does not fit the one opened since): Append
+// then opens a batch.
 func (p *Partition[C, P, B]) appendWithCredit(ctx context.Context, ts int64, key, value []byte, headers []recordbatch.Header, c C, wait bool) (bool, error) {
 	a := p.acc
 	n := chargeBlock * a.recCharge
-	if err := a.reserve(ctx, p.Topic.Name, n, wait); err != nil {
-		return false, err
+	if !a.res.TryReserve(n) {
+		n = a.recCharge
+		if err := a.reserve(ctx, p.Topic.Name, n, wait); err != nil {
+			return false, err
+		}
 	}
 	p.mu.Lock()
 	if b := p.open; b != nil {

@@ -194,7 +194,9 @@ func (t *txnManager) recordFailed(err error) {
 // which can then no longer commit (as Java's send failing makes the
 // transaction abortable).
 func (t *txnManager) rejected(err error) {
-	if !errors.Is(err, ErrNoTransaction) && !IsAbortable(err) && !IsFatal(err) {
+	// After Close, a Send is refused as Java's throws IllegalStateException:
+	// not part of the transaction, which Close is ending (maybe committing).
+	if !errors.Is(err, ErrNoTransaction) && !errors.Is(err, ErrClosed) && !IsAbortable(err) && !IsFatal(err) {
 		t.recordFailed(err)
 	}
 }
@@ -220,7 +222,7 @@ func (t *txnManager) stateErr(method string, st txnState) error {
 	case txnFatal:
 		return t.lastErr()
 	case txnAbortable:
-		if method == "BeginTransaction" || method == "CommitTransaction" || method == "SendOffsetsToTransaction" {
+		if method == "BeginTransaction" || method == "CommitTransaction" || method == "SendOffsetsToTransaction" || method == "Close" {
 			return t.lastErr()
 		}
 	case txnUninit, txnReady:
@@ -326,25 +328,44 @@ func (p *Producer) endTransaction(ctx context.Context, commit bool) error {
 // endOnClose ends the transaction Close finds open, as Java's producer
 // does on close: an open or abortable transaction is aborted (its records
 // not yet sent fail with ErrTransactionAborted), and a commit left in
-// progress (CommitTransaction returned ctx.Err()) is finished. Without it
-// the coordinator would keep the transaction open until
-// TransactionTimeout, and read_committed consumers of its partitions
-// would stall behind it until then. A transaction method running on
-// another goroutine ends the transaction itself: Close leaves it alone.
-// Close calls it after refusing Sends, before its flush.
+// progress (CommitTransaction returned ctx.Err()) is finished, or aborted
+// if it can no longer commit. Without it the coordinator would keep the
+// transaction open until TransactionTimeout, and read_committed consumers
+// of its partitions would stall behind it until then. A transaction method
+// running on another goroutine is waited for first, and what it leaves
+// open is then ended. Close calls it after refusing Sends, before its
+// flush. It is bounded by ctx and by TransactionTimeout: past that the
+// coordinator aborts the transaction itself, so waiting longer (an
+// unreachable coordinator, a partition never added) gains nothing.
 func (p *Producer) endOnClose(ctx context.Context) error {
 	t := p.txn
-	if t == nil || !t.ops.TryLock() {
+	if t == nil {
 		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.TransactionTimeout)
+	defer cancel()
+	for !t.ops.TryLock() {
+		// Another goroutine's transaction method (sync.Mutex has no
+		// wait bounded by a context).
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
 	defer t.ops.Unlock()
 	switch st := t.load(); st {
+	case txnCommitting:
+		p.log.Info("finishing the commit in progress: the producer is closing", "transactional_id", t.id)
+		err := p.endTxnLocked(ctx, t, "Close", true, txnCommitting, txnCommitting)
+		if err == nil || ctx.Err() != nil || t.load() != txnAbortable {
+			return err
+		}
+		p.log.Info("aborting the transaction, which can no longer commit: the producer is closing", "transactional_id", t.id, "err", err)
+		return errors.Join(err, p.endTxnLocked(ctx, t, "Close", false, txnAborting, txnAbortable))
 	case txnInTxn, txnAbortable, txnAborting:
 		p.log.Info("aborting the open transaction: the producer is closing", "transactional_id", t.id, "state", st.String())
 		return p.endTxnLocked(ctx, t, "Close", false, txnAborting, txnInTxn, txnAbortable, txnAborting)
-	case txnCommitting:
-		p.log.Info("finishing the commit in progress: the producer is closing", "transactional_id", t.id)
-		return p.endTxnLocked(ctx, t, "Close", true, txnCommitting, txnCommitting)
 	}
 	return nil
 }

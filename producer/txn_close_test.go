@@ -104,3 +104,122 @@ func TestCloseEndsOpenTransaction(t *testing.T) {
 		})
 	}
 }
+
+func coordinatorState(c *testbroker.Cluster) string {
+	st, _, _, _ := c.TransactionState("tx")
+	return st
+}
+
+// A Send refused with ErrClosed while Close finishes a commit left in
+// progress does not make the transaction abortable (it did: Close then
+// neither committed nor aborted, and the coordinator stayed Ongoing).
+func TestCloseFinishesCommitDespiteRefusedSends(t *testing.T) {
+	bg := context.Background()
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	p := newProducer(t, c, Config{TransactionalID: "tx", Linger: time.Millisecond})
+	require.NoError(t, p.BeginTransaction())
+	c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Times: 1, Delay: 800 * time.Millisecond})
+	f := p.Send(bg, &Record{Topic: "t", Value: []byte("rec")})
+	ctx, cancel := context.WithTimeout(bg, 100*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, p.CommitTransaction(ctx), context.DeadlineExceeded)
+	done := make(chan error, 1)
+	go func() { done <- p.Close(bg) }()
+	for !p.closed.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	_, err := p.Send(bg, &Record{Topic: "t", Value: []byte("late")}).Wait(bg)
+	require.ErrorIs(t, err, ErrClosed)
+	cerr := <-done
+	_, ferr := f.Wait(bg)
+	t.Logf("Close: %v; record: %v; coordinator: %q", cerr, ferr, coordinatorState(c))
+	require.NoError(t, cerr)
+	require.Equal(t, "CompleteCommit", coordinatorState(c))
+}
+
+// Close while SendOffsetsToTransaction runs on another goroutine waits for
+// it, then aborts the transaction it leaves open (it used to skip the
+// abort, leaving the coordinator Ongoing).
+func TestCloseDuringSendOffsetsAbortsAfterIt(t *testing.T) {
+	bg := context.Background()
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	p := newProducer(t, c, Config{TransactionalID: "tx", Linger: time.Millisecond})
+	require.NoError(t, p.BeginTransaction())
+	_, err := p.Send(bg, &Record{Topic: "t", Value: []byte("rec")}).Wait(bg)
+	require.NoError(t, err)
+	c.Intercept(testbroker.Interceptor{Keys: []int16{25}, Times: 1, Delay: 500 * time.Millisecond})
+	so := make(chan error, 1)
+	go func() {
+		so <- p.SendOffsetsToTransaction(bg, map[string]map[int32]TxnOffset{"t": {0: {Offset: 1, LeaderEpoch: -1}}}, GroupMetadata{GroupID: "g"})
+	}()
+	time.Sleep(100 * time.Millisecond)
+	cerr := p.Close(bg)
+	t.Logf("Close: %v; SendOffsets: %v; coordinator: %q", cerr, <-so, coordinatorState(c))
+	require.Equal(t, "CompleteAbort", coordinatorState(c))
+}
+
+// Close while CommitTransaction waits for EndTxn on another goroutine
+// waits for it: the commit succeeds (it used to race Close's teardown).
+func TestCloseDuringCommitWaitsForEndTxn(t *testing.T) {
+	bg := context.Background()
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	p := newProducer(t, c, Config{TransactionalID: "tx", Linger: time.Millisecond})
+	require.NoError(t, p.BeginTransaction())
+	_, err := p.Send(bg, &Record{Topic: "t", Value: []byte("rec")}).Wait(bg)
+	require.NoError(t, err)
+	c.Intercept(testbroker.Interceptor{Keys: []int16{26}, Times: 1, Delay: 500 * time.Millisecond})
+	cm := make(chan error, 1)
+	go func() { cm <- p.CommitTransaction(bg) }()
+	time.Sleep(100 * time.Millisecond)
+	cerr := p.Close(bg)
+	cmErr := <-cm
+	time.Sleep(600 * time.Millisecond)
+	t.Logf("Close: %v; Commit: %v; coordinator: %q", cerr, cmErr, coordinatorState(c))
+	require.NoError(t, cmErr)
+}
+
+// Close with a coordinator that keeps answering AddPartitionsToTxn with a
+// retriable error returns by TransactionTimeout, not only when its ctx
+// ends (the abort would wait for the add forever).
+func TestCloseBoundedByTransactionTimeout(t *testing.T) {
+	bg := context.Background()
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	p := newProducer(t, c, Config{TransactionalID: "tx", Linger: time.Millisecond,
+		RequestTimeout: time.Second, DeliveryTimeout: 2 * time.Second, TransactionTimeout: 3 * time.Second})
+	c.Intercept(testbroker.Interceptor{Keys: []int16{24}, ErrorCode: 14})
+	require.NoError(t, p.BeginTransaction())
+	f := p.Send(bg, &Record{Topic: "t", Value: []byte("rec")})
+	time.Sleep(100 * time.Millisecond)
+	start := time.Now()
+	cerr := p.Close(bg)
+	_, ferr := f.Wait(bg)
+	t.Logf("Close: %v after %v; record: %v", cerr, time.Since(start).Round(time.Millisecond), ferr)
+	require.Less(t, time.Since(start), 5*time.Second)
+}
+
+// Close while CommitTransaction waits for its records on another goroutine
+// lets the commit finish.
+func TestCloseDuringCommitWaitingForRecords(t *testing.T) {
+	bg := context.Background()
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	p := newProducer(t, c, Config{TransactionalID: "tx", Linger: time.Millisecond})
+	require.NoError(t, p.BeginTransaction())
+	c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Times: 1, Delay: 500 * time.Millisecond})
+	f := p.Send(bg, &Record{Topic: "t", Value: []byte("rec")})
+	cm := make(chan error, 1)
+	go func() { cm <- p.CommitTransaction(bg) }()
+	time.Sleep(100 * time.Millisecond)
+	cerr := p.Close(bg)
+	cmErr := <-cm
+	_, ferr := f.Wait(bg)
+	time.Sleep(100 * time.Millisecond)
+	t.Logf("Close: %v; Commit: %v; record: %v; coordinator: %q", cerr, cmErr, ferr, coordinatorState(c))
+	require.NoError(t, cmErr)
+	require.Equal(t, "CompleteCommit", coordinatorState(c))
+}
