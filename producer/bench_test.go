@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"runtime/trace"
 	"slices"
 	"sync"
 	"testing"
@@ -84,6 +85,22 @@ func BenchmarkSendParallel(b *testing.B) {
 // that ran during an iteration's Sends (a cycle's pauses and assists are in
 // the tail).
 //
+// It also tells what the slow Sends were doing (bench_probe_test.go). The
+// Sends run on a goroutine locked to its OS thread, and around each one,
+// outside its timed window, the benchmark reads the thread's context
+// switches, page faults and CPU time (getrusage RUSAGE_THREAD, Linux only)
+// and the GC's cycle and pause counts (runtime/metrics). It reports, per
+// 100 000 Sends, the Sends over 1 ms (over1ms), those among them with an
+// involuntary switch of their thread (over1ms-ivcsw: the OS ran something
+// else on its core), a voluntary one (over1ms-vcsw: the thread slept,
+// parked by the Go scheduler or blocked on a lock), during a GC cycle
+// (over1ms-gc) and with none of these (over1ms-quiet); the slowest Send
+// without a context switch (quiet-max-ns), of those the slowest outside GC
+// cycles (quiet-nogc-max-ns), the slowest during one (gc-max-ns) and the
+// most page faults of a Send (max-faults). The log describes the first 20
+// slow Sends; with go test -trace each is marked by a "slow-send" log
+// event, on the sending goroutine, after it returns.
+//
 // It leaves out latency of its own making: the latency and future slices
 // are allocated and touched once, before the first iteration (a page fault
 // on them would land in a Send's time); a Send's future is stored after the
@@ -99,6 +116,9 @@ func BenchmarkSendMetadataUnavailable(b *testing.B) {
 	for i := range lat {
 		lat[i], fs[i] = 0, nil
 	}
+	probes := newSendProbes(n)
+	var attr sendAttribution
+	iter := 0
 	var all []time.Duration
 	var gcs uint32
 	var ms runtime.MemStats
@@ -112,14 +132,29 @@ func BenchmarkSendMetadataUnavailable(b *testing.B) {
 		topic := fmt.Sprintf("late-%d", time.Now().UnixNano())
 		runtime.ReadMemStats(&ms)
 		gc0 := ms.NumGC
-		for i := range fs {
-			start := time.Now()
-			f := p.Send(ctx, &Record{Topic: topic, Value: benchValue})
-			lat[i] = time.Since(start)
-			fs[i] = f
-		}
+		onLockedThread(func() {
+			var c0, c1 threadCounters
+			probes.readGC(0)
+			proc0, thr0, wall0 := cpuTimes()
+			for i := range fs {
+				readThreadCounters(&c0)
+				start := time.Now()
+				f := p.Send(ctx, &Record{Topic: topic, Value: benchValue})
+				lat[i] = time.Since(start)
+				readThreadCounters(&c1)
+				fs[i] = f
+				probes.thread(i, &c0, &c1)
+				probes.readGC(i + 1)
+				if lat[i] > slowSend && trace.IsEnabled() {
+					trace.Logf(ctx, "slow-send", "Send %d took %v", i, lat[i])
+				}
+			}
+			attr.loop(proc0, thr0, wall0)
+		})
 		runtime.ReadMemStats(&ms)
 		gcs += ms.NumGC - gc0
+		attr.add(b, iter, lat, probes)
+		iter++
 		var wg sync.WaitGroup
 		wg.Go(func() {
 			if err := c.CreateTopic(topic, 6); err != nil {
@@ -141,4 +176,5 @@ func BenchmarkSendMetadataUnavailable(b *testing.B) {
 	slow, _ := slices.BinarySearch(all, 10*time.Microsecond+1) // sorted by ReportLatencies
 	b.ReportMetric(float64(len(all)-slow)*n/float64(len(all)), "over10us/100k")
 	b.ReportMetric(float64(gcs)/float64(b.N), "gcs/op")
+	attr.report(b)
 }
