@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -116,6 +117,18 @@ type sendAttribution struct {
 	// the sending thread (its probes included) and of the process's other
 	// threads meanwhile (the IO goroutine, the test broker, the GC).
 	wall, thread, others time.Duration
+	// blocks0 and where0 are sendBlocks before the first Send.
+	blocks0 int64
+	where0  map[string]int64
+}
+
+// profileBlocks has the block profile record every blocking event from now
+// until the returned function runs. It costs only the goroutines that
+// block; a Send that does not block runs as without it.
+func (a *sendAttribution) profileBlocks() (stop func()) {
+	runtime.SetBlockProfileRate(1)
+	a.blocks0, a.where0 = sendBlocks()
+	return func() { runtime.SetBlockProfileRate(0) }
 }
 
 // loop adds the times of one Send loop, from cpuTimes at its start; on the
@@ -190,6 +203,13 @@ func (a *sendAttribution) report(b *testing.B) {
 	b.ReportMetric(per(a.over1ms), "over1ms/100k")
 	b.ReportMetric(per(a.gc), "over1ms-gc/100k")
 	b.ReportMetric(float64(a.gcMax.Nanoseconds()), "gc-max-ns")
+	blocks, where := sendBlocks()
+	b.ReportMetric(per(int(blocks-a.blocks0)), "send-blocks/100k")
+	for fn, k := range where {
+		if k -= a.where0[fn]; k > 0 {
+			b.Logf("Sends blocked %d times in %s", k, fn)
+		}
+	}
 	if !threadCountersOK {
 		return
 	}
@@ -245,4 +265,43 @@ func TestSendProbesMarkGC(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sendBlocks counts, from the block profile, the times a goroutine blocked
+// (on a sync.Mutex, a channel, a select) with Producer.send on its stack,
+// and returns the innermost samsa function of each such stack: a Send
+// that waited for one of samsa's locks, or the pool's memory, shows here.
+// Blocking in the runtime (its own locks, the scheduler, the GC) does not.
+func sendBlocks() (n int64, where map[string]int64) {
+	var recs []runtime.BlockProfileRecord
+	for {
+		k, ok := runtime.BlockProfile(recs)
+		if ok {
+			recs = recs[:k]
+			break
+		}
+		recs = make([]runtime.BlockProfileRecord, k+16)
+	}
+	where = make(map[string]int64)
+	for i := range recs {
+		frames := runtime.CallersFrames(recs[i].Stack())
+		inner, send := "", false
+		for {
+			f, more := frames.Next()
+			if inner == "" && strings.HasPrefix(f.Function, "github.com/samsa-go/samsa/") {
+				inner = strings.TrimPrefix(f.Function, "github.com/samsa-go/samsa/")
+			}
+			if strings.HasSuffix(f.Function, "producer.(*Producer).send") {
+				send = true
+			}
+			if !more {
+				break
+			}
+		}
+		if send {
+			n += recs[i].Count
+			where[inner] += recs[i].Count
+		}
+	}
+	return n, where
 }

@@ -97,9 +97,14 @@ func BenchmarkSendParallel(b *testing.B) {
 // (over1ms-gc) and with none of these (over1ms-quiet); the slowest Send
 // without a context switch (quiet-max-ns), of those the slowest outside GC
 // cycles (quiet-nogc-max-ns), the slowest during one (gc-max-ns) and the
-// most page faults of a Send (max-faults). The log describes the first 20
-// slow Sends; with go test -trace each is marked by a "slow-send" log
-// event, on the sending goroutine, after it returns.
+// most page faults of a Send (max-faults). send-blocks counts, from the
+// block profile (on during the benchmark), the times a Send blocked on a
+// lock or channel: a wait of samsa's making, where the thread's voluntary
+// switches also count the Go scheduler's preemptions and the GC's. The log
+// describes the first 9 slow Sends, where Sends blocked, and the CPU time
+// of the sending thread and of the others during the Sends; with go test
+// -trace each slow Send is marked by a "slow-send" log event on the sending
+// goroutine, after it returns.
 //
 // It leaves out latency of its own making: the latency and future slices
 // are allocated and touched once, before the first iteration (a page fault
@@ -118,6 +123,7 @@ func BenchmarkSendMetadataUnavailable(b *testing.B) {
 	}
 	probes := newSendProbes(n)
 	var attr sendAttribution
+	defer attr.profileBlocks()()
 	iter := 0
 	var all []time.Duration
 	var gcs uint32
