@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"fmt"
 	"runtime"
 	"runtime/metrics"
 	"slices"
@@ -111,8 +112,12 @@ type sendAttribution struct {
 	// thread, quietNoGCMax the slowest of those outside GC cycles, gcMax
 	// the slowest in a GC cycle.
 	quietMax, quietNoGCMax, gcMax time.Duration
-	maxFaults                     int32 // the most page faults in one Send
-	logged                        int
+	quietNoGCAt                   string // which Send was quietNoGCMax, with its page faults
+	maxFaults                     int32  // the most page faults in one Send
+	// switchedI and switchedV count the Sends with an involuntary and
+	// with a voluntary switch of their thread, slow or not.
+	switchedI, switchedV int
+	logged               int
 	// wall is the Send loops' time; thread and others the CPU time of
 	// the sending thread (its probes included) and of the process's other
 	// threads meanwhile (the IO goroutine, the test broker, the GC).
@@ -146,7 +151,7 @@ const slowSend = time.Millisecond
 
 // maxSlowLogged is how many slow Sends a run describes in its log: with
 // the summary, as many lines as go test prints of a benchmark's log.
-const maxSlowLogged = 9
+const maxSlowLogged = 8
 
 // add attributes one iteration's Sends; lat and p are indexed alike.
 func (a *sendAttribution) add(b *testing.B, iter int, lat []time.Duration, p *sendProbes) {
@@ -154,10 +159,17 @@ func (a *sendAttribution) add(b *testing.B, iter int, lat []time.Duration, p *se
 	a.sends += len(lat)
 	for i, d := range lat {
 		switched := p.vcsw[i] != 0 || p.ivcsw[i] != 0
+		if p.ivcsw[i] != 0 {
+			a.switchedI++
+		}
+		if p.vcsw[i] != 0 {
+			a.switchedV++
+		}
 		if !switched {
 			a.quietMax = max(a.quietMax, d)
-			if !p.inGC[i] {
-				a.quietNoGCMax = max(a.quietNoGCMax, d)
+			if !p.inGC[i] && d > a.quietNoGCMax {
+				a.quietNoGCMax = d
+				a.quietNoGCAt = fmt.Sprintf("Send %d of iteration %d, %d page faults", i, iter, p.minflt[i])
 			}
 		}
 		if p.inGC[i] {
@@ -213,8 +225,9 @@ func (a *sendAttribution) report(b *testing.B) {
 	if !threadCountersOK {
 		return
 	}
-	b.Logf("Send loops: %v; on CPU meanwhile: the sending thread %v (its probes included), the process's other threads %v",
-		a.wall.Round(time.Millisecond), a.thread.Round(time.Millisecond), a.others.Round(time.Millisecond))
+	b.Logf("slowest Send without a context switch or a GC cycle: %v, %s", a.quietNoGCMax, a.quietNoGCAt)
+	b.Logf("Send loops: %v; on CPU meanwhile: the sending thread %v (its probes included), the process's other threads %v; Sends switched out: %d involuntarily, %d voluntarily",
+		a.wall.Round(time.Millisecond), a.thread.Round(time.Millisecond), a.others.Round(time.Millisecond), a.switchedI, a.switchedV)
 	b.ReportMetric(per(a.ivcsw), "over1ms-ivcsw/100k")
 	b.ReportMetric(per(a.vcsw), "over1ms-vcsw/100k")
 	b.ReportMetric(per(a.quiet), "over1ms-quiet/100k")

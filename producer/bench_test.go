@@ -101,7 +101,7 @@ func BenchmarkSendParallel(b *testing.B) {
 // block profile (on during the benchmark), the times a Send blocked on a
 // lock or channel: a wait of samsa's making, where the thread's voluntary
 // switches also count the Go scheduler's preemptions and the GC's. The log
-// describes the first 9 slow Sends, where Sends blocked, and the CPU time
+// describes the first 8 slow Sends, the slowest Send without a context switch or GC cycle, where Sends blocked, and the CPU time
 // of the sending thread and of the others during the Sends; with go test
 // -trace each slow Send is marked by a "slow-send" log event on the sending
 // goroutine, after it returns.
