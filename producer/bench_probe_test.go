@@ -1,9 +1,11 @@
 package producer
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"runtime/metrics"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"testing"
@@ -234,6 +236,38 @@ func (a *sendAttribution) report(b *testing.B) {
 	b.ReportMetric(float64(a.quietMax.Nanoseconds()), "quiet-max-ns")
 	b.ReportMetric(float64(a.quietNoGCMax.Nanoseconds()), "quiet-nogc-max-ns")
 	b.ReportMetric(float64(a.maxFaults), "max-faults")
+}
+
+// probedSends sends a record of benchValue to topic per element of lat and
+// fs, on a goroutine locked to its thread: it times each Send into lat,
+// keeps its future in fs, and probes around it, outside the timed window,
+// into probes and a. before, if not nil, runs before Send i, outside its
+// window too. With go test -trace, a Send slower than slowSend is marked
+// by a "slow-send" log event once it has returned.
+func probedSends(p *Producer, topic string, lat []time.Duration, fs []*Future, probes *sendProbes, a *sendAttribution, before func(i int)) {
+	ctx := context.Background()
+	onLockedThread(func() {
+		var c0, c1 threadCounters
+		probes.readGC(0)
+		proc0, thr0, wall0 := cpuTimes()
+		for i := range fs {
+			if before != nil {
+				before(i)
+			}
+			readThreadCounters(&c0)
+			start := time.Now()
+			f := p.Send(ctx, &Record{Topic: topic, Value: benchValue})
+			lat[i] = time.Since(start)
+			readThreadCounters(&c1)
+			fs[i] = f
+			probes.thread(i, &c0, &c1)
+			probes.readGC(i + 1)
+			if lat[i] > slowSend && trace.IsEnabled() {
+				trace.Logf(ctx, "slow-send", "Send %d took %v", i, lat[i])
+			}
+		}
+		a.loop(proc0, thr0, wall0)
+	})
 }
 
 // onLockedThread runs f on a goroutine locked to its OS thread, so that

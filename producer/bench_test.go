@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"runtime/trace"
 	"slices"
 	"sync"
 	"testing"
@@ -145,25 +144,7 @@ func BenchmarkSendMetadataUnavailable(b *testing.B) {
 		topic := fmt.Sprintf("late-%d", time.Now().UnixNano())
 		runtime.ReadMemStats(&ms)
 		gc0 := ms.NumGC
-		onLockedThread(func() {
-			var c0, c1 threadCounters
-			probes.readGC(0)
-			proc0, thr0, wall0 := cpuTimes()
-			for i := range fs {
-				readThreadCounters(&c0)
-				start := time.Now()
-				f := p.Send(ctx, &Record{Topic: topic, Value: benchValue})
-				lat[i] = time.Since(start)
-				readThreadCounters(&c1)
-				fs[i] = f
-				probes.thread(i, &c0, &c1)
-				probes.readGC(i + 1)
-				if lat[i] > slowSend && trace.IsEnabled() {
-					trace.Logf(ctx, "slow-send", "Send %d took %v", i, lat[i])
-				}
-			}
-			attr.loop(proc0, thr0, wall0)
-		})
+		probedSends(p, topic, lat, fs, probes, &attr, nil)
 		runtime.ReadMemStats(&ms)
 		gcs += ms.NumGC - gc0
 		attr.add(b, iter, lat, probes)
@@ -221,28 +202,14 @@ func BenchmarkSendWhileParkedMove(b *testing.B) {
 		ctx := context.Background()
 		topic := fmt.Sprintf("late-%d", time.Now().UnixNano())
 		var wg sync.WaitGroup
-		onLockedThread(func() {
-			var c0, c1 threadCounters
-			probes.readGC(0)
-			proc0, thr0, wall0 := cpuTimes()
-			for i := range fs {
-				if i == createAt {
-					wg.Go(func() {
-						if err := c.CreateTopic(topic, 6); err != nil {
-							b.Error(err)
-						}
-					})
-				}
-				readThreadCounters(&c0)
-				start := time.Now()
-				f := p.Send(ctx, &Record{Topic: topic, Value: benchValue})
-				lat[i] = time.Since(start)
-				readThreadCounters(&c1)
-				fs[i] = f
-				probes.thread(i, &c0, &c1)
-				probes.readGC(i + 1)
+		probedSends(p, topic, lat, fs, probes, &attr, func(i int) {
+			if i == createAt {
+				wg.Go(func() {
+					if err := c.CreateTopic(topic, 6); err != nil {
+						b.Error(err)
+					}
+				})
 			}
-			attr.loop(proc0, thr0, wall0)
 		})
 		wg.Wait()
 		for _, f := range fs {
