@@ -152,7 +152,8 @@ func (a *sendAttribution) loop(proc0, thr0 time.Duration, wall0 time.Time) {
 const slowSend = time.Millisecond
 
 // maxSlowLogged is how many slow Sends a run describes in its log: with
-// the summary, as many lines as go test prints of a benchmark's log.
+// the two summary lines, as many lines as go test prints of a benchmark's
+// log without -v.
 const maxSlowLogged = 8
 
 // add attributes one iteration's Sends; lat and p are indexed alike.
