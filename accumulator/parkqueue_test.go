@@ -3,6 +3,7 @@ package accumulator
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -143,4 +144,44 @@ func TestParkedTimeIsWhenParked(t *testing.T) {
 	}).IsZero())
 	require.Equal(t, []int{7}, failed)
 	require.Equal(t, pool.Size(), pool.Available())
+}
+
+// TestParkWaitsForTheTopicLock: Park takes the topic's lock once it is
+// released, whether the holder lets go within Park's spin or long after it
+// (Park then sleeps), with one P or several, and parks the record.
+func TestParkWaitsForTheTopicLock(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		procs int
+		hold  time.Duration
+	}{
+		{"free", 2, 0},
+		{"within the spin", 2, parkSpin / 4},
+		{"past the spin", 2, 20 * time.Millisecond},
+		{"one P, past the spin", 1, 20 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(tc.procs))
+			a, _ := newAcc(t, 1<<20, 1024, time.Second)
+			topic := a.NewTopic("late")
+			topic.mu.Lock()
+			held := time.Now()
+			done := make(chan time.Time, 1)
+			go func() {
+				parked, err := topic.Park(context.Background(), 1, nil, []byte("v"), nil, -1, 7, true)
+				if !parked || err != nil {
+					t.Errorf("Park: parked %v, err %v", parked, err)
+				}
+				done <- time.Now()
+			}()
+			time.Sleep(tc.hold)
+			released := time.Now()
+			topic.mu.Unlock()
+			at := <-done
+			require.False(t, at.Before(released), "Park took the lock %v after it was held, before its release", at.Sub(held))
+			records, _ := topic.Parked()
+			require.EqualValues(t, 1, records)
+			topic.FailParked(func(c int) { require.Equal(t, 7, c) })
+		})
+	}
 }

@@ -84,6 +84,34 @@ func BenchmarkSendParallel(b *testing.B) {
 // that ran during an iteration's Sends (a cycle's pauses and assists are in
 // the tail).
 //
+// It also tells what the slow Sends were doing (bench_probe_test.go). The
+// Sends run on a goroutine locked to its OS thread, and around each one,
+// outside its timed window, the benchmark reads the thread's context
+// switches and page faults (getrusage RUSAGE_THREAD, Linux only) and the
+// GC's cycle and pause counts (runtime/metrics). It reports, per
+// 100 000 Sends, the Sends over 1 ms (over1ms), those among them with an
+// involuntary switch of their thread (over1ms-ivcsw: the OS ran something
+// else on its core), a voluntary one (over1ms-vcsw: the thread slept,
+// parked by the Go scheduler or blocked on a lock), during a GC cycle
+// (over1ms-gc) and with none of these (over1ms-quiet); the slowest Send
+// without a context switch (quiet-max-ns), of those the slowest outside GC
+// cycles (quiet-nogc-max-ns), the slowest during one (gc-max-ns) and the
+// most page faults of a Send (max-faults). send-blocks counts, from the
+// block profile (on during the benchmark), the times a Send blocked on a
+// lock or channel: a wait of samsa's making, where the thread's voluntary
+// switches also count the Go scheduler's preemptions and the GC's. The log
+// describes the first 8 slow Sends, the slowest Send without a context
+// switch or GC cycle, where Sends blocked, the CPU time of the sending
+// thread and of the process's other threads during the Sends, and how
+// many Sends were switched out; with go test -trace each slow Send is
+// marked by a "slow-send" log event on the sending goroutine, after it
+// returns. The probes cost about 1.5 µs per Send, outside its window: the
+// loop takes about twice as long, with the quantiles as without them
+// (within the noise of the shared machine). A locked goroutine that the Go
+// scheduler preempts (sysmon after 10 ms of running, the GC to scan its
+// stack) resumes only once its own thread is woken, which on busy cores
+// can take longer than for an unlocked one.
+//
 // It leaves out latency of its own making: the latency and future slices
 // are allocated and touched once, before the first iteration (a page fault
 // on them would land in a Send's time); a Send's future is stored after the
@@ -99,6 +127,10 @@ func BenchmarkSendMetadataUnavailable(b *testing.B) {
 	for i := range lat {
 		lat[i], fs[i] = 0, nil
 	}
+	probes := newSendProbes(n)
+	var attr sendAttribution
+	defer attr.profileBlocks()()
+	iter := 0
 	var all []time.Duration
 	var gcs uint32
 	var ms runtime.MemStats
@@ -112,14 +144,11 @@ func BenchmarkSendMetadataUnavailable(b *testing.B) {
 		topic := fmt.Sprintf("late-%d", time.Now().UnixNano())
 		runtime.ReadMemStats(&ms)
 		gc0 := ms.NumGC
-		for i := range fs {
-			start := time.Now()
-			f := p.Send(ctx, &Record{Topic: topic, Value: benchValue})
-			lat[i] = time.Since(start)
-			fs[i] = f
-		}
+		probedSends(p, topic, lat, fs, probes, &attr, nil)
 		runtime.ReadMemStats(&ms)
 		gcs += ms.NumGC - gc0
+		attr.add(b, iter, lat, probes)
+		iter++
 		var wg sync.WaitGroup
 		wg.Go(func() {
 			if err := c.CreateTopic(topic, 6); err != nil {
@@ -141,4 +170,60 @@ func BenchmarkSendMetadataUnavailable(b *testing.B) {
 	slow, _ := slices.BinarySearch(all, 10*time.Microsecond+1) // sorted by ReportLatencies
 	b.ReportMetric(float64(len(all)-slow)*n/float64(len(all)), "over10us/100k")
 	b.ReportMetric(float64(gcs)/float64(b.N), "gcs/op")
+	attr.report(b)
+}
+
+// BenchmarkSendWhileParkedMove measures the latency of Send while the
+// records parked before it move (KIP-286): 200 000 Sends to a topic that
+// is created after the first 50 000, so that the IO goroutine moves the
+// parked records into batches (MoveParked, taking the topic's lock twice
+// per record) while Sends keep parking behind them. It reports p50, p99,
+// p999 and max over the Sends from the topic's creation on, and over all
+// Sends the attribution of BenchmarkSendMetadataUnavailable, whose
+// send-blocks counts the Sends that slept waiting for the topic's lock.
+func BenchmarkSendWhileParkedMove(b *testing.B) {
+	const n, createAt = 200000, 50000
+	lat := make([]time.Duration, n)
+	fs := make([]*Future, n)
+	for i := range lat {
+		lat[i], fs[i] = 0, nil
+	}
+	probes := newSendProbes(n)
+	var attr sendAttribution
+	defer attr.profileBlocks()()
+	iter := 0
+	var moving []time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		runtime.GC()
+		b.StartTimer()
+		c := newCluster(b, testbroker.Config{Sink: true})
+		p := newProducer(b, c, Config{})
+		ctx := context.Background()
+		topic := fmt.Sprintf("late-%d", time.Now().UnixNano())
+		var wg sync.WaitGroup
+		probedSends(p, topic, lat, fs, probes, &attr, func(i int) {
+			if i == createAt {
+				wg.Go(func() {
+					if err := c.CreateTopic(topic, 6); err != nil {
+						b.Error(err)
+					}
+				})
+			}
+		})
+		wg.Wait()
+		for _, f := range fs {
+			if _, err := f.Wait(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		clear(fs)
+		attr.add(b, iter, lat, probes)
+		iter++
+		moving = append(moving, lat[createAt:]...)
+		p.Close(ctx)
+		c.Close()
+	}
+	testutil.ReportLatencies(b, moving)
+	attr.report(b)
 }
