@@ -506,7 +506,10 @@ func TestClientCredentialsErrorsNeverHoldSecrets(t *testing.T) {
 			w.WriteHeader(http.StatusForbidden)
 			fmt.Fprintf(w, `{"error":%q,"error_description":"%s %s"}`, ccSecret, url.QueryEscape(ccSecret), tok)
 		},
-		func(w http.ResponseWriter) { w.WriteHeader(http.StatusForbidden); fmt.Fprintf(w, "<html>%s %s</html>", ccSecret, tok) },
+		func(w http.ResponseWriter) {
+			w.WriteHeader(http.StatusForbidden)
+			fmt.Fprintf(w, "<html>%s %s</html>", ccSecret, tok)
+		},
 	}
 	for i, answer := range answers {
 		p := newIDP(t, func(_ int64, w http.ResponseWriter, _ *http.Request) { answer(w) })
