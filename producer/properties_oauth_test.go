@@ -43,6 +43,19 @@ func newOAuthIDP(t *testing.T) *oauthIDP {
 	return p
 }
 
+// propsWith sets the key-value pairs kv in m (an empty value deletes the
+// key) and returns m.
+func propsWith(m map[string]string, kv ...string) map[string]string {
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] == "" {
+			delete(m, kv[i])
+			continue
+		}
+		m[kv[i]] = kv[i+1]
+	}
+	return m
+}
+
 const oauthJAAS = `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="svc-1" clientSecret="cs-SECRET" scope="kafka email" extension_logicalCluster="lkc-1" extension_identityPoolId="pool-1";`
 
 // TestOAuthPropertiesMapping: the properties of an OIDC client
@@ -54,18 +67,10 @@ func TestOAuthPropertiesMapping(t *testing.T) {
 	tokenFile := filepath.Join(t.TempDir(), "token.jwt")
 	require.NoError(t, os.WriteFile(tokenFile, []byte("file-token\n"), 0o600))
 	props := func(kv ...string) map[string]string {
-		m := map[string]string{
+		return propsWith(map[string]string{
 			"bootstrap.servers": "k:9093", "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
 			keyTokenURL: p.srv.URL + "/token",
-		}
-		for i := 0; i < len(kv); i += 2 {
-			if kv[i+1] == "" {
-				delete(m, kv[i])
-				continue
-			}
-			m[kv[i]] = kv[i+1]
-		}
-		return m
+		}, kv...)
 	}
 	const ext = "\x01identityPoolId=pool-1\x01logicalCluster=lkc-1"
 	tests := []struct {
@@ -127,18 +132,10 @@ func TestOAuthPropertiesMapping(t *testing.T) {
 
 func TestOAuthPropertiesErrors(t *testing.T) {
 	props := func(kv ...string) map[string]string {
-		m := map[string]string{
+		return propsWith(map[string]string{
 			"bootstrap.servers": "k:9093", "security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
 			keyTokenURL: "https://idp.example/token", "sasl.jaas.config": oauthJAAS,
-		}
-		for i := 0; i < len(kv); i += 2 {
-			if kv[i+1] == "" {
-				delete(m, kv[i])
-				continue
-			}
-			m[kv[i]] = kv[i+1]
-		}
-		return m
+		}, kv...)
 	}
 	tests := []struct {
 		name  string
