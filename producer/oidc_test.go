@@ -1,6 +1,7 @@
 package producer_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -96,4 +97,62 @@ func TestOIDCLoginFromProperties(t *testing.T) {
 		assert.NotContains(t, fmt.Sprintf("%+v", cfg), "XYZZY")
 		assert.False(t, strings.Contains(fmt.Sprintf("%#v", cfg), "XYZZY"))
 	})
+}
+
+// TestOIDCTokenRefreshAcrossReauthentication: with short-lived tokens and
+// short SASL sessions (KIP-368), connections re-authenticate with the new
+// tokens the source fetches in time, and no record fails.
+func TestOIDCTokenRefreshAcrossReauthentication(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	const tokens = 50
+	users := make([]testbroker.User, tokens)
+	for i := range users {
+		users[i] = testbroker.User{Mechanism: testbroker.MechOAuthBearer, Name: "svc", Password: fmt.Sprint("oidc-tok-", i+1)}
+	}
+	cl, err := testbroker.New(testbroker.Config{Brokers: 2, Security: &testbroker.Security{
+		Listeners:       []testbroker.Listener{{Protocol: testbroker.Plaintext}, {Protocol: testbroker.SASLPlaintext}},
+		Users:           users,
+		SessionLifetime: 400 * time.Millisecond,
+	}})
+	require.NoError(t, err)
+	t.Cleanup(func() { cl.Close() })
+	require.NoError(t, cl.CreateTopic("secure", 2))
+	var issued atomic.Int64
+	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		n := min(issued.Add(1), tokens)
+		fmt.Fprintf(w, `{"access_token":"oidc-tok-%d","expires_in":1}`, n)
+	}))
+	t.Cleanup(idp.Close)
+	cfg, err := producer.ConfigFromProperties(map[string]string{
+		"bootstrap.servers":                                 cl.ListenerAddrs(testbroker.SASLPlaintext)[0],
+		"security.protocol":                                 "SASL_PLAINTEXT",
+		"sasl.mechanism":                                    "OAUTHBEARER",
+		"sasl.oauthbearer.token.endpoint.url":               idp.URL,
+		"sasl.oauthbearer.client.credentials.client.id":     "svc-client",
+		"sasl.oauthbearer.client.credentials.client.secret": "cs-XYZZY",
+		"sasl.login.refresh.window.factor":                  "0.5",
+		"sasl.login.refresh.window.jitter":                  "0",
+		"sasl.login.refresh.min.period.seconds":             "0",
+		"sasl.login.refresh.buffer.seconds":                 "0",
+		"linger.ms":                                         "0",
+	})
+	require.NoError(t, err)
+	p, err := producer.New(cfg)
+	require.NoError(t, err)
+	ctx := context.Background()
+	defer p.Close(ctx)
+	var futures []*producer.Future
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); {
+		futures = append(futures, p.Send(ctx, &producer.Record{Topic: "secure", Value: []byte("v")}))
+		time.Sleep(10 * time.Millisecond)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	for _, f := range futures {
+		_, err := f.Wait(wctx)
+		require.NoError(t, err)
+	}
+	assert.GreaterOrEqual(t, issued.Load(), int64(3), "tokens were refreshed")
+	assert.GreaterOrEqual(t, cl.SecurityStats().Reauthentications, int64(2))
+	assert.Zero(t, cl.SecurityStats().Failures)
 }
