@@ -77,7 +77,8 @@ type ClientCredentialsConfig struct {
 	// that verifies the endpoint against TLS (or the system's roots),
 	// takes the proxy from the environment (HTTPS_PROXY, NO_PROXY),
 	// bounds connecting by ConnectTimeout and waiting for the answer's
-	// headers by ReadTimeout, and follows no redirect (a redirect fails
+	// headers by ReadTimeout, keeps no idle connection (nothing is left
+	// running between fetches), and follows no redirect (a redirect fails
 	// the request, so the credentials never go to another host).
 	HTTPClient *http.Client
 	// TLS is the TLS configuration of the default client, for an
@@ -284,9 +285,9 @@ func defaultTokenClient(cfg ClientCredentialsConfig) *http.Client {
 		TLSClientConfig:       tlsCfg,
 		TLSHandshakeTimeout:   connect,
 		ResponseHeaderTimeout: timeout(cfg.ReadTimeout, defaultTokenReadTimeout),
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          2,
-		IdleConnTimeout:       90 * time.Second,
+		// A token is fetched once in many minutes: keeping the
+		// connection would only leave goroutines behind.
+		DisableKeepAlives: true,
 	}
 	tr.DialContext = (&net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}).DialContext
 	return &http.Client{
