@@ -62,14 +62,33 @@ import (
 // buffer are bounded in bytes, by batch.size and buffer.memory);
 // partitioner.adaptive.partitioning.enable=true (always on).
 //
-// TLS and SASL keys (properties_security.go). A value of a secret key
+// TLS and SASL keys (properties_security.go, properties_oauth.go). A value of a secret key
 // (a password, the JAAS line) never appears in an error:
 //
 //	security.protocol                       PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL: sets TLS and SASL
 //	sasl.mechanism (sasl.mechanisms)        PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, AWS_MSK_IAM
 //	sasl.username, sasl.password            the credentials (librdkafka)
 //	sasl.jaas.config                        the credentials (Java): PlainLoginModule or ScramLoginModule
-//	                                        with username and password options
+//	                                        with username and password options; OAuthBearerLoginModule
+//	                                        with clientId, clientSecret, scope and extension_NAME options
+//	sasl.oauthbearer.token.endpoint.url     OAUTHBEARER by the OIDC client credentials grant (KIP-768):
+//	                                        https://, http://, or file: (a file holding the token, read
+//	                                        again when it changes); see sasl.ClientCredentials
+//	sasl.oauthbearer.client.credentials.client.id,
+//	  ...client.secret, sasl.oauthbearer.scope
+//	                                        Kafka 4.1's keys for clientId, clientSecret and scope (they
+//	                                        win over the JAAS options, as in Java)
+//	sasl.oauthbearer.header.urlencode       URL-encode the client id and secret in the Basic header
+//	sasl.login.callback.handler.class       with a token endpoint: Kafka's OAuthBearerLoginCallbackHandler
+//	                                        (either package) or unset; another class is an error
+//	sasl.login.connect.timeout.ms,
+//	  sasl.login.read.timeout.ms            the token endpoint's timeouts (default 10s each; 0: none)
+//	sasl.login.retry.backoff.ms,
+//	  sasl.login.retry.backoff.max.ms       retries of a token fetch (100ms doubling, for up to 10s)
+//	sasl.login.refresh.window.factor,
+//	  sasl.login.refresh.window.jitter,
+//	  sasl.login.refresh.min.period.seconds,
+//	  sasl.login.refresh.buffer.seconds     when a token is refreshed (0.8, 0.05, 60, 300, as in Java)
 //	ssl.ca.location, ssl.truststore.location
 //	  (ssl.truststore.type PEM)             the CAs to trust, a PEM file; default: the system's
 //	ssl.truststore.certificates             the CAs to trust, as PEM text
@@ -86,21 +105,28 @@ import (
 //	ssl.protocol, ssl.enabled.protocols     TLSv1.2 or TLSv1.3: the lowest version allowed
 //
 // JKS and PKCS12 stores are refused with an error that says how to convert
-// them to PEM. OAUTHBEARER and AWS_MSK_IAM need code: ConfigFromProperties
-// then sets a Config.SASL that fails every connection with a message
-// saying so; replace it with sasl.OAuthBearer(...) or the mechanism of the
-// module github.com/samsa-go/samsa/sasl/awsmskiam. Accepted and ignored:
+// them to PEM. The token endpoint of OAUTHBEARER is verified against the
+// system's roots plus, with SSL or SASL_SSL, the CAs of ssl.ca.location or
+// ssl.truststore.* (Java uses the JVM's trust there); the brokers'
+// verification switches and client certificate do not apply to it.
+// AWS_MSK_IAM, and OAUTHBEARER without sasl.oauthbearer.token.endpoint.url,
+// need code: ConfigFromProperties then sets a Config.SASL that fails every
+// connection with a message saying so; replace it with
+// sasl.OAuthBearer(...) or the mechanism of the module
+// github.com/samsa-go/samsa/sasl/awsmskiam. The sasl.login.* and
+// sasl.oauthbearer.* keys above are logged as ignored when they configure
+// no login. Accepted and ignored:
 // ssl.truststore.password and ssl.keystore.password (PEM files have none),
 // client.dns.lookup (every address of a host is tried anyway),
 // session.timeout.ms (a consumer setting that Confluent Cloud's templates
-// include), sasl.login.callback.handler.class and
-// sasl.client.callback.handler.class.
+// include), sasl.client.callback.handler.class, and
+// sasl.login.callback.handler.class without a token endpoint.
 //
 // The rest of the Java producer's documented keys (Apache Kafka 4.x: for
 // example connections.max.idle.ms, reconnect.backoff.ms,
 // reconnect.backoff.max.ms, send.buffer.bytes, receive.buffer.bytes,
 // metadata.recovery.strategy, the metrics.* keys, sasl.kerberos.*,
-// sasl.login.* and sasl.oauthbearer.* tuning, ssl.cipher.suites) are
+// the sasl.oauthbearer.assertion.* and broker-side keys, ssl.cipher.suites) are
 // accepted and ignored: samsa has no setting for them, and none changes
 // what is delivered. New logs them once, at
 // Warn, to Config.Logger (set Logger on the returned Config to see it).
@@ -356,7 +382,7 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 			}
 		}
 	}
-	sec.apply(&c, fail)
+	ignored = append(ignored, sec.apply(&c, fail)...)
 
 	if genericLevelSet && genericLevel != -1 {
 		if _, ok := levels[c.Compression]; ok {

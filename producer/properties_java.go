@@ -9,11 +9,13 @@ import (
 // javaIgnoredKeys are the Java producer's documented configuration keys
 // (Apache Kafka 4.x) that samsa has no setting for and that change nothing
 // a record's delivery depends on: socket, reconnection, metrics and
-// plugin knobs, the SASL login and OAUTHBEARER tuning that code (not
-// properties) configures in samsa, and transaction tuning samsa has no
-// setting for (transaction.two.phase.commit.enable). ConfigFromProperties
-// accepts them and New logs them once at Warn. Keys that ConfigFromProperties maps, or that
-// properties_security.go takes, are not listed here.
+// plugin knobs, Kerberos, the OAUTHBEARER keys samsa's client
+// credentials login has no use for (JWT assertions, the broker's
+// validation settings), and transaction tuning samsa has no setting for
+// (transaction.two.phase.commit.enable). ConfigFromProperties accepts
+// them and New logs them once at Warn. Keys that ConfigFromProperties
+// maps, or that properties_security.go and properties_oauth.go take, are
+// not listed here.
 var javaIgnoredKeys = map[string]bool{
 	"auto.include.jmx.reporter":                           true,
 	"bootstrap.resolve.timeout.ms":                        true,
@@ -39,14 +41,6 @@ var javaIgnoredKeys = map[string]bool{
 	"sasl.kerberos.ticket.renew.jitter":                   true,
 	"sasl.kerberos.ticket.renew.window.factor":            true,
 	"sasl.login.class":                                    true,
-	"sasl.login.connect.timeout.ms":                       true,
-	"sasl.login.read.timeout.ms":                          true,
-	"sasl.login.refresh.buffer.seconds":                   true,
-	"sasl.login.refresh.min.period.seconds":               true,
-	"sasl.login.refresh.window.factor":                    true,
-	"sasl.login.refresh.window.jitter":                    true,
-	"sasl.login.retry.backoff.max.ms":                     true,
-	"sasl.login.retry.backoff.ms":                         true,
 	"sasl.oauthbearer.assertion.algorithm":                true,
 	"sasl.oauthbearer.assertion.claim.aud":                true,
 	"sasl.oauthbearer.assertion.claim.exp.seconds":        true,
@@ -58,22 +52,17 @@ var javaIgnoredKeys = map[string]bool{
 	"sasl.oauthbearer.assertion.private.key.file":         true,
 	"sasl.oauthbearer.assertion.private.key.passphrase":   true,
 	"sasl.oauthbearer.assertion.template.file":            true,
-	"sasl.oauthbearer.client.credentials.client.id":       true,
-	"sasl.oauthbearer.client.credentials.client.secret":   true,
 	"sasl.oauthbearer.clock.skew.seconds":                 true,
 	"sasl.oauthbearer.expected.audience":                  true,
 	"sasl.oauthbearer.expected.issuer":                    true,
-	"sasl.oauthbearer.header.urlencode":                   true,
 	"sasl.oauthbearer.jwks.endpoint.refresh.ms":           true,
 	"sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms": true,
 	"sasl.oauthbearer.jwks.endpoint.retry.backoff.ms":     true,
 	"sasl.oauthbearer.jwks.endpoint.url":                  true,
 	"sasl.oauthbearer.jwt.retriever.class":                true,
 	"sasl.oauthbearer.jwt.validator.class":                true,
-	"sasl.oauthbearer.scope":                              true,
 	"sasl.oauthbearer.scope.claim.name":                   true,
 	"sasl.oauthbearer.sub.claim.name":                     true,
-	"sasl.oauthbearer.token.endpoint.url":                 true,
 	"security.providers":                                  true,
 	"ssl.cipher.suites":                                   true,
 	"ssl.engine.factory.class":                            true,
@@ -119,6 +108,9 @@ func unknownKey(key string) string {
 		consider(k)
 	}
 	for k := range securityKeys {
+		consider(k)
+	}
+	for k := range oauthKeys {
 		consider(k)
 	}
 	for k := range javaIgnoredKeys {

@@ -27,10 +27,13 @@ import (
 // securityProps collects the TLS and SASL keys of ConfigFromProperties
 // (its doc lists them) and turns them into Config.TLS and Config.SASL.
 type securityProps struct {
-	v map[string]string
+	v     map[string]string
+	caPEM []byte // the CAs to trust, once tlsConfig read them
+	login bool   // the OAUTHBEARER keys configured a login
 }
 
-// securityKeys are the keys securityProps takes; true marks secrets.
+// securityKeys are the keys securityProps takes, with oauthKeys
+// (properties_oauth.go); true marks secrets.
 var securityKeys = map[string]bool{
 	"security.protocol":                     false,
 	"sasl.mechanism":                        false,
@@ -64,7 +67,9 @@ var securityKeys = map[string]bool{
 // take records key if it is one of securityKeys, and reports whether it
 // was.
 func (sp *securityProps) take(key, v string) bool {
-	if _, ok := securityKeys[key]; !ok {
+	_, sec := securityKeys[key]
+	_, oauth := oauthKeys[key]
+	if !sec && !oauth {
 		return false
 	}
 	if sp.v == nil {
@@ -75,8 +80,10 @@ func (sp *securityProps) take(key, v string) bool {
 }
 
 // apply sets c.TLS and c.SASL from the recorded keys, reporting problems
-// through fail.
-func (sp *securityProps) apply(c *Config, fail func(key, format string, args ...any)) {
+// through fail. It returns the keys it took but had no use for (the
+// OAUTHBEARER login's, without such a login), for the log of ignored
+// properties.
+func (sp *securityProps) apply(c *Config, fail func(key, format string, args ...any)) []string {
 	get := func(k string) (string, bool) { v, ok := sp.v[k]; return v, ok }
 	proto := "PLAINTEXT"
 	if v, ok := get("security.protocol"); ok {
@@ -93,7 +100,7 @@ func (sp *securityProps) apply(c *Config, fail func(key, format string, args ...
 		useTLS, useSASL = true, true
 	default:
 		fail("security.protocol", "%q is not PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", sp.v["security.protocol"])
-		return
+		return nil
 	}
 	if v, ok := get("session.timeout.ms"); ok {
 		if _, err := parseNonNegative(v); err != nil {
@@ -110,6 +117,12 @@ func (sp *securityProps) apply(c *Config, fail func(key, format string, args ...
 			c.SASL = m
 		}
 	}
+	if sp.login {
+		return nil
+	}
+	// Still parsed, so that a bad value does not pass silently.
+	sp.oauthTuning(&sasl.ClientCredentialsConfig{}, fail)
+	return sp.oauthIgnored()
 }
 
 func parseNonNegative(v string) (int64, error) {
@@ -152,12 +165,14 @@ func (sp *securityProps) mechanism(fail func(key, format string, args ...any)) (
 	}
 	jaas, haveJAAS := sp.v["sasl.jaas.config"]
 	var module string
+	var parsed *jaasConfig
 	if haveJAAS {
 		j, err := parseJAAS(jaas)
 		if err != nil {
 			fail("sasl.jaas.config", "%v", err)
 			return nil, false
 		}
+		parsed = &j
 		module = j.module
 		if i := strings.LastIndexByte(module, '.'); i >= 0 {
 			module = module[i+1:]
@@ -191,7 +206,11 @@ func (sp *securityProps) mechanism(fail func(key, format string, args ...any)) (
 			return sasl.ScramSHA512(user, pass), true
 		}
 	case "OAUTHBEARER":
-		return needCode{name: name, hint: "set Config.SASL to sasl.OAuthBearer(yourTokenSource) after ConfigFromProperties"}, true
+		if strings.TrimSpace(sp.v[keyTokenURL]) == "" {
+			return needCode{name: name, hint: "set " + keyTokenURL + " for an OIDC client credentials login, or set Config.SASL to sasl.OAuthBearer(yourTokenSource) after ConfigFromProperties"}, true
+		}
+		sp.login = true
+		return sp.clientCredentials(mkey, parsed, sp.caPEM, fail)
 	case "AWS_MSK_IAM":
 		return needCode{name: name, hint: "set Config.SASL to the mechanism of module github.com/samsa-go/samsa/sasl/awsmskiam after ConfigFromProperties"}, true
 	case "GSSAPI":
@@ -344,6 +363,7 @@ func (sp *securityProps) tlsConfig(fail func(key, format string, args ...any)) (
 			bad(caKey, "holds no PEM certificate")
 		}
 		tc.RootCAs = pool
+		sp.caPEM = caPEM
 	}
 
 	// Client certificate.

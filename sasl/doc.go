@@ -1,11 +1,34 @@
 // Package sasl holds the SASL mechanisms a producer authenticates with:
-// [Plain], [ScramSHA256], [ScramSHA512] and [OAuthBearer]. Set one as
+// [Plain], [ScramSHA256], [ScramSHA512] and [OAuthBearer], with
+// [ClientCredentials] as an OIDC token source for the last. Set one as
 // producer.Config.SASL; every broker connection (bootstrap, metadata and
 // produce, including brokers learned from metadata) then authenticates
 // with it right after the ApiVersions handshake, with SaslHandshake v1 and
 // SaslAuthenticate (KIP-152), and again before the broker's session
 // lifetime ends (KIP-368). Use SASL over TLS (producer.Config.TLS): PLAIN
 // sends the password as it is.
+//
+// # OIDC client credentials (KIP-768)
+//
+// [ClientCredentials] is the token source of Kafka's built-in OAuth login
+// (Kafka 3.1+, sasl.oauthbearer.token.endpoint.url): it asks an OIDC
+// provider's token endpoint (Confluent Cloud, Okta, Keycloak, Azure AD)
+// for a token with the client credentials grant, caches it, and fetches
+// the next one before the current one expires, by Java's refresh rule.
+// Plug it into [OAuthBearer]:
+//
+//	tokens, err := sasl.ClientCredentials(sasl.ClientCredentialsConfig{
+//		TokenURL:     "https://idp.example.com/oauth2/token",
+//		ClientID:     id,
+//		ClientSecret: secret,
+//		Extensions:   map[string]string{"logicalCluster": "lkc-1", "identityPoolId": "pool-1"},
+//	})
+//
+// producer.ConfigFromProperties builds the same from Java properties. A
+// failed fetch is a [*TokenEndpointError], which the producer reports as
+// an authentication failure; it never holds the client secret or a token.
+// The package stays on the standard library for it (net/http,
+// encoding/json).
 //
 // # Your own mechanism
 //
@@ -31,7 +54,8 @@
 // The values these constructors return never print their password or
 // token: String, GoString and Format show the mechanism and the user name
 // only, so %v, %+v and %#v of a producer.Config holding one are safe to
-// log. Errors never include them either.
+// log; [ClientCredentialsConfig] and [Token] print their secret redacted.
+// Errors never include them either.
 //
 // This package imports nothing of samsa: internal/conn depends on it.
 package sasl

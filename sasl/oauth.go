@@ -73,27 +73,13 @@ func oauthMessage(t Token) ([]byte, error) {
 	if t.Value == "" {
 		return nil, errors.New("sasl: OAUTHBEARER: the token callback returned an empty token")
 	}
-	for _, c := range []byte(t.Value) {
-		if c < 0x21 || c > 0x7e {
-			return nil, errors.New("sasl: OAUTHBEARER: the token holds a character outside printable ASCII")
-		}
+	if !printableToken(t.Value) {
+		return nil, errors.New("sasl: OAUTHBEARER: the token holds a character outside printable ASCII")
+	}
+	if err := validExtensions(t.Extensions); err != nil {
+		return nil, err
 	}
 	keys := slices.Sorted(maps.Keys(t.Extensions))
-	for _, k := range keys {
-		if k == "" || k == "auth" {
-			return nil, fmt.Errorf("sasl: OAUTHBEARER: invalid extension key %q", k)
-		}
-		for _, c := range []byte(k) {
-			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
-				return nil, fmt.Errorf("sasl: OAUTHBEARER: invalid extension key %q", k)
-			}
-		}
-		for _, c := range []byte(t.Extensions[k]) {
-			if (c < 0x21 || c > 0x7e) && c != ' ' && c != '\t' {
-				return nil, fmt.Errorf("sasl: OAUTHBEARER: extension %q has an invalid value", k)
-			}
-		}
-	}
 	msg := []byte("n,,\x01auth=Bearer ")
 	msg = append(msg, t.Value...)
 	for _, k := range keys {
@@ -103,6 +89,28 @@ func oauthMessage(t Token) ([]byte, error) {
 		msg = append(msg, t.Extensions[k]...)
 	}
 	return append(msg, 1, 1), nil
+}
+
+// validExtensions checks SASL extensions (RFC 7628 section 3.1): keys of
+// letters other than "auth", values of printable ASCII, spaces and tabs.
+// Its errors name the key, never a value.
+func validExtensions(ext map[string]string) error {
+	for _, k := range slices.Sorted(maps.Keys(ext)) {
+		if k == "" || k == "auth" {
+			return fmt.Errorf("sasl: OAUTHBEARER: invalid extension key %q", k)
+		}
+		for _, c := range []byte(k) {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+				return fmt.Errorf("sasl: OAUTHBEARER: invalid extension key %q", k)
+			}
+		}
+		for _, c := range []byte(ext[k]) {
+			if (c < 0x21 || c > 0x7e) && c != ' ' && c != '\t' {
+				return fmt.Errorf("sasl: OAUTHBEARER: extension %q has an invalid value", k)
+			}
+		}
+	}
+	return nil
 }
 
 type oauthSession struct{}

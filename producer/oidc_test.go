@@ -1,0 +1,158 @@
+package producer_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/samsa-go/samsa/internal/testbroker"
+	"github.com/samsa-go/samsa/producer"
+)
+
+// TestOIDCLoginFromProperties: a producer built only from Java properties
+// (KIP-768's OIDC client credentials login) fetches a token from an HTTPS
+// token endpoint, trusted through ssl.ca.location, and the test broker's
+// OAUTHBEARER listener accepts it; when the endpoint refuses the client,
+// records fail fast with ErrAuthentication, the endpoint's error and never
+// the client secret.
+func TestOIDCLoginFromProperties(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	ca, err := testbroker.NewTestCA()
+	require.NoError(t, err)
+	srv, err := ca.ServerConfig("127.0.0.1")
+	require.NoError(t, err)
+	cl, err := testbroker.New(testbroker.Config{Brokers: 2, Security: &testbroker.Security{
+		Listeners: []testbroker.Listener{{Protocol: testbroker.Plaintext}, {Protocol: testbroker.SASLSSL}},
+		TLS:       srv,
+		Users:     []testbroker.User{{Mechanism: testbroker.MechOAuthBearer, Name: "svc", Password: "oidc-access-token"}},
+	}})
+	require.NoError(t, err)
+	t.Cleanup(func() { cl.Close() })
+	require.NoError(t, cl.CreateTopic("secure", 2))
+	files := writeTLSFiles(t, ca)
+
+	const clientSecret = "cs-XYZZY"
+	var refuse atomic.Bool
+	var requests atomic.Int64
+	idp := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		id, secret, ok := r.BasicAuth()
+		if refuse.Load() || !ok || id != "svc-client" || secret != clientSecret || r.FormValue("grant_type") != "client_credentials" {
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprintf(w, `{"error":"invalid_client","error_description":"client %s refused"}`, id)
+			return
+		}
+		fmt.Fprint(w, `{"access_token":"oidc-access-token","token_type":"Bearer","expires_in":3600}`)
+	}))
+	idp.TLS = srv
+	idp.StartTLS()
+	t.Cleanup(idp.Close)
+
+	props := map[string]string{
+		"bootstrap.servers":                   cl.ListenerAddrs(testbroker.SASLSSL)[0],
+		"security.protocol":                   "SASL_SSL",
+		"sasl.mechanism":                      "OAUTHBEARER",
+		"ssl.ca.location":                     files.ca,
+		"sasl.login.callback.handler.class":   "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+		"sasl.oauthbearer.token.endpoint.url": idp.URL + "/oauth2/token",
+		"sasl.jaas.config": `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="svc-client" clientSecret="` +
+			clientSecret + `" scope="kafka" extension_logicalCluster="lkc-1";`,
+		"sasl.login.retry.backoff.max.ms": "500",
+	}
+
+	t.Run("accepted", func(t *testing.T) {
+		cfg, err := producer.ConfigFromProperties(props)
+		require.NoError(t, err)
+		require.NoError(t, produceOne(t, cfg))
+		recs, err := cl.Records("secure", 0)
+		require.NoError(t, err)
+		recs1, err := cl.Records("secure", 1)
+		require.NoError(t, err)
+		assert.Len(t, append(recs, recs1...), 1)
+		assert.GreaterOrEqual(t, cl.SecurityStats().Authentications, int64(2), "the metadata and produce connections")
+		assert.EqualValues(t, 1, requests.Load(), "every connection used the cached token")
+	})
+
+	t.Run("refused", func(t *testing.T) {
+		refuse.Store(true)
+		cfg, err := producer.ConfigFromProperties(props)
+		require.NoError(t, err)
+		start := time.Now()
+		err = produceOne(t, cfg)
+		require.ErrorIs(t, err, producer.ErrAuthentication)
+		assert.Less(t, time.Since(start), 10*time.Second, "failed fast, not at DeliveryTimeout")
+		for _, want := range []string{"token endpoint", "/oauth2/token", "HTTP 401", "invalid_client (client svc-client refused)"} {
+			assert.Contains(t, err.Error(), want)
+		}
+		assert.NotContains(t, err.Error(), "XYZZY")
+		assert.NotContains(t, fmt.Sprintf("%+v", cfg), "XYZZY")
+		assert.False(t, strings.Contains(fmt.Sprintf("%#v", cfg), "XYZZY"))
+	})
+}
+
+// TestOIDCTokenRefreshAcrossReauthentication: with short-lived tokens and
+// short SASL sessions (KIP-368), connections re-authenticate with the new
+// tokens the source fetches in time, and no record fails.
+func TestOIDCTokenRefreshAcrossReauthentication(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	const tokens = 50
+	users := make([]testbroker.User, tokens)
+	for i := range users {
+		users[i] = testbroker.User{Mechanism: testbroker.MechOAuthBearer, Name: "svc", Password: fmt.Sprint("oidc-tok-", i+1)}
+	}
+	cl, err := testbroker.New(testbroker.Config{Brokers: 2, Security: &testbroker.Security{
+		Listeners:       []testbroker.Listener{{Protocol: testbroker.Plaintext}, {Protocol: testbroker.SASLPlaintext}},
+		Users:           users,
+		SessionLifetime: 400 * time.Millisecond,
+	}})
+	require.NoError(t, err)
+	t.Cleanup(func() { cl.Close() })
+	require.NoError(t, cl.CreateTopic("secure", 2))
+	var issued atomic.Int64
+	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		n := min(issued.Add(1), tokens)
+		fmt.Fprintf(w, `{"access_token":"oidc-tok-%d","expires_in":1}`, n)
+	}))
+	t.Cleanup(idp.Close)
+	cfg, err := producer.ConfigFromProperties(map[string]string{
+		"bootstrap.servers":                                 cl.ListenerAddrs(testbroker.SASLPlaintext)[0],
+		"security.protocol":                                 "SASL_PLAINTEXT",
+		"sasl.mechanism":                                    "OAUTHBEARER",
+		"sasl.oauthbearer.token.endpoint.url":               idp.URL,
+		"sasl.oauthbearer.client.credentials.client.id":     "svc-client",
+		"sasl.oauthbearer.client.credentials.client.secret": "cs-XYZZY",
+		"sasl.login.refresh.window.factor":                  "0.5",
+		"sasl.login.refresh.window.jitter":                  "0",
+		"sasl.login.refresh.min.period.seconds":             "0",
+		"sasl.login.refresh.buffer.seconds":                 "0",
+		"linger.ms":                                         "0",
+	})
+	require.NoError(t, err)
+	p, err := producer.New(cfg)
+	require.NoError(t, err)
+	ctx := context.Background()
+	defer p.Close(ctx)
+	var futures []*producer.Future
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); {
+		futures = append(futures, p.Send(ctx, &producer.Record{Topic: "secure", Value: []byte("v")}))
+		time.Sleep(10 * time.Millisecond)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	for _, f := range futures {
+		_, err := f.Wait(wctx)
+		require.NoError(t, err)
+	}
+	assert.GreaterOrEqual(t, issued.Load(), int64(3), "tokens were refreshed")
+	assert.GreaterOrEqual(t, cl.SecurityStats().Reauthentications, int64(2))
+	assert.Zero(t, cl.SecurityStats().Failures)
+}

@@ -1,0 +1,200 @@
+package producer
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// oauthIDP is a token endpoint that records what each request carried.
+type oauthIDP struct {
+	srv *httptest.Server
+
+	mu    sync.Mutex
+	auth  []string // id:secret, decoded
+	forms []string
+}
+
+func newOAuthIDP(t *testing.T) *oauthIDP {
+	t.Helper()
+	p := &oauthIDP{}
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		form, _ := io.ReadAll(r.Body)
+		basic, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Basic ")
+		dec, _ := base64.StdEncoding.DecodeString(basic)
+		p.mu.Lock()
+		p.auth = append(p.auth, string(dec))
+		p.forms = append(p.forms, string(form))
+		p.mu.Unlock()
+		fmt.Fprint(w, `{"access_token":"idp-token","token_type":"Bearer","expires_in":3600}`)
+	}))
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+// propsWith sets the key-value pairs kv in m (an empty value deletes the
+// key) and returns m.
+func propsWith(m map[string]string, kv ...string) map[string]string {
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] == "" {
+			delete(m, kv[i])
+			continue
+		}
+		m[kv[i]] = kv[i+1]
+	}
+	return m
+}
+
+const oauthJAAS = `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="svc-1" clientSecret="cs-SECRET" scope="kafka email" extension_logicalCluster="lkc-1" extension_identityPoolId="pool-1";`
+
+// TestOAuthPropertiesMapping: the properties of an OIDC client
+// credentials login (KIP-768) reach the token endpoint and the
+// OAUTHBEARER message, with Java's precedence of the Kafka 4.1 keys over
+// the JAAS options, and both names of the login callback handler.
+func TestOAuthPropertiesMapping(t *testing.T) {
+	p := newOAuthIDP(t)
+	tokenFile := filepath.Join(t.TempDir(), "token.jwt")
+	require.NoError(t, os.WriteFile(tokenFile, []byte("file-token\n"), 0o600))
+	props := func(kv ...string) map[string]string {
+		return propsWith(map[string]string{
+			"bootstrap.servers": "k:9093", "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+			keyTokenURL: p.srv.URL + "/token",
+		}, kv...)
+	}
+	const ext = "\x01identityPoolId=pool-1\x01logicalCluster=lkc-1"
+	tests := []struct {
+		name     string
+		props    map[string]string
+		wantAuth string // "" for a file token (no request)
+		wantForm string
+		wantMsg  string
+	}{
+		{"JAAS, Kafka 3.4+ handler", props("sasl.jaas.config", oauthJAAS, keyLoginHandler,
+			"org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"),
+			"svc-1:cs-SECRET", "grant_type=client_credentials&scope=kafka+email", "idp-token" + ext},
+		{"JAAS, Kafka 3.1 handler", props("sasl.jaas.config", oauthJAAS, keyLoginHandler,
+			"org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler"),
+			"svc-1:cs-SECRET", "grant_type=client_credentials&scope=kafka+email", "idp-token" + ext},
+		{"JAAS, no handler", props("sasl.jaas.config", oauthJAAS),
+			"svc-1:cs-SECRET", "grant_type=client_credentials&scope=kafka+email", "idp-token" + ext},
+		{"Kafka 4.1 keys win over JAAS", props("sasl.jaas.config", oauthJAAS, keyClientID, "svc-2", keyClientSecret, "cs2-SECRET", keyScope, "other"),
+			"svc-2:cs2-SECRET", "grant_type=client_credentials&scope=other", "idp-token" + ext},
+		{"Kafka 4.1 keys alone", props(keyClientID, "svc-3", keyClientSecret, "cs3-SECRET"),
+			"svc-3:cs3-SECRET", "grant_type=client_credentials", "idp-token"},
+		{"header.urlencode", props(keyClientID, "svc 4", keyClientSecret, "a+b/SECRET", keyURLEncode, "true"),
+			"svc+4:a%2Bb%2FSECRET", "grant_type=client_credentials", "idp-token"},
+		{"tuning keys", props("sasl.jaas.config", oauthJAAS, "sasl.login.connect.timeout.ms", "15000", "sasl.login.read.timeout.ms", "0",
+			"sasl.login.retry.backoff.ms", "50", "sasl.login.retry.backoff.max.ms", "2000", "sasl.login.refresh.window.factor", "0.9",
+			"sasl.login.refresh.window.jitter", "0", "sasl.login.refresh.min.period.seconds", "30", "sasl.login.refresh.buffer.seconds", "0"),
+			"svc-1:cs-SECRET", "grant_type=client_credentials&scope=kafka+email", "idp-token" + ext},
+		{"file: token", props(keyTokenURL, "file://"+tokenFile, "sasl.jaas.config",
+			`org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required extension_logicalCluster="lkc-1";`),
+			"", "", "file-token\x01logicalCluster=lkc-1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p.mu.Lock()
+			p.auth, p.forms = nil, nil
+			p.mu.Unlock()
+			cfg, err := ConfigFromProperties(tc.props)
+			require.NoError(t, err)
+			assert.Empty(t, cfg.ignoredProps)
+			require.NotNil(t, cfg.SASL)
+			assert.Equal(t, "OAUTHBEARER", cfg.SASL.Name())
+			_, first, err := cfg.SASL.Start(context.Background(), "k:9093")
+			require.NoError(t, err)
+			assert.Equal(t, "n,,\x01auth=Bearer "+tc.wantMsg+"\x01\x01", string(first))
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if tc.wantAuth == "" {
+				assert.Empty(t, p.auth)
+				return
+			}
+			assert.Equal(t, []string{tc.wantAuth}, p.auth)
+			assert.Equal(t, []string{tc.wantForm}, p.forms)
+			for _, verb := range []string{"%v", "%+v", "%#v"} {
+				assert.NotContains(t, fmt.Sprintf(verb, cfg), "SECRET", verb)
+			}
+		})
+	}
+}
+
+func TestOAuthPropertiesErrors(t *testing.T) {
+	props := func(kv ...string) map[string]string {
+		return propsWith(map[string]string{
+			"bootstrap.servers": "k:9093", "security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
+			keyTokenURL: "https://idp.example/token", "sasl.jaas.config": oauthJAAS,
+		}, kv...)
+	}
+	tests := []struct {
+		name  string
+		props map[string]string
+		want  []string
+	}{
+		{"custom login handler", props(keyLoginHandler, "com.example.MyLogin"),
+			[]string{keyLoginHandler + `: "com.example.MyLogin" cannot be loaded in Go`}},
+		{"wrong login module", props("sasl.jaas.config", `org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="p-SECRET";`),
+			[]string{"sasl.jaas.config: PlainLoginModule does not go with sasl.mechanism OAUTHBEARER"}},
+		{"no secret", props("sasl.jaas.config", `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="svc";`),
+			[]string{"sasl.mechanism: OAUTHBEARER with " + keyTokenURL + " needs a client id and secret", keyClientSecret}},
+		{"not a URL the login takes", props(keyTokenURL, "ftp://idp/token"), []string{keyTokenURL + ": is not an https://"}},
+		{"no host", props(keyTokenURL, "https:///token"), []string{keyTokenURL + ": has no host"}},
+		{"bad extension", props("sasl.jaas.config", `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="svc" clientSecret="c-SECRET" extension_a-b="x";`),
+			[]string{"sasl.jaas.config:", `invalid extension key "a-b"`}},
+		{"window factor", props("sasl.login.refresh.window.factor", "0.3"), []string{`sasl.login.refresh.window.factor: "0.3" is not a number in [0.5, 1]`}},
+		{"window jitter", props("sasl.login.refresh.window.jitter", "0.5"), []string{"sasl.login.refresh.window.jitter"}},
+		{"min period", props("sasl.login.refresh.min.period.seconds", "901"), []string{`"901" is not an integer in [0, 900]`}},
+		{"buffer", props("sasl.login.refresh.buffer.seconds", "-1"), []string{"sasl.login.refresh.buffer.seconds"}},
+		{"connect timeout", props("sasl.login.connect.timeout.ms", "soon"), []string{"sasl.login.connect.timeout.ms"}},
+		{"urlencode", props(keyURLEncode, "maybe"), []string{keyURLEncode + `: "maybe" is not true or false`}},
+		{"bad tuning without a login", props("sasl.mechanism", "PLAIN", "sasl.jaas.config", "", "sasl.username", "u", "sasl.password", "p-SECRET",
+			"sasl.login.retry.backoff.ms", "x"), []string{"sasl.login.retry.backoff.ms"}},
+		{"typo", props("sasl.oauthbearer.token.endpoint.ulr", "https://x"), []string{"did you mean " + keyTokenURL}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ConfigFromProperties(tc.props)
+			require.ErrorIs(t, err, ErrInvalidConfig)
+			for _, w := range tc.want {
+				assert.Contains(t, err.Error(), w)
+			}
+			assert.NotContains(t, err.Error(), "SECRET")
+		})
+	}
+}
+
+// TestOAuthPropertiesWithoutLogin: OAUTHBEARER without a token endpoint
+// keeps the needs-code mechanism, and the login keys, which then
+// configure nothing, are logged as ignored (as they are with another
+// mechanism).
+func TestOAuthPropertiesWithoutLogin(t *testing.T) {
+	cfg, err := ConfigFromProperties(map[string]string{
+		"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
+		"sasl.login.refresh.buffer.seconds": "100", keyScope: "kafka",
+	})
+	require.NoError(t, err)
+	_, _, err = cfg.SASL.Start(context.Background(), "k:9093")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), keyTokenURL)
+	assert.Contains(t, err.Error(), "set Config.SASL")
+	assert.ElementsMatch(t, []string{"sasl.login.refresh.buffer.seconds", keyScope}, cfg.ignoredProps)
+
+	cfg, err = ConfigFromProperties(map[string]string{
+		"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "sasl.username": "u", "sasl.password": "p",
+		keyTokenURL: "https://idp/token", "sasl.login.retry.backoff.ms": "10",
+	})
+	require.NoError(t, err)
+	assert.Equal(t, "PLAIN", cfg.SASL.Name())
+	assert.ElementsMatch(t, []string{keyTokenURL, "sasl.login.retry.backoff.ms"}, cfg.ignoredProps)
+}

@@ -1,0 +1,420 @@
+package sasl
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Defaults of [ClientCredentialsConfig], Kafka's where Kafka has one.
+const (
+	defaultTokenConnectTimeout = 10 * time.Second // Kafka: none (the JVM's)
+	defaultTokenReadTimeout    = 10 * time.Second // Kafka: none (the JVM's)
+	defaultTokenRetryBackoff   = 100 * time.Millisecond
+	defaultTokenRetryMax       = 10 * time.Second
+	defaultRefreshFactor       = 0.8
+	defaultRefreshJitter       = 0.05
+	defaultRefreshMinPeriod    = 60 * time.Second
+	defaultRefreshBuffer       = 300 * time.Second
+
+	// maxTokenAnswer caps what is read of the endpoint's answer or of a
+	// token file: a hostile endpoint cannot make the client buffer more.
+	maxTokenAnswer = 1 << 20
+)
+
+// ClientCredentialsConfig configures [ClientCredentials]: the OAuth 2
+// client credentials grant (RFC 6749 section 4.4) against an OIDC
+// provider's token endpoint, as Kafka's OAuthBearerLoginCallbackHandler
+// does (KIP-768; Confluent Cloud, Okta, Keycloak, Azure AD/Entra ID).
+// Each field names the Java property it stands for.
+//
+// Every time.Duration field follows one rule: 0 means its default, a
+// positive value is used as it is, and a negative value asks for none.
+//
+// Printing a ClientCredentialsConfig (%v, %+v, %#v) never shows
+// ClientSecret.
+type ClientCredentialsConfig struct {
+	// TokenURL is the token endpoint (sasl.oauthbearer.token.endpoint.url):
+	// an https:// URL, or http:// (the secret then crosses the network in
+	// the clear). A file: URL (file:///path, or file:path relative to the
+	// working directory) names a file that holds the token itself, as
+	// Kafka allows: the file is read again whenever its size or
+	// modification time changes, and ClientID, ClientSecret, Scope and
+	// the HTTP settings are not used. Required.
+	TokenURL string
+	// ClientID and ClientSecret authenticate the client to the endpoint
+	// in an Authorization: Basic header (JAAS clientId and clientSecret,
+	// or sasl.oauthbearer.client.credentials.client.id and .secret).
+	// Required with an http(s) TokenURL. ClientSecret never prints and
+	// never appears in an error.
+	ClientID, ClientSecret string
+	// Scope, when not empty, is sent as the request's scope parameter
+	// (JAAS scope, or sasl.oauthbearer.scope); space-separated scopes are
+	// sent as one parameter. Default: none, the provider's default scope.
+	Scope string
+	// Extensions are sent with every token (KIP-342, JAAS options
+	// extension_NAME), for example Confluent Cloud's logicalCluster and
+	// identityPoolId; see [Token.Extensions] for what keys and values may
+	// hold. ClientCredentials copies the map.
+	Extensions map[string]string
+	// URLEncodeCredentials URL-encodes ClientID and ClientSecret before
+	// they are joined in the Basic header, as RFC 6749 section 2.3.1 asks
+	// (sasl.oauthbearer.header.urlencode). Default false, as in Kafka:
+	// most providers take them as they are.
+	URLEncodeCredentials bool
+
+	// HTTPClient sends the token requests. Default: a client of its own
+	// that verifies the endpoint against TLS (or the system's roots),
+	// takes the proxy from the environment (HTTPS_PROXY, NO_PROXY),
+	// bounds connecting by ConnectTimeout and waiting for the answer's
+	// headers by ReadTimeout, keeps no idle connection (nothing is left
+	// running between fetches), and follows no redirect (a redirect fails
+	// the request, so the credentials never go to another host).
+	HTTPClient *http.Client
+	// TLS is the TLS configuration of the default client, for an
+	// endpoint whose certificate a private CA signed (set RootCAs; nil
+	// means the system's roots). Ignored with HTTPClient.
+	TLS *tls.Config
+	// ConnectTimeout bounds connecting to the endpoint, TLS included
+	// (sasl.login.connect.timeout.ms), per attempt. Default 10s (Kafka
+	// has none); ignored with HTTPClient.
+	ConnectTimeout time.Duration
+	// ReadTimeout bounds waiting for the endpoint's answer once the
+	// request is sent (sasl.login.read.timeout.ms), per attempt. Default
+	// 10s (Kafka has none); ignored with HTTPClient.
+	ReadTimeout time.Duration
+	// RetryBackoff is the wait after the first failed attempt that may be
+	// transient (no answer, or an HTTP status other than the permanent
+	// 4xx ones Kafka lists); each later wait doubles, up to
+	// RetryBackoffMax (sasl.login.retry.backoff.ms). Default 100ms;
+	// negative: retry at once.
+	RetryBackoff time.Duration
+	// RetryBackoffMax bounds the retries of one fetch: as in Kafka, no
+	// attempt starts once RetryBackoffMax has passed since the first
+	// (sasl.login.retry.backoff.max.ms), and the caller's context bounds
+	// them too. Default 10s; negative: a single attempt.
+	RetryBackoffMax time.Duration
+
+	// RefreshWindowFactor is the share of a token's lifetime after which
+	// a new one is fetched (sasl.login.refresh.window.factor), in
+	// [0.5, 1]. Default 0.8.
+	RefreshWindowFactor float64
+	// RefreshWindowJitter adds up to this share of the lifetime, at
+	// random, to the refresh time, so that many clients do not refresh
+	// together (sasl.login.refresh.window.jitter), in [0, 0.25]. Default
+	// 0.05; negative: none.
+	RefreshWindowJitter float64
+	// RefreshMinPeriod is the least time a token is used before it is
+	// refreshed (sasl.login.refresh.min.period.seconds). Default 60s;
+	// negative: none.
+	RefreshMinPeriod time.Duration
+	// RefreshBuffer is the time before a token expires by which it is
+	// refreshed (sasl.login.refresh.buffer.seconds). Default 300s;
+	// negative: none. As in Kafka, RefreshMinPeriod and RefreshBuffer
+	// are both ignored for a token whose lifetime is shorter than their
+	// sum.
+	RefreshBuffer time.Duration
+}
+
+// String prints the configuration with the secret redacted.
+func (c ClientCredentialsConfig) String() string {
+	secret := ""
+	if c.ClientSecret != "" {
+		secret = redacted
+	}
+	return fmt.Sprintf("sasl.ClientCredentialsConfig{TokenURL: %q, ClientID: %q, ClientSecret: %s, Scope: %q, Extensions: %v}",
+		redactURL(c.TokenURL), c.ClientID, secret, c.Scope, slices.Sorted(maps.Keys(c.Extensions)))
+}
+
+// GoString is String: %#v does not print the secret either.
+func (c ClientCredentialsConfig) GoString() string { return c.String() }
+
+// Format prints String for every verb.
+func (c ClientCredentialsConfig) Format(f fmt.State, verb rune) { fmt.Fprint(f, c.String()) }
+
+// ClientCredentials returns a token source for [OAuthBearer] that logs in
+// with the OAuth 2 client credentials grant, as Kafka's Java client does
+// with sasl.oauthbearer.token.endpoint.url (KIP-768): it POSTs
+// grant_type=client_credentials (and the scope) to TokenURL with the
+// client's id and secret in an Authorization: Basic header, and takes the
+// access_token of the JSON answer.
+//
+//	tokens, err := sasl.ClientCredentials(sasl.ClientCredentialsConfig{
+//		TokenURL:     "https://idp.example.com/oauth2/token",
+//		ClientID:     id,
+//		ClientSecret: secret,
+//	})
+//	if err != nil { ... }
+//	cfg.SASL = sasl.OAuthBearer(tokens)
+//
+// The source caches the token and fetches a new one in good time: after
+// RefreshWindowFactor of its lifetime (plus jitter), no sooner than
+// RefreshMinPeriod and no later than RefreshBuffer before it expires, as
+// Java's refreshing login does. The lifetime is the answer's expires_in,
+// or the token's own exp claim (a JWT's, read but not verified) when it
+// is sooner or expires_in is missing; a token with neither is used for
+// RefreshMinPeriod (60s by default). Callers that come while a fetch runs
+// wait for it rather than send a request of their own, and while the
+// cached token is still valid they keep using it during a refresh; a
+// refresh that fails leaves the cached token in use until it expires (the
+// next try comes after RetryBackoffMax).
+//
+// Errors: ClientCredentials returns one for an invalid configuration (a
+// TokenURL that is not https, http or file, missing credentials, bad
+// extensions, refresh settings out of range). A fetch that fails returns
+// a [*TokenEndpointError]; OAuthBearer then fails the exchange, which the
+// producer reports as an authentication failure (producer.ErrAuthentication)
+// naming the endpoint, the HTTP status and the provider's error code. No
+// error holds the client secret or a token. A cancelled or expired
+// context ends the fetch (and the retries) with the context's error.
+//
+// The source is safe for concurrent use.
+func ClientCredentials(cfg ClientCredentialsConfig) (func(context.Context) (Token, error), error) {
+	raw := strings.TrimSpace(cfg.TokenURL)
+	if raw == "" {
+		return nil, errors.New("sasl: ClientCredentials: TokenURL is empty")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("sasl: ClientCredentials: TokenURL %q does not parse", redactURL(raw))
+	}
+	if err := validExtensions(cfg.Extensions); err != nil {
+		return nil, err
+	}
+	ext := maps.Clone(cfg.Extensions)
+	switch strings.ToLower(u.Scheme) {
+	case "file":
+		path, err := filePath(u)
+		if err != nil {
+			return nil, fmt.Errorf("sasl: ClientCredentials: TokenURL %q: %w", raw, err)
+		}
+		fs := &fileToken{path: path, ext: ext}
+		return fs.token, nil
+	case "https", "http":
+		if u.Host == "" {
+			return nil, fmt.Errorf("sasl: ClientCredentials: TokenURL %q has no host", redactURL(raw))
+		}
+	default:
+		return nil, fmt.Errorf("sasl: ClientCredentials: TokenURL %q is not an https://, http:// or file: URL", redactURL(raw))
+	}
+	if cfg.ClientID == "" || cfg.ClientSecret == "" {
+		return nil, errors.New("sasl: ClientCredentials: ClientID and ClientSecret are required with an http(s) TokenURL")
+	}
+	if strings.ContainsRune(cfg.ClientID, ':') && !cfg.URLEncodeCredentials {
+		return nil, errors.New("sasl: ClientCredentials: ClientID holds a ':', which the Basic header cannot carry: set URLEncodeCredentials")
+	}
+	s := &tokenSource{ext: ext, url: raw, printURL: redactURL(raw), scope: strings.TrimSpace(cfg.Scope)}
+	s.id, s.secret = cfg.ClientID, cfg.ClientSecret
+	if cfg.URLEncodeCredentials {
+		s.id, s.secret = url.QueryEscape(s.id), url.QueryEscape(s.secret)
+	}
+	s.secrets = []string{cfg.ClientSecret, url.QueryEscape(cfg.ClientSecret)}
+	if err := s.settings(cfg); err != nil {
+		return nil, fmt.Errorf("sasl: ClientCredentials: %w", err)
+	}
+	s.client = cfg.HTTPClient
+	if s.client == nil {
+		s.client = defaultTokenClient(cfg)
+	}
+	return s.token, nil
+}
+
+// settings resolves the retry and refresh settings of cfg into s.
+func (s *tokenSource) settings(cfg ClientCredentialsConfig) error {
+	dur := func(v, def time.Duration) time.Duration {
+		switch {
+		case v == 0:
+			return def
+		case v < 0:
+			return 0
+		}
+		return v
+	}
+	s.backoff = dur(cfg.RetryBackoff, defaultTokenRetryBackoff)
+	s.backoffMax = dur(cfg.RetryBackoffMax, defaultTokenRetryMax)
+	s.minPeriod = dur(cfg.RefreshMinPeriod, defaultRefreshMinPeriod)
+	s.buffer = dur(cfg.RefreshBuffer, defaultRefreshBuffer)
+	s.factor = cfg.RefreshWindowFactor
+	if s.factor == 0 {
+		s.factor = defaultRefreshFactor
+	}
+	if s.factor < 0.5 || s.factor > 1 {
+		return fmt.Errorf("RefreshWindowFactor %v is not in [0.5, 1]", cfg.RefreshWindowFactor)
+	}
+	switch j := cfg.RefreshWindowJitter; {
+	case j == 0:
+		s.jitter = defaultRefreshJitter
+	case j < 0:
+		s.jitter = 0
+	case j > 0.25:
+		return fmt.Errorf("RefreshWindowJitter %v is not in [0, 0.25]", j)
+	default:
+		s.jitter = j
+	}
+	return nil
+}
+
+// defaultTokenClient is the HTTP client of a source without HTTPClient.
+func defaultTokenClient(cfg ClientCredentialsConfig) *http.Client {
+	timeout := func(v, def time.Duration) time.Duration {
+		switch {
+		case v == 0:
+			return def
+		case v < 0:
+			return 0 // none
+		}
+		return v
+	}
+	connect := timeout(cfg.ConnectTimeout, defaultTokenConnectTimeout)
+	tlsCfg := cfg.TLS
+	if tlsCfg != nil {
+		tlsCfg = tlsCfg.Clone()
+	}
+	tr := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		TLSClientConfig:       tlsCfg,
+		TLSHandshakeTimeout:   connect,
+		ResponseHeaderTimeout: timeout(cfg.ReadTimeout, defaultTokenReadTimeout),
+		// A token is fetched once in many minutes: keeping the
+		// connection would only leave goroutines behind.
+		DisableKeepAlives: true,
+	}
+	tr.DialContext = (&net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}).DialContext
+	return &http.Client{
+		Transport: tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
+}
+
+// tokenSource is the state of one ClientCredentials source with an
+// http(s) TokenURL.
+type tokenSource struct {
+	// Fixed at construction.
+	url, printURL, scope string
+	id, secret           string   // as they go into the Basic header
+	secrets              []string // what errors must never show
+	ext                  map[string]string
+	client               *http.Client
+	backoff, backoffMax  time.Duration
+	minPeriod, buffer    time.Duration
+	factor, jitter       float64
+
+	mu      sync.Mutex
+	tok     string
+	expires time.Time // the cached token is used until then
+	refresh time.Time // a new token is fetched from then on
+	next    time.Time // after a failed refresh: no new try before then
+	flight  *tokenFlight
+}
+
+// tokenFlight is one fetch in progress, which other callers wait for.
+type tokenFlight struct {
+	done chan struct{}
+	tok  string
+	err  error
+	// abandoned: the fetch ended because its caller's context did, which
+	// says nothing about the endpoint; a waiter then fetches itself.
+	abandoned bool
+}
+
+// token is the source's func for OAuthBearer.
+func (s *tokenSource) token(ctx context.Context) (Token, error) {
+	for {
+		s.mu.Lock()
+		now := time.Now()
+		valid := s.tok != "" && now.Before(s.expires)
+		if valid && (now.Before(s.refresh) || now.Before(s.next) || s.flight != nil) {
+			tok := s.tok
+			s.mu.Unlock()
+			return s.result(tok), nil
+		}
+		if f := s.flight; f != nil {
+			s.mu.Unlock()
+			select {
+			case <-f.done:
+			case <-ctx.Done():
+				return Token{}, &TokenEndpointError{URL: s.printURL, Err: ctx.Err()}
+			}
+			if f.abandoned {
+				continue
+			}
+			if f.err != nil {
+				return Token{}, f.err
+			}
+			return s.result(f.tok), nil
+		}
+		f := &tokenFlight{done: make(chan struct{})}
+		s.flight = f
+		s.mu.Unlock()
+
+		tok, expires, err := s.fetch(ctx)
+
+		s.mu.Lock()
+		s.flight = nil
+		now = time.Now()
+		switch {
+		case err == nil && expires.IsZero():
+			// No known lifetime: used for the minimum refresh period.
+			s.tok, s.next = tok, time.Time{}
+			s.expires = now.Add(s.minPeriod)
+			s.refresh = s.expires
+		case err == nil:
+			s.tok, s.expires, s.next = tok, expires, time.Time{}
+			s.refresh = s.refreshAt(now, expires)
+		case s.tok != "" && now.Before(s.expires):
+			// Keep the token that still works; try again later.
+			s.next = now.Add(max(s.backoffMax, s.backoff, time.Second))
+			tok, err = s.tok, nil
+		}
+		f.tok, f.err = tok, err
+		f.abandoned = err != nil && ctx.Err() != nil
+		close(f.done)
+		s.mu.Unlock()
+		if err != nil {
+			return Token{}, err
+		}
+		return s.result(tok), nil
+	}
+}
+
+// result is the Token handed to OAuthBearer: the value and a copy of the
+// extensions, so that no caller shares a map with another.
+func (s *tokenSource) result(tok string) Token {
+	return Token{Value: tok, Extensions: maps.Clone(s.ext)}
+}
+
+// refreshAt is when a token fetched at now and valid until expires is
+// replaced, by Java's rule (ExpiringCredentialRefreshingLogin): after the
+// window factor of its lifetime plus jitter, moved up to leave the buffer
+// before expiry and back to respect the minimum period, unless the
+// lifetime is shorter than the buffer and the period together.
+func (s *tokenSource) refreshAt(now, expires time.Time) time.Time {
+	life := expires.Sub(now)
+	if life <= 0 {
+		return now
+	}
+	pct := s.factor + s.jitter*rand.Float64()
+	proposed := now.Add(time.Duration(float64(life) * pct))
+	if s.minPeriod+s.buffer > life {
+		return proposed
+	}
+	if end := expires.Add(-s.buffer); proposed.After(end) {
+		proposed = end
+	}
+	if start := now.Add(s.minPeriod); proposed.Before(start) {
+		proposed = start
+	}
+	return proposed
+}

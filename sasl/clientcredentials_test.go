@@ -1,0 +1,546 @@
+package sasl_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/samsa-go/samsa/sasl"
+)
+
+const (
+	ccID     = "client-1"
+	ccSecret = "S3CRET-xyzzy"
+)
+
+// idp is a token endpoint for tests: answer decides each reply; it
+// counts requests and checks that each is a client credentials grant.
+type idp struct {
+	t        *testing.T
+	srv      *httptest.Server
+	requests atomic.Int64
+	answer   func(n int64, w http.ResponseWriter, r *http.Request)
+}
+
+func newIDP(t *testing.T, answer func(n int64, w http.ResponseWriter, r *http.Request)) *idp {
+	t.Helper()
+	p := &idp{t: t, answer: answer}
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := p.requests.Add(1)
+		// Read the body first: the server notices a client that goes away
+		// (and cancels r.Context) only once the body is read.
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		p.answer(n, w, r)
+	}))
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+// tokenJSON answers a token with expires_in seconds (omitted when < 0).
+func tokenJSON(w http.ResponseWriter, tok string, expiresIn int) {
+	m := map[string]any{"access_token": tok, "token_type": "Bearer"}
+	if expiresIn >= 0 {
+		m["expires_in"] = expiresIn
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(m)
+}
+
+func (p *idp) config() sasl.ClientCredentialsConfig {
+	return sasl.ClientCredentialsConfig{TokenURL: p.srv.URL + "/oauth2/token", ClientID: ccID, ClientSecret: ccSecret}
+}
+
+func mustSource(t *testing.T, cfg sasl.ClientCredentialsConfig) func(context.Context) (sasl.Token, error) {
+	t.Helper()
+	src, err := sasl.ClientCredentials(cfg)
+	require.NoError(t, err)
+	return src
+}
+
+// jwt makes an unsigned JWT with an exp claim.
+func jwt(exp time.Time) string {
+	enc := base64.RawURLEncoding.EncodeToString
+	return enc([]byte(`{"alg":"none"}`)) + "." + enc(fmt.Appendf(nil, `{"sub":"svc","exp":%d}`, exp.Unix())) + ".sig"
+}
+
+func TestClientCredentialsRequest(t *testing.T) {
+	tests := []struct {
+		name       string
+		id, secret string
+		scope      string
+		urlencode  bool
+		wantAuth   string // id:secret as the header carries it
+		wantForm   string
+	}{
+		{"plain", ccID, ccSecret, "", false, ccID + ":" + ccSecret, "grant_type=client_credentials"},
+		{"scopes", ccID, ccSecret, " kafka email ", false, ccID + ":" + ccSecret, "grant_type=client_credentials&scope=kafka+email"},
+		{"urlencoded", "my id", "s+c/r=t", "", true, "my+id:s%2Bc%2Fr%3Dt", "grant_type=client_credentials"},
+		{"not urlencoded", "my id", "s+c/r=t", "", false, "my id:s+c/r=t", "grant_type=client_credentials"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newIDP(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+				assert.Equal(t, http.MethodPost, r.Method)
+				assert.Equal(t, "/oauth2/token", r.URL.Path)
+				assert.Equal(t, "application/x-www-form-urlencoded", r.Header.Get("Content-Type"))
+				assert.Equal(t, "application/json", r.Header.Get("Accept"))
+				auth, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Basic ")
+				assert.True(t, ok)
+				dec, err := base64.StdEncoding.DecodeString(auth)
+				assert.NoError(t, err)
+				assert.Equal(t, tc.wantAuth, string(dec))
+				body, _ := io.ReadAll(r.Body)
+				assert.Equal(t, tc.wantForm, string(body))
+				tokenJSON(w, "tok-1", 3600)
+			})
+			cfg := p.config()
+			cfg.ClientID, cfg.ClientSecret, cfg.Scope, cfg.URLEncodeCredentials = tc.id, tc.secret, tc.scope, tc.urlencode
+			cfg.Extensions = map[string]string{"logicalCluster": "lkc-1", "identityPoolId": "pool-1"}
+			tok, err := mustSource(t, cfg)(context.Background())
+			require.NoError(t, err)
+			assert.Equal(t, "tok-1", tok.Value)
+			assert.Equal(t, map[string]string{"logicalCluster": "lkc-1", "identityPoolId": "pool-1"}, tok.Extensions)
+			assert.EqualValues(t, 1, p.requests.Load())
+		})
+	}
+}
+
+func TestClientCredentialsCachesToken(t *testing.T) {
+	p := newIDP(t, func(n int64, w http.ResponseWriter, _ *http.Request) { tokenJSON(w, fmt.Sprint("tok-", n), 3600) })
+	cfg := p.config()
+	cfg.Extensions = map[string]string{"k": "v"}
+	src := mustSource(t, cfg)
+	for range 5 {
+		tok, err := src(context.Background())
+		require.NoError(t, err)
+		assert.Equal(t, "tok-1", tok.Value)
+	}
+	assert.EqualValues(t, 1, p.requests.Load())
+	// A caller changing its Token's extensions does not change the next.
+	tok, _ := src(context.Background())
+	tok.Extensions["x"] = "y"
+	tok, _ = src(context.Background())
+	assert.Equal(t, map[string]string{"k": "v"}, tok.Extensions)
+}
+
+// TestClientCredentialsRefreshesBeforeExpiry: a new token is fetched after
+// the refresh window factor of the lifetime, which is the sooner of
+// expires_in and the JWT's exp; a token without either lasts the minimum
+// refresh period.
+func TestClientCredentialsRefreshesBeforeExpiry(t *testing.T) {
+	tests := []struct {
+		name   string
+		token  func(n int64) string
+		expiry int           // expires_in, -1: none
+		min    time.Duration // RefreshMinPeriod
+		before time.Duration // still the first token
+		after  time.Duration // a new token
+	}{
+		{"expires_in", func(n int64) string { return fmt.Sprint("tok-", n) }, 2, -1, 500 * time.Millisecond, 1300 * time.Millisecond},
+		{"jwt exp sooner than expires_in", func(n int64) string { return jwt(time.Now().Add(2*time.Second)) + fmt.Sprint(n) }, 3600, -1, 300 * time.Millisecond, 1300 * time.Millisecond},
+		{"no lifetime: the minimum period", func(n int64) string { return fmt.Sprint("tok-", n) }, -1, time.Second, 500 * time.Millisecond, 1200 * time.Millisecond},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newIDP(t, func(n int64, w http.ResponseWriter, _ *http.Request) { tokenJSON(w, tc.token(n), tc.expiry) })
+			cfg := p.config()
+			cfg.RefreshWindowFactor, cfg.RefreshWindowJitter = 0.5, -1
+			cfg.RefreshMinPeriod, cfg.RefreshBuffer = tc.min, -1
+			src := mustSource(t, cfg)
+			start := time.Now()
+			first, err := src(context.Background())
+			require.NoError(t, err)
+			time.Sleep(tc.before - time.Since(start))
+			again, err := src(context.Background())
+			require.NoError(t, err)
+			if time.Since(start) < tc.before+200*time.Millisecond { // not when the machine stalled
+				assert.Equal(t, first.Value, again.Value)
+				assert.EqualValues(t, 1, p.requests.Load())
+			}
+			time.Sleep(tc.after - time.Since(start))
+			next, err := src(context.Background())
+			require.NoError(t, err)
+			assert.NotEqual(t, first.Value, next.Value)
+			assert.EqualValues(t, 2, p.requests.Load())
+		})
+	}
+}
+
+// TestClientCredentialsRefreshFailureKeepsToken: a refresh that fails
+// while the cached token is still valid hands out the cached token.
+func TestClientCredentialsRefreshFailureKeepsToken(t *testing.T) {
+	p := newIDP(t, func(n int64, w http.ResponseWriter, _ *http.Request) {
+		if n == 1 {
+			tokenJSON(w, "tok-1", 3)
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	cfg := p.config()
+	cfg.RefreshWindowFactor, cfg.RefreshWindowJitter, cfg.RefreshMinPeriod, cfg.RefreshBuffer = 0.5, -1, -1, -1
+	cfg.RetryBackoff, cfg.RetryBackoffMax = 10*time.Millisecond, 50*time.Millisecond
+	src := mustSource(t, cfg)
+	_, err := src(context.Background())
+	require.NoError(t, err)
+	time.Sleep(1600 * time.Millisecond) // past the refresh time, before expiry
+	tok, err := src(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, "tok-1", tok.Value)
+	assert.Greater(t, p.requests.Load(), int64(1), "a refresh was tried")
+	tried := p.requests.Load()
+	_, err = src(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, tried, p.requests.Load(), "no new try right after a failed refresh")
+}
+
+// TestClientCredentialsOneFetchForConcurrentCallers: callers that come
+// while a fetch runs wait for it; the endpoint sees one request.
+func TestClientCredentialsOneFetchForConcurrentCallers(t *testing.T) {
+	release := make(chan struct{})
+	p := newIDP(t, func(n int64, w http.ResponseWriter, _ *http.Request) {
+		<-release
+		tokenJSON(w, fmt.Sprint("tok-", n), 3600)
+	})
+	src := mustSource(t, p.config())
+	const callers = 50
+	var wg sync.WaitGroup
+	got := make([]string, callers)
+	errs := make([]error, callers)
+	for i := range callers {
+		wg.Go(func() {
+			tok, err := src(context.Background())
+			got[i], errs[i] = tok.Value, err
+		})
+	}
+	time.Sleep(100 * time.Millisecond) // let them all arrive
+	close(release)
+	wg.Wait()
+	for i := range callers {
+		require.NoError(t, errs[i])
+		assert.Equal(t, "tok-1", got[i])
+	}
+	assert.EqualValues(t, 1, p.requests.Load())
+}
+
+// TestClientCredentialsWaiterOutlivesCancelledFetcher: when the caller
+// whose fetch others wait for gives up, a waiter with time left fetches.
+func TestClientCredentialsWaiterOutlivesCancelledFetcher(t *testing.T) {
+	p := newIDP(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+		if n == 1 {
+			<-r.Context().Done() // the first request hangs until its caller gives up
+			return
+		}
+		tokenJSON(w, "tok-2", 3600)
+	})
+	src := mustSource(t, p.config())
+	ctx, cancel := context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go func() { _, err := src(ctx); first <- err }()
+	for p.requests.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	second := make(chan sasl.Token, 1)
+	go func() { tok, _ := src(context.Background()); second <- tok }()
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	err := <-first
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, "tok-2", (<-second).Value)
+}
+
+func TestClientCredentialsEndpointErrors(t *testing.T) {
+	big := `{"access_token":"` + strings.Repeat("a", 2<<20) + `"}`
+	tests := []struct {
+		name     string
+		answer   func(n int64, w http.ResponseWriter)
+		wantErr  []string // substrings; nil: success
+		requests int64
+		status   int
+	}{
+		{"401 with a JSON error, not retried", func(_ int64, w http.ResponseWriter) {
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprint(w, `{"error":"invalid_client","error_description":"Client authentication failed"}`)
+		}, []string{"HTTP 401", "invalid_client (Client authentication failed)"}, 1, 401},
+		{"Okta's errorCode", func(_ int64, w http.ResponseWriter) {
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprint(w, `{"errorCode":"E0000021","errorSummary":"Bad request"}`)
+		}, []string{"HTTP 400", "E0000021 (Bad request)"}, 1, 400},
+		{"500 then success", func(n int64, w http.ResponseWriter) {
+			if n == 1 {
+				w.WriteHeader(http.StatusInternalServerError)
+				return
+			}
+			tokenJSON(w, "tok", 60)
+		}, nil, 2, 0},
+		{"503 until the retries end", func(_ int64, w http.ResponseWriter) {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}, []string{"HTTP 503", "attempts)"}, -1, 503},
+		{"malformed JSON", func(_ int64, w http.ResponseWriter) { fmt.Fprint(w, `{"access_token": tok`) },
+			[]string{"HTTP 200", "not a JSON object"}, 1, 200},
+		{"oversized body", func(_ int64, w http.ResponseWriter) { fmt.Fprint(w, big) },
+			[]string{"larger than 1 MiB"}, 1, 200},
+		{"missing access_token", func(_ int64, w http.ResponseWriter) { fmt.Fprint(w, `{"token_type":"Bearer","expires_in":60}`) },
+			[]string{"no access_token (it has: expires_in, token_type)"}, 1, 200},
+		{"access_token not a string", func(_ int64, w http.ResponseWriter) { fmt.Fprint(w, `{"access_token":5}`) },
+			[]string{"not a string"}, 1, 200},
+		{"token with a space", func(_ int64, w http.ResponseWriter) { fmt.Fprint(w, `{"access_token":"a b"}`) },
+			[]string{"outside printable ASCII"}, 1, 200},
+		{"bad expires_in", func(_ int64, w http.ResponseWriter) { fmt.Fprint(w, `{"access_token":"t","expires_in":"soon"}`) },
+			[]string{"expires_in"}, 1, 200},
+		{"redirect not followed", func(_ int64, w http.ResponseWriter) {
+			w.Header().Set("Location", "https://elsewhere.example/token?x=1")
+			w.WriteHeader(http.StatusTemporaryRedirect)
+		}, []string{"HTTP 307", "redirected to https://elsewhere.example/token, which is not followed"}, 1, 307},
+		{"an error that echoes the secret", func(_ int64, w http.ResponseWriter) {
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprintf(w, `{"error":"invalid_client","error_description":"secret %s is wrong"}`, ccSecret)
+		}, []string{"secret [redacted] is wrong"}, 1, 401},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newIDP(t, func(n int64, w http.ResponseWriter, _ *http.Request) { tc.answer(n, w) })
+			cfg := p.config()
+			cfg.RetryBackoff, cfg.RetryBackoffMax = 20*time.Millisecond, 300*time.Millisecond
+			start := time.Now()
+			tok, err := mustSource(t, cfg)(context.Background())
+			if tc.wantErr == nil {
+				require.NoError(t, err)
+				assert.Equal(t, "tok", tok.Value)
+				assert.GreaterOrEqual(t, time.Since(start), 20*time.Millisecond, "backed off")
+				assert.Equal(t, tc.requests, p.requests.Load())
+				return
+			}
+			require.Error(t, err)
+			for _, want := range tc.wantErr {
+				assert.Contains(t, err.Error(), want)
+			}
+			assert.NotContains(t, err.Error(), ccSecret)
+			assert.NotContains(t, fmt.Sprintf("%#v", err), ccSecret)
+			var te *sasl.TokenEndpointError
+			require.ErrorAs(t, err, &te)
+			assert.Equal(t, tc.status, te.StatusCode)
+			if tc.requests > 0 {
+				assert.Equal(t, tc.requests, p.requests.Load())
+			} else {
+				assert.Greater(t, p.requests.Load(), int64(2), "retried")
+				assert.Less(t, time.Since(start), 2*time.Second, "within RetryBackoffMax")
+			}
+		})
+	}
+}
+
+// TestClientCredentialsContext: the caller's context bounds the fetch and
+// its retries.
+func TestClientCredentialsContext(t *testing.T) {
+	p := newIDP(t, func(_ int64, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusBadGateway) })
+	cfg := p.config()
+	cfg.RetryBackoff, cfg.RetryBackoffMax = 50*time.Millisecond, time.Minute
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := mustSource(t, cfg)(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Contains(t, err.Error(), "HTTP 502")
+	assert.Less(t, time.Since(start), 2*time.Second)
+}
+
+func TestClientCredentialsUnreachable(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	addr := srv.URL
+	srv.Close()
+	_, err := mustSource(t, sasl.ClientCredentialsConfig{
+		TokenURL: addr + "/token", ClientID: ccID, ClientSecret: ccSecret,
+		RetryBackoff: 10 * time.Millisecond, RetryBackoffMax: 100 * time.Millisecond,
+	})(context.Background())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "refused")
+	assert.Contains(t, err.Error(), "attempts)")
+}
+
+func TestClientCredentialsTLS(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { tokenJSON(w, "tls-tok", 60) }))
+	t.Cleanup(srv.Close)
+	cfg := sasl.ClientCredentialsConfig{TokenURL: srv.URL, ClientID: ccID, ClientSecret: ccSecret, RetryBackoffMax: time.Minute}
+	// Not trusted: not retried.
+	start := time.Now()
+	_, err := mustSource(t, cfg)(context.Background())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "certificate")
+	assert.Less(t, time.Since(start), 5*time.Second)
+	// Trusted through TLS, or through an HTTPClient.
+	cfg.TLS = srv.Client().Transport.(*http.Transport).TLSClientConfig
+	tok, err := mustSource(t, cfg)(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, "tls-tok", tok.Value)
+	cfg.TLS, cfg.HTTPClient = nil, srv.Client()
+	tok, err = mustSource(t, cfg)(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, "tls-tok", tok.Value)
+}
+
+// TestClientCredentialsFile: a file: URL names a file holding the token,
+// read again when it changes.
+func TestClientCredentialsFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "token.jwt")
+	require.NoError(t, os.WriteFile(path, []byte(" tok-1\n"), 0o600))
+	for _, u := range []string{"file://" + path, "file:" + path, (&url.URL{Scheme: "file", Path: path}).String()} {
+		tok, err := mustSource(t, sasl.ClientCredentialsConfig{TokenURL: u, Extensions: map[string]string{"k": "v"}})(context.Background())
+		require.NoError(t, err, u)
+		assert.Equal(t, "tok-1", tok.Value)
+		assert.Equal(t, map[string]string{"k": "v"}, tok.Extensions)
+	}
+	src := mustSource(t, sasl.ClientCredentialsConfig{TokenURL: "file://" + path})
+	tok, err := src(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, "tok-1", tok.Value)
+	require.NoError(t, os.WriteFile(path, []byte("tok-2"), 0o600))
+	future := time.Now().Add(time.Hour)
+	require.NoError(t, os.Chtimes(path, future, future))
+	tok, err = src(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, "tok-2", tok.Value)
+
+	tests := []struct {
+		name, content, wantErr string
+	}{
+		{"empty", " \n", "empty"},
+		{"not a token", "a b", "printable ASCII"},
+		{"too large", strings.Repeat("a", 1<<20+1), "larger than 1 MiB"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(dir, tc.name)
+			require.NoError(t, os.WriteFile(p, []byte(tc.content), 0o600))
+			_, err := mustSource(t, sasl.ClientCredentialsConfig{TokenURL: "file://" + p})(context.Background())
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.wantErr)
+		})
+	}
+	_, err = mustSource(t, sasl.ClientCredentialsConfig{TokenURL: "file://" + filepath.Join(dir, "missing")})(context.Background())
+	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
+func TestClientCredentialsConfigErrors(t *testing.T) {
+	ok := sasl.ClientCredentialsConfig{TokenURL: "https://idp.example/token", ClientID: ccID, ClientSecret: ccSecret}
+	tests := []struct {
+		name    string
+		edit    func(*sasl.ClientCredentialsConfig)
+		wantErr string
+	}{
+		{"no URL", func(c *sasl.ClientCredentialsConfig) { c.TokenURL = "" }, "TokenURL is empty"},
+		{"ftp", func(c *sasl.ClientCredentialsConfig) { c.TokenURL = "ftp://idp/token" }, "not an https://"},
+		{"no host", func(c *sasl.ClientCredentialsConfig) { c.TokenURL = "https:///token" }, "no host"},
+		{"remote file", func(c *sasl.ClientCredentialsConfig) { c.TokenURL = "file://other/tok" }, "only local files"},
+		{"no secret", func(c *sasl.ClientCredentialsConfig) { c.ClientSecret = "" }, "ClientSecret are required"},
+		{"no id", func(c *sasl.ClientCredentialsConfig) { c.ClientID = "" }, "ClientID and ClientSecret"},
+		{"colon in id", func(c *sasl.ClientCredentialsConfig) { c.ClientID = "a:b" }, "URLEncodeCredentials"},
+		{"factor", func(c *sasl.ClientCredentialsConfig) { c.RefreshWindowFactor = 0.3 }, "RefreshWindowFactor"},
+		{"jitter", func(c *sasl.ClientCredentialsConfig) { c.RefreshWindowJitter = 0.5 }, "RefreshWindowJitter"},
+		{"extension key", func(c *sasl.ClientCredentialsConfig) { c.Extensions = map[string]string{"auth": "x"} }, `"auth"`},
+		{"extension value", func(c *sasl.ClientCredentialsConfig) { c.Extensions = map[string]string{"k": "\x01"} }, `"k"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := ok
+			tc.edit(&cfg)
+			_, err := sasl.ClientCredentials(cfg)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.wantErr)
+			assert.NotContains(t, err.Error(), ccSecret)
+		})
+	}
+	_, err := sasl.ClientCredentials(ok)
+	require.NoError(t, err)
+}
+
+// TestClientCredentialsConfigNeverPrintsSecret formats the config, alone
+// and inside another struct, with every verb a log line might use.
+func TestClientCredentialsConfigNeverPrintsSecret(t *testing.T) {
+	cfg := sasl.ClientCredentialsConfig{TokenURL: "https://user:PW-xyzzy@idp.example/token?key=Q-xyzzy", ClientID: ccID, ClientSecret: ccSecret,
+		Extensions: map[string]string{"logicalCluster": "lkc-1"}}
+	type outer struct {
+		CC  sasl.ClientCredentialsConfig
+		Ptr *sasl.ClientCredentialsConfig
+	}
+	o := outer{cfg, &cfg}
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x"} {
+		for _, v := range []any{cfg, &cfg, o, &o} {
+			out := fmt.Sprintf(verb, v)
+			assert.NotContains(t, out, "xyzzy", "%s of %T", verb, v)
+			assert.NotContains(t, out, "78797a7a79", "%s of %T (hex)", verb, v)
+		}
+	}
+	assert.Contains(t, fmt.Sprint(cfg), ccID)
+	assert.Contains(t, fmt.Sprint(cfg), "idp.example/token")
+	assert.Contains(t, fmt.Sprint(cfg), "logicalCluster")
+}
+
+// TestClientCredentialsErrorsNeverHoldSecrets: no failure shows the
+// secret or a token, whatever the endpoint answers.
+func TestClientCredentialsErrorsNeverHoldSecrets(t *testing.T) {
+	const tok = "TOKEN-xyzzy"
+	answers := []func(w http.ResponseWriter){
+		func(w http.ResponseWriter) { fmt.Fprint(w, tok) }, // not JSON
+		func(w http.ResponseWriter) { fmt.Fprintf(w, `{"id_token":%q}`, tok) },
+		func(w http.ResponseWriter) { fmt.Fprintf(w, `{"access_token":"%s x"}`, tok) },
+		func(w http.ResponseWriter) {
+			w.WriteHeader(http.StatusForbidden)
+			fmt.Fprintf(w, `{"error":%q,"error_description":"%s %s"}`, ccSecret, url.QueryEscape(ccSecret), tok)
+		},
+		func(w http.ResponseWriter) {
+			w.WriteHeader(http.StatusForbidden)
+			fmt.Fprintf(w, "<html>%s %s</html>", ccSecret, tok)
+		},
+	}
+	for i, answer := range answers {
+		p := newIDP(t, func(_ int64, w http.ResponseWriter, _ *http.Request) { answer(w) })
+		_, err := mustSource(t, p.config())(context.Background())
+		require.Error(t, err, "answer %d", i)
+		for _, verb := range []string{"%v", "%+v", "%#v", "%s"} {
+			out := fmt.Sprintf(verb, err)
+			assert.NotContains(t, out, ccSecret, "answer %d, %s", i, verb)
+			assert.NotContains(t, out, url.QueryEscape(ccSecret), "answer %d, %s", i, verb)
+			if i != 3 { // answer 3 puts the token where the description goes
+				assert.NotContains(t, out, tok, "answer %d, %s", i, verb)
+			}
+		}
+	}
+}
+
+// TestClientCredentialsWithOAuthBearer: the source plugged into
+// OAuthBearer gives the client's first message.
+func TestClientCredentialsWithOAuthBearer(t *testing.T) {
+	p := newIDP(t, func(_ int64, w http.ResponseWriter, _ *http.Request) { tokenJSON(w, "eyJ.tok.en", 60) })
+	cfg := p.config()
+	cfg.Extensions = map[string]string{"logicalCluster": "lkc-1"}
+	m := sasl.OAuthBearer(mustSource(t, cfg))
+	_, first, err := m.Start(context.Background(), "b:9092")
+	require.NoError(t, err)
+	assert.Equal(t, "n,,\x01auth=Bearer eyJ.tok.en\x01logicalCluster=lkc-1\x01\x01", string(first))
+
+	refused := newIDP(t, func(_ int64, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusUnauthorized) })
+	_, _, err = sasl.OAuthBearer(mustSource(t, refused.config())).Start(context.Background(), "b:9092")
+	var te *sasl.TokenEndpointError
+	require.ErrorAs(t, err, &te)
+	assert.Equal(t, http.StatusUnauthorized, te.StatusCode)
+	assert.False(t, errors.Is(err, context.Canceled))
+}

@@ -1,0 +1,439 @@
+package sasl
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// TokenEndpointError is the error of a [ClientCredentials] source that
+// could not get a token: the endpoint refused the request, answered
+// something that is not a token, could not be reached, or the caller's
+// context ended first (errors.Is then finds context.Canceled or
+// context.DeadlineExceeded). Its text never holds the client secret or a
+// token: what the endpoint says is cut short, limited to printable ASCII
+// and cleared of the secret.
+type TokenEndpointError struct {
+	// URL is the token endpoint, without user info, query or fragment.
+	URL string
+	// StatusCode is the HTTP status of the last answer, 0 without one.
+	StatusCode int
+	// Code and Description are the provider's error and
+	// error_description (RFC 6749 section 5.2; Okta's errorCode and
+	// errorSummary), when the answer holds them.
+	Code, Description string
+	// Attempts counts the requests sent (retries included).
+	Attempts int
+	// Err is the cause, when there is one beyond the status: a network
+	// or TLS error, a malformed answer, the context's error.
+	Err error
+}
+
+func (e *TokenEndpointError) Error() string {
+	var b strings.Builder
+	b.WriteString("sasl: OAUTHBEARER token endpoint ")
+	b.WriteString(e.URL)
+	if e.StatusCode != 0 {
+		fmt.Fprintf(&b, ": HTTP %d", e.StatusCode)
+	}
+	switch {
+	case e.Code != "" && e.Description != "":
+		fmt.Fprintf(&b, ": %s (%s)", e.Code, e.Description)
+	case e.Code != "":
+		b.WriteString(": " + e.Code)
+	case e.Description != "":
+		b.WriteString(": " + e.Description)
+	}
+	if e.Err != nil {
+		b.WriteString(": " + e.Err.Error())
+	}
+	if e.Attempts > 1 {
+		fmt.Fprintf(&b, " (%d attempts)", e.Attempts)
+	}
+	return b.String()
+}
+
+// Unwrap returns Err.
+func (e *TokenEndpointError) Unwrap() error { return e.Err }
+
+// GoString prints Error, for %#v.
+func (e *TokenEndpointError) GoString() string {
+	return fmt.Sprintf("&sasl.TokenEndpointError{%q}", e.Error())
+}
+
+// cleanError is a cause whose text was cleaned of secrets; Unwrap keeps
+// errors.Is and errors.As working.
+type cleanError struct {
+	msg   string
+	cause error
+}
+
+func (e *cleanError) Error() string { return e.msg }
+func (e *cleanError) Unwrap() error { return e.cause }
+
+// fatalStatus are the answers Kafka does not retry (JwtHttpClient's
+// list): a retry cannot change them.
+var fatalStatus = map[int]bool{
+	http.StatusBadRequest: true, http.StatusUnauthorized: true, http.StatusPaymentRequired: true,
+	http.StatusForbidden: true, http.StatusNotFound: true, http.StatusMethodNotAllowed: true,
+	http.StatusNotAcceptable: true, http.StatusProxyAuthRequired: true, http.StatusConflict: true,
+	http.StatusGone: true, http.StatusLengthRequired: true, http.StatusPreconditionFailed: true,
+	http.StatusRequestEntityTooLarge: true, http.StatusRequestURITooLong: true,
+	http.StatusUnsupportedMediaType: true, http.StatusNotImplemented: true,
+	http.StatusHTTPVersionNotSupported: true,
+}
+
+// fetch gets a new token, retrying transient failures with backoff. It
+// returns the token and its expiry (zero when unknown).
+func (s *tokenSource) fetch(ctx context.Context) (string, time.Time, error) {
+	deadline := time.Now().Add(s.backoffMax)
+	wait := s.backoff
+	for attempt := 1; ; attempt++ {
+		tok, expires, retry, e := s.attempt(ctx)
+		if e == nil {
+			return tok, expires, nil
+		}
+		e.Attempts = attempt
+		if ctx.Err() != nil {
+			if !errors.Is(e, ctx.Err()) {
+				e.Err = s.withContext(e.Err, ctx.Err())
+			}
+			return "", time.Time{}, e
+		}
+		remaining := time.Until(deadline)
+		if !retry || remaining <= 0 {
+			return "", time.Time{}, e
+		}
+		t := time.NewTimer(min(wait, remaining))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			e.Err = s.withContext(e.Err, ctx.Err())
+			return "", time.Time{}, e
+		}
+		wait = min(wait*2, s.backoffMax)
+	}
+}
+
+// withContext adds the context's error to a cause.
+func (s *tokenSource) withContext(cause, ctxErr error) error {
+	if cause == nil {
+		return ctxErr
+	}
+	return fmt.Errorf("%w; then %w", cause, ctxErr)
+}
+
+// attempt sends one token request. retry says whether a failure may be
+// transient.
+func (s *tokenSource) attempt(ctx context.Context) (tok string, expires time.Time, retry bool, e *TokenEndpointError) {
+	e = &TokenEndpointError{URL: s.printURL}
+	form := "grant_type=client_credentials"
+	if s.scope != "" {
+		form += "&scope=" + url.QueryEscape(s.scope)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, strings.NewReader(form))
+	if err != nil {
+		e.Err = s.clean(err)
+		return "", time.Time{}, false, e
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Cache-Control", "no-cache")
+	req.SetBasicAuth(s.id, s.secret)
+	sent := time.Now()
+	resp, err := s.client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // its text repeats the URL
+		}
+		e.Err = s.clean(err)
+		return "", time.Time{}, !permanentNetError(err), e
+	}
+	defer resp.Body.Close()
+	e.StatusCode = resp.StatusCode
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxTokenAnswer+1))
+	switch {
+	case len(body) > maxTokenAnswer:
+		e.Err = errors.New("the answer is larger than 1 MiB")
+		return "", time.Time{}, false, e
+	case err != nil:
+		e.Err = s.clean(err)
+		return "", time.Time{}, true, e
+	}
+	switch code := resp.StatusCode; {
+	case code == http.StatusOK || code == http.StatusCreated:
+		tok, expires, err := parseTokenAnswer(body, sent)
+		if err != nil {
+			e.Err = err
+			return "", time.Time{}, false, e
+		}
+		return tok, expires, false, nil
+	case code >= 300 && code < 400:
+		e.Err = fmt.Errorf("redirected to %s, which is not followed", redactURL(resp.Header.Get("Location")))
+		return "", time.Time{}, false, e
+	default:
+		e.Code, e.Description = s.oauthError(body)
+		return "", time.Time{}, !fatalStatus[code], e
+	}
+}
+
+// permanentNetError reports whether a failed request cannot succeed on a
+// retry: the endpoint's certificate does not verify.
+func permanentNetError(err error) bool {
+	var (
+		verify   *tls.CertificateVerificationError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+	)
+	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) || errors.As(err, &invalid)
+}
+
+// parseTokenAnswer reads a successful answer (RFC 6749 section 5.1): the
+// access_token and its lifetime. Its errors never quote the answer, which
+// may hold a token.
+func parseTokenAnswer(body []byte, sent time.Time) (string, time.Time, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil || m == nil {
+		return "", time.Time{}, fmt.Errorf("the answer (%d bytes) is not a JSON object", len(body))
+	}
+	var tok string
+	if raw, ok := m["access_token"]; ok {
+		if err := json.Unmarshal(raw, &tok); err != nil {
+			return "", time.Time{}, errors.New("the answer's access_token is not a string")
+		}
+	}
+	tok = strings.TrimSpace(tok)
+	if tok == "" {
+		keys := slices.Sorted(maps.Keys(m))
+		if len(keys) > 10 {
+			keys = append(keys[:10], "...")
+		}
+		for i, k := range keys {
+			keys[i] = printable(k, 40)
+		}
+		return "", time.Time{}, fmt.Errorf("the answer has no access_token (it has: %s)", strings.Join(keys, ", "))
+	}
+	if !printableToken(tok) {
+		return "", time.Time{}, errors.New("the access_token holds a character outside printable ASCII")
+	}
+	var expires time.Time
+	if raw, ok := m["expires_in"]; ok {
+		secs, ok := jsonSeconds(raw)
+		if !ok {
+			return "", time.Time{}, errors.New("the answer's expires_in is not a number of seconds")
+		}
+		expires = sent.Add(time.Duration(secs * float64(time.Second)))
+	}
+	if exp, ok := jwtExpiry(tok); ok && (expires.IsZero() || exp.Before(expires)) {
+		expires = exp
+	}
+	return tok, expires, nil
+}
+
+// jsonSeconds reads a number of seconds given as a JSON number or string
+// (some providers send "3599"), clamped to [0, 100 years].
+func jsonSeconds(raw json.RawMessage) (float64, bool) {
+	var n json.Number
+	if err := json.Unmarshal(raw, &n); err != nil {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return 0, false
+		}
+		n = json.Number(strings.TrimSpace(s))
+	}
+	f, err := strconv.ParseFloat(string(n), 64)
+	if err != nil || math.IsNaN(f) {
+		return 0, false
+	}
+	return min(max(f, 0), 100*365*24*3600), true
+}
+
+// jwtExpiry reads the exp claim of a JWT (RFC 7519), without verifying
+// it: only to know when the broker will stop accepting the token.
+func jwtExpiry(tok string) (time.Time, bool) {
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		return time.Time{}, false
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[1], "="))
+	if err != nil {
+		return time.Time{}, false
+	}
+	var claims struct {
+		Exp json.Number `json:"exp"`
+	}
+	if json.Unmarshal(payload, &claims) != nil || claims.Exp == "" {
+		return time.Time{}, false
+	}
+	exp, err := claims.Exp.Float64()
+	if err != nil || exp <= 0 || exp > 1<<40 {
+		return time.Time{}, false
+	}
+	sec, frac := math.Modf(exp)
+	return time.Unix(int64(sec), int64(frac*1e9)), true
+}
+
+// oauthError reads the error and error_description of an error answer
+// (RFC 6749 section 5.2), or Okta's errorCode and errorSummary, cleaned.
+func (s *tokenSource) oauthError(body []byte) (code, desc string) {
+	var m map[string]any
+	if json.Unmarshal(body, &m) != nil {
+		return "", ""
+	}
+	str := func(keys ...string) string {
+		for _, k := range keys {
+			if v, ok := m[k].(string); ok && v != "" {
+				return s.cleanText(v, 200)
+			}
+		}
+		return ""
+	}
+	return str("error", "errorCode"), str("error_description", "errorSummary")
+}
+
+// clean makes an error safe to show: its text cleaned of the secret.
+func (s *tokenSource) clean(err error) error {
+	return &cleanError{msg: s.cleanText(err.Error(), 300), cause: err}
+}
+
+// cleanText removes the secret (as given and URL-encoded) from text, then
+// keeps n bytes of printable ASCII.
+func (s *tokenSource) cleanText(text string, n int) string {
+	for _, sec := range s.secrets {
+		if sec != "" {
+			text = strings.ReplaceAll(text, sec, redacted)
+		}
+	}
+	return printable(text, n)
+}
+
+// printable keeps the printable ASCII of s (others become '?'), cut to n
+// bytes.
+func printable(s string, n int) string {
+	b := make([]byte, 0, min(len(s), n+3))
+	for i := 0; i < len(s); i++ {
+		if len(b) >= n {
+			return string(b) + "..."
+		}
+		c := s[i]
+		if c < 0x20 || c > 0x7e {
+			c = '?'
+		}
+		b = append(b, c)
+	}
+	return string(b)
+}
+
+// printableToken reports whether a token is all printable ASCII without
+// spaces, as OAUTHBEARER's bearer token must be.
+func printableToken(t string) bool {
+	for i := 0; i < len(t); i++ {
+		if t[i] < 0x21 || t[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// redactURL prints a URL without user info, query or fragment, which may
+// hold credentials.
+func redactURL(raw string) string {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil {
+		return "(a URL that does not parse)"
+	}
+	u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
+	return u.String()
+}
+
+// filePath is the local path of a file: URL.
+func filePath(u *url.URL) (string, error) {
+	if u.Opaque != "" {
+		p, err := url.PathUnescape(u.Opaque)
+		if err != nil {
+			return "", errors.New("the path does not parse")
+		}
+		return p, nil
+	}
+	if u.Host != "" && !strings.EqualFold(u.Host, "localhost") {
+		return "", fmt.Errorf("names the host %q: only local files are supported", u.Host)
+	}
+	if u.Path == "" {
+		return "", errors.New("names no file")
+	}
+	return u.Path, nil
+}
+
+// fileToken is a ClientCredentials source with a file: TokenURL: the
+// file holds the token, read again whenever it changes (Kafka's
+// FileJwtRetriever with its last-modified cache).
+type fileToken struct {
+	path string
+	ext  map[string]string
+
+	mu   sync.Mutex
+	tok  string
+	mod  time.Time
+	size int64
+}
+
+func (f *fileToken) token(context.Context) (Token, error) {
+	fail := func(err error) (Token, error) {
+		return Token{}, &TokenEndpointError{URL: "file:" + f.path, Err: err}
+	}
+	st, err := os.Stat(f.path)
+	if err != nil {
+		return fail(err)
+	}
+	f.mu.Lock()
+	if f.tok != "" && st.ModTime().Equal(f.mod) && st.Size() == f.size {
+		tok := f.tok
+		f.mu.Unlock()
+		return Token{Value: tok, Extensions: maps.Clone(f.ext)}, nil
+	}
+	f.mu.Unlock()
+	if st.Size() > maxTokenAnswer {
+		return fail(errors.New("the file is larger than 1 MiB"))
+	}
+	file, err := os.Open(f.path)
+	if err != nil {
+		return fail(err)
+	}
+	b, err := io.ReadAll(io.LimitReader(file, maxTokenAnswer+1))
+	file.Close()
+	switch {
+	case err != nil:
+		return fail(err)
+	case len(b) > maxTokenAnswer:
+		return fail(errors.New("the file is larger than 1 MiB"))
+	}
+	tok := strings.TrimSpace(string(b))
+	switch {
+	case tok == "":
+		return fail(errors.New("the file is empty"))
+	case !printableToken(tok):
+		return fail(errors.New("the token holds a character outside printable ASCII"))
+	}
+	f.mu.Lock()
+	f.tok, f.mod, f.size = tok, st.ModTime(), st.Size()
+	f.mu.Unlock()
+	return Token{Value: tok, Extensions: maps.Clone(f.ext)}, nil
+}
