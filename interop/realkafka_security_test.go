@@ -3,10 +3,14 @@ package interop
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,7 +27,8 @@ import (
 // users made at format time, a PLAIN user in the JAAS config) with each
 // mechanism, every record read back by kgo over the plaintext listener; and
 // a wrong password fails every record fast with ErrAuthentication, naming
-// the broker, without the password in the error.
+// the broker, without the password in the error; and OAUTHBEARER with a
+// token from an OIDC client-credentials endpoint, configured by properties.
 func TestRealKafkaSASLSSL(t *testing.T) {
 	c := realKafka(t)
 	brokers := realEnv(t, "SAMSA_KAFKA_SASL_SSL_BROKERS", "the 1-node cluster was started without -sasl-ssl")
@@ -56,6 +61,49 @@ func TestRealKafkaSASLSSL(t *testing.T) {
 			require.NoError(t, p.Close(testContext(t)))
 		})
 	}
+
+	// OAUTHBEARER by OIDC client credentials (KIP-768), configured from
+	// Java properties only: samsa gets an unsigned JWT from a token
+	// endpoint of the test's (Kafka's default unsecured validator accepts
+	// those) and the broker takes "sub" as the principal.
+	t.Run("OAUTHBEARER OIDC from properties", func(t *testing.T) {
+		const clientSecret = "oidc-secret-q7"
+		var fetches atomic.Int32
+		idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			id, secret, ok := r.BasicAuth()
+			if !ok || id != "samsa-client" || secret != clientSecret || r.FormValue("grant_type") != "client_credentials" {
+				w.WriteHeader(http.StatusUnauthorized)
+				fmt.Fprint(w, `{"error":"invalid_client"}`)
+				return
+			}
+			fetches.Add(1)
+			now := time.Now().Unix()
+			b64 := base64.RawURLEncoding.EncodeToString
+			jwt := b64([]byte(`{"alg":"none"}`)) + "." + b64(fmt.Appendf(nil, `{"sub":"samsa-oidc","iat":%d,"exp":%d}`, now, now+3600)) + "."
+			fmt.Fprintf(w, `{"access_token":%q,"token_type":"Bearer","expires_in":3600}`, jwt)
+		}))
+		t.Cleanup(idp.Close)
+		cfg, err := producer.ConfigFromProperties(map[string]string{
+			"bootstrap.servers":                   brokers,
+			"security.protocol":                   "SASL_SSL",
+			"sasl.mechanism":                      "OAUTHBEARER",
+			"ssl.ca.location":                     realEnv(t, "SAMSA_KAFKA_CA", "no CA"),
+			"sasl.oauthbearer.token.endpoint.url": idp.URL + "/token",
+			"sasl.jaas.config":                    `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="samsa-client" clientSecret="` + clientSecret + `";`,
+		})
+		require.NoError(t, err)
+		require.NotContains(t, fmt.Sprintf("%v %+v", cfg, cfg), clientSecret)
+		topic := uniqueTopic("samsa-sasl-oidc")
+		c.createTopic(t, topic, 3, 1, nil)
+		p := newSamsaProducer(t, secureAddrs, producer.Config{TLS: cfg.TLS, SASL: cfg.SASL})
+		const n = 500
+		recs := makeSamsaRecords(topic, n)
+		mds := sendAll(t, p, recs)
+		got := consumeAll(t, c.addrs, topic, 3, n)
+		checkDelivered(t, recs, mds, got, 3, compression.None)
+		require.NoError(t, p.Close(testContext(t)))
+		require.Positive(t, fetches.Load(), "the token came from the endpoint")
+	})
 
 	t.Run("wrong password", func(t *testing.T) {
 		const secret = "not-the-password-x9"

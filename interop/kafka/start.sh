@@ -229,8 +229,13 @@ listener.name.controller.plain.sasl.jaas.config=$jaas
 EOF
 		fi
 		if ((sasl_ssl)); then
+			# OAUTHBEARER with Kafka's default server callback, the
+			# unsecured validator: it accepts unsigned JWTs (alg none)
+			# and takes the principal from "sub"; the OIDC test mints
+			# them from its own token endpoint.
 			cat <<EOF
-listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512,PLAIN
+listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512,PLAIN,OAUTHBEARER
+listener.name.sasl_ssl.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;
 listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$plain_user="$plain_pass" user_$acl_user="$acl_pass";
