@@ -2,7 +2,6 @@ package accumulator
 
 import (
 	"context"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -218,7 +217,7 @@ func (t *Topic[C, P, B]) Park(ctx context.Context, ts int64, key, value []byte, 
 	var spare []byte
 	spareCredit := 0
 	for {
-		t.lockToPark()
+		t.mu.Lock()
 		if !t.parking.Load() && t.parts.Load() != nil {
 			t.mu.Unlock()
 			a.cfg.Pool.Release(spare)
@@ -355,37 +354,6 @@ func (t *Topic[C, P, B]) MoveParked(place func(r ParkedRecord) (*Partition[C, P,
 		t.popLocked()
 		t.mu.Unlock()
 	}
-}
-
-// parkSpin is how long Park tries for the topic's lock before it sleeps
-// until the lock is free.
-const parkSpin = 20 * time.Microsecond
-
-// lockToPark takes the topic's lock for Park. The lock is held briefly
-// (a record's park, or by the IO goroutine a record's move), but
-// sync.Mutex spins only about a microsecond before the waiter sleeps, and
-// a sleeping Send is woken, on a busy machine, only when the OS next
-// schedules its thread: up to a scheduler tick (4 ms on the test VM).
-// Sends that kept parking while MoveParked moved records slept there tens
-// to hundreds of times per 100 000 Sends; trying for parkSpin first
-// leaves a few. Only with more than one P: with one, the holder cannot
-// run while Park spins.
-func (t *Topic[C, P, B]) lockToPark() {
-	if t.mu.TryLock() {
-		return
-	}
-	if runtime.GOMAXPROCS(0) > 1 {
-		start := time.Now()
-		for i := 1; ; i++ {
-			if t.mu.TryLock() {
-				return
-			}
-			if i%64 == 0 && time.Since(start) > parkSpin {
-				break
-			}
-		}
-	}
-	t.mu.Lock()
 }
 
 // ExpireParked fails, with fail, every record parked at or before deadline

@@ -23,7 +23,7 @@ func readThreadCounters(c *threadCounters) {
 		*c = threadCounters{}
 		return
 	}
-	*c = threadCounters{vcsw: ru.Nvcsw, ivcsw: ru.Nivcsw, minflt: ru.Minflt}
+	*c = threadCounters{vcsw: int64(ru.Nvcsw), ivcsw: int64(ru.Nivcsw), minflt: int64(ru.Minflt)} // int32 on 32-bit Linux
 }
 
 // cpuTimes returns the CPU time of the whole process and of the calling

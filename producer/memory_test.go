@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -48,7 +49,7 @@ func TestParkedRecordTakesLittlePoolMemory(t *testing.T) {
 func TestHugeBatchSizeIsNeverAllocatedUpFront(t *testing.T) {
 	c := newCluster(t, testbroker.Config{})
 	require.NoError(t, c.CreateTopic("known", 1))
-	p := newProducer(t, c, Config{BatchSize: 1 << 40, BufferMemory: 1 << 41, MaxRequestSize: 1 << 20})
+	p := newProducer(t, c, Config{BatchSize: min(1<<40, math.MaxInt/4), BufferMemory: 2 * min(1<<40, math.MaxInt/4), MaxRequestSize: 1 << 20})
 	var fs []*Future
 	for _, topic := range []string{"known", "late"} {
 		for range 10 {

@@ -2,6 +2,7 @@ package producer
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -51,7 +52,7 @@ func TestStickySwitchesAfterBatchSizeBytes(t *testing.T) {
 func TestStickyLargeRecordSwitchesAtOnce(t *testing.T) {
 	sp := newStickyPartitioner(16384)
 	p := sp.partition(3, nil)
-	sp.appended(p, 1<<40, 3, nil)
+	sp.appended(p, math.MaxInt/2, 3, nil)
 	assert.Zero(t, stickyProduced(sp))
 }
 

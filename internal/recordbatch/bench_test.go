@@ -62,7 +62,7 @@ func benchBuilder(b *testing.B) Builder {
 	bl.Reset(make([]byte, 0, benchBatchSize))
 	for i := 0; ; i++ {
 		key := fmt.Appendf(nil, "user-%d", i%50)
-		value := fmt.Appendf(nil, `{"user":%d,"event":"page_view","path":"/products/%d","ts":%d,"ok":true}`, i%50, i%17, 1_700_000_000_000+i)
+		value := fmt.Appendf(nil, `{"user":%d,"event":"page_view","path":"/products/%d","ts":%d,"ok":true}`, i%50, i%17, int64(1_700_000_000_000)+int64(i))
 		if !bl.Append(1_700_000_000_000+int64(i), key, value, []Header{{Key: "trace", Value: fmt.Appendf(nil, "%08x", i)}}) {
 			break
 		}
