@@ -136,6 +136,7 @@ func TestOIDCTokenRefreshAcrossReauthentication(t *testing.T) {
 		"sasl.login.refresh.window.jitter":                  "0",
 		"sasl.login.refresh.min.period.seconds":             "0",
 		"sasl.login.refresh.buffer.seconds":                 "0",
+		"sasl.login.retry.backoff.max.ms":                   "300", // a background refresh ends soon after the endpoint closes (goleak)
 		"linger.ms":                                         "0",
 	})
 	require.NoError(t, err)

@@ -454,8 +454,8 @@ func (s *tokenSource) refreshInBackground() {
 
 // run does the fetch of flight f and records its outcome. caller says
 // whether ctx is a caller's (its end then abandons the fetch) or the
-// background refresh's own. A panic of the HTTP client clears the flight,
-// fails it and goes on.
+// background refresh's own. A panic of the HTTP client (or a
+// runtime.Goexit) clears the flight and fails it; the panic goes on.
 func (s *tokenSource) run(ctx context.Context, f *tokenFlight, caller bool) (tok string, err error) {
 	finished := false
 	defer func() {
@@ -464,8 +464,13 @@ func (s *tokenSource) run(ctx context.Context, f *tokenFlight, caller bool) (tok
 		}
 		r := recover()
 		perr := &TokenEndpointError{URL: s.printURL, Err: fmt.Errorf("the HTTP client panicked: %s", s.cleanText(fmt.Sprint(r), 200))}
+		if r == nil {
+			perr.Err = errors.New("the fetch's goroutine exited (runtime.Goexit)")
+		}
 		s.finish(f, "", time.Time{}, perr, false)
-		panic(r)
+		if r != nil {
+			panic(r)
+		}
 	}()
 	tok, expires, err := s.fetch(ctx)
 	finished = true

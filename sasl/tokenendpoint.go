@@ -150,19 +150,18 @@ func (s *tokenSource) withContext(cause, ctxErr error) error {
 // transient.
 func (s *tokenSource) attempt(ctx context.Context) (tok string, expires time.Time, retry bool, e *TokenEndpointError) {
 	e = &TokenEndpointError{URL: s.printURL}
+	callerCtx := ctx
 	if s.attemptTimeout > 0 {
 		// Connecting, the headers and the body: a slow drip does not
 		// hold the fetch beyond the timeouts.
 		var cancel context.CancelFunc
-		callerCtx := ctx
 		ctx, cancel = context.WithTimeout(ctx, s.attemptTimeout)
 		defer cancel()
-		defer func() {
-			if e != nil && ctx.Err() != nil && callerCtx.Err() == nil {
-				e.Err = fmt.Errorf("no complete answer within %v (connect and read timeouts)", s.attemptTimeout)
-				retry = true
-			}
-		}()
+	}
+	// timedOut: the attempt's own deadline, not the caller's, ended it.
+	timedOut := func() bool { return ctx.Err() != nil && callerCtx.Err() == nil }
+	errTimeout := func() error {
+		return fmt.Errorf("no complete answer within %v (connect and read timeouts)", s.attemptTimeout)
 	}
 	form := "grant_type=client_credentials"
 	if s.scope != "" {
@@ -184,6 +183,10 @@ func (s *tokenSource) attempt(ctx context.Context) (tok string, expires time.Tim
 		if errors.As(err, &ue) {
 			err = ue.Err // its text repeats the URL
 		}
+		if timedOut() {
+			e.Err = errTimeout()
+			return "", time.Time{}, true, e
+		}
 		e.Err = s.clean(err)
 		return "", time.Time{}, !permanentNetError(err), e
 	}
@@ -194,6 +197,9 @@ func (s *tokenSource) attempt(ctx context.Context) (tok string, expires time.Tim
 	case len(body) > maxTokenAnswer:
 		e.Err = errors.New("the answer is larger than 1 MiB")
 		return "", time.Time{}, false, e
+	case err != nil && timedOut():
+		e.Err = errTimeout()
+		return "", time.Time{}, true, e
 	case err != nil:
 		e.Err = s.clean(err)
 		return "", time.Time{}, true, e
