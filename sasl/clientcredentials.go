@@ -1,6 +1,7 @@
 package sasl
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/base64"
@@ -285,9 +286,11 @@ func secretForms(id, secret, sentID, sentSecret string, u *url.URL) (exact, fold
 			fold = append(fold, enc)
 		}
 	}
-	// Longest first, so that no shorter form cuts a longer one in two.
-	slices.SortFunc(exact, func(a, b string) int { return len(b) - len(a) })
-	slices.SortFunc(fold, func(a, b string) int { return len(b) - len(a) })
+	// Longest first, so that no shorter form cuts a longer one in two;
+	// equal forms side by side, for Compact.
+	longestFirst := func(a, b string) int { return cmp.Or(len(b)-len(a), strings.Compare(a, b)) }
+	slices.SortFunc(exact, longestFirst)
+	slices.SortFunc(fold, longestFirst)
 	return slices.Compact(exact), slices.Compact(fold)
 }
 
