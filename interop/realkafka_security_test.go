@@ -83,6 +83,7 @@ func TestRealKafkaSASLSSL(t *testing.T) {
 			fmt.Fprintf(w, `{"access_token":%q,"token_type":"Bearer","expires_in":3600}`, jwt)
 		}))
 		t.Cleanup(idp.Close)
+		t.Setenv(producer.EnvAllowedTokenURLs, idp.URL+"/token") // as Kafka 4's allowed.urls
 		cfg, err := producer.ConfigFromProperties(map[string]string{
 			"bootstrap.servers":                   brokers,
 			"security.protocol":                   "SASL_SSL",

@@ -56,6 +56,7 @@ func TestOIDCLoginFromProperties(t *testing.T) {
 	idp.TLS = srv
 	idp.StartTLS()
 	t.Cleanup(idp.Close)
+	t.Setenv(producer.EnvAllowedTokenURLs, "https://other.example/token, "+idp.URL+"/oauth2/token")
 
 	props := map[string]string{
 		"bootstrap.servers":                   cl.ListenerAddrs(testbroker.SASLSSL)[0],
@@ -123,6 +124,7 @@ func TestOIDCTokenRefreshAcrossReauthentication(t *testing.T) {
 		fmt.Fprintf(w, `{"access_token":"oidc-tok-%d","expires_in":1}`, n)
 	}))
 	t.Cleanup(idp.Close)
+	t.Setenv(producer.EnvAllowedTokenURLs, idp.URL)
 	cfg, err := producer.ConfigFromProperties(map[string]string{
 		"bootstrap.servers":                                 cl.ListenerAddrs(testbroker.SASLPlaintext)[0],
 		"security.protocol":                                 "SASL_PLAINTEXT",
@@ -134,6 +136,7 @@ func TestOIDCTokenRefreshAcrossReauthentication(t *testing.T) {
 		"sasl.login.refresh.window.jitter":                  "0",
 		"sasl.login.refresh.min.period.seconds":             "0",
 		"sasl.login.refresh.buffer.seconds":                 "0",
+		"sasl.login.retry.backoff.max.ms":                   "300", // a background refresh ends soon after the endpoint closes (goleak)
 		"linger.ms":                                         "0",
 	})
 	require.NoError(t, err)

@@ -73,7 +73,11 @@ import (
 //	                                        with clientId, clientSecret, scope and extension_NAME options
 //	sasl.oauthbearer.token.endpoint.url     OAUTHBEARER by the OIDC client credentials grant (KIP-768):
 //	                                        https://, http://, or file: (a file holding the token, read
-//	                                        again when it changes); see sasl.ClientCredentials
+//	                                        again when it changes); see sasl.ClientCredentials. Only a
+//	                                        URL listed in the environment variable
+//	                                        SAMSA_OAUTHBEARER_ALLOWED_URLS (EnvAllowedTokenURLs) is
+//	                                        taken, as Kafka 4.0+ asks of the system property
+//	                                        org.apache.kafka.sasl.oauthbearer.allowed.urls
 //	sasl.oauthbearer.client.credentials.client.id,
 //	  ...client.secret, sasl.oauthbearer.scope
 //	                                        Kafka 4.1's keys for clientId, clientSecret and scope (they

@@ -3,8 +3,10 @@ package producer
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"math"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -21,11 +23,36 @@ const (
 	keyScope        = "sasl.oauthbearer.scope"
 	keyURLEncode    = "sasl.oauthbearer.header.urlencode"
 	keyLoginHandler = "sasl.login.callback.handler.class"
+
+	// EnvAllowedTokenURLs names the environment variable that lists, comma
+	// separated, the values of sasl.oauthbearer.token.endpoint.url that
+	// ConfigFromProperties accepts: each is compared with the property's
+	// value, both trimmed of spaces, and must match exactly. Unset or
+	// empty, no URL is accepted. This mirrors Kafka 4.0+'s JVM system
+	// property org.apache.kafka.sasl.oauthbearer.allowed.urls
+	// (CVE-2025-27817): properties may come from someone who must not
+	// choose where the client's credentials go or which local file is sent
+	// to the brokers as a token. Code that calls sasl.ClientCredentials
+	// itself is trusted and not checked.
+	EnvAllowedTokenURLs = "SAMSA_OAUTHBEARER_ALLOWED_URLS"
+	// javaAllowedURLs is Kafka's equivalent, for the error.
+	javaAllowedURLs = "org.apache.kafka.sasl.oauthbearer.allowed.urls"
 )
 
+// tokenURLAllowed reports whether the token URL is listed in
+// EnvAllowedTokenURLs, by Kafka's rule (split on commas, trim, exact).
+func tokenURLAllowed(tokenURL string) bool {
+	for allowed := range strings.SplitSeq(os.Getenv(EnvAllowedTokenURLs), ",") {
+		if a := strings.TrimSpace(allowed); a != "" && a == tokenURL {
+			return true
+		}
+	}
+	return false
+}
+
 // oauthKeys are the OAUTHBEARER login keys (true: a secret). They are
-// parsed whenever set, and reported as ignored unless they configure a
-// login.
+// parsed only when they configure a login; otherwise they are reported
+// as ignored, whatever their values.
 var oauthKeys = map[string]bool{
 	keyTokenURL:                             false,
 	keyClientID:                             false,
@@ -53,27 +80,35 @@ var loginHandlers = map[string]bool{
 // reporting bad values through fail. Java's 0 means none (no timeout, no
 // wait, no minimum), which ClientCredentialsConfig spells negative.
 func (sp *securityProps) oauthTuning(cfg *sasl.ClientCredentialsConfig, fail func(key, format string, args ...any)) {
-	dur := func(key string, unit time.Duration, hi int64, dst *time.Duration) {
+	// The bounds are Java's ConfigDef's: a range where it has one (the
+	// refresh keys), else the type's (INT, LONG). A value Java takes and
+	// that cannot be a wait (negative) counts as 0, none.
+	dur := func(key string, unit time.Duration, lo, hi int64, ranged bool, dst *time.Duration) {
 		v, set := sp.v[key]
 		if !set {
 			return
 		}
 		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-		if err != nil || n < 0 || n > hi {
-			fail(key, "%q is not an integer in [0, %d]", v, hi)
+		if err != nil || n < lo || n > hi {
+			what := "an integer"
+			if ranged {
+				what = fmt.Sprintf("an integer in [%d, %d]", lo, hi)
+			}
+			fail(key, "%q is not %s", v, what)
 			return
 		}
+		n = min(n, math.MaxInt64/int64(unit))
 		*dst = time.Duration(n) * unit
-		if n == 0 {
+		if n <= 0 {
 			*dst = -1
 		}
 	}
-	dur("sasl.login.connect.timeout.ms", time.Millisecond, math.MaxInt32, &cfg.ConnectTimeout)
-	dur("sasl.login.read.timeout.ms", time.Millisecond, math.MaxInt32, &cfg.ReadTimeout)
-	dur("sasl.login.retry.backoff.ms", time.Millisecond, math.MaxInt64/int64(time.Millisecond), &cfg.RetryBackoff)
-	dur("sasl.login.retry.backoff.max.ms", time.Millisecond, math.MaxInt64/int64(time.Millisecond), &cfg.RetryBackoffMax)
-	dur("sasl.login.refresh.min.period.seconds", time.Second, 900, &cfg.RefreshMinPeriod)
-	dur("sasl.login.refresh.buffer.seconds", time.Second, 3600, &cfg.RefreshBuffer)
+	dur("sasl.login.connect.timeout.ms", time.Millisecond, math.MinInt32, math.MaxInt32, false, &cfg.ConnectTimeout)
+	dur("sasl.login.read.timeout.ms", time.Millisecond, math.MinInt32, math.MaxInt32, false, &cfg.ReadTimeout)
+	dur("sasl.login.retry.backoff.ms", time.Millisecond, math.MinInt64, math.MaxInt64, false, &cfg.RetryBackoff)
+	dur("sasl.login.retry.backoff.max.ms", time.Millisecond, math.MinInt64, math.MaxInt64, false, &cfg.RetryBackoffMax)
+	dur("sasl.login.refresh.min.period.seconds", time.Second, 0, 900, true, &cfg.RefreshMinPeriod)
+	dur("sasl.login.refresh.buffer.seconds", time.Second, 0, 3600, true, &cfg.RefreshBuffer)
 	share := func(key string, lo, hi float64, dst *float64) {
 		v, set := sp.v[key]
 		if !set {
@@ -135,9 +170,15 @@ func (sp *securityProps) clientCredentials(mkey string, jaas *jaasConfig, caPEM 
 	if h, set := sp.v[keyLoginHandler]; set && h != "" && !loginHandlers[h] {
 		bad(keyLoginHandler, "%q cannot be loaded in Go: with %s samsa logs in as Kafka's OAuthBearerLoginCallbackHandler does; for another login set Config.SASL in code", h, keyTokenURL)
 	}
-	// Kafka 4.1's keys first, then the JAAS options (Java's precedence).
+	// Kafka 4.1's keys first, then the JAAS options (Java's precedence:
+	// a key that is set wins even when empty, and an empty client id or
+	// secret then fails, as in Java, rather than fall back to JAAS).
+	var empty []string
 	pick := func(key, option string) string {
 		if v, set := sp.v[key]; set {
+			if strings.TrimSpace(v) == "" {
+				empty = append(empty, key)
+			}
 			return strings.TrimSpace(v)
 		}
 		return jaas.options[option]
@@ -170,7 +211,14 @@ func (sp *securityProps) clientCredentials(mkey string, jaas *jaasConfig, caPEM 
 	case u.Host == "":
 		bad(keyTokenURL, "has no host")
 	case cfg.ClientID == "" || cfg.ClientSecret == "":
-		bad(mkey, "OAUTHBEARER with %s needs a client id and secret: clientId and clientSecret in sasl.jaas.config, or %s and %s", keyTokenURL, keyClientID, keyClientSecret)
+		why := ""
+		if len(empty) > 0 {
+			why = fmt.Sprintf(" (%s set but empty, which overrides the JAAS option as in Java: remove it or give a value)", strings.Join(empty, " and "))
+		}
+		bad(mkey, "OAUTHBEARER with %s needs a client id and secret: clientId and clientSecret in sasl.jaas.config, or %s and %s%s", keyTokenURL, keyClientID, keyClientSecret, why)
+	}
+	if ok && !tokenURLAllowed(cfg.TokenURL) {
+		bad(keyTokenURL, "is not allowed: list it in the environment variable %s (comma-separated, exact match; Kafka 4.0+'s equivalent is the JVM system property %s)", EnvAllowedTokenURLs, javaAllowedURLs)
 	}
 	if !ok {
 		return nil, false

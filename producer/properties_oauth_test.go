@@ -66,6 +66,7 @@ func TestOAuthPropertiesMapping(t *testing.T) {
 	p := newOAuthIDP(t)
 	tokenFile := filepath.Join(t.TempDir(), "token.jwt")
 	require.NoError(t, os.WriteFile(tokenFile, []byte("file-token\n"), 0o600))
+	t.Setenv(EnvAllowedTokenURLs, p.srv.URL+"/token, file://"+tokenFile)
 	props := func(kv ...string) map[string]string {
 		return propsWith(map[string]string{
 			"bootstrap.servers": "k:9093", "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
@@ -131,6 +132,7 @@ func TestOAuthPropertiesMapping(t *testing.T) {
 }
 
 func TestOAuthPropertiesErrors(t *testing.T) {
+	t.Setenv(EnvAllowedTokenURLs, "https://idp.example/token")
 	props := func(kv ...string) map[string]string {
 		return propsWith(map[string]string{
 			"bootstrap.servers": "k:9093", "security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
@@ -158,8 +160,9 @@ func TestOAuthPropertiesErrors(t *testing.T) {
 		{"buffer", props("sasl.login.refresh.buffer.seconds", "-1"), []string{"sasl.login.refresh.buffer.seconds"}},
 		{"connect timeout", props("sasl.login.connect.timeout.ms", "soon"), []string{"sasl.login.connect.timeout.ms"}},
 		{"urlencode", props(keyURLEncode, "maybe"), []string{keyURLEncode + `: "maybe" is not true or false`}},
-		{"bad tuning without a login", props("sasl.mechanism", "PLAIN", "sasl.jaas.config", "", "sasl.username", "u", "sasl.password", "p-SECRET",
-			"sasl.login.retry.backoff.ms", "x"), []string{"sasl.login.retry.backoff.ms"}},
+		{"retry backoff not a number", props("sasl.login.retry.backoff.ms", "x"), []string{`sasl.login.retry.backoff.ms: "x" is not an integer`}},
+		{"read timeout beyond INT", props("sasl.login.read.timeout.ms", "2147483648"), []string{"sasl.login.read.timeout.ms"}},
+		{"empty Kafka 4.1 client id", props(keyClientID, " "), []string{keyClientID + " set but empty"}},
 		{"typo", props("sasl.oauthbearer.token.endpoint.ulr", "https://x"), []string{"did you mean " + keyTokenURL}},
 	}
 	for _, tc := range tests {
@@ -171,6 +174,70 @@ func TestOAuthPropertiesErrors(t *testing.T) {
 			}
 			assert.NotContains(t, err.Error(), "SECRET")
 		})
+	}
+}
+
+// TestOAuthPropertiesAllowedURLs: a token URL from properties is taken
+// only when SAMSA_OAUTHBEARER_ALLOWED_URLS lists it exactly, as Kafka 4.0+
+// does with org.apache.kafka.sasl.oauthbearer.allowed.urls: unset, empty,
+// another URL, a prefix or a different case are refused, file: URLs
+// included.
+func TestOAuthPropertiesAllowedURLs(t *testing.T) {
+	const tokenURL = "https://idp.example/oauth2/token"
+	props := func(u string) map[string]string {
+		return map[string]string{
+			"bootstrap.servers": "k:9093", "security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
+			keyTokenURL: u, "sasl.jaas.config": oauthJAAS,
+		}
+	}
+	tests := []struct {
+		name, env, url string
+		ok             bool
+	}{
+		{"unset", "", tokenURL, false},
+		{"listed", tokenURL, tokenURL, true},
+		{"listed among others, with spaces", " https://a.example/t , " + tokenURL + " ,", tokenURL, true},
+		{"the property's spaces", tokenURL, " " + tokenURL + " ", true},
+		{"another URL", "https://a.example/t", tokenURL, false},
+		{"a prefix", "https://idp.example/", tokenURL, false},
+		{"another case", strings.ToUpper(tokenURL), tokenURL, false},
+		{"an attacker's host", tokenURL, "https://attacker.example/oauth2/token", false},
+		{"a local file", tokenURL, "file:///var/run/secrets/kubernetes.io/serviceaccount/token", false},
+		{"a listed file", "file:///run/token", "file:///run/token", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(EnvAllowedTokenURLs, tc.env)
+			cfg, err := ConfigFromProperties(props(tc.url))
+			if tc.ok {
+				require.NoError(t, err)
+				assert.Equal(t, "OAUTHBEARER", cfg.SASL.Name())
+				return
+			}
+			require.ErrorIs(t, err, ErrInvalidConfig)
+			for _, want := range []string{keyTokenURL + ": is not allowed", EnvAllowedTokenURLs, "org.apache.kafka.sasl.oauthbearer.allowed.urls"} {
+				assert.Contains(t, err.Error(), want)
+			}
+		})
+	}
+}
+
+// TestOAuthPropertiesTuningRanges: the login's timing keys take what
+// Java's ConfigDef takes: any INT or LONG for the timeouts and backoffs
+// (a negative one counts as 0, none), the ranges of the refresh keys.
+func TestOAuthPropertiesTuningRanges(t *testing.T) {
+	t.Setenv(EnvAllowedTokenURLs, "https://idp.example/token")
+	for _, kv := range [][2]string{
+		{"sasl.login.retry.backoff.ms", "-1"}, {"sasl.login.retry.backoff.max.ms", "-100"},
+		{"sasl.login.connect.timeout.ms", "-5"}, {"sasl.login.read.timeout.ms", "-2147483648"},
+		{"sasl.login.retry.backoff.max.ms", "9223372036854775807"},
+		{"sasl.login.refresh.min.period.seconds", "900"}, {"sasl.login.refresh.buffer.seconds", "3600"},
+	} {
+		_, err := ConfigFromProperties(map[string]string{
+			"bootstrap.servers": "k:9093", "security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
+			keyTokenURL: "https://idp.example/token", "sasl.jaas.config": oauthJAAS, kv[0]: kv[1],
+		})
+		assert.NoError(t, err, "%s=%s", kv[0], kv[1])
 	}
 }
 
@@ -197,4 +264,16 @@ func TestOAuthPropertiesWithoutLogin(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "PLAIN", cfg.SASL.Name())
 	assert.ElementsMatch(t, []string{keyTokenURL, "sasl.login.retry.backoff.ms"}, cfg.ignoredProps)
+
+	// Their values do not matter then: not parsed, only logged.
+	bad := map[string]string{"sasl.login.retry.backoff.ms": "x", "sasl.login.refresh.window.factor": "0.3", keyURLEncode: "yes",
+		"sasl.login.refresh.buffer.seconds": "-1"}
+	props := map[string]string{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "u", "sasl.password": "p"}
+	for k, v := range bad {
+		props[k] = v
+	}
+	cfg, err = ConfigFromProperties(props)
+	require.NoError(t, err)
+	assert.Equal(t, "PLAIN", cfg.SASL.Name())
+	assert.ElementsMatch(t, []string{"sasl.login.retry.backoff.ms", "sasl.login.refresh.window.factor", keyURLEncode, "sasl.login.refresh.buffer.seconds"}, cfg.ignoredProps)
 }

@@ -120,8 +120,8 @@ func (sp *securityProps) apply(c *Config, fail func(key, format string, args ...
 	if sp.login {
 		return nil
 	}
-	// Still parsed, so that a bad value does not pass silently.
-	sp.oauthTuning(&sasl.ClientCredentialsConfig{}, fail)
+	// Not parsed: as in Java, keys of a login that is not built are
+	// accepted whatever their values (and logged as ignored).
 	return sp.oauthIgnored()
 }
 

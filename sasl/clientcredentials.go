@@ -1,8 +1,10 @@
 package sasl
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"maps"
@@ -51,6 +53,12 @@ type ClientCredentialsConfig struct {
 	// Kafka allows: the file is read again whenever its size or
 	// modification time changes, and ClientID, ClientSecret, Scope and
 	// the HTTP settings are not used. Required.
+	//
+	// ClientCredentials trusts TokenURL: it sends the client's
+	// credentials there, or reads the file it names and sends its
+	// content to the brokers as a bearer token. Code that takes the URL
+	// from someone else must check it first, as
+	// producer.ConfigFromProperties does (SAMSA_OAUTHBEARER_ALLOWED_URLS).
 	TokenURL string
 	// ClientID and ClientSecret authenticate the client to the endpoint
 	// in an Authorization: Basic header (JAAS clientId and clientSecret,
@@ -76,10 +84,12 @@ type ClientCredentialsConfig struct {
 	// HTTPClient sends the token requests. Default: a client of its own
 	// that verifies the endpoint against TLS (or the system's roots),
 	// takes the proxy from the environment (HTTPS_PROXY, NO_PROXY),
-	// bounds connecting by ConnectTimeout and waiting for the answer's
-	// headers by ReadTimeout, keeps no idle connection (nothing is left
-	// running between fetches), and follows no redirect (a redirect fails
-	// the request, so the credentials never go to another host).
+	// bounds connecting by ConnectTimeout and waiting for the answer by
+	// ReadTimeout, keeps no idle connection (nothing is left running
+	// between fetches), and follows no redirect (a redirect fails the
+	// request, so the credentials never go to another host). A panic of
+	// HTTPClient fails the fetch and goes on up the caller's goroutine; in
+	// a background refresh it only fails that refresh.
 	HTTPClient *http.Client
 	// TLS is the TLS configuration of the default client, for an
 	// endpoint whose certificate a private CA signed (set RootCAs; nil
@@ -90,8 +100,10 @@ type ClientCredentialsConfig struct {
 	// has none); ignored with HTTPClient.
 	ConnectTimeout time.Duration
 	// ReadTimeout bounds waiting for the endpoint's answer once the
-	// request is sent (sasl.login.read.timeout.ms), per attempt. Default
-	// 10s (Kafka has none); ignored with HTTPClient.
+	// request is sent (sasl.login.read.timeout.ms), per attempt: its
+	// headers, and with ConnectTimeout the whole attempt, body included
+	// (an attempt gets ConnectTimeout + ReadTimeout, when neither is
+	// none). Default 10s (Kafka has none); ignored with HTTPClient.
 	ReadTimeout time.Duration
 	// RetryBackoff is the wait after the first failed attempt that may be
 	// transient (no answer, or an HTTP status other than the permanent
@@ -163,11 +175,22 @@ func (c ClientCredentialsConfig) Format(f fmt.State, verb rune) { fmt.Fprint(f, 
 // Java's refreshing login does. The lifetime is the answer's expires_in,
 // or the token's own exp claim (a JWT's, read but not verified) when it
 // is sooner or expires_in is missing; a token with neither is used for
-// RefreshMinPeriod (60s by default). Callers that come while a fetch runs
-// wait for it rather than send a request of their own, and while the
-// cached token is still valid they keep using it during a refresh; a
-// refresh that fails leaves the cached token in use until it expires (the
-// next try comes after RetryBackoffMax).
+// RefreshMinPeriod (60s by default).
+//
+// A caller never waits for a refresh while the cached token is valid:
+// the first caller after the refresh time starts the fetch on a goroutine
+// of the source's own and gets the cached token at once, as Java's
+// refreshing login thread does (so a connection re-authenticating,
+// KIP-368, does not hold its requests for the endpoint's round trip).
+// That goroutine ends by RetryBackoffMax + ConnectTimeout + ReadTimeout
+// (their defaults when none or with HTTPClient), whether or not the
+// source is used again; no goroutine runs between fetches. A refresh
+// that fails leaves the cached token in use until it expires (the next
+// try comes after RetryBackoffMax, at least a second). Only a caller
+// without a valid token blocks: it fetches with its own context, and
+// callers that come meanwhile wait for that fetch rather than send a
+// request of their own; if it fails because its caller's context ended,
+// a waiter with time left fetches.
 //
 // Errors: ClientCredentials returns one for an invalid configuration (a
 // TokenURL that is not https, http or file, missing credentials, bad
@@ -196,7 +219,7 @@ func ClientCredentials(cfg ClientCredentialsConfig) (func(context.Context) (Toke
 	case "file":
 		path, err := filePath(u)
 		if err != nil {
-			return nil, fmt.Errorf("sasl: ClientCredentials: TokenURL %q: %w", raw, err)
+			return nil, fmt.Errorf("sasl: ClientCredentials: TokenURL %q: %w", redactURL(raw), err)
 		}
 		fs := &fileToken{path: path, ext: ext}
 		return fs.token, nil
@@ -218,28 +241,62 @@ func ClientCredentials(cfg ClientCredentialsConfig) (func(context.Context) (Toke
 	if cfg.URLEncodeCredentials {
 		s.id, s.secret = url.QueryEscape(s.id), url.QueryEscape(s.secret)
 	}
-	s.secrets = []string{cfg.ClientSecret, url.QueryEscape(cfg.ClientSecret)}
+	s.secrets, s.foldSecrets = secretForms(cfg.ClientID, cfg.ClientSecret, s.id, s.secret, u)
 	if err := s.settings(cfg); err != nil {
 		return nil, fmt.Errorf("sasl: ClientCredentials: %w", err)
 	}
+	connect, read := tokenTimeout(cfg.ConnectTimeout, defaultTokenConnectTimeout), tokenTimeout(cfg.ReadTimeout, defaultTokenReadTimeout)
 	s.client = cfg.HTTPClient
 	if s.client == nil {
-		s.client = defaultTokenClient(cfg)
+		s.client = defaultTokenClient(cfg.TLS, connect, read)
+		if connect > 0 && read > 0 {
+			s.attemptTimeout = connect + read
+		}
 	}
+	// A background refresh may take the retries' budget plus one last
+	// attempt; a timeout set to none counts as its default here.
+	if connect <= 0 || cfg.HTTPClient != nil {
+		connect = defaultTokenConnectTimeout
+	}
+	if read <= 0 || cfg.HTTPClient != nil {
+		read = defaultTokenReadTimeout
+	}
+	s.refreshBudget = s.backoffMax + connect + read
 	return s.token, nil
+}
+
+// secretForms are the texts an error must never show: the secret as
+// given, as sent and percent-encoded (query and path style), the Basic
+// header's base64 of id:secret (as sent and as given, padded or not), and
+// the password and query of the token URL. The second list holds the
+// percent-encoded forms, matched in any case (%2f is %2F).
+func secretForms(id, secret, sentID, sentSecret string, u *url.URL) (exact, fold []string) {
+	exact = []string{secret, sentSecret}
+	for _, pair := range []string{sentID + ":" + sentSecret, id + ":" + secret} {
+		exact = append(exact, base64.StdEncoding.EncodeToString([]byte(pair)), base64.RawStdEncoding.EncodeToString([]byte(pair)))
+	}
+	if p, ok := u.User.Password(); ok && p != "" {
+		exact = append(exact, p)
+	}
+	if u.RawQuery != "" {
+		exact = append(exact, u.RawQuery)
+	}
+	for _, enc := range []string{url.QueryEscape(secret), url.PathEscape(secret), strings.ReplaceAll(url.QueryEscape(secret), "+", "%20")} {
+		if enc != secret {
+			fold = append(fold, enc)
+		}
+	}
+	// Longest first, so that no shorter form cuts a longer one in two;
+	// equal forms side by side, for Compact.
+	longestFirst := func(a, b string) int { return cmp.Or(len(b)-len(a), strings.Compare(a, b)) }
+	slices.SortFunc(exact, longestFirst)
+	slices.SortFunc(fold, longestFirst)
+	return slices.Compact(exact), slices.Compact(fold)
 }
 
 // settings resolves the retry and refresh settings of cfg into s.
 func (s *tokenSource) settings(cfg ClientCredentialsConfig) error {
-	dur := func(v, def time.Duration) time.Duration {
-		switch {
-		case v == 0:
-			return def
-		case v < 0:
-			return 0
-		}
-		return v
-	}
+	dur := tokenTimeout
 	s.backoff = dur(cfg.RetryBackoff, defaultTokenRetryBackoff)
 	s.backoffMax = dur(cfg.RetryBackoffMax, defaultTokenRetryMax)
 	s.minPeriod = dur(cfg.RefreshMinPeriod, defaultRefreshMinPeriod)
@@ -264,19 +321,21 @@ func (s *tokenSource) settings(cfg ClientCredentialsConfig) error {
 	return nil
 }
 
-// defaultTokenClient is the HTTP client of a source without HTTPClient.
-func defaultTokenClient(cfg ClientCredentialsConfig) *http.Client {
-	timeout := func(v, def time.Duration) time.Duration {
-		switch {
-		case v == 0:
-			return def
-		case v < 0:
-			return 0 // none
-		}
-		return v
+// tokenTimeout resolves a timeout of ClientCredentialsConfig: 0 is def,
+// a negative value none (0).
+func tokenTimeout(v, def time.Duration) time.Duration {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 0
 	}
-	connect := timeout(cfg.ConnectTimeout, defaultTokenConnectTimeout)
-	tlsCfg := cfg.TLS
+	return v
+}
+
+// defaultTokenClient is the HTTP client of a source without HTTPClient.
+// The request's own deadline (attemptTimeout) bounds the body too.
+func defaultTokenClient(tlsCfg *tls.Config, connect, read time.Duration) *http.Client {
 	if tlsCfg != nil {
 		tlsCfg = tlsCfg.Clone()
 	}
@@ -284,7 +343,7 @@ func defaultTokenClient(cfg ClientCredentialsConfig) *http.Client {
 		Proxy:                 http.ProxyFromEnvironment,
 		TLSClientConfig:       tlsCfg,
 		TLSHandshakeTimeout:   connect,
-		ResponseHeaderTimeout: timeout(cfg.ReadTimeout, defaultTokenReadTimeout),
+		ResponseHeaderTimeout: read,
 		// A token is fetched once in many minutes: keeping the
 		// connection would only leave goroutines behind.
 		DisableKeepAlives: true,
@@ -304,12 +363,16 @@ type tokenSource struct {
 	// Fixed at construction.
 	url, printURL, scope string
 	id, secret           string   // as they go into the Basic header
-	secrets              []string // what errors must never show
+	secrets              []string // what errors must never show, exactly
+	foldSecrets          []string // the same, matched in any case (percent-encodings)
 	ext                  map[string]string
 	client               *http.Client
 	backoff, backoffMax  time.Duration
 	minPeriod, buffer    time.Duration
 	factor, jitter       float64
+	// attemptTimeout bounds one request, connecting, headers and body
+	// (0: none); refreshBudget bounds a background refresh.
+	attemptTimeout, refreshBudget time.Duration
 
 	mu      sync.Mutex
 	tok     string
@@ -329,13 +392,19 @@ type tokenFlight struct {
 	abandoned bool
 }
 
-// token is the source's func for OAuthBearer.
+// token is the source's func for OAuthBearer. While the cached token is
+// valid it is returned at once; when its refresh time has come, a
+// background fetch replaces it (see refreshInBackground). A caller blocks
+// only when there is no valid token: it fetches, or waits for the fetch
+// in progress.
 func (s *tokenSource) token(ctx context.Context) (Token, error) {
 	for {
 		s.mu.Lock()
 		now := time.Now()
-		valid := s.tok != "" && now.Before(s.expires)
-		if valid && (now.Before(s.refresh) || now.Before(s.next) || s.flight != nil) {
+		if s.tok != "" && now.Before(s.expires) {
+			if s.flight == nil && !now.Before(s.refresh) && !now.Before(s.next) {
+				s.refreshInBackground()
+			}
 			tok := s.tok
 			s.mu.Unlock()
 			return s.result(tok), nil
@@ -358,35 +427,86 @@ func (s *tokenSource) token(ctx context.Context) (Token, error) {
 		f := &tokenFlight{done: make(chan struct{})}
 		s.flight = f
 		s.mu.Unlock()
-
-		tok, expires, err := s.fetch(ctx)
-
-		s.mu.Lock()
-		s.flight = nil
-		now = time.Now()
-		switch {
-		case err == nil && expires.IsZero():
-			// No known lifetime: used for the minimum refresh period.
-			s.tok, s.next = tok, time.Time{}
-			s.expires = now.Add(s.minPeriod)
-			s.refresh = s.expires
-		case err == nil:
-			s.tok, s.expires, s.next = tok, expires, time.Time{}
-			s.refresh = s.refreshAt(now, expires)
-		case s.tok != "" && now.Before(s.expires):
-			// Keep the token that still works; try again later.
-			s.next = now.Add(max(s.backoffMax, s.backoff, time.Second))
-			tok, err = s.tok, nil
-		}
-		f.tok, f.err = tok, err
-		f.abandoned = err != nil && ctx.Err() != nil
-		close(f.done)
-		s.mu.Unlock()
+		tok, err := s.run(ctx, f, true)
 		if err != nil {
 			return Token{}, err
 		}
 		return s.result(tok), nil
 	}
+}
+
+// refreshInBackground starts the fetch of a new token while the cached
+// one stays in use, on a goroutine of its own, as Java's refreshing login
+// thread does: the caller (often a connection re-authenticating, KIP-368)
+// does not wait for the endpoint. s.mu is held. The goroutine is bounded
+// by refreshBudget, not by any caller: it ends by then even if the source
+// is never used again, and a source that is dropped leaves nothing behind
+// after that. A panic of the HTTP client there is recorded as the
+// refresh's failure (the cached token stays in use) instead of crashing
+// the program; a caller that later fetches itself meets it.
+func (s *tokenSource) refreshInBackground() {
+	f := &tokenFlight{done: make(chan struct{})}
+	s.flight = f
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.refreshBudget)
+		defer cancel()
+		defer func() { _ = recover() }() // run has recorded it
+		_, _ = s.run(ctx, f, false)
+	}()
+}
+
+// run does the fetch of flight f and records its outcome. caller says
+// whether ctx is a caller's (its end then abandons the fetch) or the
+// background refresh's own. A panic of the HTTP client (or a
+// runtime.Goexit) clears the flight and fails it; the panic goes on.
+func (s *tokenSource) run(ctx context.Context, f *tokenFlight, caller bool) (tok string, err error) {
+	finished := false
+	defer func() {
+		if finished {
+			return
+		}
+		r := recover()
+		perr := &TokenEndpointError{URL: s.printURL, Err: fmt.Errorf("the HTTP client panicked: %s", s.cleanText(fmt.Sprint(r), 200))}
+		if r == nil {
+			perr.Err = errors.New("the fetch's goroutine exited (runtime.Goexit)")
+		}
+		s.finish(f, "", time.Time{}, perr, false)
+		if r != nil {
+			panic(r)
+		}
+	}()
+	tok, expires, err := s.fetch(ctx)
+	finished = true
+	return s.finish(f, tok, expires, err, caller && err != nil && ctx.Err() != nil)
+}
+
+// finish records the outcome of flight f, ends it and returns what its
+// waiters get. abandoned: the caller's context ended the fetch.
+func (s *tokenSource) finish(f *tokenFlight, tok string, expires time.Time, err error, abandoned bool) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.flight = nil
+	now := time.Now()
+	switch {
+	case err == nil && expires.IsZero():
+		// No known lifetime: used for the minimum refresh period.
+		s.tok, s.next = tok, time.Time{}
+		s.expires = now.Add(s.minPeriod)
+		s.refresh = s.expires
+	case err == nil:
+		s.tok, s.expires, s.next = tok, expires, time.Time{}
+		s.refresh = s.refreshAt(now, expires)
+	case s.tok != "" && now.Before(s.expires):
+		// Keep the token that still works; try again later, unless the
+		// fetch only ended because its caller gave up.
+		if !abandoned {
+			s.next = now.Add(max(s.backoffMax, s.backoff, time.Second))
+		}
+		tok, err, abandoned = s.tok, nil, false
+	}
+	f.tok, f.err, f.abandoned = tok, err, abandoned
+	close(f.done)
+	return tok, err
 }
 
 // result is the Token handed to OAuthBearer: the value and a copy of the

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/samsa-go/samsa/sasl"
 )
@@ -176,9 +178,12 @@ func TestClientCredentialsRefreshesBeforeExpiry(t *testing.T) {
 				assert.EqualValues(t, 1, p.requests.Load())
 			}
 			time.Sleep(tc.after - time.Since(start))
-			next, err := src(context.Background())
-			require.NoError(t, err)
-			assert.NotEqual(t, first.Value, next.Value)
+			// A refresh while the token is valid runs in the background:
+			// the new token comes soon after, from one request.
+			require.Eventually(t, func() bool {
+				next, err := src(context.Background())
+				return err == nil && next.Value != first.Value
+			}, 2*time.Second, 10*time.Millisecond)
 			assert.EqualValues(t, 2, p.requests.Load())
 		})
 	}
@@ -204,11 +209,131 @@ func TestClientCredentialsRefreshFailureKeepsToken(t *testing.T) {
 	tok, err := src(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, "tok-1", tok.Value)
-	assert.Greater(t, p.requests.Load(), int64(1), "a refresh was tried")
+	require.Eventually(t, func() bool { return p.requests.Load() > 1 }, time.Second, 5*time.Millisecond, "a refresh was tried")
+	time.Sleep(200 * time.Millisecond) // the refresh's retries are over
 	tried := p.requests.Load()
-	_, err = src(context.Background())
+	tok, err = src(context.Background())
 	require.NoError(t, err)
+	assert.Equal(t, "tok-1", tok.Value)
+	time.Sleep(50 * time.Millisecond)
 	assert.Equal(t, tried, p.requests.Load(), "no new try right after a failed refresh")
+}
+
+// TestClientCredentialsRefreshDoesNotBlock: once the refresh time of a
+// token still valid has come, callers get it at once while a goroutine
+// fetches the next one (the endpoint is slow); that goroutine ends.
+func TestClientCredentialsRefreshDoesNotBlock(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
+	p := newIDP(t, func(n int64, w http.ResponseWriter, _ *http.Request) {
+		if n > 1 {
+			time.Sleep(700 * time.Millisecond)
+		}
+		tokenJSON(w, fmt.Sprint("tok-", n), 2)
+	})
+	cfg := p.config()
+	cfg.RefreshWindowFactor, cfg.RefreshWindowJitter = 0.5, -1
+	cfg.RefreshMinPeriod, cfg.RefreshBuffer = -1, -1
+	src := mustSource(t, cfg)
+	_, err := src(context.Background())
+	require.NoError(t, err)
+	time.Sleep(1100 * time.Millisecond) // past the refresh time (1s), before expiry (2s)
+	for range 5 {
+		start := time.Now()
+		tok, err := src(context.Background())
+		require.NoError(t, err)
+		assert.Equal(t, "tok-1", tok.Value)
+		assert.Less(t, time.Since(start), 300*time.Millisecond, "a caller waited for the refresh")
+	}
+	require.Eventually(t, func() bool {
+		tok, err := src(context.Background())
+		return err == nil && tok.Value == "tok-2"
+	}, 2*time.Second, 10*time.Millisecond)
+	assert.EqualValues(t, 2, p.requests.Load(), "one refresh, however many callers")
+}
+
+// TestClientCredentialsBackgroundRefreshEnds: a background refresh
+// against an endpoint that never answers ends by its own budget, with
+// nobody calling the source again.
+func TestClientCredentialsBackgroundRefreshEnds(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
+	p := newIDP(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+		if n > 1 {
+			<-r.Context().Done()
+			return
+		}
+		tokenJSON(w, "tok-1", 1)
+	})
+	cfg := p.config()
+	cfg.RefreshWindowFactor, cfg.RefreshWindowJitter = 0.5, -1
+	cfg.RefreshMinPeriod, cfg.RefreshBuffer = -1, -1
+	cfg.ConnectTimeout, cfg.ReadTimeout, cfg.RetryBackoffMax = 100*time.Millisecond, 100*time.Millisecond, -1
+	src := mustSource(t, cfg)
+	_, err := src(context.Background())
+	require.NoError(t, err)
+	time.Sleep(600 * time.Millisecond)
+	tok, err := src(context.Background()) // starts the refresh
+	require.NoError(t, err)
+	assert.Equal(t, "tok-1", tok.Value)
+	require.Eventually(t, func() bool { return p.requests.Load() == 2 }, time.Second, 5*time.Millisecond)
+	// goleak (in Cleanup) checks that the refresh's goroutine is gone.
+}
+
+// TestClientCredentialsSlowBodyTimesOut: ConnectTimeout + ReadTimeout
+// bound an attempt whole, so an endpoint that sends its headers and then
+// the body drop by drop does not hold the caller.
+func TestClientCredentialsSlowBodyTimesOut(t *testing.T) {
+	p := newIDP(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"access_token":"`)
+		w.(http.Flusher).Flush()
+		for {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+				fmt.Fprint(w, "a")
+				w.(http.Flusher).Flush()
+			}
+		}
+	})
+	cfg := p.config()
+	cfg.ConnectTimeout, cfg.ReadTimeout, cfg.RetryBackoffMax = 200*time.Millisecond, 200*time.Millisecond, -1
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := mustSource(t, cfg)(ctx)
+	require.Error(t, err)
+	assert.Less(t, time.Since(start), 2*time.Second)
+	assert.Contains(t, err.Error(), "no complete answer within 400ms")
+	assert.NoError(t, ctx.Err(), "the attempt's deadline, not the caller's, ended it")
+}
+
+// panicOnce is an HTTP client's transport that panics on its first
+// request and answers a token after.
+type panicOnce struct{ n atomic.Int64 }
+
+func (p *panicOnce) RoundTrip(r *http.Request) (*http.Response, error) {
+	if p.n.Add(1) == 1 {
+		panic("transport bug")
+	}
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Request: r,
+		Body: io.NopCloser(strings.NewReader(`{"access_token":"tok-2","expires_in":3600}`))}, nil
+}
+
+// TestClientCredentialsHTTPClientPanic: a panic of the user's HTTP client
+// reaches the caller, and does not leave the fetch in flight: the next
+// caller fetches again rather than wait forever.
+func TestClientCredentialsHTTPClientPanic(t *testing.T) {
+	rt := &panicOnce{}
+	src := mustSource(t, sasl.ClientCredentialsConfig{TokenURL: "https://idp.invalid/token", ClientID: ccID, ClientSecret: ccSecret,
+		HTTPClient: &http.Client{Transport: rt}})
+	assert.PanicsWithValue(t, "transport bug", func() { _, _ = src(context.Background()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	tok, err := src(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "tok-2", tok.Value)
+	assert.EqualValues(t, 2, rt.n.Load())
 }
 
 // TestClientCredentialsOneFetchForConcurrentCallers: callers that come
@@ -450,6 +575,7 @@ func TestClientCredentialsConfigErrors(t *testing.T) {
 		{"ftp", func(c *sasl.ClientCredentialsConfig) { c.TokenURL = "ftp://idp/token" }, "not an https://"},
 		{"no host", func(c *sasl.ClientCredentialsConfig) { c.TokenURL = "https:///token" }, "no host"},
 		{"remote file", func(c *sasl.ClientCredentialsConfig) { c.TokenURL = "file://other/tok" }, "only local files"},
+		{"remote file with a query", func(c *sasl.ClientCredentialsConfig) { c.TokenURL = "file://other/tok?k=" + ccSecret }, "file://other/tok\""},
 		{"no secret", func(c *sasl.ClientCredentialsConfig) { c.ClientSecret = "" }, "ClientSecret are required"},
 		{"no id", func(c *sasl.ClientCredentialsConfig) { c.ClientID = "" }, "ClientID and ClientSecret"},
 		{"colon in id", func(c *sasl.ClientCredentialsConfig) { c.ClientID = "a:b" }, "URLEncodeCredentials"},
@@ -524,6 +650,81 @@ func TestClientCredentialsErrorsNeverHoldSecrets(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestClientCredentialsErrorsHideEncodedSecrets: an endpoint that
+// quotes the credentials in another encoding (the Basic header it got,
+// lowercase or path-style percent-encoding) does not get them into the
+// error; a description with a Basic header left is dropped whole.
+func TestClientCredentialsErrorsHideEncodedSecrets(t *testing.T) {
+	const secret = "a/b c+d"
+	basic := func(id, sec string) string { return base64.StdEncoding.EncodeToString([]byte(id + ":" + sec)) }
+	tests := []struct {
+		name      string
+		urlencode bool
+		desc      func(r *http.Request) string
+		hidden    string // must not show
+		kept      string // must still show ("" for none)
+	}{
+		{"the Authorization header", false, func(r *http.Request) string { return "bad header " + r.Header.Get("Authorization") }, basic(ccID, secret), "bad header"},
+		{"the url-encoded Basic header", true, func(r *http.Request) string { return "bad " + r.Header.Get("Authorization") }, basic(ccID, url.QueryEscape(secret)), "bad"},
+		{"unpadded base64", false, func(*http.Request) string {
+			return "got " + base64.RawStdEncoding.EncodeToString([]byte(ccID+":"+secret))
+		}, base64.RawStdEncoding.EncodeToString([]byte(ccID + ":" + secret)), "got"},
+		{"lowercase percent-encoding", false, func(*http.Request) string { return "client_secret=a%2fb+c%2bd" }, "a%2fb+c%2bd", "client_secret="},
+		{"path-style percent-encoding", false, func(*http.Request) string { return "client_secret=a%2Fb%20c+d" }, "a%2Fb%20c+d", "client_secret="},
+		{"query-style with %20", false, func(*http.Request) string { return "secret a%2Fb%20c%2Bd" }, "a%2Fb%20c%2Bd", "secret "},
+		{"some other Basic header", false, func(*http.Request) string { return "header Basic " + basic("x", "Zz9-other") }, basic("x", "Zz9-other"), ""},
+		{"the word Basic", false, func(*http.Request) string { return "Basic authentication failed" }, secret, "Basic authentication failed"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newIDP(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(http.StatusUnauthorized)
+				_ = json.NewEncoder(w).Encode(map[string]string{"error": "invalid_client", "error_description": tc.desc(r)})
+			})
+			cfg := p.config()
+			cfg.ClientSecret, cfg.URLEncodeCredentials = secret, tc.urlencode
+			_, err := mustSource(t, cfg)(context.Background())
+			require.Error(t, err)
+			out := err.Error()
+			assert.NotContains(t, out, tc.hidden)
+			assert.NotContains(t, out, secret)
+			assert.Contains(t, out, "invalid_client")
+			if tc.kept != "" {
+				assert.Contains(t, out, tc.kept)
+			}
+		})
+	}
+}
+
+// leakyTransport fails every request with an error that quotes the
+// request's Authorization header.
+type leakyTransport struct{}
+
+type leakError struct{ header string }
+
+func (e *leakError) Error() string { return "proxy refused " + e.header }
+
+func (leakyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	return nil, &leakError{r.Header.Get("Authorization")}
+}
+
+// TestClientCredentialsCauseWithSecretUnreachable: a cause whose text
+// held the secret is not reachable through errors.As, where its fields
+// would show it; a clean cause stays reachable.
+func TestClientCredentialsCauseWithSecretUnreachable(t *testing.T) {
+	cfg := sasl.ClientCredentialsConfig{TokenURL: "https://idp.invalid/token", ClientID: ccID, ClientSecret: ccSecret,
+		HTTPClient: &http.Client{Transport: leakyTransport{}}, RetryBackoffMax: -1}
+	_, err := mustSource(t, cfg)(context.Background())
+	require.Error(t, err)
+	var leak *leakError
+	assert.False(t, errors.As(err, &leak), "the cause that quoted the header is reachable")
+	assert.NotContains(t, fmt.Sprintf("%+v %#v", err, err), base64.StdEncoding.EncodeToString([]byte(ccID+":"+ccSecret)))
+
+	_, err = mustSource(t, sasl.ClientCredentialsConfig{TokenURL: "https://127.0.0.1:1/token", ClientID: ccID, ClientSecret: ccSecret, RetryBackoffMax: -1})(context.Background())
+	var op *net.OpError
+	assert.True(t, errors.As(err, &op), "a clean cause stays reachable: %v", err)
 }
 
 // TestClientCredentialsWithOAuthBearer: the source plugged into

@@ -24,7 +24,12 @@
 //		Extensions:   map[string]string{"logicalCluster": "lkc-1", "identityPoolId": "pool-1"},
 //	})
 //
-// producer.ConfigFromProperties builds the same from Java properties. A
+// producer.ConfigFromProperties builds the same from Java properties,
+// for a token URL that the environment variable
+// SAMSA_OAUTHBEARER_ALLOWED_URLS lists (Kafka 4.0+'s allowed.urls rule:
+// properties may come from someone who must not pick where the
+// credentials go). ClientCredentials itself checks no list: code that
+// calls it chooses the URL and is trusted with it. A
 // failed fetch is a [*TokenEndpointError], which the producer reports as
 // an authentication failure; it never holds the client secret or a token.
 // The package stays on the standard library for it (net/http,

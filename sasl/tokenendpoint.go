@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -76,11 +77,17 @@ func (e *TokenEndpointError) GoString() string {
 	return fmt.Sprintf("&sasl.TokenEndpointError{%q}", e.Error())
 }
 
-// cleanError is a cause whose text was cleaned of secrets; Unwrap keeps
-// errors.Is and errors.As working.
+// cleanError is a cause whose text was cleaned of secrets. Unwrap keeps
+// errors.Is and errors.As working, but only for a cause whose text held
+// none of the secret's forms: a cause that did (an HTTP client or proxy
+// that quotes the request, say) is not reachable from the error at all,
+// since its fields could hold the secret too. The causes are the HTTP
+// client's and the body reader's errors; the request they see carries the
+// secret only in its Authorization header, and the TokenURL's password
+// and query count among the secrets.
 type cleanError struct {
 	msg   string
-	cause error
+	cause error // nil when the text held a secret
 }
 
 func (e *cleanError) Error() string { return e.msg }
@@ -143,6 +150,19 @@ func (s *tokenSource) withContext(cause, ctxErr error) error {
 // transient.
 func (s *tokenSource) attempt(ctx context.Context) (tok string, expires time.Time, retry bool, e *TokenEndpointError) {
 	e = &TokenEndpointError{URL: s.printURL}
+	callerCtx := ctx
+	if s.attemptTimeout > 0 {
+		// Connecting, the headers and the body: a slow drip does not
+		// hold the fetch beyond the timeouts.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.attemptTimeout)
+		defer cancel()
+	}
+	// timedOut: the attempt's own deadline, not the caller's, ended it.
+	timedOut := func() bool { return ctx.Err() != nil && callerCtx.Err() == nil }
+	errTimeout := func() error {
+		return fmt.Errorf("no complete answer within %v (connect and read timeouts)", s.attemptTimeout)
+	}
 	form := "grant_type=client_credentials"
 	if s.scope != "" {
 		form += "&scope=" + url.QueryEscape(s.scope)
@@ -163,6 +183,10 @@ func (s *tokenSource) attempt(ctx context.Context) (tok string, expires time.Tim
 		if errors.As(err, &ue) {
 			err = ue.Err // its text repeats the URL
 		}
+		if timedOut() {
+			e.Err = errTimeout()
+			return "", time.Time{}, true, e
+		}
 		e.Err = s.clean(err)
 		return "", time.Time{}, !permanentNetError(err), e
 	}
@@ -173,6 +197,9 @@ func (s *tokenSource) attempt(ctx context.Context) (tok string, expires time.Tim
 	case len(body) > maxTokenAnswer:
 		e.Err = errors.New("the answer is larger than 1 MiB")
 		return "", time.Time{}, false, e
+	case err != nil && timedOut():
+		e.Err = errTimeout()
+		return "", time.Time{}, true, e
 	case err != nil:
 		e.Err = s.clean(err)
 		return "", time.Time{}, true, e
@@ -309,20 +336,76 @@ func (s *tokenSource) oauthError(body []byte) (code, desc string) {
 	return str("error", "errorCode"), str("error_description", "errorSummary")
 }
 
-// clean makes an error safe to show: its text cleaned of the secret.
+// clean makes an error safe to show: its text cleaned of the secret; the
+// cause stays reachable only when its text did not hold it.
 func (s *tokenSource) clean(err error) error {
-	return &cleanError{msg: s.cleanText(err.Error(), 300), cause: err}
+	text := err.Error()
+	msg := s.cleanText(text, 300)
+	if printable(text, 300) != msg {
+		err = nil
+	}
+	return &cleanError{msg: msg, cause: err}
 }
 
-// cleanText removes the secret (as given and URL-encoded) from text, then
-// keeps n bytes of printable ASCII.
+// basicHeader finds what may be an Authorization: Basic value; quotesBasic
+// decides.
+var basicHeader = regexp.MustCompile(`Basic\s+([A-Za-z0-9+/]{8,}={0,2})`)
+
+// quotesBasic reports whether text holds "Basic " and base64-looking
+// text: with a digit, '+', '/' or '=', or upper and lower case after its
+// first letter (not a word such as "Basic authentication").
+func quotesBasic(text string) bool {
+	for _, m := range basicHeader.FindAllStringSubmatch(text, -1) {
+		v := m[1]
+		if strings.ContainsAny(v, "0123456789+/=") {
+			return true
+		}
+		rest := v[1:]
+		if strings.ToLower(rest) != rest && strings.ToUpper(rest) != rest {
+			return true
+		}
+	}
+	return false
+}
+
+// cleanText removes the secret's forms (secretForms) from text, the
+// percent-encoded ones in any case, then keeps n bytes of printable
+// ASCII. A text that still shows a Basic header is withheld entirely:
+// its credentials may be encoded in a form not foreseen.
 func (s *tokenSource) cleanText(text string, n int) string {
 	for _, sec := range s.secrets {
 		if sec != "" {
 			text = strings.ReplaceAll(text, sec, redacted)
 		}
 	}
+	text = printable(text, len(text)) // ASCII from here: lowering keeps offsets
+	for _, sec := range s.foldSecrets {
+		text = replaceFold(text, sec, redacted)
+	}
+	if quotesBasic(text) {
+		return "(withheld: it quotes an Authorization header)"
+	}
 	return printable(text, n)
+}
+
+// replaceFold replaces every occurrence of old in ASCII text, in any
+// case, with repl.
+func replaceFold(text, old, repl string) string {
+	if old == "" {
+		return text
+	}
+	lower, lowOld := strings.ToLower(text), strings.ToLower(old)
+	var b strings.Builder
+	for {
+		i := strings.Index(lower, lowOld)
+		if i < 0 {
+			b.WriteString(text)
+			return b.String()
+		}
+		b.WriteString(text[:i])
+		b.WriteString(repl)
+		text, lower = text[i+len(old):], lower[i+len(old):]
+	}
 }
 
 // printable keeps the printable ASCII of s (others become '?'), cut to n
