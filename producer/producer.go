@@ -274,7 +274,9 @@ func (p *Producer) send(ctx context.Context, rec *Record, c completion, wait boo
 	c.epoch = uint8(p.epoch.Load() & 1)
 	p.pending[c.epoch].Add(1)
 	if p.closed.Load() {
-		p.reject(&c, rec, ErrClosed)
+		// Not a record of the transaction (Close may be committing
+		// it): as Java's send after close throws without touching it.
+		p.refuse(&c, rec, ErrClosed)
 		return
 	}
 	if p.txn != nil {
@@ -325,10 +327,15 @@ func (p *Producer) send(ctx context.Context, rec *Record, c completion, wait boo
 // callback that flushes, commits or aborts would otherwise wait for
 // itself. Send has not returned, so no Flush was promised this record.
 func (p *Producer) reject(c *completion, rec *Record, err error) {
-	p.failedOf(rec.Topic, 1)
 	if p.txn != nil {
 		p.txn.rejected(err) // a record of the transaction failed: it cannot commit
 	}
+	p.refuse(c, rec, err)
+}
+
+// refuse is reject without telling the transaction.
+func (p *Producer) refuse(c *completion, rec *Record, err error) {
+	p.failedOf(rec.Topic, 1)
 	epoch := c.epoch
 	md := p.failedMetadata(rec)
 	p.finished(epoch, 1)
@@ -635,10 +642,14 @@ func (p *Producer) whenIdle() <-chan struct{} {
 //
 // A transactional producer's open transaction is aborted first, as Java's
 // producer does on close (its records not yet sent fail with
-// ErrTransactionAborted, EndTxn(abort) bounded by ctx), and a commit left
-// in progress by a CommitTransaction that returned ctx.Err() is finished;
-// a transaction method still running on another goroutine ends its
-// transaction itself. That error is Close's result when the flush has none.
+// ErrTransactionAborted, then EndTxn(abort)), and a commit left in
+// progress by a CommitTransaction that returned ctx.Err() is finished (or
+// aborted, if a record of it failed meanwhile: Close then returns an error
+// wrapping ErrTransactionAborted). A transaction method still running on
+// another goroutine is waited for, and what it leaves open is ended. All
+// of that is bounded by ctx and by Config.TransactionTimeout, after which
+// the coordinator aborts the transaction itself. That error is Close's
+// result when the flush has none.
 func (p *Producer) Close(ctx context.Context) error {
 	if goroutineID() == p.completer.goid.Load() {
 		// Called from a callback: waiting here would wait for this very

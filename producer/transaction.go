@@ -194,9 +194,7 @@ func (t *txnManager) recordFailed(err error) {
 // which can then no longer commit (as Java's send failing makes the
 // transaction abortable).
 func (t *txnManager) rejected(err error) {
-	// After Close, a Send is refused as Java's throws IllegalStateException:
-	// not part of the transaction, which Close is ending (maybe committing).
-	if !errors.Is(err, ErrNoTransaction) && !errors.Is(err, ErrClosed) && !IsAbortable(err) && !IsFatal(err) {
+	if !errors.Is(err, ErrNoTransaction) && !IsAbortable(err) && !IsFatal(err) {
 		t.recordFailed(err)
 	}
 }
@@ -342,14 +340,23 @@ func (p *Producer) endOnClose(ctx context.Context) error {
 	if t == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.TransactionTimeout)
+	bound := fmt.Errorf("the transaction did not end within TransactionTimeout (%v); its coordinator aborts it", p.cfg.TransactionTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, p.cfg.TransactionTimeout, bound)
 	defer cancel()
+	// The error of a wait that ended: the caller's ctx, or ours (not
+	// context.DeadlineExceeded, which would say the caller's ctx ended).
+	ended := func(err error) error {
+		if err != nil && ctx.Err() != nil && context.Cause(ctx) == bound {
+			return fmt.Errorf("producer: Close: %w", bound)
+		}
+		return err
+	}
 	for !t.ops.TryLock() {
 		// Another goroutine's transaction method (sync.Mutex has no
 		// wait bounded by a context).
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return ended(ctx.Err())
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
@@ -359,13 +366,17 @@ func (p *Producer) endOnClose(ctx context.Context) error {
 		p.log.Info("finishing the commit in progress: the producer is closing", "transactional_id", t.id)
 		err := p.endTxnLocked(ctx, t, "Close", true, txnCommitting, txnCommitting)
 		if err == nil || ctx.Err() != nil || t.load() != txnAbortable {
-			return err
+			return ended(err)
 		}
 		p.log.Info("aborting the transaction, which can no longer commit: the producer is closing", "transactional_id", t.id, "err", err)
-		return errors.Join(err, p.endTxnLocked(ctx, t, "Close", false, txnAborting, txnAbortable))
+		if aerr := p.endTxnLocked(ctx, t, "Close", false, txnAborting, txnAbortable); aerr != nil {
+			// The abort's error first, so that IsFatal sees it.
+			return ended(fmt.Errorf("%w (aborting the commit in progress, which could not succeed: %v)", aerr, err))
+		}
+		return fmt.Errorf("%w by Close: the commit in progress could not succeed: %v", ErrTransactionAborted, err)
 	case txnInTxn, txnAbortable, txnAborting:
 		p.log.Info("aborting the open transaction: the producer is closing", "transactional_id", t.id, "state", st.String())
-		return p.endTxnLocked(ctx, t, "Close", false, txnAborting, txnInTxn, txnAbortable, txnAborting)
+		return ended(p.endTxnLocked(ctx, t, "Close", false, txnAborting, txnInTxn, txnAbortable, txnAborting))
 	}
 	return nil
 }

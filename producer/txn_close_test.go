@@ -2,10 +2,12 @@ package producer
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-go/samsa/internal/testbroker"
 )
@@ -214,7 +216,7 @@ func TestCloseDuringCommitWaitingForRecords(t *testing.T) {
 	f := p.Send(bg, &Record{Topic: "t", Value: []byte("rec")})
 	cm := make(chan error, 1)
 	go func() { cm <- p.CommitTransaction(bg) }()
-	time.Sleep(100 * time.Millisecond)
+	require.Eventually(t, func() bool { return p.txn.load() == txnCommitting }, 5*time.Second, time.Millisecond)
 	cerr := p.Close(bg)
 	cmErr := <-cm
 	_, ferr := f.Wait(bg)
@@ -222,4 +224,52 @@ func TestCloseDuringCommitWaitingForRecords(t *testing.T) {
 	t.Logf("Close: %v; Commit: %v; record: %v; coordinator: %q", cerr, cmErr, ferr, coordinatorState(c))
 	require.NoError(t, cmErr)
 	require.Equal(t, "CompleteCommit", coordinatorState(c))
+}
+
+// A commit left in progress whose record then fails (an abortable error)
+// cannot succeed: Close aborts it, and says so with ErrTransactionAborted
+// (not with the abortable error, which asks for an AbortTransaction that
+// Close already made).
+func TestCloseAbortsACommitThatCannotSucceed(t *testing.T) {
+	bg := context.Background()
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	p := newProducer(t, c, Config{TransactionalID: "tx", Linger: time.Millisecond})
+	epochs := recordTxnEpochs(c)
+	require.NoError(t, p.BeginTransaction())
+	c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Times: 1, Delay: 300 * time.Millisecond, ErrorCode: 29}) // TOPIC_AUTHORIZATION_FAILED
+	f := p.Send(bg, &Record{Topic: "t", Value: []byte("rec")})
+	ctx, cancel := context.WithTimeout(bg, 100*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, p.CommitTransaction(ctx), context.DeadlineExceeded)
+	err := p.Close(bg)
+	require.ErrorIs(t, err, ErrTransactionAborted)
+	require.False(t, IsAbortable(err), "%v", err)
+	_, ferr := f.Wait(bg)
+	require.Error(t, ferr)
+	// Aborted; the failed batch's sequence then asks for an epoch bump
+	// (InitProducerId), which may run before the producer stops: Empty.
+	require.Contains(t, []string{"CompleteAbort", "Empty"}, coordinatorState(c), "requests: %v", epochs())
+}
+
+// Close bounded by TransactionTimeout says so, not with
+// context.DeadlineExceeded (its caller's ctx did not end).
+func TestCloseTransactionTimeoutIsNotTheCallersDeadline(t *testing.T) {
+	bg := context.Background()
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	p := newProducer(t, c, Config{TransactionalID: "tx", Linger: time.Millisecond,
+		RequestTimeout: time.Second, DeliveryTimeout: 2 * time.Second, TransactionTimeout: 1500 * time.Millisecond})
+	var adds atomic.Int32
+	c.Intercept(testbroker.Interceptor{Keys: []int16{24}, ErrorCode: 14, // AddPartitionsToTxn: COORDINATOR_LOAD_IN_PROGRESS, forever
+		Match: func(int32, kmsg.Request) bool { adds.Add(1); return true }})
+	require.NoError(t, p.BeginTransaction())
+	f := p.Send(bg, &Record{Topic: "t", Value: []byte("rec")})
+	require.Eventually(t, func() bool { return adds.Load() > 0 }, 5*time.Second, time.Millisecond)
+	err := p.Close(bg)
+	require.Error(t, err)
+	require.NotErrorIs(t, err, context.DeadlineExceeded)
+	require.Contains(t, err.Error(), "TransactionTimeout")
+	_, ferr := f.Wait(bg)
+	require.Error(t, ferr)
 }
