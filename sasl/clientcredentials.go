@@ -96,7 +96,12 @@ type ClientCredentialsConfig struct {
 	// between fetches), and follows no redirect (a redirect fails the
 	// request, so the credentials never go to another host). A panic of
 	// HTTPClient fails the fetch and goes on up the caller's goroutine; in
-	// a background refresh it only fails that refresh.
+	// a background refresh it only fails that refresh. An error of
+	// HTTPClient stays reachable (errors.Is, errors.As) from the fetch's
+	// error only when it, and all it wraps, are of the standard library's
+	// HTTP, network, TLS, I/O or context types and its text holds no
+	// secret: an error type of its own could hold the request, and with
+	// it the Authorization header; only its cleaned text is kept.
 	HTTPClient *http.Client
 	// TLS is the TLS configuration of the default client, for an
 	// endpoint whose certificate a private CA signed (set RootCAs; nil

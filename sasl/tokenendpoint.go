@@ -42,7 +42,10 @@ type TokenEndpointError struct {
 	// Attempts counts the requests sent (retries included).
 	Attempts int
 	// Err is the cause, when there is one beyond the status: a network
-	// or TLS error, a malformed answer, the context's error.
+	// or TLS error, a malformed answer, a token expired on arrival, the
+	// context's error. The HTTP client's error is reachable through it
+	// only when it is of the standard library's types and held no
+	// secret (see [ClientCredentialsConfig.HTTPClient]).
 	Err error
 }
 
