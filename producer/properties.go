@@ -112,7 +112,10 @@ import (
 // them to PEM. The token endpoint of OAUTHBEARER is verified against the
 // system's roots plus, with SSL or SASL_SSL, the CAs of ssl.ca.location or
 // ssl.truststore.* (Java uses the JVM's trust there); the brokers'
-// verification switches and client certificate do not apply to it.
+// verification switches and client certificate do not apply to it. Its
+// failed background refreshes are logged at Warn to slog.Default() (no
+// Config.Logger is known yet; build sasl.ClientCredentials in code to
+// choose the logger).
 // AWS_MSK_IAM, and OAUTHBEARER without sasl.oauthbearer.token.endpoint.url,
 // need code: ConfigFromProperties then sets a Config.SASL that fails every
 // connection with a message saying so; replace it with

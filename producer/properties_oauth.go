@@ -188,6 +188,8 @@ func (sp *securityProps) clientCredentials(mkey string, jaas *jaasConfig, caPEM 
 		ClientID:     pick(keyClientID, "clientId"),
 		ClientSecret: pick(keyClientSecret, "clientSecret"),
 		Scope:        pick(keyScope, "scope"),
+		// Logger stays nil (slog.Default): Config.Logger is set after
+		// ConfigFromProperties returns, so no logger is known here.
 	}
 	for k, v := range jaas.options {
 		if name, isExt := strings.CutPrefix(k, "extension_"); isExt {

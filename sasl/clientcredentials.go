@@ -7,7 +7,9 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -32,6 +34,11 @@ const (
 	// maxTokenAnswer caps what is read of the endpoint's answer or of a
 	// token file: a hostile endpoint cannot make the client buffer more.
 	maxTokenAnswer = 1 << 20
+
+	// expiryMargin: a token that expires within it of arriving has
+	// expired on arrival (expires_in 0, a JWT exp in the past, a lifetime
+	// shorter than the round trip) and fails the fetch.
+	expiryMargin = 100 * time.Millisecond
 )
 
 // ClientCredentialsConfig configures [ClientCredentials]: the OAuth 2
@@ -89,7 +96,12 @@ type ClientCredentialsConfig struct {
 	// between fetches), and follows no redirect (a redirect fails the
 	// request, so the credentials never go to another host). A panic of
 	// HTTPClient fails the fetch and goes on up the caller's goroutine; in
-	// a background refresh it only fails that refresh.
+	// a background refresh it only fails that refresh. An error of
+	// HTTPClient stays reachable (errors.Is, errors.As) from the fetch's
+	// error only when it, and all it wraps, are of the standard library's
+	// HTTP, network, TLS, I/O or context types and its text holds no
+	// secret: an error type of its own could hold the request, and with
+	// it the Authorization header; only its cleaned text is kept.
 	HTTPClient *http.Client
 	// TLS is the TLS configuration of the default client, for an
 	// endpoint whose certificate a private CA signed (set RootCAs; nil
@@ -136,6 +148,14 @@ type ClientCredentialsConfig struct {
 	// are both ignored for a token whose lifetime is shorter than their
 	// sum.
 	RefreshBuffer time.Duration
+
+	// Logger receives a Warn record for each background refresh that
+	// fails (a recovered panic of HTTPClient included), with the
+	// endpoint's URL (without user info or query) and the error, cleaned
+	// as every error is: never the secret or a token. A failed
+	// background refresh is not otherwise seen while the cached token
+	// lasts. Default (nil): slog.Default().
+	Logger *slog.Logger
 }
 
 // String prints the configuration with the secret redacted.
@@ -186,11 +206,19 @@ func (c ClientCredentialsConfig) Format(f fmt.State, verb rune) { fmt.Fprint(f, 
 // (their defaults when none or with HTTPClient), whether or not the
 // source is used again; no goroutine runs between fetches. A refresh
 // that fails leaves the cached token in use until it expires (the next
-// try comes after RetryBackoffMax, at least a second). Only a caller
+// try comes after RetryBackoffMax, at least a second) and is logged at
+// Warn to Logger. The refresh time always comes before expiry (by 5% of
+// the lifetime at least), so that callers keep the cached token while it
+// runs. Only a caller
 // without a valid token blocks: it fetches with its own context, and
 // callers that come meanwhile wait for that fetch rather than send a
 // request of their own; if it fails because its caller's context ended,
-// a waiter with time left fetches.
+// a waiter with time left fetches. After a fetch without a valid token
+// fails, callers get its error at once for RetryBackoff (at least a
+// second) rather than send one request each; a token that has expired
+// when it arrives, or expires within 100ms (expires_in 0, a JWT exp in
+// the past), fails the fetch ("expired on arrival") rather than being
+// used.
 //
 // Errors: ClientCredentials returns one for an invalid configuration (a
 // TokenURL that is not https, http or file, missing credentials, bad
@@ -236,7 +264,10 @@ func ClientCredentials(cfg ClientCredentialsConfig) (func(context.Context) (Toke
 	if strings.ContainsRune(cfg.ClientID, ':') && !cfg.URLEncodeCredentials {
 		return nil, errors.New("sasl: ClientCredentials: ClientID holds a ':', which the Basic header cannot carry: set URLEncodeCredentials")
 	}
-	s := &tokenSource{ext: ext, url: raw, printURL: redactURL(raw), scope: strings.TrimSpace(cfg.Scope)}
+	s := &tokenSource{ext: ext, url: raw, printURL: redactURL(raw), scope: strings.TrimSpace(cfg.Scope), log: cfg.Logger}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
 	s.id, s.secret = cfg.ClientID, cfg.ClientSecret
 	if cfg.URLEncodeCredentials {
 		s.id, s.secret = url.QueryEscape(s.id), url.QueryEscape(s.secret)
@@ -250,7 +281,7 @@ func ClientCredentials(cfg ClientCredentialsConfig) (func(context.Context) (Toke
 	if s.client == nil {
 		s.client = defaultTokenClient(cfg.TLS, connect, read)
 		if connect > 0 && read > 0 {
-			s.attemptTimeout = connect + read
+			s.attemptTimeout = addDur(connect, read)
 		}
 	}
 	// A background refresh may take the retries' budget plus one last
@@ -261,8 +292,18 @@ func ClientCredentials(cfg ClientCredentialsConfig) (func(context.Context) (Toke
 	if read <= 0 || cfg.HTTPClient != nil {
 		read = defaultTokenReadTimeout
 	}
-	s.refreshBudget = s.backoffMax + connect + read
+	s.refreshBudget = addDur(addDur(s.backoffMax, connect), read)
 	return s.token, nil
+}
+
+// addDur is a + b for durations that are not negative, saturating at the
+// largest duration (RetryBackoffMax may be set to it) instead of
+// overflowing to a negative one.
+func addDur(a, b time.Duration) time.Duration {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // secretForms are the texts an error must never show: the secret as
@@ -367,6 +408,7 @@ type tokenSource struct {
 	foldSecrets          []string // the same, matched in any case (percent-encodings)
 	ext                  map[string]string
 	client               *http.Client
+	log                  *slog.Logger
 	backoff, backoffMax  time.Duration
 	minPeriod, buffer    time.Duration
 	factor, jitter       float64
@@ -378,7 +420,8 @@ type tokenSource struct {
 	tok     string
 	expires time.Time // the cached token is used until then
 	refresh time.Time // a new token is fetched from then on
-	next    time.Time // after a failed refresh: no new try before then
+	next    time.Time // after a failed fetch: no new try before then
+	lastErr error     // the failed fetch without a valid token, returned until next
 	flight  *tokenFlight
 }
 
@@ -390,6 +433,9 @@ type tokenFlight struct {
 	// abandoned: the fetch ended because its caller's context did, which
 	// says nothing about the endpoint; a waiter then fetches itself.
 	abandoned bool
+	// failed is the fetch's own error, even when the cached token
+	// stays in use (err nil); read once done is closed.
+	failed error
 }
 
 // token is the source's func for OAuthBearer. While the cached token is
@@ -408,6 +454,13 @@ func (s *tokenSource) token(ctx context.Context) (Token, error) {
 			tok := s.tok
 			s.mu.Unlock()
 			return s.result(tok), nil
+		}
+		if s.lastErr != nil && s.flight == nil && now.Before(s.next) {
+			// A fetch just failed: its error, rather than one request
+			// per caller against a failing endpoint.
+			err := s.lastErr
+			s.mu.Unlock()
+			return Token{}, err
 		}
 		if f := s.flight; f != nil {
 			s.mu.Unlock()
@@ -443,14 +496,21 @@ func (s *tokenSource) token(ctx context.Context) (Token, error) {
 // is never used again, and a source that is dropped leaves nothing behind
 // after that. A panic of the HTTP client there is recorded as the
 // refresh's failure (the cached token stays in use) instead of crashing
-// the program; a caller that later fetches itself meets it.
+// the program; a caller that later fetches itself meets it. A failure is
+// logged once, at Warn, after the flight has ended (no lock held).
 func (s *tokenSource) refreshInBackground() {
 	f := &tokenFlight{done: make(chan struct{})}
 	s.flight = f
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.refreshBudget)
 		defer cancel()
-		defer func() { _ = recover() }() // run has recorded it
+		defer func() {
+			_ = recover() // run has recorded it in f
+			if f.failed != nil {
+				s.log.Warn("sasl: OAUTHBEARER background token refresh failed; the cached token stays in use until it expires",
+					"url", s.printURL, "error", f.failed.Error())
+			}
+		}()
 		_, _ = s.run(ctx, f, false)
 	}()
 }
@@ -470,32 +530,38 @@ func (s *tokenSource) run(ctx context.Context, f *tokenFlight, caller bool) (tok
 		if r == nil {
 			perr.Err = errors.New("the fetch's goroutine exited (runtime.Goexit)")
 		}
-		s.finish(f, "", time.Time{}, perr, false)
+		s.finish(f, "", time.Time{}, perr, false, false)
 		if r != nil {
 			panic(r)
 		}
 	}()
 	tok, expires, err := s.fetch(ctx)
 	finished = true
-	return s.finish(f, tok, expires, err, caller && err != nil && ctx.Err() != nil)
+	abandoned := caller && err != nil && ctx.Err() != nil
+	return s.finish(f, tok, expires, err, abandoned, !abandoned)
 }
 
 // finish records the outcome of flight f, ends it and returns what its
-// waiters get. abandoned: the caller's context ended the fetch.
-func (s *tokenSource) finish(f *tokenFlight, tok string, expires time.Time, err error, abandoned bool) (string, error) {
+// waiters get. abandoned: the caller's context ended the fetch. hold: a
+// failure without a valid token is returned to callers until s.next
+// instead of being fetched again (not after a panic, which is a bug of
+// the HTTP client rather than news of the endpoint).
+func (s *tokenSource) finish(f *tokenFlight, tok string, expires time.Time, err error, abandoned, hold bool) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.flight = nil
+	f.failed = err
 	now := time.Now()
 	switch {
 	case err == nil && expires.IsZero():
-		// No known lifetime: used for the minimum refresh period.
-		s.tok, s.next = tok, time.Time{}
-		s.expires = now.Add(s.minPeriod)
-		s.refresh = s.expires
+		// No known lifetime: used for the minimum refresh period (a
+		// second at least, or every call would fetch).
+		s.tok, s.next, s.lastErr = tok, time.Time{}, nil
+		s.expires = now.Add(max(s.minPeriod, time.Second))
+		s.refresh = beforeExpiry(now, s.expires, s.expires)
 	case err == nil:
-		s.tok, s.expires, s.next = tok, expires, time.Time{}
-		s.refresh = s.refreshAt(now, expires)
+		s.tok, s.expires, s.next, s.lastErr = tok, expires, time.Time{}, nil
+		s.refresh = beforeExpiry(now, expires, s.refreshAt(now, expires))
 	case s.tok != "" && now.Before(s.expires):
 		// Keep the token that still works; try again later, unless the
 		// fetch only ended because its caller gave up.
@@ -503,6 +569,10 @@ func (s *tokenSource) finish(f *tokenFlight, tok string, expires time.Time, err 
 			s.next = now.Add(max(s.backoffMax, s.backoff, time.Second))
 		}
 		tok, err, abandoned = s.tok, nil, false
+	case hold:
+		// No valid token: a short hold-off, so that a failing endpoint
+		// is not sent one request per call.
+		s.next, s.lastErr = now.Add(max(s.backoff, time.Second)), err
 	}
 	f.tok, f.err, f.abandoned = tok, err, abandoned
 	close(f.done)
@@ -513,6 +583,18 @@ func (s *tokenSource) finish(f *tokenFlight, tok string, expires time.Time, err 
 // extensions, so that no caller shares a map with another.
 func (s *tokenSource) result(tok string) Token {
 	return Token{Value: tok, Extensions: maps.Clone(s.ext)}
+}
+
+// beforeExpiry moves refresh to 95% of the lifetime from now to expires
+// when it is later: the refresh time must come strictly before expiry, so
+// that callers keep the cached token while the background fetch runs
+// (with factor 1 and no jitter, or no known lifetime, it would not).
+func beforeExpiry(now, expires, refresh time.Time) time.Time {
+	latest := now.Add(expires.Sub(now) / 20 * 19)
+	if refresh.After(latest) {
+		return latest
+	}
+	return refresh
 }
 
 // refreshAt is when a token fetched at now and valid until expires is

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -424,6 +426,8 @@ func TestClientCredentialsEndpointErrors(t *testing.T) {
 			[]string{"larger than 1 MiB"}, 1, 200},
 		{"missing access_token", func(_ int64, w http.ResponseWriter) { fmt.Fprint(w, `{"token_type":"Bearer","expires_in":60}`) },
 			[]string{"no access_token (it has: expires_in, token_type)"}, 1, 200},
+		{"key names cleaned of the secret", func(_ int64, w http.ResponseWriter) { fmt.Fprintf(w, `{"token_type":"Bearer",%q:1}`, ccSecret) },
+			[]string{"no access_token (it has: [redacted], token_type)"}, 1, 200},
 		{"access_token not a string", func(_ int64, w http.ResponseWriter) { fmt.Fprint(w, `{"access_token":5}`) },
 			[]string{"not a string"}, 1, 200},
 		{"token with a space", func(_ int64, w http.ResponseWriter) { fmt.Fprint(w, `{"access_token":"a b"}`) },
@@ -698,31 +702,58 @@ func TestClientCredentialsErrorsHideEncodedSecrets(t *testing.T) {
 	}
 }
 
-// leakyTransport fails every request with an error that quotes the
-// request's Authorization header.
-type leakyTransport struct{}
+// leakyTransport fails every request with a leakError: the request's
+// Authorization header after prefix in its text (quote), or only in its
+// fields.
+type leakyTransport struct {
+	prefix string
+	quote  bool
+}
 
-type leakError struct{ header string }
+type leakError struct {
+	prefix, header string
+	quote          bool
+}
 
-func (e *leakError) Error() string { return "proxy refused " + e.header }
+func (e *leakError) Error() string {
+	if !e.quote {
+		return "proxy refused the request"
+	}
+	return e.prefix + "proxy refused " + e.header
+}
 
-func (leakyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	return nil, &leakError{r.Header.Get("Authorization")}
+func (l leakyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	return nil, &leakError{l.prefix, r.Header.Get("Authorization"), l.quote}
 }
 
 // TestClientCredentialsCauseWithSecretUnreachable: a cause whose text
-// held the secret is not reachable through errors.As, where its fields
-// would show it; a clean cause stays reachable.
+// held the secret, even past what the error shows, or that is of a type
+// of the HTTP client's own (whose fields may hold the request), is not
+// reachable through errors.As; a clean cause of the standard library
+// stays reachable.
 func TestClientCredentialsCauseWithSecretUnreachable(t *testing.T) {
-	cfg := sasl.ClientCredentialsConfig{TokenURL: "https://idp.invalid/token", ClientID: ccID, ClientSecret: ccSecret,
-		HTTPClient: &http.Client{Transport: leakyTransport{}}, RetryBackoffMax: -1}
-	_, err := mustSource(t, cfg)(context.Background())
-	require.Error(t, err)
-	var leak *leakError
-	assert.False(t, errors.As(err, &leak), "the cause that quoted the header is reachable")
-	assert.NotContains(t, fmt.Sprintf("%+v %#v", err, err), base64.StdEncoding.EncodeToString([]byte(ccID+":"+ccSecret)))
+	for _, tc := range []struct {
+		name string
+		rt   leakyTransport
+		want string // in the error
+	}{
+		{"the header quoted", leakyTransport{quote: true}, "proxy refused"},
+		{"the header quoted past byte 300", leakyTransport{prefix: strings.Repeat("x", 400) + " ", quote: true}, "xxx..."},
+		{"a custom type with a clean text", leakyTransport{}, "proxy refused the request"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := sasl.ClientCredentialsConfig{TokenURL: "https://idp.invalid/token", ClientID: ccID, ClientSecret: ccSecret,
+				HTTPClient: &http.Client{Transport: tc.rt}, RetryBackoffMax: -1}
+			_, err := mustSource(t, cfg)(context.Background())
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			var leak *leakError
+			assert.False(t, errors.As(err, &leak), "the cause that holds the header is reachable")
+			assert.NotContains(t, fmt.Sprintf("%+v %#v", err, err), base64.StdEncoding.EncodeToString([]byte(ccID+":"+ccSecret)))
+		})
+	}
 
-	_, err = mustSource(t, sasl.ClientCredentialsConfig{TokenURL: "https://127.0.0.1:1/token", ClientID: ccID, ClientSecret: ccSecret, RetryBackoffMax: -1})(context.Background())
+	_, err := mustSource(t, sasl.ClientCredentialsConfig{TokenURL: "https://127.0.0.1:1/token", ClientID: ccID, ClientSecret: ccSecret, RetryBackoffMax: -1})(context.Background())
 	var op *net.OpError
 	assert.True(t, errors.As(err, &op), "a clean cause stays reachable: %v", err)
 }
@@ -744,4 +775,173 @@ func TestClientCredentialsWithOAuthBearer(t *testing.T) {
 	require.ErrorAs(t, err, &te)
 	assert.Equal(t, http.StatusUnauthorized, te.StatusCode)
 	assert.False(t, errors.Is(err, context.Canceled))
+}
+
+// TestClientCredentialsExpiredOnArrival: a token that has expired when it
+// arrives fails the fetch instead of being handed out, and callers get
+// that error for a second rather than send one request each; a token
+// without a lifetime and RefreshMinPeriod none is still used for a second.
+func TestClientCredentialsExpiredOnArrival(t *testing.T) {
+	tests := []struct {
+		name      string
+		answer    func(w http.ResponseWriter)
+		minPeriod time.Duration
+		wantErr   string
+	}{
+		{"expires_in 0", func(w http.ResponseWriter) { tokenJSON(w, "tok", 0) }, 0, "expired on arrival"},
+		{"a JWT exp in the past", func(w http.ResponseWriter) { tokenJSON(w, jwt(time.Now().Add(-time.Minute)), 3600) }, 0, "expired on arrival"},
+		{"no lifetime, no minimum period", func(w http.ResponseWriter) { tokenJSON(w, "tok", -1) }, -1, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newIDP(t, func(_ int64, w http.ResponseWriter, _ *http.Request) { tc.answer(w) })
+			cfg := p.config()
+			cfg.RefreshMinPeriod = tc.minPeriod
+			src := mustSource(t, cfg)
+			start := time.Now()
+			for range 50 {
+				_, err := src(context.Background())
+				if tc.wantErr == "" {
+					require.NoError(t, err)
+					continue
+				}
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.wantErr)
+			}
+			if time.Since(start) < 800*time.Millisecond { // not when the machine stalled
+				assert.EqualValues(t, 1, p.requests.Load(), "one request, not one per call")
+			}
+			if tc.wantErr != "" {
+				time.Sleep(1100*time.Millisecond - time.Since(start))
+				_, err := src(context.Background())
+				require.Error(t, err)
+				assert.EqualValues(t, 2, p.requests.Load(), "tried again after the hold-off")
+			}
+		})
+	}
+}
+
+// TestClientCredentialsHugeRetryBackoffMax: the largest RetryBackoffMax
+// (as properties accept it) does not overflow the background refresh's
+// budget: the refresh runs.
+func TestClientCredentialsHugeRetryBackoffMax(t *testing.T) {
+	p := newIDP(t, func(n int64, w http.ResponseWriter, _ *http.Request) { tokenJSON(w, fmt.Sprint("tok-", n), 2) })
+	cfg := p.config()
+	cfg.RetryBackoff, cfg.RetryBackoffMax = time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
+	cfg.RefreshMinPeriod, cfg.RefreshBuffer, cfg.RefreshWindowJitter, cfg.RefreshWindowFactor = -1, -1, -1, 0.5
+	src := mustSource(t, cfg)
+	_, err := src(context.Background())
+	require.NoError(t, err)
+	time.Sleep(1100 * time.Millisecond)
+	require.Eventually(t, func() bool {
+		tok, err := src(context.Background())
+		return err == nil && tok.Value == "tok-2"
+	}, 800*time.Millisecond, 10*time.Millisecond, "the background refresh ran before expiry")
+}
+
+// TestClientCredentialsRefreshBeforeExpiryWithFactorOne: with
+// RefreshWindowFactor 1 and no jitter the refresh still comes before
+// expiry, in the background, so that callers never lack a token.
+func TestClientCredentialsRefreshBeforeExpiryWithFactorOne(t *testing.T) {
+	p := newIDP(t, func(n int64, w http.ResponseWriter, _ *http.Request) { tokenJSON(w, fmt.Sprint("tok-", n), 3) })
+	cfg := p.config()
+	cfg.RefreshMinPeriod, cfg.RefreshBuffer, cfg.RefreshWindowJitter, cfg.RefreshWindowFactor = -1, -1, -1, 1
+	src := mustSource(t, cfg)
+	start := time.Now()
+	_, err := src(context.Background())
+	require.NoError(t, err)
+	time.Sleep(2870*time.Millisecond - time.Since(start)) // past 95% of the lifetime
+	if time.Since(start) > 2920*time.Millisecond {
+		t.Skip("the machine stalled")
+	}
+	for {
+		tok, err := src(context.Background())
+		require.NoError(t, err)
+		if tok.Value == "tok-2" {
+			break
+		}
+		assert.Equal(t, "tok-1", tok.Value)
+		require.Less(t, time.Since(start), 2980*time.Millisecond, "no refresh before expiry")
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's goroutine and the
+// test's.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// tokenThen answers a token, then fails every request: with a 503 that
+// quotes the secret, or by panicking with it.
+type tokenThen struct {
+	n     atomic.Int64
+	panic bool
+}
+
+func (tt *tokenThen) RoundTrip(r *http.Request) (*http.Response, error) {
+	answer := func(code int, body string) *http.Response {
+		return &http.Response{StatusCode: code, Header: http.Header{}, Request: r, Body: io.NopCloser(strings.NewReader(body))}
+	}
+	if tt.n.Add(1) == 1 {
+		return answer(http.StatusOK, `{"access_token":"TOKEN-xyzzy","expires_in":2}`), nil
+	}
+	if tt.panic {
+		panic("transport bug " + r.Header.Get("Authorization") + " " + ccSecret)
+	}
+	return answer(http.StatusServiceUnavailable, `{"error":"unavailable","error_description":"no `+ccSecret+`"}`), nil
+}
+
+// TestClientCredentialsLogsBackgroundFailure: a background refresh that
+// fails, or whose HTTP client panics, is logged once at Warn with the
+// endpoint and the cleaned error, never the secret or the token.
+func TestClientCredentialsLogsBackgroundFailure(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		panic bool
+		want  string
+	}{
+		{"HTTP 503", false, "HTTP 503: unavailable (no [redacted])"},
+		{"a panic", true, "the HTTP client panicked"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs syncBuffer
+			rt := &tokenThen{panic: tc.panic}
+			cfg := sasl.ClientCredentialsConfig{TokenURL: "https://idp.invalid/token?k=v", ClientID: ccID, ClientSecret: ccSecret,
+				HTTPClient: &http.Client{Transport: rt}, RetryBackoffMax: -1, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+				RefreshMinPeriod: -1, RefreshBuffer: -1, RefreshWindowJitter: -1, RefreshWindowFactor: 0.5}
+			src := mustSource(t, cfg)
+			_, err := src(context.Background())
+			require.NoError(t, err)
+			time.Sleep(1100 * time.Millisecond)
+			tok, err := src(context.Background()) // starts the refresh
+			require.NoError(t, err)
+			assert.Equal(t, "TOKEN-xyzzy", tok.Value)
+			require.Eventually(t, func() bool { return strings.Contains(logs.String(), "\n") },
+				time.Second, 5*time.Millisecond)
+			_, _ = src(context.Background()) // within the next-try time: no new refresh
+			time.Sleep(50 * time.Millisecond)
+			out := logs.String()
+			assert.Equal(t, 1, strings.Count(out, "\n"), "one record per failure: %s", out)
+			assert.Contains(t, out, "level=WARN")
+			assert.Contains(t, out, "url=https://idp.invalid/token")
+			assert.Contains(t, out, tc.want)
+			for _, hidden := range []string{ccSecret, "TOKEN-xyzzy", "k=v", base64.StdEncoding.EncodeToString([]byte(ccID + ":" + ccSecret))} {
+				assert.NotContains(t, out, hidden)
+			}
+		})
+	}
 }

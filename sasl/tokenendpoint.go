@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -41,7 +42,10 @@ type TokenEndpointError struct {
 	// Attempts counts the requests sent (retries included).
 	Attempts int
 	// Err is the cause, when there is one beyond the status: a network
-	// or TLS error, a malformed answer, the context's error.
+	// or TLS error, a malformed answer, a token expired on arrival, the
+	// context's error. The HTTP client's error is reachable through it
+	// only when it is of the standard library's types and held no
+	// secret (see [ClientCredentialsConfig.HTTPClient]).
 	Err error
 }
 
@@ -78,13 +82,16 @@ func (e *TokenEndpointError) GoString() string {
 }
 
 // cleanError is a cause whose text was cleaned of secrets. Unwrap keeps
-// errors.Is and errors.As working, but only for a cause whose text held
-// none of the secret's forms: a cause that did (an HTTP client or proxy
-// that quotes the request, say) is not reachable from the error at all,
-// since its fields could hold the secret too. The causes are the HTTP
-// client's and the body reader's errors; the request they see carries the
-// secret only in its Authorization header, and the TokenURL's password
-// and query count among the secrets.
+// errors.Is and errors.As working, but only for a cause whose whole text
+// held none of the secret's forms and whose every error in its chain is
+// of a type of the standard library's network, TLS, I/O and context
+// packages (knownCause): a cause that quoted the secret (an HTTP client
+// or proxy that quotes the request, say), or an error type of a custom
+// HTTPClient, is not reachable from the error at all, since its fields
+// could hold the request with its Authorization header. The causes are
+// the HTTP client's and the body reader's errors; the request they see
+// carries the secret only in its Authorization header, and the
+// TokenURL's password and query count among the secrets.
 type cleanError struct {
 	msg   string
 	cause error // nil when the text held a secret
@@ -134,7 +141,7 @@ func (s *tokenSource) fetch(ctx context.Context) (string, time.Time, error) {
 			e.Err = s.withContext(e.Err, ctx.Err())
 			return "", time.Time{}, e
 		}
-		wait = min(wait*2, s.backoffMax)
+		wait = min(addDur(wait, wait), s.backoffMax)
 	}
 }
 
@@ -206,9 +213,14 @@ func (s *tokenSource) attempt(ctx context.Context) (tok string, expires time.Tim
 	}
 	switch code := resp.StatusCode; {
 	case code == http.StatusOK || code == http.StatusCreated:
-		tok, expires, err := parseTokenAnswer(body, sent)
+		tok, expires, err := s.parseTokenAnswer(body, sent)
 		if err != nil {
 			e.Err = err
+			return "", time.Time{}, false, e
+		}
+		if !expires.IsZero() && expires.Before(time.Now().Add(expiryMargin)) {
+			// Used, it would make every call fetch again.
+			e.Err = fmt.Errorf("the token expired on arrival (expires %s)", expires.UTC().Format(time.RFC3339))
 			return "", time.Time{}, false, e
 		}
 		return tok, expires, false, nil
@@ -235,8 +247,8 @@ func permanentNetError(err error) bool {
 
 // parseTokenAnswer reads a successful answer (RFC 6749 section 5.1): the
 // access_token and its lifetime. Its errors never quote the answer, which
-// may hold a token.
-func parseTokenAnswer(body []byte, sent time.Time) (string, time.Time, error) {
+// may hold a token; the key names they list are cleaned of the secret.
+func (s *tokenSource) parseTokenAnswer(body []byte, sent time.Time) (string, time.Time, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(body, &m); err != nil || m == nil {
 		return "", time.Time{}, fmt.Errorf("the answer (%d bytes) is not a JSON object", len(body))
@@ -254,7 +266,7 @@ func parseTokenAnswer(body []byte, sent time.Time) (string, time.Time, error) {
 			keys = append(keys[:10], "...")
 		}
 		for i, k := range keys {
-			keys[i] = printable(k, 40)
+			keys[i] = s.cleanText(k, 40)
 		}
 		return "", time.Time{}, fmt.Errorf("the answer has no access_token (it has: %s)", strings.Join(keys, ", "))
 	}
@@ -336,15 +348,52 @@ func (s *tokenSource) oauthError(body []byte) (code, desc string) {
 	return str("error", "errorCode"), str("error_description", "errorSummary")
 }
 
-// clean makes an error safe to show: its text cleaned of the secret; the
-// cause stays reachable only when its text did not hold it.
+// clean makes an error safe to show: its text cleaned of the secret and
+// cut short; the cause stays reachable only when its whole text (not only
+// what is shown) did not hold the secret and knownCause accepts it.
 func (s *tokenSource) clean(err error) error {
 	text := err.Error()
-	msg := s.cleanText(text, 300)
-	if printable(text, 300) != msg {
-		err = nil
+	whole := len(text) + 1 // nothing cut: the texts compare in full
+	if s.cleanText(text, whole) != printable(text, whole) || !knownCause(err) {
+		return &cleanError{msg: s.cleanText(text, 300)}
 	}
-	return &cleanError{msg: msg, cause: err}
+	return &cleanError{msg: s.cleanText(text, 300), cause: err}
+}
+
+// causePackages are the packages whose error types a cause may be made
+// of: the standard library's HTTP client, network, TLS, I/O and context
+// errors, whose fields hold addresses, syscall numbers and certificates,
+// never a request.
+var causePackages = map[string]bool{
+	"errors": true, "fmt": true, "context": true, "io": true, "io/fs": true, "os": true,
+	"syscall": true, "internal/poll": true, "net": true, "net/http": true, "net/url": true,
+	"crypto/tls": true, "crypto/x509": true,
+}
+
+// knownCause reports whether err and every error it wraps are of types
+// of causePackages.
+func knownCause(err error) bool {
+	if err == nil {
+		return true
+	}
+	t := reflect.TypeOf(err)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if !causePackages[t.PkgPath()] {
+		return false
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return knownCause(u.Unwrap())
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if !knownCause(e) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // basicHeader finds what may be an Authorization: Basic value; quotesBasic
