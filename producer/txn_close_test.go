@@ -117,10 +117,7 @@ func coordinatorState(c *testbroker.Cluster) string {
 // neither committed nor aborted, and the coordinator stayed Ongoing).
 func TestCloseFinishesCommitDespiteRefusedSends(t *testing.T) {
 	bg := context.Background()
-	c := newCluster(t, testbroker.Config{Brokers: 1})
-	require.NoError(t, c.CreateTopic("t", 1))
-	p := newProducer(t, c, Config{TransactionalID: "tx", Linger: time.Millisecond})
-	require.NoError(t, p.BeginTransaction())
+	c, p := beginTxn(t, Config{}, true)
 	c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Times: 1, Delay: 800 * time.Millisecond})
 	f := p.Send(bg, &Record{Topic: "t", Value: []byte("rec")})
 	ctx, cancel := context.WithTimeout(bg, 100*time.Millisecond)
@@ -146,10 +143,7 @@ func TestCloseFinishesCommitDespiteRefusedSends(t *testing.T) {
 // abort, leaving the coordinator Ongoing).
 func TestCloseDuringSendOffsetsAbortsAfterIt(t *testing.T) {
 	bg := context.Background()
-	c := newCluster(t, testbroker.Config{Brokers: 1})
-	require.NoError(t, c.CreateTopic("t", 1))
-	p := newProducer(t, c, Config{TransactionalID: "tx", Linger: time.Millisecond})
-	require.NoError(t, p.BeginTransaction())
+	c, p := beginTxn(t, Config{}, true)
 	_, err := p.Send(bg, &Record{Topic: "t", Value: []byte("rec")}).Wait(bg)
 	require.NoError(t, err)
 	c.Intercept(testbroker.Interceptor{Keys: []int16{25}, Times: 1, Delay: 500 * time.Millisecond})
@@ -157,7 +151,7 @@ func TestCloseDuringSendOffsetsAbortsAfterIt(t *testing.T) {
 	go func() {
 		so <- p.SendOffsetsToTransaction(bg, map[string]map[int32]TxnOffset{"t": {0: {Offset: 1, LeaderEpoch: -1}}}, GroupMetadata{GroupID: "g"})
 	}()
-	time.Sleep(100 * time.Millisecond)
+	require.Eventually(t, func() bool { return txnMethodRunning(p) }, 5*time.Second, time.Millisecond)
 	cerr := p.Close(bg)
 	t.Logf("Close: %v; SendOffsets: %v; coordinator: %q", cerr, <-so, coordinatorState(c))
 	require.Equal(t, "CompleteAbort", coordinatorState(c))
@@ -167,16 +161,13 @@ func TestCloseDuringSendOffsetsAbortsAfterIt(t *testing.T) {
 // waits for it: the commit succeeds (it used to race Close's teardown).
 func TestCloseDuringCommitWaitsForEndTxn(t *testing.T) {
 	bg := context.Background()
-	c := newCluster(t, testbroker.Config{Brokers: 1})
-	require.NoError(t, c.CreateTopic("t", 1))
-	p := newProducer(t, c, Config{TransactionalID: "tx", Linger: time.Millisecond})
-	require.NoError(t, p.BeginTransaction())
+	c, p := beginTxn(t, Config{}, true)
 	_, err := p.Send(bg, &Record{Topic: "t", Value: []byte("rec")}).Wait(bg)
 	require.NoError(t, err)
 	c.Intercept(testbroker.Interceptor{Keys: []int16{26}, Times: 1, Delay: 500 * time.Millisecond})
 	cm := make(chan error, 1)
 	go func() { cm <- p.CommitTransaction(bg) }()
-	time.Sleep(100 * time.Millisecond)
+	require.Eventually(t, func() bool { return txnMethodRunning(p) }, 5*time.Second, time.Millisecond)
 	cerr := p.Close(bg)
 	cmErr := <-cm
 	time.Sleep(600 * time.Millisecond)
@@ -186,32 +177,33 @@ func TestCloseDuringCommitWaitsForEndTxn(t *testing.T) {
 
 // Close with a coordinator that keeps answering AddPartitionsToTxn with a
 // retriable error returns by TransactionTimeout, not only when its ctx
-// ends (the abort would wait for the add forever).
+// ends (the abort would wait for the add forever), and says why.
 func TestCloseBoundedByTransactionTimeout(t *testing.T) {
 	bg := context.Background()
-	c := newCluster(t, testbroker.Config{Brokers: 1})
-	require.NoError(t, c.CreateTopic("t", 1))
-	p := newProducer(t, c, Config{TransactionalID: "tx", Linger: time.Millisecond,
-		RequestTimeout: time.Second, DeliveryTimeout: 2 * time.Second, TransactionTimeout: 3 * time.Second})
-	c.Intercept(testbroker.Interceptor{Keys: []int16{24}, ErrorCode: 14})
+	c, p := beginTxn(t, Config{RequestTimeout: time.Second, DeliveryTimeout: 2 * time.Second, TransactionTimeout: 1500 * time.Millisecond}, false)
+	var adds atomic.Int32
+	c.Intercept(testbroker.Interceptor{Keys: []int16{24}, ErrorCode: 14, // AddPartitionsToTxn: COORDINATOR_LOAD_IN_PROGRESS, forever
+		Match: func(int32, kmsg.Request) bool { adds.Add(1); return true }})
 	require.NoError(t, p.BeginTransaction())
 	f := p.Send(bg, &Record{Topic: "t", Value: []byte("rec")})
-	time.Sleep(100 * time.Millisecond)
+	require.Eventually(t, func() bool { return adds.Load() > 0 }, 5*time.Second, time.Millisecond)
 	start := time.Now()
-	cerr := p.Close(bg)
-	_, ferr := f.Wait(bg)
-	t.Logf("Close: %v after %v; record: %v", cerr, time.Since(start).Round(time.Millisecond), ferr)
+	err := p.Close(bg)
 	require.Less(t, time.Since(start), 5*time.Second)
+	// Said as such, not as context.DeadlineExceeded: the caller's ctx did
+	// not end.
+	require.Error(t, err)
+	require.NotErrorIs(t, err, context.DeadlineExceeded)
+	require.Contains(t, err.Error(), "TransactionTimeout")
+	_, ferr := f.Wait(bg)
+	require.Error(t, ferr)
 }
 
 // Close while CommitTransaction waits for its records on another goroutine
 // lets the commit finish.
 func TestCloseDuringCommitWaitingForRecords(t *testing.T) {
 	bg := context.Background()
-	c := newCluster(t, testbroker.Config{Brokers: 1})
-	require.NoError(t, c.CreateTopic("t", 1))
-	p := newProducer(t, c, Config{TransactionalID: "tx", Linger: time.Millisecond})
-	require.NoError(t, p.BeginTransaction())
+	c, p := beginTxn(t, Config{}, true)
 	c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Times: 1, Delay: 500 * time.Millisecond})
 	f := p.Send(bg, &Record{Topic: "t", Value: []byte("rec")})
 	cm := make(chan error, 1)
@@ -220,7 +212,6 @@ func TestCloseDuringCommitWaitingForRecords(t *testing.T) {
 	cerr := p.Close(bg)
 	cmErr := <-cm
 	_, ferr := f.Wait(bg)
-	time.Sleep(100 * time.Millisecond)
 	t.Logf("Close: %v; Commit: %v; record: %v; coordinator: %q", cerr, cmErr, ferr, coordinatorState(c))
 	require.NoError(t, cmErr)
 	require.Equal(t, "CompleteCommit", coordinatorState(c))
@@ -252,24 +243,29 @@ func TestCloseAbortsACommitThatCannotSucceed(t *testing.T) {
 	require.Contains(t, []string{"CompleteAbort", "Empty"}, coordinatorState(c), "requests: %v", epochs())
 }
 
-// Close bounded by TransactionTimeout says so, not with
-// context.DeadlineExceeded (its caller's ctx did not end).
-func TestCloseTransactionTimeoutIsNotTheCallersDeadline(t *testing.T) {
-	bg := context.Background()
+// beginTxn starts a one-broker cluster with topic "t" (1 partition) and a
+// producer with transactional id "tx" (Linger 1 ms unless cfg says
+// otherwise); begin opens its transaction.
+func beginTxn(t *testing.T, cfg Config, begin bool) (*testbroker.Cluster, *Producer) {
+	t.Helper()
 	c := newCluster(t, testbroker.Config{Brokers: 1})
 	require.NoError(t, c.CreateTopic("t", 1))
-	p := newProducer(t, c, Config{TransactionalID: "tx", Linger: time.Millisecond,
-		RequestTimeout: time.Second, DeliveryTimeout: 2 * time.Second, TransactionTimeout: 1500 * time.Millisecond})
-	var adds atomic.Int32
-	c.Intercept(testbroker.Interceptor{Keys: []int16{24}, ErrorCode: 14, // AddPartitionsToTxn: COORDINATOR_LOAD_IN_PROGRESS, forever
-		Match: func(int32, kmsg.Request) bool { adds.Add(1); return true }})
-	require.NoError(t, p.BeginTransaction())
-	f := p.Send(bg, &Record{Topic: "t", Value: []byte("rec")})
-	require.Eventually(t, func() bool { return adds.Load() > 0 }, 5*time.Second, time.Millisecond)
-	err := p.Close(bg)
-	require.Error(t, err)
-	require.NotErrorIs(t, err, context.DeadlineExceeded)
-	require.Contains(t, err.Error(), "TransactionTimeout")
-	_, ferr := f.Wait(bg)
-	require.Error(t, ferr)
+	cfg.TransactionalID = "tx"
+	if cfg.Linger == 0 {
+		cfg.Linger = time.Millisecond
+	}
+	p := newProducer(t, c, cfg)
+	if begin {
+		require.NoError(t, p.BeginTransaction())
+	}
+	return c, p
+}
+
+// txnMethodRunning reports whether a transaction method holds p's ops.
+func txnMethodRunning(p *Producer) bool {
+	if p.txn.ops.TryLock() {
+		p.txn.ops.Unlock()
+		return false
+	}
+	return true
 }
