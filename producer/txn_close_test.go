@@ -146,12 +146,12 @@ func TestCloseDuringSendOffsetsAbortsAfterIt(t *testing.T) {
 	c, p := beginTxn(t, Config{}, true)
 	_, err := p.Send(bg, &Record{Topic: "t", Value: []byte("rec")}).Wait(bg)
 	require.NoError(t, err)
-	c.Intercept(testbroker.Interceptor{Keys: []int16{25}, Times: 1, Delay: 500 * time.Millisecond})
+	arrived := requestArrived(c, 25, 500*time.Millisecond)
 	so := make(chan error, 1)
 	go func() {
 		so <- p.SendOffsetsToTransaction(bg, map[string]map[int32]TxnOffset{"t": {0: {Offset: 1, LeaderEpoch: -1}}}, GroupMetadata{GroupID: "g"})
 	}()
-	require.Eventually(t, func() bool { return txnMethodRunning(p) }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, arrived, 5*time.Second, time.Millisecond)
 	cerr := p.Close(bg)
 	t.Logf("Close: %v; SendOffsets: %v; coordinator: %q", cerr, <-so, coordinatorState(c))
 	require.Equal(t, "CompleteAbort", coordinatorState(c))
@@ -164,10 +164,10 @@ func TestCloseDuringCommitWaitsForEndTxn(t *testing.T) {
 	c, p := beginTxn(t, Config{}, true)
 	_, err := p.Send(bg, &Record{Topic: "t", Value: []byte("rec")}).Wait(bg)
 	require.NoError(t, err)
-	c.Intercept(testbroker.Interceptor{Keys: []int16{26}, Times: 1, Delay: 500 * time.Millisecond})
+	arrived := requestArrived(c, 26, 500*time.Millisecond)
 	cm := make(chan error, 1)
 	go func() { cm <- p.CommitTransaction(bg) }()
-	require.Eventually(t, func() bool { return txnMethodRunning(p) }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, arrived, 5*time.Second, time.Millisecond)
 	cerr := p.Close(bg)
 	cmErr := <-cm
 	time.Sleep(600 * time.Millisecond)
@@ -261,11 +261,12 @@ func beginTxn(t *testing.T, cfg Config, begin bool) (*testbroker.Cluster, *Produ
 	return c, p
 }
 
-// txnMethodRunning reports whether a transaction method holds p's ops.
-func txnMethodRunning(p *Producer) bool {
-	if p.txn.ops.TryLock() {
-		p.txn.ops.Unlock()
-		return false
-	}
-	return true
+// requestArrived delays the first request of API key key that c receives
+// by delay, and returns a function that reports whether it arrived: a
+// transaction method sending it is then running, holding its lock.
+func requestArrived(c *testbroker.Cluster, key int16, delay time.Duration) func() bool {
+	var n atomic.Int32
+	c.Intercept(testbroker.Interceptor{Keys: []int16{key}, Times: 1, Delay: delay,
+		Match: func(int32, kmsg.Request) bool { n.Add(1); return true }})
+	return func() bool { return n.Load() > 0 }
 }
