@@ -127,9 +127,9 @@ func (p *Partition[C, P, B]) Append(ctx context.Context, ts int64, key, value []
 // appendWithCredit is Append for a record that fits in the open batch,
 // which lacks only bookkeeping credit for it: it reserves a block of
 // credit if the pool has it, else the record's own charge (waiting as
-// Append does), and appends to the batch open then. Any batch's credit
-// already covers its records, so one record's charge covers this one in
-// whichever batch is open by then. It reports false, with the reservation
+// Append does), and appends to the batch open then. Every batch's credit
+// already covers its records' charges, so one more record's charge covers
+// this one in whichever batch is open by then. It reports false, with the reservation
 // given back, when that batch no longer takes the record (it was sealed
 // meanwhile, or the record does not fit the one opened since): Append
 // then opens a batch.

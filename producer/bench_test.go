@@ -124,9 +124,6 @@ func BenchmarkSendMetadataUnavailable(b *testing.B) {
 	const n = 100000
 	lat := make([]time.Duration, n)
 	fs := make([]*Future, n)
-	for i := range lat {
-		lat[i], fs[i] = 0, nil
-	}
 	probes := newSendProbes(n)
 	var attr sendAttribution
 	defer attr.profileBlocks()()
@@ -149,19 +146,10 @@ func BenchmarkSendMetadataUnavailable(b *testing.B) {
 		gcs += ms.NumGC - gc0
 		attr.add(b, iter, lat, probes)
 		iter++
-		var wg sync.WaitGroup
-		wg.Go(func() {
-			if err := c.CreateTopic(topic, 6); err != nil {
-				b.Error(err)
-			}
-		})
-		wg.Wait()
-		for _, f := range fs {
-			if _, err := f.Wait(ctx); err != nil {
-				b.Fatal(err)
-			}
+		if err := c.CreateTopic(topic, 6); err != nil {
+			b.Fatal(err)
 		}
-		clear(fs)
+		awaitAll(b, ctx, fs)
 		all = append(all, lat...)
 		p.Close(ctx)
 		c.Close()
@@ -185,9 +173,6 @@ func BenchmarkSendWhileParkedMove(b *testing.B) {
 	const n, createAt = 200000, 50000
 	lat := make([]time.Duration, n)
 	fs := make([]*Future, n)
-	for i := range lat {
-		lat[i], fs[i] = 0, nil
-	}
 	probes := newSendProbes(n)
 	var attr sendAttribution
 	defer attr.profileBlocks()()
@@ -212,12 +197,7 @@ func BenchmarkSendWhileParkedMove(b *testing.B) {
 			}
 		})
 		wg.Wait()
-		for _, f := range fs {
-			if _, err := f.Wait(ctx); err != nil {
-				b.Fatal(err)
-			}
-		}
-		clear(fs)
+		awaitAll(b, ctx, fs)
 		attr.add(b, iter, lat, probes)
 		iter++
 		moving = append(moving, lat[createAt:]...)
@@ -226,4 +206,15 @@ func BenchmarkSendWhileParkedMove(b *testing.B) {
 	}
 	testutil.ReportLatencies(b, moving)
 	attr.report(b)
+}
+
+// awaitAll waits for every future of fs to succeed, then clears fs.
+func awaitAll(b *testing.B, ctx context.Context, fs []*Future) {
+	b.Helper()
+	for _, f := range fs {
+		if _, err := f.Wait(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	clear(fs)
 }
