@@ -259,16 +259,21 @@ func (c *realCluster) electPreferredLeaders(t *testing.T, topic string, partitio
 }
 
 // preferredLeadersLead returns an error naming the first partition of topic
-// whose leader, as Metadata tells, is not its preferred replica.
+// whose leader, as Metadata from any of the cluster's brokers tells, is not
+// its preferred replica. Every broker is asked: each learns the election
+// from the controller on its own, and a broker that has not yet would show
+// the old leader to the next test step asking it.
 func (c *realCluster) preferredLeadersLead(t *testing.T, topic string) error {
 	t.Helper()
-	mt := c.topicMetadata(testContext(t), t, topic)
-	if mt.ErrorCode != 0 {
-		return kerr.ErrorForCode(mt.ErrorCode)
+	views, err := c.topicMetadataFromEach(testContext(t), t, topic)
+	if err != nil {
+		return err
 	}
-	for _, p := range mt.Partitions {
-		if len(p.Replicas) > 0 && p.Leader != p.Replicas[0] {
-			return fmt.Errorf("partition %d is led by %d, not its preferred replica %d", p.Partition, p.Leader, p.Replicas[0])
+	for i, mt := range views {
+		for _, p := range mt.Partitions {
+			if len(p.Replicas) > 0 && p.Leader != p.Replicas[0] {
+				return fmt.Errorf("%s: partition %d is led by %d, not its preferred replica %d", c.addrs[i], p.Partition, p.Leader, p.Replicas[0])
+			}
 		}
 	}
 	return nil

@@ -191,23 +191,62 @@ func (c *realCluster) topicMetadata(ctx context.Context, t *testing.T, topic str
 	return resp.Topics[0]
 }
 
-// waitTopic waits until metadata shows topic with partitions partitions,
-// each with a leader.
+// topicMetadataFromEach asks every broker of the cluster (c.addrs, in that
+// order) for the Metadata of topic, and returns their answers. Each broker
+// learns a change (a new topic, a new leader) from the controller on its
+// own, so a test that checks a change by asking one broker and then relies
+// on it through another must wait for all of them. An error (a broker not
+// answering, or answering with a topic error) names the broker.
+func (c *realCluster) topicMetadataFromEach(ctx context.Context, t *testing.T, topic string) ([]kmsg.MetadataResponseTopic, error) {
+	t.Helper()
+	cl := newKgoClient(t, c.addrs)
+	defer cl.Close()
+	seeds := cl.SeedBrokers()
+	views := make([]kmsg.MetadataResponseTopic, 0, len(seeds))
+	for i, b := range seeds {
+		req := kmsg.NewPtrMetadataRequest()
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, rt)
+		req.AllowAutoTopicCreation = false
+		resp, err := req.RequestWith(ctx, b)
+		if err != nil {
+			return nil, fmt.Errorf("Metadata from %s: %w", c.addrs[i], err)
+		}
+		if len(resp.Topics) != 1 {
+			return nil, fmt.Errorf("Metadata from %s: %d topics", c.addrs[i], len(resp.Topics))
+		}
+		if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil {
+			return nil, fmt.Errorf("Metadata from %s: %w", c.addrs[i], err)
+		}
+		views = append(views, resp.Topics[0])
+	}
+	return views, nil
+}
+
+// waitTopic waits until every broker's metadata shows topic with
+// partitions partitions, each with a leader.
 func (c *realCluster) waitTopic(t *testing.T, topic string, partitions int32) {
 	t.Helper()
 	ctx := testContext(t)
 	for {
-		mt := c.topicMetadata(ctx, t, topic)
-		ready := mt.ErrorCode == 0 && int32(len(mt.Partitions)) == partitions
-		for _, p := range mt.Partitions {
-			ready = ready && p.ErrorCode == 0 && p.Leader >= 0
+		views, err := c.topicMetadataFromEach(ctx, t, topic)
+		for i, mt := range views {
+			if err == nil && int32(len(mt.Partitions)) != partitions {
+				err = fmt.Errorf("%s shows %d partitions", c.addrs[i], len(mt.Partitions))
+			}
+			for _, p := range mt.Partitions {
+				if err == nil && (p.ErrorCode != 0 || p.Leader < 0) {
+					err = fmt.Errorf("%s shows partition %d without a leader (%v)", c.addrs[i], p.Partition, kerr.ErrorForCode(p.ErrorCode))
+				}
+			}
 		}
-		if ready {
+		if err == nil {
 			return
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("topic %s has no leader for each of its %d partitions: %+v", topic, partitions, mt)
+			t.Fatalf("topic %s has no leader for each of its %d partitions: %v", topic, partitions, err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

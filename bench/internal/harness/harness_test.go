@@ -104,9 +104,9 @@ func TestRatiosAndTarget(t *testing.T) {
 		met        bool
 		verdict    string
 	}{
-		{"both targets met", run(1300, 700), run(1000, 1000), true, "throughput 1.30× kgo (target ≥ 1.3: met), CPU/record 0.70× kgo (target ≤ 0.7: met)"},
-		{"throughput short", run(1200, 500), run(1000, 1000), false, "target ≥ 1.3: NOT met"},
-		{"cpu short", run(2000, 800), run(1000, 1000), false, "target ≤ 0.7: NOT met"},
+		{"both targets met", run(1300, 700), run(1000, 1000), true, "throughput 1.30× kgo (issue 6's target ≥ 1.3: met), CPU/record 0.70× kgo (issue 6's target ≤ 0.7: met)"},
+		{"throughput short", run(1200, 500), run(1000, 1000), false, "issue 6's target ≥ 1.3: NOT met"},
+		{"cpu short", run(2000, 800), run(1000, 1000), false, "issue 6's target ≤ 0.7: NOT met"},
 		{"baseline failed", run(2000, 500), []RunResult{{Error: "boom"}}, false, "no comparison with kgo"},
 	}
 	for _, tc := range cases {
