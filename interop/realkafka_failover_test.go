@@ -153,8 +153,16 @@ func TestRealKafkaNotEnoughReplicas(t *testing.T) {
 	logBefore := len(c.nodeLog(leader))
 	c.stopNode(t, "stop", follower)
 	waitFor(t, time.Minute, "the stopped follower is still in the ISR", func() bool {
-		_, isr := c.partitionInfo(t, topic, 0)
-		return len(isr) == 2
+		views, err := c.topicMetadataFromEach(testContext(t), t, topic)
+		if err != nil {
+			return false
+		}
+		for _, mt := range views {
+			if len(mt.Partitions) != 1 || len(mt.Partitions[0].ISR) != 2 {
+				return false
+			}
+		}
+		return true
 	})
 
 	p := newSamsaProducer(t, c.addrs, producer.Config{DeliveryTimeout: 2 * time.Minute})
@@ -239,7 +247,9 @@ func (c *realCluster) electPreferredLeaders(t *testing.T, topic string, partitio
 	cl := newKgoClient(t, c.addrs)
 	defer cl.Close()
 	ctx := testContext(t)
-	deadline := time.Now().Add(45 * time.Second)
+	// After a kill, the restarted broker recovers its log and catches up
+	// before it is back in sync: on a loaded machine that can take a while.
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		err := electPreferred(ctx, cl, topic, partitions)
 		if err == nil {

@@ -22,10 +22,12 @@ import (
 // does not auto-create topics (the 3-node one): records are sent, at a
 // steady pace, to a topic that does not exist yet, an admin CreateTopics
 // creates it 2 s after the first Send, and the Sends go on meanwhile and
-// after. No Send waits for the topic: each returns in microseconds (the p99
-// is logged; p99 < 1 ms and a maximum below half the creation delay are
-// asserted as generous bounds that a Send blocking on metadata would
-// break). None of the records completes before the topic exists, and then
+// after. No Send waits for the topic: each returns in microseconds (the
+// percentiles are logged; speed goals live in benchmarks). The test asserts
+// bounds that only a Send blocking on metadata would break, whatever the
+// machine's load: a p99 under 100 ms and a maximum under half the creation
+// delay (two thirds of the Sends go before the topic exists, and each of
+// them would wait for it). None of the records completes before the topic exists, and then
 // every one is delivered, in Send order per partition.
 func TestRealKafkaSendBeforeTopicExists(t *testing.T) {
 	c := realKafka3(t)
@@ -71,7 +73,7 @@ func TestRealKafkaSendBeforeTopicExists(t *testing.T) {
 	p50, p99, maxTook := sorted[n/2], sorted[n*99/100], sorted[n-1]
 	t.Logf("%d Sends (%d before CreateTopics): p50 %d µs, p99 %d µs, max %d µs",
 		n, sentBefore, p50.Microseconds(), p99.Microseconds(), maxTook.Microseconds())
-	assert.Less(t, p99, time.Millisecond, "Send p99 while the topic was missing or being created")
+	assert.Less(t, p99, 100*time.Millisecond, "Send p99 while the topic was missing or being created")
 	assert.Less(t, maxTook, createAfter/2, "a Send waited for the topic")
 
 	got := consumeAll(t, c.addrs, topic, samsaPartitions, n)

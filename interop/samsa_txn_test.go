@@ -365,7 +365,7 @@ func TestSamsaTransactionTimeoutKfake(t *testing.T) {
 	require.NoError(t, p.BeginTransaction())
 	_, err := p.Send(ctx, &producer.Record{Topic: topic, Value: []byte("early")}).Wait(ctx)
 	require.NoError(t, err)
-	time.Sleep(time.Second)
+	time.Sleep(3 * time.Second) // ten timeouts: kfake's timer has aborted it, even on a loaded machine
 	f := p.Send(ctx, &producer.Record{Topic: topic, Value: []byte("late")})
 	err = p.CommitTransaction(ctx)
 	require.Error(t, err, "the coordinator aborted the transaction")

@@ -54,7 +54,10 @@ func TestAutoCreateTopicsBatchesTopicsOneRequestAtATime(t *testing.T) {
 			return false
 		},
 	})
-	p := newProducer(t, c, Config{AutoCreateTopics: true, AutoCreatePartitions: 2, DisableAutoTopicCreation: true})
+	// A created topic is asked for again only if its metadata has not
+	// come RetryBackoffMax later: 2 s, so that a slow metadata refresh on
+	// a loaded machine does not count as a second request.
+	p := newProducer(t, c, Config{AutoCreateTopics: true, AutoCreatePartitions: 2, DisableAutoTopicCreation: true, RetryBackoffMax: 2 * time.Second})
 	const topics = 20
 	var fs []*Future
 	for i := range topics {

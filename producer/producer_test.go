@@ -546,7 +546,9 @@ func TestFlushFromCallbackFailsFast(t *testing.T) {
 func TestLingeredBatchWaitsForTheBrokersAnswer(t *testing.T) {
 	c := newCluster(t, testbroker.Config{Brokers: 1})
 	require.NoError(t, c.CreateTopic("pace", 1))
-	c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Delay: 400 * time.Millisecond, Times: 1})
+	// The answer comes long after the ten Sends below (about 50 ms of
+	// them), however late their sleeps overshoot.
+	c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Delay: 2 * time.Second, Times: 1})
 	p := newProducer(t, c, Config{Linger: 2 * time.Millisecond})
 	ctx := context.Background()
 

@@ -270,22 +270,25 @@ func TestInflightBatchFailsAtDeliveryTimeout(t *testing.T) {
 		t.Run(fmt.Sprintf("idempotent=%v", idem), func(t *testing.T) {
 			c := newCluster(t, testbroker.Config{})
 			require.NoError(t, c.CreateTopic("late", 1))
-			const dt = 1500 * time.Millisecond
-			p := newProducer(t, c, Config{DeliveryTimeout: dt, RequestTimeout: 1400 * time.Millisecond, Linger: time.Millisecond, DisableIdempotence: !idem})
+			// The retry's answer comes at 5 s, RequestTimeout would end
+			// it at 5.4 s: the record must fail at its 3 s deadline,
+			// with slack for a loaded machine but well before either.
+			const dt, answer = 3 * time.Second, 2500 * time.Millisecond
+			p := newProducer(t, c, Config{DeliveryTimeout: dt, RequestTimeout: 2900 * time.Millisecond, Linger: time.Millisecond, DisableIdempotence: !idem})
 			ctx := context.Background()
 			_, err := p.Send(ctx, &Record{Topic: "late", Value: []byte("warm")}).Wait(ctx)
 			require.NoError(t, err)
 			// The first attempt is appended and answered REQUEST_TIMED_OUT
-			// after 1 s; the retry is appended and answered after 1 s,
-			// past the deadline.
-			r1 := c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Times: 1, After: true, Delay: time.Second, ErrorCode: 7})
-			r2 := c.Intercept(testbroker.Interceptor{Keys: []int16{0}, After: true, Delay: time.Second})
+			// after 2.5 s; the retry is appended and answered 2.5 s
+			// later, past the deadline.
+			r1 := c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Times: 1, After: true, Delay: answer, ErrorCode: 7})
+			r2 := c.Intercept(testbroker.Interceptor{Keys: []int16{0}, After: true, Delay: answer})
 			start := time.Now()
 			_, err = waitFuture(t, p.Send(ctx, &Record{Topic: "late", Value: []byte("x")}), 10*time.Second)
 			took := time.Since(start)
 			require.ErrorIs(t, err, ErrDeliveryTimeout)
 			require.ErrorIs(t, err, ErrOutcomeUnknown)
-			require.Less(t, took, dt+400*time.Millisecond, "failed %v after Send, DeliveryTimeout is %v", took, dt)
+			require.Less(t, took, dt+time.Second, "failed %v after Send, DeliveryTimeout is %v", took, dt)
 			r1()
 			r2()
 			// The late answer arrives; the producer goes on.

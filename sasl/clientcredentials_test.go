@@ -225,7 +225,8 @@ func TestClientCredentialsRefreshFailureKeepsToken(t *testing.T) {
 // token still valid has come, callers get it at once while a goroutine
 // fetches the next one (the endpoint is slow); that goroutine ends.
 func TestClientCredentialsRefreshDoesNotBlock(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
+	before := goleak.IgnoreCurrent() // goroutines of earlier tests still ending
+	t.Cleanup(func() { goleak.VerifyNone(t, before) })
 	p := newIDP(t, func(n int64, w http.ResponseWriter, _ *http.Request) {
 		if n > 1 {
 			time.Sleep(700 * time.Millisecond)
@@ -257,7 +258,8 @@ func TestClientCredentialsRefreshDoesNotBlock(t *testing.T) {
 // against an endpoint that never answers ends by its own budget, with
 // nobody calling the source again.
 func TestClientCredentialsBackgroundRefreshEnds(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
+	before := goleak.IgnoreCurrent() // goroutines of earlier tests still ending
+	t.Cleanup(func() { goleak.VerifyNone(t, before) })
 	p := newIDP(t, func(n int64, w http.ResponseWriter, r *http.Request) {
 		if n > 1 {
 			<-r.Context().Done()

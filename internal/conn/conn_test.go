@@ -311,12 +311,14 @@ func TestRequestTimeoutFailsPendingOnce(t *testing.T) {
 
 func TestIdleConnectionDoesNotTimeOut(t *testing.T) {
 	b := newFakeBroker(t, metadataEcho)
-	c := dial(t, b.addr(), Config{RequestTimeout: 30 * time.Millisecond})
+	// A round trip to the in-process broker takes microseconds; the timeout
+	// leaves room for a stall of the loaded machine (-race).
+	c := dial(t, b.addr(), Config{RequestTimeout: 300 * time.Millisecond})
 	for i := 0; i < 3; i++ {
 		if _, err := c.Do(context.Background(), metadataReq("a")); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(60 * time.Millisecond) // idle for longer than the timeout
+		time.Sleep(600 * time.Millisecond) // idle for longer than the timeout
 	}
 	if err := c.Err(); err != nil {
 		t.Fatalf("idle connection broke: %v", err)

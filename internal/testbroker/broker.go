@@ -2,10 +2,13 @@ package testbroker
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
+	"time"
 )
 
 // broker is one broker of a cluster: a listener, its accept goroutine and
@@ -33,7 +36,7 @@ type broker struct {
 // listen starts the broker on port (0: a random one), and its accept
 // goroutine.
 func (b *broker) listen(port int) error {
-	ln, err := net.Listen("tcp", net.JoinHostPort(b.host, strconv.Itoa(port)))
+	ln, err := listenTCP(b.host, port)
 	if err != nil {
 		return err
 	}
@@ -45,6 +48,20 @@ func (b *broker) listen(port int) error {
 	b.c.wg.Add(1)
 	go b.accept(ln, 0)
 	return b.listenExtra()
+}
+
+// listenTCP listens on host:port (any free port for 0). A given port,
+// free until the broker stopped, may be held for a moment by another
+// process's ephemeral port or by a client's connection to itself while it
+// redials: it is tried again for up to 2 s.
+func listenTCP(host string, port int) (net.Listener, error) {
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	ln, err := net.Listen("tcp", addr)
+	for try := 0; port != 0 && errors.Is(err, syscall.EADDRINUSE) && try < 40; try++ {
+		time.Sleep(50 * time.Millisecond)
+		ln, err = net.Listen("tcp", addr)
+	}
+	return ln, err
 }
 
 func (b *broker) running() bool {

@@ -549,7 +549,8 @@ func (c *Cluster) StopBroker(id int32) error {
 	return nil
 }
 
-// RestartBroker starts a stopped broker again on the same port. Leadership
+// RestartBroker starts a stopped broker again on the same port (tried for
+// up to 2 s while something else holds it). Leadership
 // does not move back by itself (use [Cluster.MoveLeader]), except for
 // partitions that had no running leader at all. Restarting a running broker
 // does nothing. It returns [ErrUnknownBroker], [ErrClosed] or the listen

@@ -244,7 +244,7 @@ func (b *broker) listenExtra() error {
 			bl.extra = append(bl.extra, &extraListener{index: i, port: port})
 		}
 		el := bl.extra[i-1]
-		ln, err := net.Listen("tcp", net.JoinHostPort(b.host, strconv.Itoa(int(el.port))))
+		ln, err := listenTCP(b.host, int(el.port))
 		if err != nil {
 			return err
 		}
