@@ -157,12 +157,12 @@ func TestRealKafkaNotEnoughReplicas(t *testing.T) {
 		if err != nil {
 			return false
 		}
-		for _, mt := range views {
-			if len(mt.Partitions) != 1 || len(mt.Partitions[0].ISR) != 2 {
+		for _, v := range views {
+			if len(v.Partitions) != 1 || len(v.Partitions[0].ISR) != 2 {
 				return false
 			}
 		}
-		return true
+		return len(views) == 2
 	})
 
 	p := newSamsaProducer(t, c.addrs, producer.Config{DeliveryTimeout: 2 * time.Minute})
@@ -279,10 +279,10 @@ func (c *realCluster) preferredLeadersLead(t *testing.T, topic string) error {
 	if err != nil {
 		return err
 	}
-	for i, mt := range views {
-		for _, p := range mt.Partitions {
+	for _, v := range views {
+		for _, p := range v.Partitions {
 			if len(p.Replicas) > 0 && p.Leader != p.Replicas[0] {
-				return fmt.Errorf("%s: partition %d is led by %d, not its preferred replica %d", c.addrs[i], p.Partition, p.Leader, p.Replicas[0])
+				return fmt.Errorf("%s: partition %d is led by %d, not its preferred replica %d", v.addr, p.Partition, p.Leader, p.Replicas[0])
 			}
 		}
 	}

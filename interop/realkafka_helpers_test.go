@@ -191,19 +191,31 @@ func (c *realCluster) topicMetadata(ctx context.Context, t *testing.T, topic str
 	return resp.Topics[0]
 }
 
-// topicMetadataFromEach asks every broker of the cluster (c.addrs, in that
-// order) for the Metadata of topic, and returns their answers. Each broker
-// learns a change (a new topic, a new leader) from the controller on its
-// own, so a test that checks a change by asking one broker and then relies
-// on it through another must wait for all of them. An error (a broker not
-// answering, or answering with a topic error) names the broker.
-func (c *realCluster) topicMetadataFromEach(ctx context.Context, t *testing.T, topic string) ([]kmsg.MetadataResponseTopic, error) {
+// brokerView is one broker's Metadata answer for a topic.
+type brokerView struct {
+	addr string
+	kmsg.MetadataResponseTopic
+}
+
+// topicMetadataFromEach asks every running broker of the cluster (c.addrs,
+// which start.sh lists in node id order, less the nodes the test stopped)
+// for the Metadata of topic, and returns their answers. Each broker learns
+// a change (a new topic, a new leader, a shrunk ISR) from the controller
+// on its own, so a test that checks a change by asking one broker and then
+// relies on it through another must wait for all of them. An error (a
+// broker not answering, or answering with a topic error) names the
+// broker.
+func (c *realCluster) topicMetadataFromEach(ctx context.Context, t *testing.T, topic string) ([]brokerView, error) {
 	t.Helper()
 	cl := newKgoClient(t, c.addrs)
 	defer cl.Close()
-	seeds := cl.SeedBrokers()
-	views := make([]kmsg.MetadataResponseTopic, 0, len(seeds))
+	seeds := cl.SeedBrokers() // in c.addrs' order
+	views := make([]brokerView, 0, len(seeds))
 	for i, b := range seeds {
+		if c.stopped[int32(i)] {
+			continue
+		}
+		addr := c.addrs[i]
 		req := kmsg.NewPtrMetadataRequest()
 		rt := kmsg.NewMetadataRequestTopic()
 		rt.Topic = kmsg.StringPtr(topic)
@@ -211,15 +223,15 @@ func (c *realCluster) topicMetadataFromEach(ctx context.Context, t *testing.T, t
 		req.AllowAutoTopicCreation = false
 		resp, err := req.RequestWith(ctx, b)
 		if err != nil {
-			return nil, fmt.Errorf("Metadata from %s: %w", c.addrs[i], err)
+			return nil, fmt.Errorf("Metadata from %s: %w", addr, err)
 		}
 		if len(resp.Topics) != 1 {
-			return nil, fmt.Errorf("Metadata from %s: %d topics", c.addrs[i], len(resp.Topics))
+			return nil, fmt.Errorf("Metadata from %s: %d topics", addr, len(resp.Topics))
 		}
 		if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil {
-			return nil, fmt.Errorf("Metadata from %s: %w", c.addrs[i], err)
+			return nil, fmt.Errorf("Metadata from %s: %w", addr, err)
 		}
-		views = append(views, resp.Topics[0])
+		views = append(views, brokerView{addr, resp.Topics[0]})
 	}
 	return views, nil
 }
@@ -231,13 +243,13 @@ func (c *realCluster) waitTopic(t *testing.T, topic string, partitions int32) {
 	ctx := testContext(t)
 	for {
 		views, err := c.topicMetadataFromEach(ctx, t, topic)
-		for i, mt := range views {
-			if err == nil && int32(len(mt.Partitions)) != partitions {
-				err = fmt.Errorf("%s shows %d partitions", c.addrs[i], len(mt.Partitions))
+		for _, v := range views {
+			if err == nil && int32(len(v.Partitions)) != partitions {
+				err = fmt.Errorf("%s shows %d partitions", v.addr, len(v.Partitions))
 			}
-			for _, p := range mt.Partitions {
+			for _, p := range v.Partitions {
 				if err == nil && (p.ErrorCode != 0 || p.Leader < 0) {
-					err = fmt.Errorf("%s shows partition %d without a leader (%v)", c.addrs[i], p.Partition, kerr.ErrorForCode(p.ErrorCode))
+					err = fmt.Errorf("%s shows partition %d without a leader (%v)", v.addr, p.Partition, kerr.ErrorForCode(p.ErrorCode))
 				}
 			}
 		}
