@@ -261,8 +261,19 @@ func (s *sink) checkLogStart(ip *ioPart, logStart int64) {
 	s.p.log.Warn("acknowledged records are no longer in the log", "topic", e.Topic, "partition", e.Partition,
 		"last_acked", e.LastAcked, "log_start", e.LogStart)
 	if s.cfg.OnDataLoss != nil {
-		s.cfg.OnDataLoss(e)
+		s.callOnDataLoss(e)
 	}
+}
+
+// callOnDataLoss runs Config.OnDataLoss, recovering and logging a panic
+// in it, as for every other user callback: the IO goroutine goes on.
+func (s *sink) callOnDataLoss(e *DataLossError) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.p.logPanic(v, "callback", "OnDataLoss", "topic", e.Topic, "partition", e.Partition)
+		}
+	}()
+	s.cfg.OnDataLoss(e)
 }
 
 // landed removes b from ip's in-flight list once its answer (or failure)

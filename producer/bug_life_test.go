@@ -1,0 +1,258 @@
+package producer
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"runtime/debug"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/samsa-go/samsa/bufferpool"
+	"github.com/samsa-go/samsa/internal/testbroker"
+	"github.com/samsa-go/samsa/sasl"
+)
+
+// growPanicPool is a user's bufferpool.Pool (the default pool underneath)
+// whose TryAllocate panics once armed: a custom pool with a bug.
+type growPanicPool struct {
+	*bufferpool.SimplePool
+	armed atomic.Bool
+}
+
+func (p *growPanicPool) TryAllocate(size int) []byte {
+	if p.armed.Load() {
+		panic("custom pool bug")
+	}
+	return p.SimplePool.TryAllocate(size)
+}
+
+// TestBugPanickingPoolLeavesPartitionLocked: a custom BufferPool whose
+// TryAllocate panics while a batch grows.
+//
+// Interleaving: Send 1 opens the partition's batch (16 KiB, the pool's
+// PooledSize) and it lingers. Send 2's record does not fit the open
+// batch, so Partition.Append calls growLocked with Partition.mu held
+// (accumulator/partition.go: Append locks p.mu and unlocks it by hand, no
+// defer); growLocked calls Pool.TryAllocate, which panics. The panic
+// unwinds out of Send (the caller recovers it, as net/http does for a
+// handler) with Partition.mu still locked. From then on every Send to the
+// partition, and the IO goroutine's Seal/sealOpen of it (Flush, linger,
+// Close), blocks on that mutex forever: Close waits for <-p.ioDone without
+// any bound, so even Close with an ended context never returns.
+func TestBugPanickingPoolLeavesPartitionLocked(t *testing.T) {
+	c := newCluster(t, testbroker.Config{})
+	require.NoError(t, c.CreateTopic("grow", 1))
+	sp, err := bufferpool.New(bufferpool.Options{Size: 8 << 20})
+	require.NoError(t, err)
+	pool := &growPanicPool{SimplePool: sp}
+	p, err := New(Config{
+		Brokers:         c.Addrs(),
+		BufferPool:      pool,
+		BatchSize:       64 << 10,
+		Linger:          5 * time.Second,
+		DeliveryTimeout: 60 * time.Second,
+	})
+	require.NoError(t, err)
+	// No Close in a cleanup: it would hang the test binary (the bug).
+
+	ctx := context.Background()
+	f1 := p.Send(ctx, &Record{Topic: "grow", Value: []byte("small")})
+	// Wait until the record sits in an open batch of the known partition.
+	require.True(t, waitFor(10*time.Second, func() bool {
+		ts, ok := p.topics.Load("grow")
+		if !ok {
+			return false
+		}
+		parts := ts.(*topicState).acc.KnownPartitions()
+		return len(parts) == 1 && parts[0].Load() == 1
+	}), "the first record never reached its partition")
+
+	pool.armed.Store(true)
+	var stack string
+	func() {
+		defer func() { // the user's own pool panicked: the caller recovers it
+			if v := recover(); v != nil {
+				stack = string(debug.Stack())
+			}
+		}()
+		p.Send(ctx, &Record{Topic: "grow", Value: make([]byte, 20<<10)})
+	}()
+	require.Contains(t, stack, "growLocked", "the pool should have panicked under Partition.growLocked")
+	pool.armed.Store(false) // the pool works again
+
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- p.Close(cctx) }()
+	select {
+	case <-done:
+		_, _, _ = f1.Result()
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close(ctx with a 1s deadline) has not returned after 10s: the partition's lock was left held by the panicking pool")
+	}
+}
+
+// TestBugPanickingTokenFuncCrashesProcess: a SASL OAUTHBEARER token
+// callback (user code, like a partitioner or a callback) that panics.
+//
+// Interleaving: the metadata client (and the IO goroutine's dial
+// goroutines, and a connection's writer at re-authentication) call
+// Mechanism.Start from internal/conn's saslExchange
+// (internal/conn/sasl.go: mech.Start(ctx, c.addr)) with no recover: the
+// panic kills the whole process, instead of failing the exchange with
+// ErrAuthentication as a token error does (sasl.ClientCredentials itself
+// recovers a panicking HTTP client for that reason). The scenario runs in
+// a child process, which must exit normally.
+func TestBugPanickingTokenFuncCrashesProcess(t *testing.T) {
+	if os.Getenv("SAMSA_BUG_TOKEN_PANIC_CHILD") == "1" {
+		panickingTokenScenario(t)
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBugPanickingTokenFuncCrashesProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "SAMSA_BUG_TOKEN_PANIC_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		lines := string(out)
+		if len(lines) > 600 {
+			lines = lines[:600]
+		}
+		t.Fatalf("the producer's process crashed on a panicking token callback (%v):\n%s", err, lines)
+	}
+}
+
+func panickingTokenScenario(t *testing.T) {
+	cl, err := testbroker.New(testbroker.Config{Security: &testbroker.Security{
+		Listeners: []testbroker.Listener{{Protocol: testbroker.Plaintext}, {Protocol: testbroker.SASLPlaintext}},
+		Users:     []testbroker.User{{Mechanism: testbroker.MechOAuthBearer, Name: "dave", Password: "tok"}},
+	}})
+	require.NoError(t, err)
+	defer cl.Close()
+	require.NoError(t, cl.CreateTopic("tok", 1))
+	p, err := New(Config{
+		Brokers: cl.ListenerAddrs(testbroker.SASLPlaintext),
+		SASL: sasl.OAuthBearer(func(context.Context) (sasl.Token, error) {
+			panic("token callback bug")
+		}),
+		MaxBlock: 2 * time.Second,
+	})
+	require.NoError(t, err)
+	ctx := context.Background()
+	f := p.Send(ctx, &Record{Topic: "tok", Value: []byte("v")})
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	_, err = f.Wait(wctx)
+	require.Error(t, err) // ErrAuthentication or ErrDeliveryTimeout: anything but a crash
+	require.NoError(t, p.Close(ctx))
+}
+
+// closingHook calls Close (with a 1s context) from the first call of the
+// hook method its kind names, on the goroutine the producer calls it on,
+// and reports Close's return on done.
+type closingHook struct {
+	p    atomic.Pointer[Producer]
+	kind string
+	once atomic.Bool
+	done chan error
+}
+
+func (h *closingHook) fire(kind string) {
+	if kind != h.kind || h.p.Load() == nil || !h.once.CompareAndSwap(false, true) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	h.done <- h.p.Load().Close(ctx)
+}
+
+func (h *closingHook) OnBatchWritten(BatchWritten)                        { h.fire("batch") }
+func (h *closingHook) OnMetadataRefreshed(MetadataRefresh)                { h.fire("metadata") }
+func (h *closingHook) OnBrokerResponseRead(BrokerInfo, ResponseRead)      { h.fire("response") }
+func (h *closingHook) OnBrokerConnected(BrokerInfo, time.Duration, error) { h.fire("connected") }
+
+// TestBugCloseFromHookDeadlocks: a hook that calls Close. Close detects
+// only the completion goroutine (goroutineID() == completer.goid, then
+// closes in the background); hooks also run on the IO goroutine
+// (HookBatchWritten, HookBrokerConnected), the metadata refresh goroutine
+// (HookMetadataRefreshed) and a connection's reader (HookBrokerResponseRead).
+//
+// Interleaving (IO goroutine): handleResponse → observeBatch → the hook →
+// Close: flush waits for the IO goroutine (ctx ends after 1s), then
+// close(quit) and <-p.ioDone, which is the goroutine running Close: it
+// never returns, whatever its context, and the producer is dead. The same
+// for Close from the metadata goroutine (meta.Close waits for it) and from
+// a connection's reader (the IO goroutine's shutdown waits for that
+// connection's answers). The hooks doc forbids none of this; Close's doc
+// promises it returns once ctx ends.
+func TestBugCloseFromHookDeadlocks(t *testing.T) {
+	c := newCluster(t, testbroker.Config{})
+	require.NoError(t, c.CreateTopic("hk", 1))
+	for _, kind := range []string{"batch", "connected", "metadata", "response"} {
+		t.Run(kind, func(t *testing.T) {
+			h := &closingHook{kind: kind, done: make(chan error, 1)}
+			p, err := New(Config{Brokers: c.Addrs(), Hooks: []Hook{h}, RetryBackoff: 10 * time.Millisecond})
+			require.NoError(t, err)
+			h.p.Store(p)
+			// No Close in a cleanup: it would hang the test binary (the bug).
+			p.Send(context.Background(), &Record{Topic: "hk", Value: []byte("v")})
+			select {
+			case <-h.done:
+			case <-time.After(6 * time.Second):
+				t.Fatalf("Close(ctx with a 1s deadline) called from a %s hook has not returned after 6s", kind)
+			}
+		})
+	}
+}
+
+// TestBugPanickingOnDataLossCrashesProcess: Config.OnDataLoss (user code,
+// DESIGN.md invariant 9 lists it with partitioners, callbacks and hooks)
+// runs on the IO goroutine from sink.checkLogStart
+// (producer/sink_response.go: s.cfg.OnDataLoss(e)) with no recover,
+// unlike every other user callback: a panic in it kills the process.
+//
+// Interleaving: 10 records acknowledged, DeleteRecords moves the log start
+// past them, the next Produce answer carries the new log start: the IO
+// goroutine calls OnDataLoss, which panics. Run in a child process, which
+// must exit normally.
+func TestBugPanickingOnDataLossCrashesProcess(t *testing.T) {
+	if os.Getenv("SAMSA_BUG_DATALOSS_PANIC_CHILD") == "1" {
+		panickingDataLossScenario(t)
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBugPanickingOnDataLossCrashesProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "SAMSA_BUG_DATALOSS_PANIC_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		lines := string(out)
+		if len(lines) > 600 {
+			lines = lines[:600]
+		}
+		t.Fatalf("the producer's process crashed on a panicking OnDataLoss (%v):\n%s", err, lines)
+	}
+}
+
+func panickingDataLossScenario(t *testing.T) {
+	c, err := testbroker.New(testbroker.Config{})
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.CreateTopic("loss", 1))
+	p, err := New(Config{Brokers: c.Addrs(), OnDataLoss: func(*DataLossError) { panic("OnDataLoss bug") }})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var fs []*Future
+	for range 10 {
+		fs = append(fs, p.Send(ctx, &Record{Topic: "loss", Value: []byte("v")}))
+	}
+	for _, f := range fs {
+		_, err := f.Wait(ctx)
+		require.NoError(t, err)
+	}
+	require.NoError(t, c.DeleteRecordsBefore("loss", 0, 10))
+	_, err = p.Send(ctx, &Record{Topic: "loss", Value: []byte("after")}).Wait(ctx)
+	require.NoError(t, err)
+	require.NoError(t, p.Close(ctx))
+}
