@@ -35,8 +35,10 @@ type Config struct {
 	// Pool provides every byte of batch and parking memory.
 	Pool bufferpool.Pool
 
-	// MaxBlock bounds how long an append waits for pool memory
-	// (max.block.ms); 0 means it never waits.
+	// MaxBlock bounds how long an append (Partition.Append, Topic.Park)
+	// waits for pool memory (max.block.ms), in all: its waits for a
+	// batch's buffer, a parking chunk and bookkeeping share one deadline,
+	// set when it first waits. 0 means it never waits.
 	MaxBlock time.Duration
 
 	// Closing, when done, ends every wait for pool memory with an error
@@ -179,20 +181,23 @@ func (a *Accumulator[C, P, B]) firstCharge() int {
 }
 
 // reserve reserves n bytes of bookkeeping in the pool, waiting as allocate
-// does.
-func (a *Accumulator[C, P, B]) reserve(ctx context.Context, topic string, n int, wait bool) error {
+// does (from the same deadline).
+func (a *Accumulator[C, P, B]) reserve(ctx context.Context, topic string, n int, wait bool, deadline *time.Time) error {
 	if a.res == nil || n <= 0 || a.res.TryReserve(n) {
 		return nil
 	}
 	if wait && a.cfg.MaxBlock > 0 && (a.cfg.MayWait == nil || a.cfg.MayWait()) {
+		maxWait, err := a.remaining(deadline, n)
+		if err != nil {
+			return err
+		}
 		start := time.Now()
-		var err error
 		if a.cfg.Closing == nil {
-			err = a.res.Reserve(ctx, n, a.cfg.MaxBlock)
+			err = a.res.Reserve(ctx, n, maxWait)
 		} else {
 			ctx, cancel := context.WithCancel(ctx)
 			stop := context.AfterFunc(a.cfg.Closing, cancel)
-			err = a.res.Reserve(ctx, n, a.cfg.MaxBlock)
+			err = a.res.Reserve(ctx, n, maxWait)
 			stop()
 			cancel()
 			if err != nil && a.cfg.Closing.Err() != nil {
@@ -204,6 +209,31 @@ func (a *Accumulator[C, P, B]) reserve(ctx context.Context, topic string, n int,
 	}
 	return fmt.Errorf("%w: %d bytes of record bookkeeping requested without waiting, %d available",
 		bufferpool.ErrBufferExhausted, n, a.cfg.Pool.Available())
+}
+
+// remaining returns how long an append may still wait for n bytes of pool
+// memory: MaxBlock in all, counted from its first wait, which sets
+// *deadline (Java's remainingWaitMs). An append waits up to three times
+// (its batch's buffer, the batch's bookkeeping, a record's bookkeeping),
+// and Park loops; each wait gets what is left. Once nothing is left it
+// returns the error a pool's MaxBlock timeout gives (matching
+// ErrBufferExhausted), or ErrClosing's once Closing is done. The pool
+// would take a maxWait <= 0 for no limit: it is never passed one.
+func (a *Accumulator[C, P, B]) remaining(deadline *time.Time, n int) (time.Duration, error) {
+	now := time.Now()
+	if deadline.IsZero() {
+		*deadline = now.Add(a.cfg.MaxBlock)
+		return a.cfg.MaxBlock, nil
+	}
+	if left := deadline.Sub(now); left > 0 {
+		return left, nil
+	}
+	err := fmt.Errorf("accumulator: waited MaxBlock (%v) in all for memory, still %d bytes short, %d of %d available: %w",
+		a.cfg.MaxBlock, n, a.cfg.Pool.Available(), a.cfg.Pool.Size(), bufferpool.ErrBufferExhausted)
+	if a.cfg.Closing != nil && a.cfg.Closing.Err() != nil {
+		err = fmt.Errorf("%w: %w", ErrClosing, err)
+	}
+	return 0, err
 }
 
 // waited reports a wait for pool memory that began at start to OnWaited.
@@ -307,25 +337,29 @@ func (a *Accumulator[C, P, B]) bufferFor(last, bodySize int) int {
 	return max(size, recordbatch.SingleRecordBatchSize(bodySize))
 }
 
-// allocate takes n bytes from the pool: waiting up to MaxBlock when wait is
-// set, failing at once otherwise.
-func (a *Accumulator[C, P, B]) allocate(ctx context.Context, topic string, n int, wait bool) ([]byte, error) {
+// allocate takes n bytes from the pool: waiting, when wait is set, until
+// *deadline (see remaining: MaxBlock in all for every wait of one append),
+// failing at once otherwise.
+func (a *Accumulator[C, P, B]) allocate(ctx context.Context, topic string, n int, wait bool, deadline *time.Time) ([]byte, error) {
 	if buf := a.cfg.Pool.TryAllocate(n); buf != nil {
 		return buf, nil
 	}
 	// MaxBlock 0 is max.block.ms=0: never wait (the pool's maxWait of 0
 	// would wait without limit).
 	if wait && a.cfg.MaxBlock > 0 && (a.cfg.MayWait == nil || a.cfg.MayWait()) {
+		maxWait, err := a.remaining(deadline, n)
+		if err != nil {
+			return nil, err
+		}
 		start := time.Now()
 		var buf []byte
-		var err error
 		if a.cfg.Closing == nil {
-			buf, err = a.cfg.Pool.Allocate(ctx, n, a.cfg.MaxBlock)
+			buf, err = a.cfg.Pool.Allocate(ctx, n, maxWait)
 		} else {
 			// Waiting is the slow path: it may allocate.
 			ctx, cancel := context.WithCancel(ctx)
 			stop := context.AfterFunc(a.cfg.Closing, cancel)
-			buf, err = a.cfg.Pool.Allocate(ctx, n, a.cfg.MaxBlock)
+			buf, err = a.cfg.Pool.Allocate(ctx, n, maxWait)
 			stop()
 			cancel()
 			if err != nil && a.cfg.Closing.Err() != nil {

@@ -58,12 +58,13 @@ func (p *Partition[C, P, B]) SetLeaderless(v bool) { p.leaderless.Store(v) }
 
 // Append appends a record to the partition's open batch. When the open batch
 // is full (or there is none) it seals it and opens a new one, with memory from
-// the pool: waiting up to MaxBlock if wait is set (only the pool wait honors
-// ctx), or failing at once with an error matching ErrBufferExhausted if not.
+// the pool: waiting up to MaxBlock in all if wait is set, however many
+// waits it takes (only the pool waits honor ctx), or failing at once with an error matching ErrBufferExhausted if not.
 // The caller has checked the record's size with CheckSize. On success c is
 // the record's completion, kept in the batch.
 func (p *Partition[C, P, B]) Append(ctx context.Context, ts int64, key, value []byte, headers []recordbatch.Header, c C, wait bool) error {
 	a := p.acc
+	var deadline time.Time // of every wait for memory: see Accumulator.remaining
 	p.mu.Lock()
 	if b := p.open; b != nil {
 		if !a.credit(b) {
@@ -71,7 +72,7 @@ func (p *Partition[C, P, B]) Append(ctx context.Context, ts int64, key, value []
 				// The record fits: only its bookkeeping is missing, so
 				// wait for that, not for a whole new batch's buffer.
 				p.mu.Unlock()
-				done, err := p.appendWithCredit(ctx, ts, key, value, headers, c, wait)
+				done, err := p.appendWithCredit(ctx, ts, key, value, headers, c, wait, &deadline)
 				if done || err != nil {
 					return err
 				}
@@ -90,12 +91,12 @@ func (p *Partition[C, P, B]) Append(ctx context.Context, ts int64, key, value []
 	// Allocate outside the lock: other appends to this partition go on while
 	// this one waits for memory. The new batch's bookkeeping is charged to
 	// the pool too (see Accumulator.credit).
-	buf, err := a.allocate(ctx, p.Topic.Name, a.bufferFor(last, recordbatch.BodySize(key, value, headers)), wait)
+	buf, err := a.allocate(ctx, p.Topic.Name, a.bufferFor(last, recordbatch.BodySize(key, value, headers)), wait, &deadline)
 	if err != nil {
 		return err
 	}
 	charge := a.firstCharge()
-	if err := a.reserve(ctx, p.Topic.Name, charge, wait); err != nil {
+	if err := a.reserve(ctx, p.Topic.Name, charge, wait, &deadline); err != nil {
 		a.cfg.Pool.Release(buf)
 		return err
 	}
@@ -127,18 +128,18 @@ func (p *Partition[C, P, B]) Append(ctx context.Context, ts int64, key, value []
 // appendWithCredit is Append for a record that fits in the open batch,
 // which lacks only bookkeeping credit for it: it reserves a block of
 // credit if the pool has it, else the record's own charge (waiting as
-// Append does), and appends to the batch open then. Every batch's credit
+// Append does, until Append's deadline), and appends to the batch open then. Every batch's credit
 // already covers its records' charges, so one more record's charge covers
 // this one in whichever batch is open by then. It reports false, with the reservation
 // given back, when that batch no longer takes the record (it was sealed
 // meanwhile, or the record does not fit the one opened since): Append
 // then opens a batch.
-func (p *Partition[C, P, B]) appendWithCredit(ctx context.Context, ts int64, key, value []byte, headers []recordbatch.Header, c C, wait bool) (bool, error) {
+func (p *Partition[C, P, B]) appendWithCredit(ctx context.Context, ts int64, key, value []byte, headers []recordbatch.Header, c C, wait bool, deadline *time.Time) (bool, error) {
 	a := p.acc
 	n := chargeBlock * a.recCharge
 	if !a.res.TryReserve(n) {
 		n = a.recCharge
-		if err := a.reserve(ctx, p.Topic.Name, n, wait); err != nil {
+		if err := a.reserve(ctx, p.Topic.Name, n, wait, deadline); err != nil {
 			return false, err
 		}
 	}

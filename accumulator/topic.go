@@ -203,8 +203,9 @@ func (t *Topic[C, P, B]) Failing() error {
 }
 
 // Park parks a record whose topic has no known partitions yet, in an
-// uncompressed form, with memory from the pool (waiting up to MaxBlock if
-// wait is set). It returns parked=false without error if, once under the
+// uncompressed form, with memory from the pool (waiting up to MaxBlock in
+// all if wait is set: its waits for bookkeeping and for a parking chunk,
+// and its retries when another Park took the room, share one deadline). It returns parked=false without error if, once under the
 // topic's lock, the partitions turned out to be known and nothing is parked:
 // the caller then appends to a partition instead. It fails with the error
 // set by SetFailing while one is set. partition is kept for the caller's
@@ -216,6 +217,7 @@ func (t *Topic[C, P, B]) Park(ctx context.Context, ts int64, key, value []byte, 
 	a := t.acc
 	var spare []byte
 	spareCredit := 0
+	var deadline time.Time // of every wait for memory: see Accumulator.remaining
 	for {
 		t.mu.Lock()
 		if !t.parking.Load() && t.parts.Load() != nil {
@@ -244,7 +246,7 @@ func (t *Topic[C, P, B]) Park(ctx context.Context, ts int64, key, value []byte, 
 			blk := chargeBlock * a.parkCharge
 			if !a.res.TryReserve(blk) {
 				t.mu.Unlock()
-				if err := a.reserve(ctx, t.Name, blk, wait); err != nil {
+				if err := a.reserve(ctx, t.Name, blk, wait, &deadline); err != nil {
 					t.dropIdle()
 					return false, err
 				}
@@ -275,7 +277,7 @@ func (t *Topic[C, P, B]) Park(ctx context.Context, ts int64, key, value []byte, 
 		}
 		want := t.nextChunkLocked()
 		t.mu.Unlock()
-		buf, err := t.acc.allocate(ctx, t.Name, max(want, size), wait)
+		buf, err := t.acc.allocate(ctx, t.Name, max(want, size), wait, &deadline)
 		if err != nil {
 			t.dropIdle()
 			return false, err

@@ -165,7 +165,10 @@ type Config struct {
 	BufferMemory int64
 
 	// MaxBlock is how long Send may block waiting for buffer memory
-	// (max.block.ms); then it returns an error wrapping ErrBufferExhausted.
+	// (max.block.ms), in all: a Send that waits more than once (for a
+	// batch's buffer, then for its bookkeeping) shares one deadline, set
+	// when it first waits, between its waits; then it returns an error
+	// wrapping ErrBufferExhausted.
 	// 0 means the default, 60s; NoWait means never block
 	// (max.block.ms=0). Other negative values are an error. Send never
 	// blocks on metadata.
