@@ -317,14 +317,26 @@ type Config struct {
 	// bufferpool.SimplePool does) sets the starting size instead, so give
 	// it a MaxPooledSize of BatchSize to recycle the doublings too. It may
 	// be shared between producers; the producer does not close it.
+	//
+	// A pool other than a *bufferpool.SimplePool is called through a guard
+	// that recovers its panics, since the producer calls it with its own
+	// locks held and on its own goroutines: a panicking TryAllocate or
+	// TryReserve counts as no memory, a panicking Allocate or Reserve
+	// fails the Send with an error wrapping ErrBufferExhausted ("the
+	// buffer pool panicked in Allocate: ..."), a panicking Release,
+	// Unreserve or Hold is dropped (the memory it was to free stays
+	// taken), and a panicking Size, Available or IsOutOfMemory reports
+	// the Size read by New, 0 and true. The first panic of each method is
+	// logged at Error, with its stack, to Logger (or slog's default logger
+	// when Logger drops errors).
 	BufferPool bufferpool.Pool
 
 	// Logger receives the producer's logs. Default: none (a discarding
 	// logger). Nothing is logged per record or per request above Debug:
-	//   - Error: a panicking callback or hook (also to slog's default
-	//     logger when Logger drops errors; a hook's once per hook and
-	//     event kind), a broker without Produce v3+, an authentication
-	//     failure;
+	//   - Error: a panicking callback, hook or BufferPool (also to slog's
+	//     default logger when Logger drops errors; a hook's once per hook
+	//     and event kind, a pool's once per method), a broker without
+	//     Produce v3+, an authentication failure;
 	//   - Warn: a broker connection that broke or cannot be set up (once
 	//     per outage), a failed metadata fetch (once per outage), a topic
 	//     that fails its records fast, a failed CreateTopics or

@@ -51,6 +51,8 @@ var (
 	// same value as bufferpool.ErrBufferExhausted. A Send from a callback
 	// (on the completion goroutine, which is what frees memory) never
 	// waits: it fails at once with ErrBufferExhausted when the pool is full.
+	// It also fails a Send whose custom Config.BufferPool panicked in
+	// Allocate or Reserve ("the buffer pool panicked in ...").
 	ErrBufferExhausted = bufferpool.ErrBufferExhausted
 
 	// ErrClosed fails a record sent after Close has been called (through

@@ -98,7 +98,7 @@ func New(cfg Config) (*Producer, error) {
 	p := &Producer{
 		cfg:        cfg,
 		log:        cfg.Logger,
-		pool:       cfg.BufferPool,
+		pool:       guardUserPool(cfg.BufferPool, cfg.BufferMemory, cfg.Logger),
 		compressor: comp,
 		hooks:      hs,
 		rec:        newRecorder(),
