@@ -113,6 +113,13 @@ type Accumulator[C, P, B any] struct {
 	// blocks of chargeBlock records.
 	res                                bufferpool.Reserver
 	recCharge, batchCharge, parkCharge int
+
+	// heldAlloc and heldRes take memory for the IO goroutine's own
+	// progress (moving parked records, splitting), past the pool's hold
+	// (bufferpool.HeldAllocator, HeldReserver); nil when the pool lacks
+	// them, and TryAllocate and TryReserve are used instead.
+	heldAlloc bufferpool.HeldAllocator
+	heldRes   bufferpool.HeldReserver
 }
 
 // chargeBlock is how many records' bookkeeping is reserved at once, so that
@@ -127,6 +134,7 @@ func New[C, P, B any](cfg Config) *Accumulator[C, P, B] {
 	a := &Accumulator[C, P, B]{cfg: cfg, kick: make(chan struct{}, 1)}
 	a.free.Max = maxFreeBatches
 	a.chunks.free.Max = maxFreeChunks
+	a.heldAlloc, _ = cfg.Pool.(bufferpool.HeldAllocator)
 	if r, ok := cfg.Pool.(bufferpool.Reserver); ok && cfg.ChargeBookkeeping {
 		var c C
 		a.res = r
@@ -139,6 +147,7 @@ func New[C, P, B any](cfg Config) *Accumulator[C, P, B] {
 		// it moves into a full pool it hands its batch recCharge of its
 		// own charge (Partition.appendBody): it must have that much.
 		a.parkCharge = max(int(unsafe.Sizeof(parkedRecord[C]{}))+max(cfg.ExtraRecordCharge, 0), a.recCharge)
+		a.heldRes, _ = cfg.Pool.(bufferpool.HeldReserver)
 	}
 	return a
 }
@@ -155,17 +164,37 @@ func (a *Accumulator[C, P, B]) BatchCharge() int { return a.batchCharge }
 func (a *Accumulator[C, P, B]) ParkCharge() int { return a.parkCharge }
 
 // credit makes sure b's reservation covers one more record, reserving a
-// block without waiting if needed; false if the pool has no room (the
+// block without waiting if needed (past the pool's hold with held: the IO
+// goroutine moving a parked record); false if the pool has no room (the
 // caller then treats b as full). The caller holds b's partition lock.
-func (a *Accumulator[C, P, B]) credit(b *Batch[C, P, B]) bool {
+func (a *Accumulator[C, P, B]) credit(b *Batch[C, P, B], held bool) bool {
 	if a.res == nil || b.credit >= a.batchCharge+(b.Records.n+1)*a.recCharge {
 		return true
 	}
-	if n := chargeBlock * a.recCharge; a.res.TryReserve(n) {
+	if n := chargeBlock * a.recCharge; a.tryReserve(n, held) {
 		b.credit += n
 		return true
 	}
 	return false
+}
+
+// tryAllocate takes size bytes from the pool without waiting; with held
+// past the pool's hold (bufferpool.HeldAllocator), for the IO goroutine's
+// own progress only: moving parked records, splitting a batch. Sends never
+// pass held, so memory the pool holds for the moves is not theirs.
+func (a *Accumulator[C, P, B]) tryAllocate(size int, held bool) []byte {
+	if held && a.heldAlloc != nil {
+		return a.heldAlloc.TryAllocateHeld(size)
+	}
+	return a.cfg.Pool.TryAllocate(size)
+}
+
+// tryReserve is tryAllocate for bookkeeping: a.res must be set.
+func (a *Accumulator[C, P, B]) tryReserve(n int, held bool) bool {
+	if held && a.heldRes != nil {
+		return a.heldRes.TryReserveHeld(n)
+	}
+	return a.res.TryReserve(n)
 }
 
 // firstCharge is what a new batch reserves: itself and the records its
@@ -435,7 +464,7 @@ func (a *Accumulator[C, P, B]) AddCompletion(b *Batch[C, P, B], c C) { b.Records
 // the Java client's split batches), since the batch being split gives its
 // own pool memory back at once.
 func (a *Accumulator[C, P, B]) NewDetachedBatch(p *Partition[C, P, B], size int) *Batch[C, P, B] {
-	buf := a.cfg.Pool.TryAllocate(size)
+	buf := a.tryAllocate(size, true) // the IO goroutine's: past the pool's hold
 	heap := buf == nil
 	if heap {
 		buf = make([]byte, size)

@@ -67,7 +67,7 @@ func (p *Partition[C, P, B]) Append(ctx context.Context, ts int64, key, value []
 	var deadline time.Time // of every wait for memory: see Accumulator.remaining
 	p.mu.Lock()
 	if b := p.open; b != nil {
-		if !a.credit(b) {
+		if !a.credit(b, false) {
 			if b.Builder.Len()+b.Builder.RecordSize(ts, recordbatch.BodySize(key, value, headers)) <= b.Builder.Cap() {
 				// The record fits: only its bookkeeping is missing, so
 				// wait for that, not for a whole new batch's buffer.
@@ -79,7 +79,7 @@ func (p *Partition[C, P, B]) Append(ctx context.Context, ts int64, key, value []
 				p.mu.Lock()
 			}
 		} else if b.Builder.Append(ts, key, value, headers) ||
-			(p.growLocked(b, b.Builder.RecordSize(ts, recordbatch.BodySize(key, value, headers))) && b.Builder.Append(ts, key, value, headers)) {
+			(p.growLocked(b, b.Builder.RecordSize(ts, recordbatch.BodySize(key, value, headers)), false) && b.Builder.Append(ts, key, value, headers)) {
 			b.Records.push(&p.acc.chunks, c)
 			p.mu.Unlock()
 			return nil
@@ -159,7 +159,9 @@ func (p *Partition[C, P, B]) appendWithCredit(ctx context.Context, ts int64, key
 }
 
 // appendBody is Append for a parked record, called by the IO goroutine:
-// it never waits for memory and reports false when the pool has none. A new
+// it never waits for memory and reports false when the pool has none; it
+// takes memory the pool holds for it (bufferpool.Holder), which Sends
+// cannot. A new
 // batch counts its age (linger, delivery timeout) from parkedAt, when its
 // first record entered the producer.
 func (p *Partition[C, P, B]) appendBody(ts int64, body []byte, c C, parkedAt time.Time, parkCredit *int) bool {
@@ -170,19 +172,19 @@ func (p *Partition[C, P, B]) appendBody(ts int64, body []byte, c C, parkedAt tim
 	// (parkCharge >= recCharge) when the pool has no room for more: the
 	// pool may be full of parked records themselves.
 	takeCredit := func(b *Batch[C, P, B]) {
-		if !a.credit(b) {
+		if !a.credit(b, true) {
 			b.credit += a.recCharge
 			*parkCredit -= a.recCharge
 		}
 	}
 	if b := p.open; b != nil && (b.Builder.AppendBody(ts, body) ||
-		(p.growLocked(b, b.Builder.RecordSize(ts, len(body))) && b.Builder.AppendBody(ts, body))) {
+		(p.growLocked(b, b.Builder.RecordSize(ts, len(body)), true) && b.Builder.AppendBody(ts, body))) {
 		takeCredit(b)
 		b.Records.push(&p.acc.chunks, c)
 		return true
 	}
 	size := a.bufferFor(p.lastSize, len(body))
-	buf := a.cfg.Pool.TryAllocate(size)
+	buf := a.tryAllocate(size, true)
 	overdraft := false
 	if buf == nil {
 		// The pool may be full of parked records themselves: without
@@ -199,7 +201,7 @@ func (p *Partition[C, P, B]) appendBody(ts int64, body []byte, c C, parkedAt tim
 	if !b.Builder.AppendBody(ts, body) {
 		panic("accumulator: parked record does not fit in a buffer sized for it")
 	}
-	if n := a.firstCharge(); a.res != nil && a.res.TryReserve(n) {
+	if n := a.firstCharge(); a.res != nil && a.tryReserve(n, true) {
 		b.credit = n
 	}
 	takeCredit(b)
@@ -209,8 +211,9 @@ func (p *Partition[C, P, B]) appendBody(ts int64, body []byte, c C, parkedAt tim
 
 // growLocked moves the open batch b into a buffer twice as large (at most
 // BatchSize), so that a record of need more bytes fits, with memory taken
-// from the pool without waiting. It reports whether it grew.
-func (p *Partition[C, P, B]) growLocked(b *Batch[C, P, B], need int) bool {
+// from the pool without waiting (past its hold with held: a parked record
+// moving). It reports whether it grew.
+func (p *Partition[C, P, B]) growLocked(b *Batch[C, P, B], need int, held bool) bool {
 	a := p.acc
 	cur := b.Builder.Cap()
 	if cur >= a.cfg.BatchSize {
@@ -220,7 +223,7 @@ func (p *Partition[C, P, B]) growLocked(b *Batch[C, P, B], need int) bool {
 	if size < b.Builder.Len()+need {
 		return false // even a full-size batch would not take the record: seal
 	}
-	buf := a.cfg.Pool.TryAllocate(size)
+	buf := a.tryAllocate(size, held)
 	if buf == nil {
 		return false
 	}

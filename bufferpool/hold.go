@@ -5,20 +5,54 @@ package bufferpool
 //
 // The producer's IO goroutine needs it: records parked for a topic whose
 // partitions were unknown hold pool memory, and they free it only by moving
-// into batches, which needs memory of its own, taken without waiting
-// (TryAllocate). While Sends wait in the pool's queue, every released byte
-// would go to them (and, while the topic parks, to parking more records),
-// so the parked records could never move and would expire.
+// into batches, which needs memory of its own, taken without waiting.
+// While Sends wait in the pool's queue, every released byte would go to
+// them (and, while the topic parks, to parking more records), so the
+// parked records could never move and would expire.
 type Holder interface {
-	// Hold, while on, keeps released memory from the callers waiting in
-	// Allocate (and Reserve): it stays available to TryAllocate and
-	// TryReserve, which take it even though callers are waiting, and new
-	// Allocate calls queue. Turning it off serves the waiting callers. The
-	// waiters' MaxBlock and contexts still run meanwhile.
+	// Hold, while on, keeps released memory for the holder: the callers
+	// waiting in Allocate (and Reserve) are not served, new Allocate and
+	// Reserve calls queue behind them, and TryAllocate and TryReserve
+	// fail, so that only the holder's own allocations take the memory
+	// (see [HeldAllocator]). Turning it off serves the waiting callers,
+	// first in, first out. The waiters' MaxBlock and contexts still run
+	// meanwhile.
 	Hold(on bool)
 }
 
-var _ Holder = (*SimplePool)(nil)
+// HeldAllocator is implemented by [Holder] pools whose held memory the
+// holder takes with methods of its own. [SimplePool] implements it.
+//
+// TryAllocateHeld is TryAllocate for the holder: while the hold is on it
+// takes available memory even though callers are waiting (they are not
+// served meanwhile, see [Holder]); with the hold off it is TryAllocate,
+// which never jumps the queue of waiting callers.
+//
+// It is optional: the producer takes the memory for its own progress
+// (moving parked records into batches, splitting a batch the broker found
+// too large) with TryAllocateHeld when the pool has it, and with
+// TryAllocate otherwise. A Holder without it must therefore let
+// TryAllocate take held memory, and cannot tell the holder from other
+// callers.
+type HeldAllocator interface {
+	TryAllocateHeld(size int) []byte
+}
+
+// HeldReserver is [HeldAllocator] for reservations, implemented by
+// [Holder] pools that are also a [Reserver]. [SimplePool] implements it.
+// TryReserveHeld is TryReserve for the holder: while the hold is on it
+// reserves available bytes even though callers are waiting; with the hold
+// off it is TryReserve. It is optional as TryAllocateHeld is: without it
+// the producer reserves with TryReserve.
+type HeldReserver interface {
+	TryReserveHeld(n int) bool
+}
+
+var (
+	_ Holder        = (*SimplePool)(nil)
+	_ HeldAllocator = (*SimplePool)(nil)
+	_ HeldReserver  = (*SimplePool)(nil)
+)
 
 // Hold implements [Holder].
 func (p *SimplePool) Hold(on bool) {
@@ -28,4 +62,16 @@ func (p *SimplePool) Hold(on bool) {
 		p.serveLocked()
 	}
 	p.mu.Unlock()
+}
+
+// TryAllocateHeld implements [HeldAllocator]: TryAllocate that, while the
+// pool is held, takes the memory even with callers waiting.
+func (p *SimplePool) TryAllocateHeld(size int) []byte {
+	return p.tryAllocate(size, true)
+}
+
+// TryReserveHeld implements [HeldReserver]: TryReserve that, while the pool
+// is held, takes the bytes even with callers waiting.
+func (p *SimplePool) TryReserveHeld(n int) bool {
+	return p.tryReserve(n, true)
 }

@@ -13,7 +13,9 @@ import (
 // The producer's Config.BufferPool field has this type, and the test broker
 // uses it to bound queued.max.bytes. Any implementation can be plugged in
 // there, as Kafka does with memory.pool.class.name; [New] returns the default,
-// [SimplePool]. Implementations must be safe for concurrent use.
+// [SimplePool]. Implementations must be safe for concurrent use. A pool may
+// also implement the optional [Reserver], [Holder], [HeldAllocator] and
+// [HeldReserver]; the producer uses each only when the pool has it.
 type Pool interface {
 	// TryAllocate returns a slice with len == size, or nil if the memory is
 	// not available now. It never blocks. A size larger than Size() or

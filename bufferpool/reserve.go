@@ -13,7 +13,8 @@ import (
 type Reserver interface {
 	// TryReserve accounts n bytes as handed out if they are available
 	// now, and reports whether it did. It never blocks and never jumps
-	// the queue of Allocate calls waiting.
+	// the queue of Allocate calls waiting; a [Holder] pool that is held
+	// fails it (see [HeldReserver]).
 	TryReserve(n int) bool
 	// Reserve is TryReserve that waits as Allocate does, with the same
 	// errors.
@@ -24,8 +25,15 @@ type Reserver interface {
 
 var _ Reserver = (*SimplePool)(nil)
 
-// TryReserve implements [Reserver].
+// TryReserve implements [Reserver]. It fails while callers are waiting and
+// while the pool is held (see [SimplePool.Hold]): held bytes go only to
+// [SimplePool.TryReserveHeld].
 func (p *SimplePool) TryReserve(n int) bool {
+	return p.tryReserve(n, false)
+}
+
+// tryReserve is TryReserve, or with holder TryReserveHeld.
+func (p *SimplePool) tryReserve(n int, holder bool) bool {
 	if n <= 0 {
 		return true
 	}
@@ -34,7 +42,7 @@ func (p *SimplePool) TryReserve(n int) bool {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if (p.waiters.head != nil && !p.held) || !p.canGrantLocked(n) {
+	if !p.mayTakeLocked(holder) || !p.canGrantLocked(n) {
 		return false
 	}
 	p.takeLocked(n, true) // bytes only: never a buffer

@@ -122,9 +122,17 @@ var emptyBuf = make([]byte, 0)
 
 // TryAllocate returns a slice with len == size, or nil if the memory is not
 // available now. It never blocks. While Allocate calls are waiting it returns
-// nil, so that it cannot take memory from the head of the queue. Like
-// Allocate, it may return a larger recycled buffer.
+// nil, so that it cannot take memory from the head of the queue, and while
+// the pool is held (see [SimplePool.Hold]) too: held memory goes only to
+// [SimplePool.TryAllocateHeld]. Like Allocate, it may return a larger
+// recycled buffer.
 func (p *SimplePool) TryAllocate(size int) []byte {
+	return p.tryAllocate(size, false)
+}
+
+// tryAllocate is TryAllocate, or with holder TryAllocateHeld, which passes
+// the waiters while the pool is held.
+func (p *SimplePool) tryAllocate(size int, holder bool) []byte {
 	if size <= 0 || int64(size) > p.size {
 		if size == 0 {
 			return emptyBuf
@@ -132,7 +140,7 @@ func (p *SimplePool) TryAllocate(size int) []byte {
 		return nil
 	}
 	p.mu.Lock()
-	if (p.waiters.head != nil && !p.held) || !p.canGrantLocked(size) {
+	if !p.mayTakeLocked(holder) || !p.canGrantLocked(size) {
 		p.mu.Unlock()
 		return nil
 	}
@@ -298,6 +306,16 @@ func (p *SimplePool) Release(buf []byte) {
 	p.mu.Unlock()
 }
 
+// mayTakeLocked reports whether a caller that does not wait may take
+// memory now: when nobody waits and the pool is not held, and, with holder
+// (TryAllocateHeld, TryReserveHeld), whenever the pool is held.
+func (p *SimplePool) mayTakeLocked(holder bool) bool {
+	if p.held {
+		return holder
+	}
+	return p.waiters.head == nil
+}
+
 func (p *SimplePool) availLocked() int64 {
 	return p.nonPooled + p.freeBytes
 }
@@ -422,7 +440,7 @@ func (p *SimplePool) popFreeLocked(k int) freeBuf {
 // a large one.
 func (p *SimplePool) serveLocked() {
 	if p.held {
-		return // Hold: released memory waits for TryAllocate
+		return // Hold: released memory waits for TryAllocateHeld
 	}
 	for w := p.waiters.head; w != nil && p.canGrantLocked(w.size); w = p.waiters.head {
 		p.waiters.remove(w)

@@ -10,6 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/samsa-go/samsa/accumulator"
+	"github.com/samsa-go/samsa/bufferpool"
+	"github.com/samsa-go/samsa/internal/conn"
 	"github.com/samsa-go/samsa/internal/testbroker"
 )
 
@@ -72,4 +75,39 @@ func TestParkedRecordsMoveWhileSendsWaitForMemory(t *testing.T) {
 	require.NoError(t, p.Flush(ctx))
 	t.Logf("warm=%v: %v, %d failed", warm, time.Since(start), failed.Load())
 	require.Zero(t, failed.Load(), "records failed on a healthy cluster; first: %v; stats %+v", firstErr.Load(), p.Stats())
+}
+
+// TestHoldEndsWhenStarvedParkedRecordsExpire: the pool stays held while
+// parked records starve, and moveParked, which turns the hold off once
+// nothing starves, runs in step before expire. When expire then failed
+// every parked record of the starved topic, the hold stayed on until the
+// next event or timer (an hour with nothing else pending), and every Send
+// waited for memory meanwhile, though nothing needed it any more.
+func TestHoldEndsWhenStarvedParkedRecordsExpire(t *testing.T) {
+	pool, err := bufferpool.New(bufferpool.Options{Size: 4 << 10, PooledSize: 1 << 10})
+	require.NoError(t, err)
+	p := &Producer{cfg: Config{DisableIdempotence: true, Linger: time.Millisecond, DeliveryTimeout: time.Minute}, pool: pool}
+	p.completer = newCompleter(p) // not run: failed records queue
+	s := newSink(p, conn.Config{})
+	acc := accumulator.New[completion, *ioPart, sendState](accumulator.Config{BatchSize: 1 << 10, MaxBatchSize: 1 << 20, Pool: pool})
+	p.acc = acc
+	topic := &ioTopic{name: "starved", ts: &topicState{acc: acc.NewTopic("starved")}}
+	for range 3 {
+		parked, err := topic.ts.acc.Park(context.Background(), 0, nil, make([]byte, 400), nil, -1, completion{}, false)
+		require.NoError(t, err)
+		require.True(t, parked)
+	}
+	topic.parts = []*ioPart{{topic: topic}} // known: it starved for memory (parkLimit is DeliveryTimeout)
+	s.parked[topic] = struct{}{}
+	s.hold(true) // moveParked starved
+	require.Nil(t, pool.TryAllocate(1), "held")
+
+	s.now = time.Now().Add(2 * time.Minute)
+	s.expire()
+	require.Empty(t, s.parked)
+	require.False(t, s.holding, "the hold stayed on with nothing parked")
+	buf := pool.TryAllocate(pool.PooledSize())
+	require.NotNil(t, buf, "the pool still holds its memory")
+	pool.Release(buf)
+	require.Equal(t, pool.Size(), pool.Available())
 }

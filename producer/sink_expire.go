@@ -23,6 +23,7 @@ func (s *sink) trackExpiry(o opened) {
 func (s *sink) expire() {
 	dt := s.cfg.DeliveryTimeout
 	deadline := s.now.Add(-dt)
+	expired := false
 	for t := range s.parked {
 		limit, cause := s.parkLimit(t)
 		parkDeadline := s.now.Add(-limit)
@@ -42,6 +43,7 @@ func (s *sink) expire() {
 		t.ts.acc.ExpireParked(parkDeadline, func(c completion, at time.Time) {
 			s.p.completer.push(outcome{single: &c, md: RecordMetadata{Topic: t.name, Partition: -1, Offset: -1}, err: err})
 		})
+		expired = true
 		if len(t.parts) == 0 && t.failing == notFailing {
 			// New Sends fail at once while the topic stays missing,
 			// instead of taking pool memory for MaxBlock each.
@@ -50,6 +52,14 @@ func (s *sink) expire() {
 		if t.ts.acc.OldestParked().IsZero() {
 			s.unpark(t, records, bytes, err)
 		}
+	}
+	if expired && s.holding {
+		// The expired records freed memory, which the pool holds, and
+		// may have been all that starved: moveParked moves what it can
+		// with it and turns the hold off once nothing starves. It runs
+		// before expire in step, and would run again only at the next
+		// event or timer, with Sends kept waiting meanwhile.
+		s.moveParked()
 	}
 	i := 0
 	for ; i < s.expireQ.len(); i++ {
