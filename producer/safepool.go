@@ -44,18 +44,24 @@ const (
 	methodReserve
 	methodUnreserve
 	methodHold
+	methodTryAllocateHeld
+	methodTryReserveHeld
 	numPoolMethods
 )
 
 var poolMethodNames = [numPoolMethods]string{
 	"TryAllocate", "Allocate", "Release", "Size", "Available", "IsOutOfMemory",
-	"TryReserve", "Reserve", "Unreserve", "Hold",
+	"TryReserve", "Reserve", "Unreserve", "Hold", "TryAllocateHeld", "TryReserveHeld",
 }
 
 // guardedReserver, guardedHolder and guardedReserverHolder add the
 // optional interfaces the user's pool implements, and only those: the
 // accumulator charges bookkeeping only to a bufferpool.Reserver, and the IO
-// goroutine holds memory only in a bufferpool.Holder.
+// goroutine holds memory only in a bufferpool.Holder. A guarded Holder is
+// also a bufferpool.HeldAllocator (and, when a Reserver too, a
+// bufferpool.HeldReserver) whatever the user's pool is: its
+// TryAllocateHeld is the user's, or TryAllocate when the pool has none,
+// which is what the accumulator does itself for such a pool.
 type (
 	guardedReserver struct {
 		*guardPool
@@ -78,6 +84,12 @@ type (
 		g *guardPool
 		h bufferpool.Holder
 	}
+)
+
+var (
+	_ bufferpool.HeldAllocator = guardedHolder{}
+	_ bufferpool.HeldAllocator = guardedReserverHolder{}
+	_ bufferpool.HeldReserver  = guardedReserverHolder{}
 )
 
 // guardUserPool returns pool itself when it is samsa's own
@@ -217,4 +229,31 @@ func (h holderGuard) Hold(on bool) {
 		}
 	}()
 	h.h.Hold(on)
+}
+
+func (h holderGuard) TryAllocateHeld(size int) (buf []byte) {
+	defer func() {
+		if v := recover(); v != nil {
+			h.g.recovered(methodTryAllocateHeld, v)
+			buf = nil
+		}
+	}()
+	if ha, ok := h.h.(bufferpool.HeldAllocator); ok {
+		return ha.TryAllocateHeld(size)
+	}
+	return h.g.pool.TryAllocate(size)
+}
+
+// TryReserveHeld is the user's, or its TryReserve when it has none.
+func (g guardedReserverHolder) TryReserveHeld(n int) (ok bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			g.guardPool.recovered(methodTryReserveHeld, v)
+			ok = false
+		}
+	}()
+	if hr, ok := g.holderGuard.h.(bufferpool.HeldReserver); ok {
+		return hr.TryReserveHeld(n)
+	}
+	return g.reserverGuard.r.TryReserve(n)
 }

@@ -128,9 +128,39 @@ func (p *brokenPool) Reserve(ctx context.Context, n int, d time.Duration) error 
 }
 func (p *brokenPool) Unreserve(n int) { p.check(); p.SimplePool.Unreserve(n) }
 func (p *brokenPool) Hold(on bool)    { p.check(); p.SimplePool.Hold(on) }
+func (p *brokenPool) TryAllocateHeld(n int) []byte {
+	p.check()
+	return p.SimplePool.TryAllocateHeld(n)
+}
+func (p *brokenPool) TryReserveHeld(n int) bool { p.check(); return p.SimplePool.TryReserveHeld(n) }
 
 // onlyPool hides every optional interface of the pool it holds.
 type onlyPool struct{ bufferpool.Pool }
+
+// TestGuardedHolderTakesHeldMemoryAsTheAccumulatorWould: through the
+// guard, a user's Holder is a HeldAllocator (and HeldReserver) even
+// without those methods: they are then its TryAllocate and TryReserve,
+// the accumulator's own fallback; with them, the user's are called.
+func TestGuardedHolderTakesHeldMemoryAsTheAccumulatorWould(t *testing.T) {
+	sp, err := bufferpool.New(bufferpool.Options{Size: 1 << 20})
+	require.NoError(t, err)
+	plain := guardUserPool(struct {
+		bufferpool.Pool
+		bufferpool.Reserver
+		bufferpool.Holder
+	}{sp, sp, sp}, sp.Size(), slog.Default())
+	own := guardUserPool(&brokenPool{SimplePool: sp}, sp.Size(), slog.Default())
+	sp.Hold(true)
+	defer sp.Hold(false)
+	require.Nil(t, plain.TryAllocate(10), "a held pool refuses TryAllocate")
+	require.Nil(t, plain.(bufferpool.HeldAllocator).TryAllocateHeld(10), "without TryAllocateHeld: the user's TryAllocate")
+	require.False(t, plain.(bufferpool.HeldReserver).TryReserveHeld(10), "without TryReserveHeld: the user's TryReserve")
+	buf := own.(bufferpool.HeldAllocator).TryAllocateHeld(10)
+	require.Len(t, buf, 10, "the user's TryAllocateHeld takes held memory")
+	require.True(t, own.(bufferpool.HeldReserver).TryReserveHeld(10))
+	own.(bufferpool.Reserver).Unreserve(10)
+	own.Release(buf)
+}
 
 // TestGuardedPoolRecoversEveryMethod: every method of a user's pool is
 // called through the guard, which turns a panic into a failure of the
@@ -192,6 +222,8 @@ func TestGuardedPoolRecoversEveryMethod(t *testing.T) {
 		require.ErrorContains(t, err, "the buffer pool panicked in Reserve: broken pool")
 		r.Unreserve(10)
 		h.Hold(true)
+		require.Nil(t, g.(bufferpool.HeldAllocator).TryAllocateHeld(10))
+		require.False(t, g.(bufferpool.HeldReserver).TryReserveHeld(10))
 		g.TryAllocate(10) // a second panic of the same method
 	})
 	out := logs.String()
