@@ -57,6 +57,14 @@ type Config struct {
 	// default.
 	ExtraRecordCharge int
 
+	// KeepFailedCharge, with ChargeBookkeeping, keeps a parked record's
+	// bookkeeping charge (ParkCharge) reserved when ExpireParked,
+	// FailParked or MoveParked fails it, so that the pool still accounts
+	// for its outcome while it waits to be delivered: the caller gives it
+	// back with ReleaseFailed once it is. Off, the charge goes back with
+	// the record, as its body's memory always does.
+	KeepFailedCharge bool
+
 	// MayWait, when set, is asked before an append waits for pool memory
 	// (only when the pool has none at once); false makes the append fail
 	// at once, as if it had not been allowed to wait. The producer uses
@@ -278,6 +286,16 @@ func (a *Accumulator[C, P, B]) unreserve(n int) {
 	}
 }
 
+// ReleaseFailed gives back the bookkeeping charge that n parked records
+// failed by ExpireParked, FailParked or MoveParked kept reserved under
+// Config.KeepFailedCharge, once their outcomes are delivered. Exactly once
+// per failed record; any goroutine.
+func (a *Accumulator[C, P, B]) ReleaseFailed(n int) {
+	if a.cfg.KeepFailedCharge {
+		a.unreserve(n * a.parkCharge)
+	}
+}
+
 // Pool returns the pool the accumulator allocates from.
 func (a *Accumulator[C, P, B]) Pool() bufferpool.Pool { return a.cfg.Pool }
 
@@ -454,15 +472,23 @@ func (a *Accumulator[C, P, B]) Free(b *Batch[C, P, B]) {
 const maxFreeBatches = 8192
 
 // AddCompletion appends c to the completions of b, a batch the caller owns
-// (a detached one being filled).
-func (a *Accumulator[C, P, B]) AddCompletion(b *Batch[C, P, B], c C) { b.Records.push(&a.chunks, c) }
+// (a detached one being filled), and charges its bookkeeping (RecordCharge)
+// to the pool when the pool has room at once; it never waits. What the
+// pool could not give, MoveCredit takes from the batch being split.
+func (a *Accumulator[C, P, B]) AddCompletion(b *Batch[C, P, B], c C) {
+	a.credit(b, true) // the IO goroutine's split; false: MoveCredit makes up for it
+	b.Records.push(&a.chunks, c)
+}
 
 // NewDetachedBatch returns an empty batch of partition p with a buffer of
 // size bytes. It is not queued anywhere: the IO goroutine uses it to split a
 // batch the broker found too large. The buffer comes from the pool when it
 // has memory; otherwise from the heap, outside the pool's accounting (like
 // the Java client's split batches), since the batch being split gives its
-// own pool memory back at once.
+// own pool memory back at once. Its bookkeeping (BatchCharge) is charged
+// to the pool when the pool has room at once; it never waits. Once its
+// completions are added, MoveCredit makes up, from the batch being split,
+// what the pool could not give.
 func (a *Accumulator[C, P, B]) NewDetachedBatch(p *Partition[C, P, B], size int) *Batch[C, P, B] {
 	buf := a.tryAllocate(size, true) // the IO goroutine's: past the pool's hold
 	heap := buf == nil
@@ -471,5 +497,35 @@ func (a *Accumulator[C, P, B]) NewDetachedBatch(p *Partition[C, P, B], size int)
 	}
 	b := a.newBatch(p, buf, time.Now())
 	b.heap = heap
+	if a.res != nil && a.tryReserve(a.batchCharge, true) {
+		b.credit = a.batchCharge
+	}
 	return b
+}
+
+// MoveCredit tops up the bookkeeping charge of the detached batches to,
+// which took over the completions of from (a split), to what their structs
+// and records are charged (BatchCharge + RecordCharge per completion),
+// taking it from from's charge, so that the pool keeps accounting for them
+// after from is freed even when NewDetachedBatch and AddCompletion found
+// the pool full; from keeps the rest, which Free gives back. What from
+// lacks is reserved without waiting; when the pool has no room for it
+// either, the last batches get less (like the heap buffers of halves the
+// pool could not hold). IO goroutine only, before from is freed.
+func (a *Accumulator[C, P, B]) MoveCredit(from *Batch[C, P, B], to ...*Batch[C, P, B]) {
+	if a.res == nil {
+		return
+	}
+	for _, b := range to {
+		need := a.batchCharge + b.Records.Len()*a.recCharge - b.credit
+		if need <= 0 {
+			continue
+		}
+		if from.credit < need && a.tryReserve(need-from.credit, true) {
+			from.credit = need
+		}
+		n := min(need, from.credit)
+		from.credit -= n
+		b.credit += n
+	}
 }

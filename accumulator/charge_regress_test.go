@@ -2,6 +2,7 @@ package accumulator
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -243,4 +244,144 @@ func TestAppendWithCreditTakesOneRecordsCharge(t *testing.T) {
 	err = ps[0].Append(context.Background(), 0, nil, []byte("v"), nil, inlineCompletions, false)
 	t.Logf("wait=false: %v", err)
 	require.NoError(t, err)
+}
+
+// splitInTwo does what the producer's split does after MESSAGE_TOO_LARGE,
+// without the decoding: two detached halves take b's completions, take
+// over its bookkeeping charge (MoveCredit), and b is freed.
+func splitInTwo(a *Accumulator[int, struct{}, struct{}], b *Batch[int, struct{}, struct{}]) (halves []*Batch[int, struct{}, struct{}], bufs int) {
+	n := b.Records.Len()
+	for h := range 2 {
+		nb := a.NewDetachedBatch(b.Partition, 1024)
+		if !nb.heap {
+			bufs += cap(nb.buf)
+		}
+		for j := range n / 2 {
+			a.AddCompletion(nb, *b.Records.At(h*n/2 + j))
+		}
+		halves = append(halves, nb)
+	}
+	a.MoveCredit(b, halves...)
+	a.Free(b)
+	return halves, bufs
+}
+
+// chargedAcc returns an accumulator of 16 KiB batches charging its
+// bookkeeping to a 1 MiB pool.
+func chargedAcc(t *testing.T) (*Accumulator[int, struct{}, struct{}], *bufferpool.SimplePool) {
+	const batchSize = 16 << 10
+	pool := mustPool(t, 1<<20, batchSize)
+	return New[int, struct{}, struct{}](Config{BatchSize: batchSize, MaxBatchSize: 1 << 20, Pool: pool,
+		ChargeBookkeeping: true, MaxBlock: time.Second}), pool
+}
+
+// sealedBatch appends n records to a new partition of a and returns its
+// sealed batch.
+func sealedBatch(t *testing.T, a *Accumulator[int, struct{}, struct{}], n int) *Batch[int, struct{}, struct{}] {
+	_, ps := known(a, "t", 1)
+	for i := range n {
+		require.NoError(t, ps[0].Append(context.Background(), 0, nil, []byte("v"), nil, i, false))
+	}
+	require.True(t, ps[0].sealOpen())
+	b := ps[0].NextSealed()
+	require.Equal(t, n, b.Records.Len())
+	return b
+}
+
+// TestSplitHalvesKeepTheirBookkeepingCharged: with ChargeBookkeeping, the
+// halves of a split batch (NewDetachedBatch, AddCompletion) are charged
+// for their structs and records like any batch, so freeing the batch they
+// were split from does not hand their bookkeeping's bytes to new Sends
+// (they used to reserve nothing while the original gave its whole charge
+// back). Freeing the halves leaves the pool exact.
+func TestSplitHalvesKeepTheirBookkeepingCharged(t *testing.T) {
+	a, pool := chargedAcc(t)
+	const n = 100
+	halves, bufs := splitInTwo(a, sealedBatch(t, a, n))
+
+	outstanding := int(pool.Size() - pool.Available())
+	bookkeeping := 2*a.BatchCharge() + n*a.RecordCharge()
+	require.GreaterOrEqual(t, outstanding, bufs+bookkeeping,
+		"the split halves hold %d records in 2 batches, but only %d bytes are charged, not their %d buffer bytes and %d bytes of bookkeeping",
+		n, outstanding, bufs, bookkeeping)
+	for _, h := range halves {
+		a.Free(h)
+	}
+	require.Equal(t, pool.Size(), pool.Available())
+}
+
+// TestSplitHalvesTakeTheChargeOfAFullPoolsBatch: when the pool has no room
+// for the halves' own charges (nor their buffers: they are heap memory),
+// MoveCredit gives them the charge of the batch they were split from,
+// which the pool has counted all along; the pool stays exact.
+func TestSplitHalvesTakeTheChargeOfAFullPoolsBatch(t *testing.T) {
+	a, pool := chargedAcc(t)
+	const n = 100
+	b := sealedBatch(t, a, n)
+	require.GreaterOrEqual(t, b.credit, a.BatchCharge()+n*a.RecordCharge())
+	charged, bufCap := b.credit, cap(b.buf)
+	filler := pool.TryAllocate(int(pool.Available())) // the rest of the pool is taken
+	require.NotNil(t, filler)
+	rest := pool.Available()
+	require.True(t, pool.TryReserve(int(rest)))
+
+	halves, bufs := splitInTwo(a, b)
+	require.Zero(t, bufs, "a full pool gives the halves heap buffers")
+	got := halves[0].credit + halves[1].credit
+	require.Equal(t, min(charged, 2*a.BatchCharge()+n*a.RecordCharge()), got,
+		"the halves took the split batch's charge")
+	require.Equal(t, int64(bufCap), pool.Available(), "only the split batch's buffer went back")
+	for _, h := range halves {
+		a.Free(h)
+	}
+	pool.Unreserve(int(rest))
+	pool.Release(filler)
+	require.Equal(t, pool.Size(), pool.Available())
+}
+
+// TestFailedParkedRecordsKeepTheirChargeUntilReleased: under
+// KeepFailedCharge a parked record failed by ExpireParked, MoveParked's
+// place or FailParked keeps its ParkCharge reserved (its outcome is not
+// delivered yet) while its body's memory goes back at once; ReleaseFailed
+// gives it back, leaving the pool exact.
+func TestFailedParkedRecordsKeepTheirChargeUntilReleased(t *testing.T) {
+	pool := mustPool(t, 1<<20, 1024)
+	a := New[int, struct{}, struct{}](Config{BatchSize: 1024, MaxBatchSize: 1 << 20, Pool: pool,
+		ChargeBookkeeping: true, KeepFailedCharge: true, MaxBlock: time.Second})
+	var topic *Topic[int, struct{}, struct{}]
+	park := func(from, to int) {
+		for i := from; i < to; i++ {
+			parked, err := topic.Park(context.Background(), 0, nil, make([]byte, 100), nil, 0, i, false)
+			require.NoError(t, err)
+			require.True(t, parked)
+		}
+	}
+	failed := 0
+	requireKept := func(what string) {
+		t.Helper()
+		require.Equal(t, int64(failed*a.ParkCharge()), pool.Size()-pool.Available(),
+			"%s: exactly the failed records' charges stay reserved", what)
+	}
+
+	topic = a.NewTopic("t")
+	park(0, 70)
+	topic.ExpireParked(time.Now(), func(int, time.Time) { failed++ })
+	requireKept("ExpireParked")
+
+	park(70, 140)
+	p := a.NewPartition(topic, 0)
+	topic.SetPartitions([]*Partition[int, struct{}, struct{}]{p})
+	require.True(t, topic.MoveParked(func(ParkedRecord) (*Partition[int, struct{}, struct{}], error) {
+		return nil, errors.New("refused")
+	}, func(int, error) { failed++ }))
+	requireKept("MoveParked")
+
+	topic = a.NewTopic("u")
+	park(140, 200)
+	topic.FailParked(func(int) { failed++ })
+	require.Equal(t, 200, failed)
+	requireKept("FailParked")
+
+	a.ReleaseFailed(failed)
+	require.Equal(t, pool.Size(), pool.Available())
 }

@@ -324,7 +324,8 @@ type ParkedRecord struct {
 // MoveParked moves parked records, oldest first, into partition batches
 // (IO goroutine only). place returns the partition of each record, or an
 // error to fail it with; fail is then called with the record's
-// completion. Moving stops early when the pool has no memory for a new
+// completion (under Config.KeepFailedCharge the record's ParkCharge stays
+// reserved for the caller's ReleaseFailed). Moving stops early when the pool has no memory for a new
 // batch; MoveParked then reports done=false and the IO goroutine calls it
 // again once memory is released. When every record has moved, the
 // topic stops parking and Send appends directly again.
@@ -349,6 +350,7 @@ func (t *Topic[C, P, B]) MoveParked(place func(r ParkedRecord) (*Partition[C, P,
 		t.mu.Lock()
 		if err != nil {
 			fail(rec.c, err)
+			t.keepFailedLocked()
 		} else if !p.appendBody(rec.ts, body, rec.c, t.timeOf(rec.at), &t.credit) {
 			t.mu.Unlock()
 			return false
@@ -360,7 +362,9 @@ func (t *Topic[C, P, B]) MoveParked(place func(r ParkedRecord) (*Partition[C, P,
 
 // ExpireParked fails, with fail, every record parked at or before deadline
 // (IO goroutine only), and returns when the oldest remaining record was
-// parked (zero if none remain).
+// parked (zero if none remain). A failed record's body memory goes back to
+// the pool at once; under Config.KeepFailedCharge its ParkCharge stays
+// reserved for the caller's ReleaseFailed.
 func (t *Topic[C, P, B]) ExpireParked(deadline time.Time, fail func(c C, parkedAt time.Time)) (oldest time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -370,18 +374,21 @@ func (t *Topic[C, P, B]) ExpireParked(deadline time.Time, fail func(c C, parkedA
 			return t.timeOf(r.at)
 		}
 		fail(r.c, t.timeOf(r.at))
+		t.keepFailedLocked()
 		t.popLocked()
 	}
 	t.resetLocked()
 	return time.Time{}
 }
 
-// FailParked fails every parked record (on Close).
+// FailParked fails every parked record (on Close, for a failing topic, or
+// when a transaction aborts), with the same memory rule as ExpireParked.
 func (t *Topic[C, P, B]) FailParked(fail func(c C)) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for r := t.parked.front(); r != nil; r = t.parked.front() {
 		fail(r.c)
+		t.keepFailedLocked()
 		t.popLocked()
 	}
 	t.resetLocked()
@@ -407,6 +414,16 @@ func (t *Topic[C, P, B]) OldestParked() time.Time {
 // timeOf returns the time of parkedRecord.at (with a monotonic reading).
 func (t *Topic[C, P, B]) timeOf(at int64) time.Time {
 	return t.base.Add(time.Duration(at))
+}
+
+// keepFailedLocked takes the charge of the front record, which is failing,
+// out of the topic's credit under Config.KeepFailedCharge: it stays
+// reserved until the caller's ReleaseFailed. The credit covers it: Park
+// keeps at least ParkCharge per parked record.
+func (t *Topic[C, P, B]) keepFailedLocked() {
+	if a := t.acc; a.res != nil && a.cfg.KeepFailedCharge {
+		t.credit -= a.parkCharge
+	}
 }
 
 // popLocked drops the oldest parked record and releases the chunks that no

@@ -36,13 +36,15 @@ type completer struct {
 const stuckAfter = 100 * time.Millisecond
 
 // outcome is a completed batch, or a single record that failed outside a
-// batch (a parked record).
+// batch (a parked record). Either keeps its memory until delivered.
 type outcome struct {
 	batch      *batch
 	baseOffset int64
 	appendTime int64 // LogAppendTime in Unix ms, or -1
 	err        error
 
+	// single is a parked record that failed; its bookkeeping charge stays
+	// reserved (accumulator.Config.KeepFailedCharge) until it is delivered.
 	single *completion
 	md     RecordMetadata
 
@@ -101,6 +103,8 @@ func (c *completer) complete(o *outcome) {
 			p.failedOf(o.md.Topic, 1)
 		}
 		p.deliver(o.single, o.md, o.err)
+		p.acc.ReleaseFailed(1) // its charge, kept since it failed
+		c.freed()
 		p.finished(o.single.epoch, 1)
 		return
 	}
@@ -158,9 +162,14 @@ func (c *completer) deliverFrom(o *outcome, md RecordMetadata, next int) (stop i
 // free gives b's memory back and wakes the IO goroutine if it waits for
 // memory to move parked records.
 func (c *completer) free(b *batch) {
-	p := c.p
-	p.acc.Free(b)
-	if p.memWanted.Load() && p.memWanted.Swap(false) {
+	c.p.acc.Free(b)
+	c.freed()
+}
+
+// freed wakes the IO goroutine, if it waits for memory to move parked
+// records, after memory went back to the pool.
+func (c *completer) freed() {
+	if p := c.p; p.memWanted.Load() && p.memWanted.Swap(false) {
 		p.acc.Kick() // memory was freed: parked records may move now
 	}
 }

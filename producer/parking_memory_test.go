@@ -111,3 +111,35 @@ func TestHoldEndsWhenStarvedParkedRecordsExpire(t *testing.T) {
 	pool.Release(buf)
 	require.Equal(t, pool.Size(), pool.Available())
 }
+
+// TestFailedParkedRecordsKeepTheirMemoryUntilDelivered: DESIGN.md rule 3
+// ("a batch's memory outlives its completions") holds for parked records
+// that fail outside a batch too (ExpireParked here; FailParked and
+// MoveParked's failures alike): each keeps its bookkeeping charge until
+// the completion goroutine delivered its outcome, so that outcomes queued
+// behind a slow callback (a completion, an outcome and a future each) stay
+// inside the pool's bound, and Sends wait instead of memory growing. They
+// used to give it all back when they failed. Once the callback returns,
+// the pool is whole again.
+func TestFailedParkedRecordsKeepTheirMemoryUntilDelivered(t *testing.T) {
+	c := newCluster(t, testbroker.Config{}) // does not auto-create
+	p := newProducer(t, c, Config{MaxBlock: 200 * time.Millisecond, DeliveryTimeout: time.Minute})
+	release := make(chan struct{})
+	var delivered atomic.Int64
+	const n = 2000
+	for range n {
+		p.SendCallback(context.Background(), &Record{Topic: "missing"}, func(RecordMetadata, error) {
+			if delivered.Add(1) == 1 {
+				<-release // a slow callback
+			}
+		})
+	}
+	require.Eventually(t, func() bool { return delivered.Load() == 1 }, 10*time.Second, time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // the IO goroutine finishes failing the expired records
+	charge := int64(p.acc.ParkCharge())
+	require.GreaterOrEqual(t, p.Stats().BufferUsed, (n-1)*charge,
+		"%d records' outcomes are not delivered yet, but the pool took back their memory", n-delivered.Load())
+	close(release)
+	require.Eventually(t, func() bool { return delivered.Load() == n && p.Stats().BufferUsed == 0 },
+		10*time.Second, time.Millisecond, "every outcome delivered gives its charge back")
+}

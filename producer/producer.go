@@ -153,6 +153,11 @@ func New(cfg Config) (*Producer, error) {
 		ChargeBookkeeping: true,
 		// With HookRecordCompleted hooks a record also keeps a recordObs.
 		ExtraRecordCharge: p.hooks.recordObsCharge(),
+		// A parked record that fails keeps its charge until its outcome
+		// is delivered (completer.complete, failLate), as a batch keeps
+		// its memory: slow callbacks slow Send instead of growing
+		// memory.
+		KeepFailedCharge: true,
 
 		// The completion goroutine frees pool memory: a Send from a
 		// callback must not wait for it (it would wait MaxBlock for
@@ -392,6 +397,7 @@ func (p *Producer) failLate() {
 		p.failedOf(ts.acc.Name, len(parked))
 		for i := range parked {
 			p.deliver(&parked[i], RecordMetadata{Topic: ts.acc.Name, Partition: -1, Offset: -1}, err)
+			p.acc.ReleaseFailed(1)
 			p.finished(parked[i].epoch, 1)
 		}
 		parked = parked[:0]

@@ -375,7 +375,9 @@ func (s *sink) split(b *batch) ([]*batch, error) {
 		s.inheritSequence(nb, b, i*half)
 		out = append(out, nb)
 	}
-	// The halves own the completions now; b's memory goes back.
+	// The halves own the completions now, and their bookkeeping charge;
+	// the rest of b's memory goes back.
+	s.p.acc.MoveCredit(b, out...)
 	s.p.acc.Free(b)
 	for _, nb := range out {
 		s.trackExpiry(opened{part: nb.Partition, b: nb, gen: nb.Gen(), at: nb.Created})
