@@ -13,7 +13,6 @@ import (
 
 	"github.com/samsa-go/samsa/bufferpool"
 	"github.com/samsa-go/samsa/internal/testbroker"
-	"github.com/samsa-go/samsa/sasl"
 )
 
 // growPanicPool is a user's bufferpool.Pool (the default pool underneath)
@@ -94,59 +93,6 @@ func TestBugPanickingPoolLeavesPartitionLocked(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close(ctx with a 1s deadline) has not returned after 10s: the partition's lock was left held by the panicking pool")
 	}
-}
-
-// TestBugPanickingTokenFuncCrashesProcess: a SASL OAUTHBEARER token
-// callback (user code, like a partitioner or a callback) that panics.
-//
-// Interleaving: the metadata client (and the IO goroutine's dial
-// goroutines, and a connection's writer at re-authentication) call
-// Mechanism.Start from internal/conn's saslExchange
-// (internal/conn/sasl.go: mech.Start(ctx, c.addr)) with no recover: the
-// panic kills the whole process, instead of failing the exchange with
-// ErrAuthentication as a token error does (sasl.ClientCredentials itself
-// recovers a panicking HTTP client for that reason). The scenario runs in
-// a child process, which must exit normally.
-func TestBugPanickingTokenFuncCrashesProcess(t *testing.T) {
-	if os.Getenv("SAMSA_BUG_TOKEN_PANIC_CHILD") == "1" {
-		panickingTokenScenario(t)
-		return
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestBugPanickingTokenFuncCrashesProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "SAMSA_BUG_TOKEN_PANIC_CHILD=1")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		lines := string(out)
-		if len(lines) > 600 {
-			lines = lines[:600]
-		}
-		t.Fatalf("the producer's process crashed on a panicking token callback (%v):\n%s", err, lines)
-	}
-}
-
-func panickingTokenScenario(t *testing.T) {
-	cl, err := testbroker.New(testbroker.Config{Security: &testbroker.Security{
-		Listeners: []testbroker.Listener{{Protocol: testbroker.Plaintext}, {Protocol: testbroker.SASLPlaintext}},
-		Users:     []testbroker.User{{Mechanism: testbroker.MechOAuthBearer, Name: "dave", Password: "tok"}},
-	}})
-	require.NoError(t, err)
-	defer cl.Close()
-	require.NoError(t, cl.CreateTopic("tok", 1))
-	p, err := New(Config{
-		Brokers: cl.ListenerAddrs(testbroker.SASLPlaintext),
-		SASL: sasl.OAuthBearer(func(context.Context) (sasl.Token, error) {
-			panic("token callback bug")
-		}),
-		MaxBlock: 2 * time.Second,
-	})
-	require.NoError(t, err)
-	ctx := context.Background()
-	f := p.Send(ctx, &Record{Topic: "tok", Value: []byte("v")})
-	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	_, err = f.Wait(wctx)
-	require.Error(t, err) // ErrAuthentication or ErrDeliveryTimeout: anything but a crash
-	require.NoError(t, p.Close(ctx))
 }
 
 // closingHook calls Close (with a 1s context) from the first call of the
