@@ -95,64 +95,6 @@ func TestBugPanickingPoolLeavesPartitionLocked(t *testing.T) {
 	}
 }
 
-// closingHook calls Close (with a 1s context) from the first call of the
-// hook method its kind names, on the goroutine the producer calls it on,
-// and reports Close's return on done.
-type closingHook struct {
-	p    atomic.Pointer[Producer]
-	kind string
-	once atomic.Bool
-	done chan error
-}
-
-func (h *closingHook) fire(kind string) {
-	if kind != h.kind || h.p.Load() == nil || !h.once.CompareAndSwap(false, true) {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	h.done <- h.p.Load().Close(ctx)
-}
-
-func (h *closingHook) OnBatchWritten(BatchWritten)                        { h.fire("batch") }
-func (h *closingHook) OnMetadataRefreshed(MetadataRefresh)                { h.fire("metadata") }
-func (h *closingHook) OnBrokerResponseRead(BrokerInfo, ResponseRead)      { h.fire("response") }
-func (h *closingHook) OnBrokerConnected(BrokerInfo, time.Duration, error) { h.fire("connected") }
-
-// TestBugCloseFromHookDeadlocks: a hook that calls Close. Close detects
-// only the completion goroutine (goroutineID() == completer.goid, then
-// closes in the background); hooks also run on the IO goroutine
-// (HookBatchWritten, HookBrokerConnected), the metadata refresh goroutine
-// (HookMetadataRefreshed) and a connection's reader (HookBrokerResponseRead).
-//
-// Interleaving (IO goroutine): handleResponse → observeBatch → the hook →
-// Close: flush waits for the IO goroutine (ctx ends after 1s), then
-// close(quit) and <-p.ioDone, which is the goroutine running Close: it
-// never returns, whatever its context, and the producer is dead. The same
-// for Close from the metadata goroutine (meta.Close waits for it) and from
-// a connection's reader (the IO goroutine's shutdown waits for that
-// connection's answers). The hooks doc forbids none of this; Close's doc
-// promises it returns once ctx ends.
-func TestBugCloseFromHookDeadlocks(t *testing.T) {
-	c := newCluster(t, testbroker.Config{})
-	require.NoError(t, c.CreateTopic("hk", 1))
-	for _, kind := range []string{"batch", "connected", "metadata", "response"} {
-		t.Run(kind, func(t *testing.T) {
-			h := &closingHook{kind: kind, done: make(chan error, 1)}
-			p, err := New(Config{Brokers: c.Addrs(), Hooks: []Hook{h}, RetryBackoff: 10 * time.Millisecond})
-			require.NoError(t, err)
-			h.p.Store(p)
-			// No Close in a cleanup: it would hang the test binary (the bug).
-			p.Send(context.Background(), &Record{Topic: "hk", Value: []byte("v")})
-			select {
-			case <-h.done:
-			case <-time.After(6 * time.Second):
-				t.Fatalf("Close(ctx with a 1s deadline) called from a %s hook has not returned after 6s", kind)
-			}
-		})
-	}
-}
-
 // TestBugPanickingOnDataLossCrashesProcess: Config.OnDataLoss (user code,
 // DESIGN.md invariant 9 lists it with partitioners, callbacks and hooks)
 // runs on the IO goroutine from sink.checkLogStart
