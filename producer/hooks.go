@@ -341,8 +341,10 @@ type hooks struct {
 }
 
 // hookCallers is the set of goroutine ids running a hook call that
-// dispatchMarked marked. Only those calls pay for it (a goroutineID and a
-// short lock); Close and Flush read it, and only when a call is running.
+// dispatchMarked marked. Only those calls pay for it: a short lock, and a
+// goroutineID per call on the metadata goroutine (once per connection on
+// readers and writers, see goroutineCache). Close and Flush read it, and
+// only when a call is running.
 type hookCallers struct {
 	n   atomic.Int32 // calls marked and not yet returned
 	mu  sync.Mutex
