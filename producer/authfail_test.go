@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"log/slog"
+	"os"
+	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -133,4 +135,52 @@ func TestRevokedCredentialsFailFast(t *testing.T) {
 	time.Sleep(time.Second) // several failed fetches
 	assert.NotContains(t, logs.String(), "topic usable again", "the topic flipped back while authentication kept failing")
 	assert.LessOrEqual(t, strings.Count(logs.String(), "failing records of topic at once"), 1, "the topic was failed again and again")
+}
+
+// TestPanickingTokenCallbackFailsWithErrAuthentication: an OAUTHBEARER
+// token callback (user code) that panics on the metadata client's and the
+// dials' goroutines fails records with ErrAuthentication, naming the
+// panic, as a token error does; it does not crash the program. Run in a
+// child process, which must exit normally.
+func TestPanickingTokenCallbackFailsWithErrAuthentication(t *testing.T) {
+	if os.Getenv("SAMSA_TOKEN_PANIC_CHILD") == "1" {
+		panickingTokenScenario(t)
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestPanickingTokenCallbackFailsWithErrAuthentication$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "SAMSA_TOKEN_PANIC_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		lines := string(out)
+		if len(lines) > 2000 {
+			lines = lines[:2000]
+		}
+		t.Fatalf("the child process failed or crashed on a panicking token callback (%v):\n%s", err, lines)
+	}
+}
+
+func panickingTokenScenario(t *testing.T) {
+	cl, err := testbroker.New(testbroker.Config{Security: &testbroker.Security{
+		Listeners: []testbroker.Listener{{Protocol: testbroker.Plaintext}, {Protocol: testbroker.SASLPlaintext}},
+		Users:     []testbroker.User{{Mechanism: testbroker.MechOAuthBearer, Name: "dave", Password: "tok"}},
+	}})
+	require.NoError(t, err)
+	defer cl.Close()
+	require.NoError(t, cl.CreateTopic("tok", 1))
+	p, err := producer.New(producer.Config{
+		Brokers: cl.ListenerAddrs(testbroker.SASLPlaintext),
+		SASL: sasl.OAuthBearer(func(context.Context) (sasl.Token, error) {
+			panic("token callback bug")
+		}),
+		MaxBlock: 2 * time.Second,
+	})
+	require.NoError(t, err)
+	ctx := context.Background()
+	f := p.Send(ctx, &producer.Record{Topic: "tok", Value: []byte("v")})
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	_, err = f.Wait(wctx)
+	require.ErrorIs(t, err, producer.ErrAuthentication)
+	require.Contains(t, err.Error(), "token callback bug")
+	require.NoError(t, p.Close(ctx))
 }

@@ -126,3 +126,101 @@ func TestSendsRacingCloseCompleteOnce(t *testing.T) {
 		}
 	}
 }
+
+// closingHook calls Flush, Close and Send (each with a 1s context) from
+// the first call of the hook method its kind names, on the goroutine the
+// producer calls it on, and reports what they returned on done.
+type closingHook struct {
+	p    atomic.Pointer[Producer]
+	kind string
+	once atomic.Bool
+	done chan closingHookResult
+}
+
+type closingHookResult struct {
+	flush, close, send error
+	closeTook          time.Duration
+}
+
+func (h *closingHook) fire(kind string) {
+	if kind != h.kind || h.p.Load() == nil || !h.once.CompareAndSwap(false, true) {
+		return
+	}
+	p := h.p.Load()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	var r closingHookResult
+	r.flush = p.Flush(ctx)
+	start := time.Now()
+	r.close = p.Close(ctx)
+	r.closeTook = time.Since(start)
+	_, r.send = p.Send(ctx, &Record{Topic: "hk", Value: []byte("after")}).Wait(ctx)
+	h.done <- r
+}
+
+func (h *closingHook) OnBatchWritten(BatchWritten)                         { h.fire("batch") }
+func (h *closingHook) OnMetadataRefreshed(MetadataRefresh)                 { h.fire("metadata") }
+func (h *closingHook) OnBrokerResponseRead(BrokerInfo, ResponseRead)       { h.fire("response") }
+func (h *closingHook) OnBrokerRequestWritten(BrokerInfo, RequestWritten)   { h.fire("written") }
+func (h *closingHook) OnBrokerConnected(BrokerInfo, time.Duration, error)  { h.fire("connected") }
+func (h *closingHook) OnRecordCompleted(context.Context, RecordCompletion) { h.fire("completed") }
+func (h *closingHook) onIOGoroutine(p *Producer) bool                      { return goroutineID() == p.ioGoid.Load() }
+
+// TestCloseAndFlushFromProducerGoroutinesReturn: Close, Flush and Send
+// called from user code that runs on the producer's own goroutines (hooks
+// on the IO goroutine, a connection's reader and writer, the metadata
+// goroutine, the completion goroutine; a parked record's partitioner on
+// the IO goroutine) must not wait for the goroutine they run on: Flush
+// fails at once with ErrFlushInCallback, Close returns at once with
+// ErrClosed and closes in the background, and Sends fail with ErrClosed.
+// A later Close from the test's goroutine returns once that close is over.
+func TestCloseAndFlushFromProducerGoroutinesReturn(t *testing.T) {
+	c := newCluster(t, testbroker.Config{})
+	require.NoError(t, c.CreateTopic("hk", 1))
+	for _, kind := range []string{"batch", "connected", "metadata", "response", "written", "completed", "partitioner"} {
+		t.Run(kind, func(t *testing.T) {
+			h := &closingHook{kind: kind, done: make(chan closingHookResult, 1)}
+			cfg := Config{Brokers: c.Addrs(), Hooks: []Hook{h}, RetryBackoff: 10 * time.Millisecond}
+			if kind == "partitioner" {
+				// The topic's first record parks (its partitions are
+				// unknown in Send); the IO goroutine partitions it.
+				cfg.Partitioner = PartitionerFunc(func(*Record, int32) (int32, error) {
+					if p := h.p.Load(); p != nil && h.onIOGoroutine(p) {
+						h.fire("partitioner")
+					}
+					return 0, nil
+				})
+			}
+			p, err := New(cfg)
+			require.NoError(t, err)
+			h.p.Store(p)
+			// No Close in a cleanup: it would hang the test binary if
+			// Close deadlocked.
+			p.Send(context.Background(), &Record{Topic: "hk", Value: []byte("v")})
+			var r closingHookResult
+			select {
+			case r = <-h.done:
+			case <-time.After(6 * time.Second):
+				t.Fatalf("Flush, Close or Send (ctx with a 1s deadline) called from a %s hook has not returned after 6s", kind)
+			}
+			assert.ErrorIs(t, r.flush, ErrFlushInCallback)
+			assert.ErrorIs(t, r.close, ErrClosed)
+			assert.Contains(t, r.close.Error(), "continues in the background")
+			assert.Less(t, r.closeTook, 500*time.Millisecond, "Close must not wait for its context")
+			assert.ErrorIs(t, r.send, ErrClosed)
+
+			done := make(chan struct{})
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_ = p.Close(ctx)
+				close(done)
+			}()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("a Close after the %s hook's has not returned after 10s", kind)
+			}
+		})
+	}
+}

@@ -366,8 +366,9 @@ type Config struct {
 	// had acknowledged to this producer: records that were acknowledged are
 	// no longer in the partition (deleted by retention or DeleteRecords, or
 	// lost by the cluster). It is called once per partition each time the
-	// log start moves past the last acknowledged offset. Default: the event
-	// is only logged at Warn level.
+	// log start moves past the last acknowledged offset. Close called from
+	// it closes in the background (see Close). Default: the event is only
+	// logged at Warn level.
 	OnDataLoss func(*DataLossError)
 
 	// TLS, if not nil, makes every broker connection use TLS (bootstrap,

@@ -104,9 +104,12 @@ var (
 	// error's message.
 	ErrOutcomeUnknown = errors.New("outcome unknown, the record may have been written")
 
-	// ErrFlushInCallback is returned by Flush when it is called from a
-	// callback (SendCallback's function, on the completion goroutine):
-	// Flush waits for every callback, that one included.
+	// ErrFlushInCallback is returned by Flush (and CommitTransaction,
+	// AbortTransaction) when it is called from a callback (SendCallback's
+	// function, on the completion goroutine), or from a hook, partitioner
+	// or OnDataLoss running on another of the producer's goroutines (the
+	// IO goroutine, a connection's reader or writer, the metadata
+	// goroutine): it would wait for the goroutine it runs on.
 	ErrFlushInCallback = errors.New("producer: Flush called from a callback")
 
 	// ErrInvalidConfig is returned by New and by ConfigFromProperties when a

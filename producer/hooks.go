@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,7 +22,11 @@ import (
 // Hooks run on the producer's own goroutines, which each interface names,
 // and samsa holds no lock while calling one; but a slow hook delays the work
 // of that goroutine (a HookBatchWritten that blocks stalls every broker), so
-// hooks should record and return. A panic in a hook is recovered: the event
+// hooks should record and return. A hook running on one of the producer's
+// own goroutines may call Close: it cannot wait for the goroutine it runs
+// on, so it closes in the background and returns at once an error wrapping
+// ErrClosed; Flush, CommitTransaction and AbortTransaction return an error
+// wrapping ErrFlushInCallback there. A panic in a hook is recovered: the event
 // is dropped for that hook, and the first panic of each hook and event kind
 // is logged at Error to Config.Logger (or slog's default logger when that
 // discards errors).
@@ -326,6 +332,69 @@ type hooks struct {
 	// records is set when a record-level hook exists: only then does Send
 	// copy the record and keep a per-record context.
 	records bool
+
+	// callers holds the goroutines running a hook of a kind called on a
+	// connection's reader or writer or on the metadata goroutine, for
+	// Producer.ownGoroutine: Close and Flush called from there must not
+	// wait for them.
+	callers hookCallers
+}
+
+// hookCallers is the set of goroutine ids running a hook call that
+// dispatchMarked marked. Only those calls pay for it: a short lock, and a
+// goroutineID per call on the metadata goroutine (once per connection on
+// readers and writers, see goroutineCache). Close and Flush read it, and
+// only when a call is running.
+type hookCallers struct {
+	n   atomic.Int32 // calls marked and not yet returned
+	mu  sync.Mutex
+	ids []uint64 // one entry per such call (nested calls repeat an id)
+}
+
+// goroutineCache holds the id of the one goroutine that uses it (a
+// connection's reader, or its writer), read on its first use: a goroutineID
+// costs microseconds, too much for each answer read. A nil cache reads
+// the id at each call.
+type goroutineCache struct{ id uint64 }
+
+func (g *goroutineCache) get() uint64 {
+	if g == nil {
+		return goroutineID()
+	}
+	if g.id == 0 {
+		g.id = goroutineID()
+	}
+	return g.id
+}
+
+// enter marks a call on goroutine id.
+func (hc *hookCallers) enter(id uint64) {
+	hc.mu.Lock()
+	hc.ids = append(hc.ids, id)
+	hc.mu.Unlock()
+	hc.n.Add(1)
+}
+
+// leave ends a call that enter marked.
+func (hc *hookCallers) leave(id uint64) {
+	hc.n.Add(-1)
+	hc.mu.Lock()
+	if i := slices.Index(hc.ids, id); i >= 0 {
+		last := len(hc.ids) - 1
+		hc.ids[i] = hc.ids[last]
+		hc.ids = hc.ids[:last]
+	}
+	hc.mu.Unlock()
+}
+
+// has reports whether goroutine id runs a marked hook call.
+func (hc *hookCallers) has(id uint64) bool {
+	if hc.n.Load() == 0 {
+		return false
+	}
+	hc.mu.Lock()
+	defer hc.mu.Unlock()
+	return slices.Contains(hc.ids, id)
 }
 
 // add appends h to *list if it implements H, and reports whether it does.
@@ -430,6 +499,20 @@ func dispatch[H any](hs *hooks, list []hookEntry[H], k hookKind, call func(H)) {
 	}
 }
 
+// dispatchMarked is dispatch for the kinds called on a goroutine that Close
+// waits for and that the producer cannot tell by its id (connections'
+// readers and writers, the metadata goroutine): the calls are marked in
+// hs.callers while they run, with the goroutine's id from g.
+func dispatchMarked[H any](hs *hooks, g *goroutineCache, list []hookEntry[H], k hookKind, call func(H)) {
+	if len(list) == 0 {
+		return
+	}
+	id := g.get()
+	hs.callers.enter(id)
+	defer hs.callers.leave(id)
+	dispatch(hs, list, k, call)
+}
+
 func (hs *hooks) onRecordCompleted(ctx context.Context, c RecordCompletion) {
 	dispatch(hs, hs.recordCompleted, kindRecordCompleted, func(h HookRecordCompleted) { h.OnRecordCompleted(ctx, c) })
 }
@@ -450,16 +533,18 @@ func (hs *hooks) onBrokerThrottled(b BrokerInfo, throttle time.Duration) {
 	dispatch(hs, hs.brokerThrottled, kindBrokerThrottled, func(h HookBrokerThrottled) { h.OnBrokerThrottled(b, throttle) })
 }
 
-func (hs *hooks) onBrokerRequestWritten(b BrokerInfo, r RequestWritten) {
-	dispatch(hs, hs.brokerRequestWritten, kindBrokerRequestWritten, func(h HookBrokerRequestWritten) { h.OnBrokerRequestWritten(b, r) })
+// onBrokerRequestWritten runs on the connection's writer, whose id g
+// caches; onBrokerResponseRead on its reader.
+func (hs *hooks) onBrokerRequestWritten(g *goroutineCache, b BrokerInfo, r RequestWritten) {
+	dispatchMarked(hs, g, hs.brokerRequestWritten, kindBrokerRequestWritten, func(h HookBrokerRequestWritten) { h.OnBrokerRequestWritten(b, r) })
 }
 
-func (hs *hooks) onBrokerResponseRead(b BrokerInfo, r ResponseRead) {
-	dispatch(hs, hs.brokerResponseRead, kindBrokerResponseRead, func(h HookBrokerResponseRead) { h.OnBrokerResponseRead(b, r) })
+func (hs *hooks) onBrokerResponseRead(g *goroutineCache, b BrokerInfo, r ResponseRead) {
+	dispatchMarked(hs, g, hs.brokerResponseRead, kindBrokerResponseRead, func(h HookBrokerResponseRead) { h.OnBrokerResponseRead(b, r) })
 }
 
 func (hs *hooks) onMetadataRefreshed(m MetadataRefresh) {
-	dispatch(hs, hs.metadataRefreshed, kindMetadataRefreshed, func(h HookMetadataRefreshed) { h.OnMetadataRefreshed(m) })
+	dispatchMarked(hs, nil, hs.metadataRefreshed, kindMetadataRefreshed, func(h HookMetadataRefreshed) { h.OnMetadataRefreshed(m) })
 }
 
 func (hs *hooks) onTopicParked(topic string) {

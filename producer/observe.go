@@ -147,18 +147,19 @@ func (br *ioBroker) info() BrokerInfo { return BrokerInfo{NodeID: br.id, Addr: b
 func (s *sink) brokerConn(br *ioBroker) conn.Config {
 	cfg := s.connCfg
 	bs, hs, rec, info := br.stats, s.p.hooks, s.p.rec, br.info()
+	var writer, reader goroutineCache // each used by its goroutine only
 	cfg.OnWrite = func(w conn.WriteInfo) {
 		if w.Err == nil {
 			rec.wrote(bs, w.Bytes)
 		}
 		if len(hs.brokerRequestWritten) > 0 {
-			hs.onBrokerRequestWritten(info, RequestWritten{Key: w.Key, Version: w.Version, Bytes: w.Bytes, Queued: w.Queued, Write: w.Write, Err: w.Err})
+			hs.onBrokerRequestWritten(&writer, info, RequestWritten{Key: w.Key, Version: w.Version, Bytes: w.Bytes, Queued: w.Queued, Write: w.Write, Err: w.Err})
 		}
 	}
 	cfg.OnRead = func(r conn.ReadInfo) {
 		rec.read(bs, r.Bytes)
 		if len(hs.brokerResponseRead) > 0 {
-			hs.onBrokerResponseRead(info, ResponseRead{Key: r.Key, Version: r.Version, Bytes: r.Bytes, Latency: r.Latency, Err: r.Err})
+			hs.onBrokerResponseRead(&reader, info, ResponseRead{Key: r.Key, Version: r.Version, Bytes: r.Bytes, Latency: r.Latency, Err: r.Err})
 		}
 	}
 	return cfg

@@ -65,6 +65,7 @@ type Producer struct {
 	closing   context.Context // canceled by Close: ends waits for memory and dials
 	stopWaits context.CancelFunc
 	ioDone    chan struct{}
+	ioGoid    atomic.Uint64 // the IO goroutine's id (see ownGoroutine)
 	completer *completer
 
 	txn     *txnManager // nil without Config.TransactionalID (transaction.go)
@@ -176,6 +177,7 @@ func New(cfg Config) (*Producer, error) {
 	go p.clock.run()
 	go p.completer.run()
 	go func() {
+		p.ioGoid.Store(goroutineID())
 		defer close(p.ioDone)
 		s.run()
 	}()
@@ -541,15 +543,18 @@ func oddEpochs(b *batch) int64 {
 // returns ctx.Err() if ctx ends first (records are not affected), and
 // ErrClosed after Close.
 //
-// Flush must not be called from a callback: it would wait for that very
-// callback. There it returns at once with an error wrapping
-// ErrFlushInCallback.
+// Flush must not be called from a callback, nor from a hook, partitioner
+// or OnDataLoss running on one of the producer's goroutines (the IO
+// goroutine, a connection's reader or writer, the metadata goroutine): it
+// would wait for the goroutine that runs it. There it returns at once with
+// an error wrapping ErrFlushInCallback. A hook that runs on the caller's
+// goroutine (HookRecordBuffered, HookBufferWaited, ...) may call it.
 func (p *Producer) Flush(ctx context.Context) error {
 	if p.closed.Load() {
 		return ErrClosed
 	}
-	if goroutineID() == p.completer.goid.Load() {
-		return fmt.Errorf("%w: it would wait for the callback that called it", ErrFlushInCallback)
+	if where := p.ownGoroutine(); where != "" {
+		return fmt.Errorf("%w: Flush called from %s would wait for that goroutine", ErrFlushInCallback, where)
 	}
 	return p.flush(ctx)
 }
@@ -641,10 +646,16 @@ func (p *Producer) whenIdle() <-chan struct{} {
 // that blocks (none returned for 100 ms after ctx ended) is not waited for:
 // the completion goroutine delivers the outcomes queued behind it once it
 // returns, and then exits, after Close has returned. Close is safe to call
-// more than once; later calls return the first call's result. Called from a
-// callback (on the completion goroutine) Close cannot wait for that
-// callback: it starts closing in the background and returns an error
-// wrapping ErrClosed.
+// more than once; later calls return the first call's result.
+//
+// Called from a callback (on the completion goroutine), or from a hook,
+// partitioner or OnDataLoss running on another of the producer's goroutines
+// (the IO goroutine, a connection's reader or writer, the metadata
+// goroutine), Close cannot wait for the goroutine it runs on: it marks the
+// producer closed (Sends from then on fail with ErrClosed), starts closing
+// in the background with ctx and returns at once an error wrapping
+// ErrClosed. A later Close from another goroutine waits for that close and
+// returns its result.
 //
 // A transactional producer's open transaction is aborted first, as Java's
 // producer does on close (its records not yet sent fail with
@@ -657,11 +668,13 @@ func (p *Producer) whenIdle() <-chan struct{} {
 // the coordinator aborts the transaction itself. That error is Close's
 // result when the flush has none.
 func (p *Producer) Close(ctx context.Context) error {
-	if goroutineID() == p.completer.goid.Load() {
-		// Called from a callback: waiting here would wait for this very
-		// callback. Close in the background instead, like the Java client.
+	if where := p.ownGoroutine(); where != "" {
+		// Waiting here would wait for the goroutine running this very
+		// call. Close in the background instead, like the Java client
+		// from a callback.
+		p.closed.Store(true)
 		go p.Close(ctx)
-		return fmt.Errorf("%w: Close called from a callback continues in the background", ErrClosed)
+		return fmt.Errorf("%w: Close called from %s continues in the background", ErrClosed, where)
 	}
 	p.closeOnce.Do(func() {
 		p.closed.Store(true)
@@ -685,6 +698,26 @@ func (p *Producer) Close(ctx context.Context) error {
 		p.closeErr = flushErr
 	})
 	return p.closeErr
+}
+
+// ownGoroutine names the producer's goroutine the caller runs on, or
+// returns "" for any other (the user's): Close, Flush and the transaction
+// methods must not wait for it. The completion and IO goroutines are known
+// by their ids; a connection's reader or writer and the metadata goroutine
+// only while they run a hook (the only user code of theirs that may call
+// back into the producer), which hooks.callers marks. It costs a
+// goroutineID, once per call of those methods.
+func (p *Producer) ownGoroutine() string {
+	id := goroutineID()
+	switch {
+	case id == p.completer.goid.Load():
+		return "a callback"
+	case id == p.ioGoid.Load():
+		return "the IO goroutine (a hook, a parked record's partitioner, OnDataLoss)"
+	case p.hooks.callers.has(id):
+		return "a hook on a connection's or the metadata goroutine"
+	}
+	return ""
 }
 
 // Stats is a snapshot of the producer's state, for progress reports.

@@ -224,10 +224,17 @@ func newSink(p *Producer, connCfg conn.Config) *sink {
 }
 
 func (s *sink) run() {
-	defer s.shutdown()
+	stopped := false // by Close, through quit
+	defer func() {
+		if !stopped {
+			s.unwinding()
+		}
+		s.shutdown()
+	}()
 	for {
 		select {
 		case <-s.p.quit:
+			stopped = true
 			return
 		case <-s.p.acc.Wake():
 		case <-s.respKick:

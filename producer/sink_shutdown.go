@@ -4,13 +4,17 @@
 package producer
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
+	"runtime/debug"
 	"time"
 )
 
 // shutdown runs when the IO goroutine stops (Close): it fails everything
 // still buffered with ErrClosed, waits for requests in flight, and closes the
-// connections.
+// connections. It also runs when the goroutine unwinds without Close (see
+// unwinding), and then does not wait for callbacks.
 func (s *sink) shutdown() {
 	defer s.hold(false) // Sends still waiting for memory fail with ErrClosed, not MaxBlock
 	s.timer.Stop()
@@ -43,7 +47,7 @@ func (s *sink) shutdown() {
 	// the producer accepted is completed, or until Close's context ends
 	// (a callback may block, so completions may never catch up). Then a
 	// Send still appending fails what is buffered itself (Producer.failLate).
-	ctx := s.p.closeCtx
+	ctx := s.closeContext()
 	for {
 		s.drainEvents()
 		s.failBuffered()
@@ -82,6 +86,42 @@ func (s *sink) shutdown() {
 	if s.compress != nil {
 		s.compress.stop()
 	}
+}
+
+// closeContext returns Close's context, or, when the IO goroutine unwinds
+// without Close (quit still open; closeCtx is then not set, or being set
+// by a Close racing the unwinding), a context already ended.
+func (s *sink) closeContext() context.Context {
+	select {
+	case <-s.p.quit: // Close set closeCtx before it closed quit
+		if ctx := s.p.closeCtx; ctx != nil {
+			return ctx
+		}
+	default:
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}
+
+// unwinding runs when the IO goroutine stops without Close: a panic or a
+// runtime.Goexit on it. Goexit (t.FailNow, say) from user code on it (a
+// hook, a parked record's partitioner, OnDataLoss) passes their recovers,
+// and so do panics of the user's BufferPool or Logger there. The producer
+// cannot work without the goroutine: it is marked closed (Sends fail with
+// ErrClosed), waits for memory and dials end, and shutdown fails what is
+// buffered without waiting for callbacks; Close then only stops the rest.
+// A panic goes on after shutdown (and crashes the program, as any
+// unrecovered panic).
+func (s *sink) unwinding() {
+	l := s.p.log
+	if !l.Enabled(context.Background(), slog.LevelError) {
+		l = slog.Default()
+	}
+	l.Error("producer: the IO goroutine stopped without Close (a panic or runtime.Goexit on it, in user code such as a hook, partitioner, OnDataLoss, BufferPool or Logger); buffered records fail with ErrClosed",
+		"stack", string(debug.Stack()))
+	s.p.closed.Store(true)
+	s.p.stopWaits()
 }
 
 // failBuffered fails every buffered record with ErrClosed (shutdown only).

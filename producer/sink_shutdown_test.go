@@ -1,14 +1,20 @@
 package producer
 
 import (
+	"context"
 	"errors"
+	"log/slog"
+	"runtime"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/samsa-go/samsa/accumulator"
 	"github.com/samsa-go/samsa/bufferpool"
 	"github.com/samsa-go/samsa/internal/conn"
+	"github.com/samsa-go/samsa/internal/testbroker"
 )
 
 // TestFailBufferedKeepsOutcomeUnknown: a batch waiting for its retry when
@@ -42,4 +48,42 @@ func TestFailBufferedKeepsOutcomeUnknown(t *testing.T) {
 		require.Equal(t, ambiguous, errors.Is(o.err, ErrOutcomeUnknown), "ambiguous %v: %v", ambiguous, o.err)
 		require.Empty(t, ip.retry)
 	}
+}
+
+// goexitHook calls runtime.Goexit (as t.FailNow does) on the IO goroutine
+// when a topic starts parking: user code that unwinds the goroutine past
+// every recover.
+type goexitHook struct{ fired atomic.Bool }
+
+func (h *goexitHook) OnTopicParked(string) {
+	if h.fired.CompareAndSwap(false, true) {
+		runtime.Goexit()
+	}
+}
+
+// TestIOGoroutineUnwindingWithoutCloseFailsBuffered: when the IO goroutine
+// stops without Close (Goexit or a panic in user code on it), its shutdown
+// has no Close context: it must not crash on that, it fails what is
+// buffered with ErrClosed, Sends from then on fail with ErrClosed, and
+// Close still returns.
+func TestIOGoroutineUnwindingWithoutCloseFailsBuffered(t *testing.T) {
+	c := newCluster(t, testbroker.Config{})
+	require.NoError(t, c.CreateTopic("gx", 1))
+	h := &goexitHook{}
+	p, err := New(Config{Brokers: c.Addrs(), Hooks: []Hook{h}, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = p.Send(ctx, &Record{Topic: "gx", Value: []byte("parked")}).Wait(ctx)
+	require.ErrorIs(t, err, ErrClosed)
+	require.True(t, h.fired.Load())
+	select {
+	case <-p.ioDone:
+	case <-ctx.Done():
+		t.Fatal("the IO goroutine did not stop")
+	}
+	_, err = p.Send(ctx, &Record{Topic: "gx", Value: []byte("after")}).Wait(ctx)
+	require.ErrorIs(t, err, ErrClosed)
+	require.ErrorIs(t, p.Flush(ctx), ErrClosed)
+	require.NoError(t, p.Close(ctx))
 }

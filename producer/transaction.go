@@ -281,7 +281,8 @@ func (p *Producer) BeginTransaction() error {
 // abortable error, it returns that error (IsAbortable): call
 // AbortTransaction. A fatal error (IsFatal, ErrProducerFenced) leaves only
 // Close. Without an open transaction it returns ErrNoTransaction; from a
-// callback, ErrFlushInCallback.
+// callback, or a hook on one of the producer's goroutines (see Flush),
+// ErrFlushInCallback.
 func (p *Producer) CommitTransaction(ctx context.Context) error {
 	return p.endTransaction(ctx, true)
 }
@@ -299,7 +300,8 @@ func (p *Producer) CommitTransaction(ctx context.Context) error {
 // progress: call AbortTransaction again. It returns ErrNoTransaction
 // without a transaction, ErrTransactionInProgress while a commit is in
 // progress, and the fatal error (IsFatal) once only Close is left; from a
-// callback, ErrFlushInCallback.
+// callback, or a hook on one of the producer's goroutines (see Flush),
+// ErrFlushInCallback.
 func (p *Producer) AbortTransaction(ctx context.Context) error {
 	return p.endTransaction(ctx, false)
 }
@@ -313,8 +315,8 @@ func (p *Producer) endTransaction(ctx context.Context, commit bool) error {
 	if err != nil {
 		return err
 	}
-	if goroutineID() == p.completer.goid.Load() {
-		return fmt.Errorf("%w: %s would wait for the callback that called it", ErrFlushInCallback, method)
+	if where := p.ownGoroutine(); where != "" {
+		return fmt.Errorf("%w: %s called from %s would wait for that goroutine", ErrFlushInCallback, method, where)
 	}
 	if !t.ops.TryLock() {
 		return fmt.Errorf("%w: %s: another transaction method is running", ErrTransactionInProgress, method)

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -77,7 +78,9 @@ type Config struct {
 	RequestTimeout time.Duration
 
 	// Dialer opens the network connection. Default: a net.Dialer. Use it
-	// for TLS (return a *tls.Conn) or tests.
+	// for TLS (return a *tls.Conn) or tests. A panic of it is recovered
+	// and logged at Error: Dial fails with an error wrapping
+	// kerr.NetworkException and naming the panic, as for a Dialer error.
 	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	// Logger receives connection events: a connection's first throttle at
@@ -114,7 +117,10 @@ type Config struct {
 	// SASL, if not nil, authenticates the connection after ApiVersions
 	// and again before the broker's session lifetime ends (KIP-368;
 	// sasl.go). A rejected exchange fails Dial, or breaks the
-	// connection, with an error wrapping ErrAuthentication.
+	// connection, with an error wrapping ErrAuthentication; so does a
+	// panic of the mechanism's Start or its session's Step (a token
+	// callback's, say), recovered and logged at Error with its value
+	// capped at 200 bytes.
 	SASL sasl.Mechanism
 }
 
@@ -234,7 +240,7 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 	dctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
 	defer cancel()
 
-	nc, err := cfg.Dialer(dctx, "tcp", addr)
+	nc, err := dialNet(dctx, addr, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("conn: dial %s: %w: %w", addr, kerr.NetworkException, err)
 	}
@@ -289,6 +295,22 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 	go c.writeLoop()
 	go c.readLoop()
 	return c, nil
+}
+
+// dialNet runs cfg.Dialer, user code: a panic of it is recovered (and
+// logged with its stack at Error) and fails the dial like a Dialer's error,
+// instead of crashing the program from the goroutine that dials.
+func dialNet(ctx context.Context, addr string, cfg Config) (nc net.Conn, err error) {
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		text := panicText(v)
+		cfg.Logger.Error("conn: the Dialer panicked; the panic was recovered", "addr", addr, "panic", text, "stack", string(debug.Stack()))
+		nc, err = nil, fmt.Errorf("the Dialer panicked: %s", text)
+	}()
+	return cfg.Dialer(ctx, "tcp", addr)
 }
 
 // Addr returns the address Dial was given.

@@ -195,6 +195,11 @@ func TestDialFailures(t *testing.T) {
 		{"nothing listening", closedAddr, context.Background(), Config{}, kerr.NetworkException},
 		{"handshake never answered", silentListener(t), context.Background(), Config{DialTimeout: 50 * time.Millisecond}, context.DeadlineExceeded},
 		{"cancelled context", silentListener(t), cancelled, Config{}, context.Canceled},
+		// A Dialer is user code: its panic fails the dial, it does not
+		// crash the program.
+		{"panicking Dialer", old.addr(), context.Background(), Config{Dialer: func(context.Context, string, string) (net.Conn, error) {
+			panic("dialer bug")
+		}}, kerr.NetworkException},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -205,6 +210,9 @@ func TestDialFailures(t *testing.T) {
 			}
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("Dial error %v, want one wrapping %v", err, tc.want)
+			}
+			if tc.cfg.Dialer != nil && !strings.Contains(err.Error(), "the Dialer panicked: dialer bug") {
+				t.Fatalf("Dial error %v does not name the panic", err)
 			}
 		})
 	}

@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime/debug"
 	"time"
+	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-go/samsa/kerr"
+	"github.com/samsa-go/samsa/sasl"
 )
 
 const (
@@ -86,7 +89,7 @@ func (c *Conn) saslExchange(ctx context.Context, roundTrip func(kmsg.Request) (k
 		return 0, err
 	}
 
-	sess, msg, err := mech.Start(ctx, c.addr)
+	sess, msg, err := c.saslStart(ctx, mech)
 	if err != nil {
 		return 0, c.authErr(name, err)
 	}
@@ -106,7 +109,7 @@ func (c *Conn) saslExchange(ctx context.Context, roundTrip func(kmsg.Request) (k
 		if done {
 			return lifetimeOf(aresp), nil
 		}
-		done, msg, err = sess.Step(aresp.SASLAuthBytes)
+		done, msg, err = c.saslStep(sess, aresp.SASLAuthBytes)
 		if err != nil {
 			return 0, c.authErr(name, err)
 		}
@@ -114,6 +117,53 @@ func (c *Conn) saslExchange(ctx context.Context, roundTrip func(kmsg.Request) (k
 			return lifetimeOf(aresp), nil
 		}
 	}
+}
+
+// saslStart runs mech.Start, and saslStep sess.Step: user code (a token
+// callback, a custom Mechanism) on the goroutine that authenticates (a
+// dial's, the metadata client's, or the writer's at re-authentication). A
+// panic there is recovered and becomes the exchange's error, so it fails
+// like a refused token (ErrAuthentication) instead of crashing the program.
+func (c *Conn) saslStart(ctx context.Context, mech sasl.Mechanism) (sess sasl.Session, msg []byte, err error) {
+	defer c.recoverUser(&err, "SASL mechanism's Start")
+	return mech.Start(ctx, c.addr)
+}
+
+func (c *Conn) saslStep(sess sasl.Session, challenge []byte) (done bool, msg []byte, err error) {
+	defer c.recoverUser(&err, "SASL session's Step")
+	return sess.Step(challenge)
+}
+
+// recoverUser is deferred around a call of user code named what: it turns
+// a panic into *err and logs it, with its stack, at Error. The panic's
+// value is printed capped at maxPanicText bytes: it is the user's own
+// text, but a long one (a dumped request, a token) has no place in every
+// record's error.
+func (c *Conn) recoverUser(err *error, what string) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	text := panicText(v)
+	c.cfg.Logger.Error("conn: user code panicked; the panic was recovered", "addr", c.addr, "in", what, "panic", text, "stack", string(debug.Stack()))
+	*err = fmt.Errorf("the %s panicked: %s", what, text)
+}
+
+// maxPanicText caps a recovered panic's value in errors and logs.
+const maxPanicText = 200
+
+// panicText prints a recovered panic's value, capped at maxPanicText
+// bytes (cut on a rune boundary).
+func panicText(v any) string {
+	s := fmt.Sprint(v)
+	if len(s) <= maxPanicText {
+		return s
+	}
+	n := maxPanicText
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // saslRespErr returns the authentication error a SaslHandshake or

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -217,4 +218,62 @@ func TestReauthenticationRejected(t *testing.T) {
 	assert.ErrorIs(t, err, ErrAuthentication)
 	assert.True(t, strings.Contains(err.Error(), "OAUTHBEARER"), err.Error())
 	<-c.Done()
+}
+
+// panicStepMech wraps a mechanism whose session's Step panics.
+type panicStepMech struct{ sasl.Mechanism }
+
+type panicStepSession struct{}
+
+func (panicStepSession) Step([]byte) (bool, []byte, error) { panic("step bug") }
+
+func (m panicStepMech) Start(ctx context.Context, addr string) (sasl.Session, []byte, error) {
+	_, msg, err := m.Mechanism.Start(ctx, addr)
+	return panicStepSession{}, msg, err
+}
+
+// A mechanism's Start or Step that panics (user code: a token callback)
+// fails the exchange with ErrAuthentication, at Dial and at
+// re-authentication, instead of crashing the program; the panic's value
+// is printed capped.
+func TestPanickingMechanismFailsAuthentication(t *testing.T) {
+	cl, ca := secureCluster(t, 200*time.Millisecond)
+	addr := cl.ListenerAddrs(testbroker.SASLSSL)[0]
+	long := strings.Repeat("x", 5000)
+	for _, tt := range []struct {
+		name, want string
+		mech       sasl.Mechanism
+	}{
+		{"Start", "Start panicked: token bug", sasl.OAuthBearer(func(context.Context) (sasl.Token, error) { panic("token bug") })},
+		{"Step", "Step panicked: step bug", panicStepMech{sasl.ScramSHA256("bob", "bob-pw")}},
+		{"long panic", "Start panicked: xxx", sasl.OAuthBearer(func(context.Context) (sasl.Token, error) { panic(long) })},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Dial(context.Background(), addr, Config{TLS: ca.ClientConfig(), SASL: tt.mech, DialTimeout: 5 * time.Second})
+			require.Error(t, err)
+			assert.ErrorIs(t, err, ErrAuthentication)
+			assert.Contains(t, err.Error(), tt.want)
+			assert.Less(t, len(err.Error()), 400, "the panic's value is capped")
+		})
+	}
+	t.Run("re-authentication", func(t *testing.T) {
+		var calls atomic.Int32
+		m := sasl.OAuthBearer(func(context.Context) (sasl.Token, error) {
+			if calls.Add(1) > 1 {
+				panic("refresh bug")
+			}
+			return sasl.Token{Value: "dave-token"}, nil
+		})
+		c, err := Dial(context.Background(), addr, Config{TLS: ca.ClientConfig(), SASL: m})
+		require.NoError(t, err)
+		defer c.Close()
+		_, err = c.Do(context.Background(), metadataReq("t"))
+		require.NoError(t, err)
+		time.Sleep(250 * time.Millisecond)
+		_, err = c.Do(context.Background(), metadataReq("t"))
+		require.Error(t, err)
+		assert.ErrorIs(t, err, ErrAuthentication)
+		assert.Contains(t, err.Error(), "refresh bug")
+		<-c.Done()
+	})
 }
