@@ -1,0 +1,92 @@
+package producer
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/samsa-go/samsa/internal/testbroker"
+)
+
+// sendTo sends one record to topic's partition and waits for its outcome,
+// up to wait.
+func sendTo(t *testing.T, p *Producer, topic string, partition int32, wait time.Duration) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	f := p.Send(context.Background(), &Record{Topic: topic, Partition: partition, ExplicitPartition: true, Value: []byte("v")})
+	_, err := f.Wait(ctx)
+	return err
+}
+
+// TestBugRecreatedTopicKeepsOldLeaderEpoch: a topic deleted and created
+// again (a new topic id) restarts its leader epochs at 0. The metadata
+// client takes the new topic as is (mergeTopic: a different id), but the
+// IO goroutine's updatePartitions (sink_metadata.go) still compares the new
+// epoch with the old incarnation's and skips every partition as "stale":
+// once the old leader answers NOT_LEADER_OR_FOLLOWER the partition stays
+// leaderless until its records fail with ErrDeliveryTimeout, although the
+// new topic has a live leader all along.
+func TestBugRecreatedTopicKeepsOldLeaderEpoch(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 2})
+	require.NoError(t, c.CreateTopic("t", 1))
+	p := newProducer(t, c, Config{DeliveryTimeout: 3 * time.Second, RequestTimeout: time.Second, MetadataMaxAge: 200 * time.Millisecond})
+	require.NoError(t, sendTo(t, p, "t", 0, 10*time.Second))
+	// Elections: the partition's leader epoch grows to 3, and the
+	// producer follows each move.
+	for i := range 3 {
+		leader, _, err := c.Leader("t", 0)
+		require.NoError(t, err)
+		require.NoError(t, c.MoveLeader("t", 0, 1-leader), "move %d", i)
+		require.NoError(t, sendTo(t, p, "t", 0, 10*time.Second), "after move %d", i)
+	}
+	oldLeader, epoch, err := c.Leader("t", 0)
+	require.NoError(t, err)
+	require.Equal(t, int32(3), epoch)
+	// Recreate it: the new partition 0 is led by the other broker, epoch 0.
+	require.NoError(t, c.DeleteTopic("t"))
+	require.NoError(t, c.CreateTopic("t", 1))
+	if l, _, _ := c.Leader("t", 0); l == oldLeader {
+		require.NoError(t, c.MoveLeader("t", 0, 1-oldLeader)) // epoch 1, still < 3
+	}
+	err = sendTo(t, p, "t", 0, 10*time.Second)
+	// The metadata client knows the live leader; only the IO goroutine
+	// ignores it.
+	newLeader, _, _ := c.Leader("t", 0)
+	b, ok := p.meta.Snapshot().Leader("t", 0)
+	require.True(t, ok)
+	require.Equal(t, newLeader, b.NodeID, "the metadata snapshot has the new leader")
+	require.NoError(t, err, "a record to the recreated topic's live partition failed")
+}
+
+// TestBugRecreatedTopicWithFewerPartitions: a topic deleted and created
+// again with fewer partitions keeps its old partition count in the
+// producer (updatePartitions in sink_metadata.go only grows t.parts and
+// the accumulator's partitions), so the partitioner still spreads records
+// over partitions that no longer exist: they go to the old leader, come
+// back UNKNOWN_TOPIC_OR_PARTITION, and wait as leaderless until
+// ErrDeliveryTimeout, for every record sent from then on, and keyed records
+// hash over the wrong count (Java uses the current count).
+func TestBugRecreatedTopicWithFewerPartitions(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 4))
+	p := newProducer(t, c, Config{DeliveryTimeout: 2 * time.Second, RequestTimeout: time.Second, MetadataMaxAge: 200 * time.Millisecond})
+	for part := range int32(4) {
+		require.NoError(t, sendTo(t, p, "t", part, 10*time.Second))
+	}
+	require.NoError(t, c.DeleteTopic("t"))
+	require.NoError(t, c.CreateTopic("t", 1))
+	time.Sleep(time.Second) // several metadata refreshes
+	var failed []error
+	for i := range 8 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := p.Send(context.Background(), &Record{Topic: "t", Key: []byte{byte(i)}, Value: []byte("v")}).Wait(ctx)
+		cancel()
+		if err != nil {
+			failed = append(failed, err)
+		}
+	}
+	require.Empty(t, failed, "records to the recreated 1-partition topic failed")
+}
