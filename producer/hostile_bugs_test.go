@@ -2,10 +2,12 @@ package producer
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-go/samsa/internal/testbroker"
 )
@@ -89,4 +91,54 @@ func TestBugRecreatedTopicWithFewerPartitions(t *testing.T) {
 		}
 	}
 	require.Empty(t, failed, "records to the recreated 1-partition topic failed")
+}
+
+// TestBugReplicaNotAvailableMakesPartitionLeaderless: a Metadata answer
+// whose partition carries REPLICA_NOT_AVAILABLE (9) with a live leader
+// (a replica is offline; metadata.Partition's own doc calls it
+// "informational: the leader still works", and Java keeps the leader for
+// any partition error) makes updatePartitions (sink_metadata.go:125,
+// `mp.Err != nil` → leader -1) treat the partition as leaderless: its
+// records never go out and fail with ErrDeliveryTimeout.
+func TestBugReplicaNotAvailableMakesPartitionLeaderless(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	c.Intercept(testbroker.Interceptor{Keys: []int16{3}, After: true, Rewrite: func(resp kmsg.Response) {
+		r := resp.(*kmsg.MetadataResponse)
+		for i := range r.Topics {
+			for j := range r.Topics[i].Partitions {
+				if r.Topics[i].Partitions[j].Leader >= 0 {
+					r.Topics[i].Partitions[j].ErrorCode = 9 // REPLICA_NOT_AVAILABLE
+				}
+			}
+		}
+	}})
+	p := newProducer(t, c, Config{DeliveryTimeout: 2 * time.Second, RequestTimeout: time.Second})
+	require.NoError(t, sendTo(t, p, "t", 0, 10*time.Second), "a partition with a live leader and an offline replica")
+}
+
+// TestBugInitProducerIDWithoutIDSpins: an InitProducerId answer with no
+// error but ProducerId -1 (a buggy broker or proxy) is taken as success by
+// handleProducerID (idempotence.go:104-110): the id stays -1, failures and
+// retryAt are reset, so ensureProducerID asks again at once, without
+// backoff, on every IO loop turn, hammering the broker, and the records
+// expire with a delivery timeout that does not name InitProducerId.
+func TestBugInitProducerIDWithoutIDSpins(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	var inits atomic.Int32
+	c.Intercept(testbroker.Interceptor{Keys: []int16{22}, After: true, Rewrite: func(resp kmsg.Response) {
+		inits.Add(1)
+		r := resp.(*kmsg.InitProducerIDResponse)
+		r.ErrorCode, r.ProducerID, r.ProducerEpoch = 0, -1, -1
+	}})
+	p := newProducer(t, c, Config{DeliveryTimeout: time.Second, RequestTimeout: 500 * time.Millisecond,
+		RetryBackoff: 100 * time.Millisecond, RetryBackoffMax: 200 * time.Millisecond})
+	err := sendTo(t, p, "t", 0, 10*time.Second)
+	require.Error(t, err)
+	t.Logf("record failed with: %v", err)
+	n := inits.Load()
+	// With a 100-200 ms backoff, one second allows about 8 attempts.
+	require.LessOrEqual(t, n, int32(20), "%d InitProducerId requests in about a second", n)
+	require.Contains(t, err.Error(), "InitProducerId", "the record's error names the cause")
 }
