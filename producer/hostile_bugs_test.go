@@ -2,6 +2,7 @@ package producer
 
 import (
 	"context"
+	"math"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -141,4 +142,32 @@ func TestBugInitProducerIDWithoutIDSpins(t *testing.T) {
 	// With a 100-200 ms backoff, one second allows about 8 attempts.
 	require.LessOrEqual(t, n, int32(20), "%d InitProducerId requests in about a second", n)
 	require.Contains(t, err.Error(), "InitProducerId", "the record's error names the cause")
+}
+
+// TestBugHugeMetadataThrottleFreezesMetadata: one Metadata answer with
+// throttle_time_ms = MaxInt32 (about 24.8 days; a buggy broker, or a real
+// request quota's long throttle) holds every later request on that
+// connection in internal/conn's write queue (KIP-219), where RequestTimeout
+// does not apply, and the metadata client waits for it with only its own
+// lifetime as context (Client.fetch → do(c.ctx, ...), metadata/client.go):
+// the refresh goroutine blocks, no other broker or connection is tried, and
+// no topic wanted later ever gets metadata. Java caps nothing either, but
+// its metadata requests time out (request.timeout.ms) and go to another
+// node. InitProducerId goes through the same connection (meta.Do), so the
+// idempotent producer never gets an id either and even the first record,
+// to a topic the answer described, fails ("InitProducerId failed: context
+// deadline exceeded").
+func TestBugHugeMetadataThrottleFreezesMetadata(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	require.NoError(t, c.CreateTopic("u", 1))
+	c.Intercept(testbroker.Interceptor{Keys: []int16{3}, After: true, Times: 1, Rewrite: func(resp kmsg.Response) {
+		resp.(*kmsg.MetadataResponse).ThrottleMillis = math.MaxInt32
+	}})
+	p := newProducer(t, c, Config{DeliveryTimeout: 3 * time.Second, RequestTimeout: time.Second, MaxBlock: 3 * time.Second})
+	errT := sendTo(t, p, "t", 0, 10*time.Second)
+	errU := sendTo(t, p, "u", 0, 10*time.Second)
+	t.Logf("t: %v; u: %v", errT, errU)
+	require.NoError(t, errT, "a record to the topic of the throttled Metadata answer")
+	require.NoError(t, errU, "a topic wanted after a throttled Metadata answer")
 }
