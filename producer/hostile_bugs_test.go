@@ -171,3 +171,32 @@ func TestBugHugeMetadataThrottleFreezesMetadata(t *testing.T) {
 	require.NoError(t, errT, "a record to the topic of the throttled Metadata answer")
 	require.NoError(t, errU, "a topic wanted after a throttled Metadata answer")
 }
+
+// TestBugHugePartitionIDGrowsHeapUnbounded: one Metadata answer that lists
+// a partition with id 1<<20-1 (next to the real partition 0) makes
+// topicFromResponse (metadata/metadata.go) allocate 2^20 Partitions
+// (the "bound" it applies is a million), and the IO goroutine's
+// updatePartitions (sink_metadata.go) creates an accumulator partition and
+// an ioPart for each: hundreds of MB of live heap for one bogus number,
+// none of it charged to the pool, outside the BufferMemory bound. The
+// partitioner then spreads records over a million leaderless partitions.
+func TestBugHugePartitionIDGrowsHeapUnbounded(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	c.Intercept(testbroker.Interceptor{Keys: []int16{3}, After: true, Rewrite: func(resp kmsg.Response) {
+		r := resp.(*kmsg.MetadataResponse)
+		for i := range r.Topics {
+			if len(r.Topics[i].Partitions) > 0 {
+				bogus := r.Topics[i].Partitions[0]
+				bogus.Partition = 1<<20 - 1
+				r.Topics[i].Partitions = append(r.Topics[i].Partitions, bogus)
+			}
+		}
+	}})
+	before := heapNow()
+	p := newProducer(t, c, Config{DeliveryTimeout: 2 * time.Second, RequestTimeout: time.Second, BufferMemory: 1 << 20})
+	_ = sendTo(t, p, "t", 0, 10*time.Second)
+	grown := int64(heapNow()) - int64(before)
+	t.Logf("live heap grew by %d MiB", grown>>20)
+	require.Less(t, grown, int64(1<<20+bookkeepingSlack), "live heap grew by %d bytes with BufferMemory 1 MiB", grown)
+}
