@@ -200,3 +200,34 @@ func TestBugHugePartitionIDGrowsHeapUnbounded(t *testing.T) {
 	t.Logf("live heap grew by %d MiB", grown>>20)
 	require.Less(t, grown, int64(1<<20+bookkeepingSlack), "live heap grew by %d bytes with BufferMemory 1 MiB", grown)
 }
+
+// TestBugLeaderMissingFromBrokersWaitsForMaxAge: a Metadata answer whose
+// brokers list lacks a partition's leader (an empty list, or a leader id
+// it does not list: a broker mid-restart, a buggy proxy) leaves the
+// partition leaderless, and nobody asks again: the metadata client counts
+// the topic usable (it has partitions, no error) and waits MetadataMaxAge,
+// so the records fail with ErrDeliveryTimeout although the next answer
+// would be right.
+func TestBugLeaderMissingFromBrokersWaitsForMaxAge(t *testing.T) {
+	const maxAge = 5 * time.Minute // the default; with 500 ms the test passes
+	for _, mode := range []string{"empty-brokers", "unknown-leader"} {
+		t.Run(mode, func(t *testing.T) {
+			c := newCluster(t, testbroker.Config{Brokers: 1})
+			require.NoError(t, c.CreateTopic("t", 1))
+			c.Intercept(testbroker.Interceptor{Keys: []int16{3}, After: true, Times: 1, Rewrite: func(resp kmsg.Response) {
+				r := resp.(*kmsg.MetadataResponse)
+				if mode == "empty-brokers" {
+					r.Brokers = nil
+					return
+				}
+				for i := range r.Topics {
+					for j := range r.Topics[i].Partitions {
+						r.Topics[i].Partitions[j].Leader = 7
+					}
+				}
+			}})
+			p := newProducer(t, c, Config{DeliveryTimeout: 3 * time.Second, RequestTimeout: time.Second, MetadataMaxAge: maxAge})
+			require.NoError(t, sendTo(t, p, "t", 0, 10*time.Second), "the second Metadata answer is right")
+		})
+	}
+}
