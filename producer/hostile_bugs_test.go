@@ -231,3 +231,26 @@ func TestBugLeaderMissingFromBrokersWaitsForMaxAge(t *testing.T) {
 		})
 	}
 }
+
+// TestBugTxnInitProducerIDWithoutIDSpins: the transactional path has the
+// same hole as the idempotent one (fixed in handleProducerID):
+// txnClient.initProducerID (txn_coordinator.go) returns ProducerId -1 with
+// no error, txnProducerID takes it, and txnEnsureProducerID asks again at
+// once (producerID < 0, retryAt not moved), without backoff.
+func TestBugTxnInitProducerIDWithoutIDSpins(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	var inits atomic.Int32
+	c.Intercept(testbroker.Interceptor{Keys: []int16{22}, After: true, Rewrite: func(resp kmsg.Response) {
+		inits.Add(1)
+		r := resp.(*kmsg.InitProducerIDResponse)
+		r.ErrorCode, r.ProducerID, r.ProducerEpoch = 0, -1, -1
+	}})
+	p := newProducer(t, c, Config{TransactionalID: "tx", DeliveryTimeout: time.Second, RequestTimeout: 500 * time.Millisecond,
+		RetryBackoff: 100 * time.Millisecond, RetryBackoffMax: 200 * time.Millisecond})
+	require.NoError(t, p.BeginTransaction())
+	err := sendTo(t, p, "t", 0, 10*time.Second)
+	t.Logf("record: %v", err)
+	n := inits.Load()
+	require.LessOrEqual(t, n, int32(20), "%d InitProducerId requests in about a second", n)
+}
