@@ -65,6 +65,14 @@ func (s *sink) applyTopic(t *ioTopic, snap *metadata.Snapshot) {
 		return
 	}
 	t.err = nil
+	if t.id != mt.ID && t.id != ([16]byte{}) && mt.ID != ([16]byte{}) {
+		// Deleted and created again: the new topic's leader epochs
+		// restart at 0, so the old ones say nothing about them.
+		s.p.log.Info("topic recreated (new topic id)", "topic", t.name)
+		for _, ip := range t.parts {
+			ip.epoch = -1
+		}
+	}
 	t.id = mt.ID
 	if t.failing != notFailing && t.failing != failAuth {
 		// An authentication failure is checkAuth's to clear: a failed
@@ -121,8 +129,13 @@ func (s *sink) updatePartitions(t *ioTopic, mt *metadata.Topic) {
 		if mp.LeaderEpoch >= 0 && ip.epoch >= 0 && mp.LeaderEpoch < ip.epoch {
 			continue // stale
 		}
+		// A partition error does not void its leader (Java keeps it
+		// too): REPLICA_NOT_AVAILABLE, for one, only says a follower is
+		// offline. LEADER_NOT_AVAILABLE comes with leader -1
+		// (topicFromResponse), and a leader missing from the brokers is
+		// none either.
 		leader := mp.Leader
-		if mp.Err != nil || s.brokers[leader] == nil {
+		if leader < 0 || errors.Is(mp.Err, kerr.LeaderNotAvailable) || s.brokers[leader] == nil {
 			leader = -1
 		}
 		ip.epoch = mp.LeaderEpoch
