@@ -82,6 +82,8 @@ type sink struct {
 
 	compress *compressors // nil: the IO goroutine compresses alone
 	round    []*batch     // precompress's batches
+
+	goneScratch []*batch // failGone's batches
 }
 
 type opened struct {
@@ -309,6 +311,10 @@ func (s *sink) topicFor(name string) *ioTopic {
 // one that still has no leader for a partition with batches to send asks
 // again, so such a partition never waits for MetadataMaxAge.
 func (s *sink) markReady(ip *ioPart) {
+	if ip.gone() {
+		s.failGone(ip)
+		return
+	}
 	if ip.leader < 0 {
 		s.p.meta.Trigger()
 		return

@@ -65,10 +65,11 @@ func (s *sink) applyTopic(t *ioTopic, snap *metadata.Snapshot) {
 		return
 	}
 	t.err = nil
-	if t.id != mt.ID && t.id != ([16]byte{}) && mt.ID != ([16]byte{}) {
+	recreated := t.id != mt.ID && t.id != ([16]byte{}) && mt.ID != ([16]byte{})
+	if recreated {
 		// Deleted and created again: the new topic's leader epochs
 		// restart at 0, so the old ones say nothing about them.
-		s.p.log.Info("topic recreated (new topic id)", "topic", t.name)
+		s.p.log.Info("topic recreated (new topic id)", "topic", t.name, "partitions", len(mt.Partitions))
 		for _, ip := range t.parts {
 			ip.epoch = -1
 		}
@@ -79,7 +80,7 @@ func (s *sink) applyTopic(t *ioTopic, snap *metadata.Snapshot) {
 		// fetch applies the old snapshot, which still has the topic.
 		s.setFailing(t, notFailing, nil)
 	}
-	s.updatePartitions(t, mt)
+	s.updatePartitions(t, mt, recreated)
 }
 
 // setFailing records why t's records fail fast (err nil: they do not).
@@ -108,8 +109,26 @@ func (s *sink) failTopic(t *ioTopic, kind failKind, err error) {
 	s.unpark(t, records, bytes, err)
 }
 
-func (s *sink) updatePartitions(t *ioTopic, mt *metadata.Topic) {
+// updatePartitions applies mt's partitions and leaders to t. The
+// accumulator's partitions only grow (Sends hold on to the published slice);
+// a topic recreated with fewer partitions (recreated: a new topic id) keeps
+// them, but the partitioners see only the new count (topicState.live), and
+// what is buffered for the partitions past it fails (failGone).
+func (s *sink) updatePartitions(t *ioTopic, mt *metadata.Topic, recreated bool) {
 	n := len(mt.Partitions)
+	if recreated || t.ts.count.Load() > 0 {
+		// The count once the topic has shrunk; 0 while it never has.
+		c := int32(n)
+		if n >= len(t.parts) {
+			c = 0
+		}
+		if old := t.ts.count.Load(); old != c {
+			if c > 0 {
+				s.p.log.Warn("topic recreated with fewer partitions: failing the records of the partitions gone", "topic", t.name, "partitions", n, "before", len(t.parts))
+			}
+			t.ts.count.Store(c)
+		}
+	}
 	if n > len(t.parts) {
 		accParts := make([]*accPartition, n)
 		copy(accParts, t.ts.acc.KnownPartitions())
@@ -148,7 +167,43 @@ func (s *sink) updatePartitions(t *ioTopic, mt *metadata.Topic) {
 			s.markReady(ip)
 		}
 	}
+	for _, ip := range t.parts[n:] {
+		s.failGone(ip)
+	}
 	// Ready lists may still hold partitions that moved; sendAll skips them.
+}
+
+// gone reports whether ip is past its topic's partition count: the topic was
+// recreated with fewer partitions.
+func (ip *ioPart) gone() bool {
+	c := ip.topic.ts.count.Load()
+	return c > 0 && ip.acc.ID >= c
+}
+
+// failGone fails the batches of a partition that no longer exists (gone)
+// that are not in flight: sealed, open, or waiting to be resent. Batches in
+// flight fail once their answer puts them back in retry (markReady calls
+// this for such a partition), so each record completes once. Sends that
+// read the old count may still append to it: their batches fail when sealed.
+func (s *sink) failGone(ip *ioPart) {
+	if !ip.gone() {
+		return
+	}
+	ip.leader = -1
+	ip.acc.SetLeaderless(true)
+	err := fmt.Errorf("%s[%d]: the topic was recreated with %d partitions, so partition %d no longer exists: %w",
+		ip.topic.name, ip.acc.ID, ip.topic.ts.count.Load(), ip.acc.ID, kerr.UnknownTopicOrPartition)
+	for _, b := range ip.retry {
+		s.fail(ip, b, err) // with ErrOutcomeUnknown if an attempt may have been written
+	}
+	clear(ip.retry)
+	ip.retry = ip.retry[:0]
+	s.goneScratch = ip.acc.TakeAll(s.goneScratch[:0])
+	for _, b := range s.goneScratch {
+		s.p.completer.push(outcome{batch: b, baseOffset: -1, appendTime: -1, err: err})
+	}
+	clear(s.goneScratch)
+	ip.hasSealed = false
 }
 
 // moveParked moves parked records of topics whose partitions are known.
@@ -159,7 +214,7 @@ func (s *sink) moveParked() {
 			s.maybeCreateTopic(t)
 			continue
 		}
-		parts := t.ts.acc.KnownPartitions()
+		parts := t.ts.live(t.ts.acc.KnownPartitions())
 		n := int32(len(parts))
 		load := func(i int32) int { return parts[i].Load() }
 		s.p.memWanted.Store(true) // before trying: a release racing with a failed move still wakes us
