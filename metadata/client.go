@@ -62,7 +62,13 @@ type Config struct {
 	DialTimeout time.Duration
 	// RequestTimeout is how long a written request may wait for its
 	// response (request.timeout.ms). Default 30s. A request that times out
-	// breaks its connection, and Do tries the next broker.
+	// breaks its connection, and Do tries the next broker. It also bounds
+	// the KIP-219 throttle the client honours: a connection a broker
+	// throttles for longer is closed and dialed again on its next request,
+	// and a request that got no answer within twice RequestTimeout (held
+	// behind a throttle, then written) is given up on that connection and
+	// tried on the next broker, so one huge throttle_time_ms cannot freeze
+	// metadata.
 	RequestTimeout time.Duration
 	// Dialer opens the network connection to a broker (for a proxy, or in
 	// tests). Default: a net.Dialer.
@@ -144,6 +150,9 @@ func (cfg *Config) validate() error {
 	if cfg.MaxIdle == 0 {
 		cfg.MaxIdle = 5 * time.Minute
 	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 30 * time.Second
+	}
 	if cfg.RetryBackoff == 0 {
 		cfg.RetryBackoff = 100 * time.Millisecond
 	}
@@ -187,6 +196,7 @@ type topicState struct {
 	lastUsed    time.Time
 	attempts    int       // fetches that did not return it usable
 	stale       int       // consecutive retriable errors while usable
+	broken      int       // consecutive answers with broken partition ids
 	nextTry     time.Time // zero: not pending
 }
 
@@ -586,13 +596,30 @@ func (c *Client) apply(resp *kmsg.MetadataResponse, names []string, now time.Tim
 			continue
 		}
 		var fresh *Topic
+		old := s.Topics[name]
 		if rt := got[name]; rt != nil {
-			fresh = topicFromResponse(rt)
+			var broken error
+			fresh, broken = topicFromResponse(rt)
+			if broken != nil {
+				st.broken++
+				level := slog.LevelDebug
+				if st.broken == 1 {
+					level = slog.LevelWarn
+				}
+				c.cfg.Logger.Log(context.Background(), level, "ignoring a broken topic in a Metadata answer", "topic", name, "err", broken, "answers", st.broken)
+				if old != nil {
+					// Keep what we had; ask again with backoff.
+					st.nextTry = now.Add(conn.Backoff(st.broken-1, c.cfg.RetryBackoff, c.cfg.RetryBackoffMax))
+					continue
+				}
+				fresh = &Topic{ID: rt.TopicID, Err: kerr.LeaderNotAvailable.WithMessage(broken.Error())}
+			} else {
+				st.broken = 0
+			}
 		} else {
 			fresh = &Topic{Name: name, Err: kerr.UnknownTopicOrPartition.WithMessage("the broker's Metadata response did not list the topic")}
 		}
 		fresh.Name = name
-		old := s.Topics[name]
 		var t *Topic
 		var taken bool
 		if st.stale+1 >= staleAnswersAccepted {
@@ -752,10 +779,21 @@ func (c *Client) candidates(prefer int32) []string {
 func (c *Client) do(ctx context.Context, req kmsg.Request, prefer int32, admin bool) (kmsg.Response, error) {
 	var errs []error
 	for _, addr := range c.candidates(prefer) {
-		cn, err := c.connTo(ctx, addr, connKey(addr, admin))
+		key := connKey(addr, admin)
+		cn, err := c.connTo(ctx, addr, key)
+		if err == nil {
+			if until := cn.ThrottledUntil(); time.Until(until) > c.cfg.RequestTimeout {
+				// A throttle longer than a request may wait (a
+				// buggy broker's MaxInt32 ms): a fresh connection
+				// rather than no metadata for days.
+				c.cfg.Logger.Warn("broker throttles the connection for longer than RequestTimeout: reconnecting", "addr", addr, "throttled_until", until, "request_timeout", c.cfg.RequestTimeout)
+				c.dropConn(addr, key, cn)
+				cn, err = c.connTo(ctx, addr, key)
+			}
+		}
 		if err == nil {
 			var resp kmsg.Response
-			resp, err = cn.Do(ctx, req)
+			resp, err = c.attempt(ctx, cn, req)
 			if err == nil {
 				c.connMu.Lock()
 				c.lastGood = addr
@@ -769,7 +807,7 @@ func (c *Client) do(ctx context.Context, req kmsg.Request, prefer int32, admin b
 				return nil, err
 			}
 			if ctx.Err() == nil {
-				c.dropConn(addr, connKey(addr, admin), cn)
+				c.dropConn(addr, key, cn)
 			}
 		}
 		if cerr := ctx.Err(); cerr != nil {
@@ -781,6 +819,27 @@ func (c *Client) do(ctx context.Context, req kmsg.Request, prefer int32, admin b
 		errs = append(errs, err)
 	}
 	return nil, fmt.Errorf("%w: %w", ErrNoBroker, joinedErrs(errs))
+}
+
+// errNoAnswer is the error of an attempt that got no answer within twice
+// RequestTimeout: the request waited behind a throttle that came after it.
+var errNoAnswer = errors.New("no answer")
+
+// attempt sends req on cn and waits for its answer, at most twice
+// RequestTimeout: up to one RequestTimeout held behind a KIP-219 throttle
+// that arrived after it was queued (do replaces connections throttled for
+// longer), then the request's own timeout, which cn enforces once it is
+// written. Past that, it fails with an error for which cn.Err is set (cn is
+// closed), so that do tries the next broker.
+func (c *Client) attempt(ctx context.Context, cn *conn.Conn, req kmsg.Request) (kmsg.Response, error) {
+	actx, cancel := context.WithTimeout(ctx, 2*c.cfg.RequestTimeout)
+	defer cancel()
+	resp, err := cn.Do(actx, req)
+	if err != nil && ctx.Err() == nil && actx.Err() != nil {
+		_ = cn.Close()
+		return nil, fmt.Errorf("metadata: %s: %w within %v (throttled until %v)", cn.Addr(), errNoAnswer, 2*c.cfg.RequestTimeout, cn.ThrottledUntil().Format(time.RFC3339))
+	}
+	return resp, err
 }
 
 // joinedErrs is errors.Join on one line: the causes, "; "-separated.

@@ -3,7 +3,9 @@ package metadata
 import (
 	"context"
 	"errors"
+	"math"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -414,5 +416,99 @@ func TestOnRefreshReportsEachFetch(t *testing.T) {
 	r := <-refreshes
 	if r.Err != nil || r.Addr == "" || r.Brokers != 2 || r.Topics != 1 || r.Latency <= 0 {
 		t.Fatalf("refresh %+v", r)
+	}
+}
+
+// TestHugeThrottleDoesNotFreezeMetadata: a Metadata answer with
+// throttle_time_ms = MaxInt32 (a buggy broker) would hold the connection's
+// next writes for 24 days (KIP-219); the client honours throttles only up
+// to RequestTimeout and dials a fresh connection for the next request.
+func TestHugeThrottleDoesNotFreezeMetadata(t *testing.T) {
+	cl := newCluster(t, 1)
+	if err := cl.CreateTopic("t", 1); err != nil {
+		t.Fatal(err)
+	}
+	cl.Intercept(testbroker.Interceptor{Keys: []int16{3}, After: true, Times: 1, Rewrite: func(resp kmsg.Response) {
+		resp.(*kmsg.MetadataResponse).ThrottleMillis = math.MaxInt32
+	}})
+	c := newClient(t, Config{Bootstrap: cl.Addrs(), RequestTimeout: time.Second})
+	c.Want("t")
+	waitFor(t, c, "t usable", func(s *Snapshot) bool { return s.Topics["t"].Usable() })
+	for i := range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		_, err := c.Do(ctx, kmsg.NewPtrMetadataRequest())
+		cancel()
+		if err != nil {
+			t.Fatalf("request %d after the throttled answer: %v", i, err)
+		}
+	}
+}
+
+// TestBrokenPartitionIDsKeepTheOldTopic: an answer listing a partition id
+// outside 0..n-1 is ignored for its topic: the snapshot keeps the topic as
+// it was, the client asks again with backoff, and the next sound answer is
+// taken.
+func TestBrokenPartitionIDsKeepTheOldTopic(t *testing.T) {
+	cl := newCluster(t, 1)
+	if err := cl.CreateTopic("t", 2); err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, Config{Bootstrap: cl.Addrs(), RetryBackoff: 10 * time.Millisecond, RetryBackoffMax: 50 * time.Millisecond})
+	c.Want("t")
+	good := waitFor(t, c, "t usable", func(s *Snapshot) bool { return s.Topics["t"].Usable() }).Topics["t"]
+	var broken atomic.Int32
+	cl.Intercept(testbroker.Interceptor{Keys: []int16{3}, After: true, Times: 3, Rewrite: func(resp kmsg.Response) {
+		r := resp.(*kmsg.MetadataResponse)
+		for i := range r.Topics {
+			if len(r.Topics[i].Partitions) > 0 {
+				r.Topics[i].Partitions[0].Partition = 1<<20 - 1
+			}
+		}
+		broken.Add(1)
+	}})
+	c.Trigger()
+	deadline := time.Now().Add(10 * time.Second)
+	for broken.Load() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d broken answers: no retry", broken.Load())
+		}
+		if got := c.Snapshot().Topics["t"]; got != good {
+			t.Fatalf("a broken answer replaced the topic: %+v", got)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Fetched again with backoff: the next, sound, answer is taken.
+	waitFor(t, c, "a sound answer", func(s *Snapshot) bool { return s.Topics["t"] != good && s.Topics["t"].Usable() })
+	if n := len(c.Snapshot().Topics["t"].Partitions); n != 2 {
+		t.Fatalf("%d partitions", n)
+	}
+}
+
+// TestBrokenPartitionIDsOfANewTopic: a topic whose first answer is broken
+// is published as not usable yet (LEADER_NOT_AVAILABLE, naming the cause)
+// and fetched again.
+func TestBrokenPartitionIDsOfANewTopic(t *testing.T) {
+	cl := newCluster(t, 1)
+	if err := cl.CreateTopic("t", 1); err != nil {
+		t.Fatal(err)
+	}
+	cl.Intercept(testbroker.Interceptor{Keys: []int16{3}, After: true, Times: 1, Rewrite: func(resp kmsg.Response) {
+		r := resp.(*kmsg.MetadataResponse)
+		for i := range r.Topics {
+			for j := range r.Topics[i].Partitions {
+				r.Topics[i].Partitions[j].Partition = -3
+			}
+		}
+	}})
+	var first atomic.Pointer[Topic]
+	var c *Client
+	c = newClient(t, Config{Bootstrap: cl.Addrs(), OnRefresh: func(Refresh) {
+		first.CompareAndSwap(nil, c.Snapshot().Topics["t"])
+	}})
+	c.Want("t")
+	waitFor(t, c, "t usable", func(s *Snapshot) bool { return s.Topics["t"].Usable() })
+	f := first.Load()
+	if f == nil || f.Usable() || !errors.Is(f.Err, kerr.LeaderNotAvailable) || !strings.Contains(f.Err.Error(), "partition id -3") {
+		t.Fatalf("first published topic %+v", f)
 	}
 }

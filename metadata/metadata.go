@@ -2,6 +2,7 @@ package metadata
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"sort"
 	"strconv"
@@ -100,32 +101,29 @@ func (s *Snapshot) Leader(topic string, partition int32) (Broker, bool) {
 	return b, ok
 }
 
-// topicFromResponse converts one topic of a Metadata response.
-func topicFromResponse(t *kmsg.MetadataResponseTopic) *Topic {
+// topicFromResponse converts one topic of a Metadata response. A topic's
+// partitions are 0..n-1, each listed once; an answer listing an id outside
+// that range (negative, or not below the count it lists) or twice is broken
+// (a buggy broker or proxy, or a bogus id that would make us allocate for
+// ids never listed): it returns the error saying so, and the caller keeps
+// the topic's old state.
+func topicFromResponse(t *kmsg.MetadataResponseTopic) (*Topic, error) {
 	out := &Topic{ID: t.TopicID, Err: kerr.ForCode(t.ErrorCode)}
 	if t.Topic != nil {
 		out.Name = *t.Topic
 	}
 	if len(t.Partitions) == 0 {
-		return out
+		return out, nil
 	}
-	n := int32(0)
-	for i := range t.Partitions {
-		n = max(n, t.Partitions[i].Partition+1)
-	}
-	if n > 1<<20 {
-		n = 1 << 20 // a broken response must not make us allocate without bound
-	}
+	n := len(t.Partitions)
 	parts := make([]Partition, n)
-	for i := range parts {
-		// Gaps (never sent by Kafka) look like leaderless partitions.
-		parts[i] = Partition{ID: int32(i), Leader: -1, LeaderEpoch: -1, Err: kerr.LeaderNotAvailable}
-	}
+	seen := make([]bool, n)
 	for i := range t.Partitions {
 		p := &t.Partitions[i]
-		if p.Partition < 0 || p.Partition >= n {
-			continue
+		if p.Partition < 0 || int(p.Partition) >= n || seen[p.Partition] {
+			return nil, fmt.Errorf("metadata: broken Metadata answer for topic %q: partition id %d among %d partitions (ids must be 0..%d, each once)", out.Name, p.Partition, n, n-1)
 		}
+		seen[p.Partition] = true
 		parts[p.Partition] = Partition{
 			ID:          p.Partition,
 			Leader:      p.Leader,
@@ -140,7 +138,7 @@ func topicFromResponse(t *kmsg.MetadataResponseTopic) *Topic {
 		}
 	}
 	out.Partitions = parts
-	return out
+	return out, nil
 }
 
 // mergeTopic combines a freshly fetched topic with the published one and

@@ -2,6 +2,9 @@ package metadata
 
 import (
 	"errors"
+	"math"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -124,15 +127,15 @@ func TestTopicFromResponse(t *testing.T) {
 	for _, p := range []struct {
 		id, leader, epoch int32
 		code              int16
-	}{{2, 1, 3, 0}, {0, 0, 1, 0}, {3, -1, 2, 5}, {4, 2, 1, 9}} {
+	}{{2, 1, 3, 0}, {0, 0, 1, 0}, {3, -1, 2, 5}, {1, 2, 1, 9}} {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition, mp.Leader, mp.LeaderEpoch, mp.ErrorCode = p.id, p.leader, p.epoch, p.code
 		mp.Replicas, mp.ISR = []int32{p.leader}, []int32{p.leader}
 		rt.Partitions = append(rt.Partitions, mp)
 	}
-	top := topicFromResponse(&rt)
-	if top.Name != "t" || top.ID != rt.TopicID || top.Err != nil || len(top.Partitions) != 5 {
-		t.Fatalf("topic %+v", top)
+	top, err := topicFromResponse(&rt)
+	if err != nil || top.Name != "t" || top.ID != rt.TopicID || top.Err != nil || len(top.Partitions) != 4 {
+		t.Fatalf("topic %+v, %v", top, err)
 	}
 	cases := []struct {
 		id      int32
@@ -142,10 +145,9 @@ func TestTopicFromResponse(t *testing.T) {
 		hasLead bool
 	}{
 		{0, 0, 1, nil, true},
-		{1, -1, -1, kerr.LeaderNotAvailable, false}, // a gap
+		{1, 2, 1, kerr.ReplicaNotAvailable, true}, // informational
 		{2, 1, 3, nil, true},
 		{3, -1, 2, kerr.LeaderNotAvailable, false},
-		{4, 2, 1, kerr.ReplicaNotAvailable, true}, // informational
 	}
 	s := &Snapshot{Brokers: map[int32]Broker{0: {NodeID: 0}, 1: {NodeID: 1}, 2: {NodeID: 2}}, Topics: map[string]*Topic{"t": top}}
 	for _, tc := range cases {
@@ -157,7 +159,7 @@ func TestTopicFromResponse(t *testing.T) {
 			t.Errorf("Leader(t, %d) ok = %v", tc.id, ok)
 		}
 	}
-	for _, bad := range []int32{-1, 5} {
+	for _, bad := range []int32{-1, 4} {
 		if _, ok := s.Leader("t", bad); ok {
 			t.Errorf("Leader(t, %d) found a leader", bad)
 		}
@@ -171,5 +173,35 @@ func TestSnapshotLeaderDoesNotAllocate(t *testing.T) {
 	s := &Snapshot{Brokers: map[int32]Broker{1: {NodeID: 1, Host: "h", Port: 1}}, Topics: map[string]*Topic{"t": {Partitions: []Partition{part(0, 1, 0)}}}}
 	if n := testing.AllocsPerRun(100, func() { _, _ = s.Leader("t", 0) }); n != 0 {
 		t.Fatalf("Leader allocates %v", n)
+	}
+}
+
+// TestTopicFromResponseRefusesBrokenPartitionIDs: a topic's partitions are
+// 0..n-1, each listed once; an answer with an id outside (a bogus 1<<20-1
+// would make us allocate a million partitions), negative, or listed twice
+// is refused whole, without allocating for the bogus id.
+func TestTopicFromResponseRefusesBrokenPartitionIDs(t *testing.T) {
+	for _, ids := range [][]int32{{0, 2}, {0, 1<<20 - 1}, {0, -1}, {0, 0}, {1, 1}, {math.MaxInt32}} {
+		rt := kmsg.NewMetadataResponseTopic()
+		rt.Topic = kmsg.StringPtr("t")
+		for _, id := range ids {
+			mp := kmsg.NewMetadataResponseTopicPartition()
+			mp.Partition = id
+			rt.Partitions = append(rt.Partitions, mp)
+		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		top, err := topicFromResponse(&rt)
+		runtime.ReadMemStats(&after)
+		if err == nil || top != nil {
+			t.Errorf("ids %v: topic %+v, err %v", ids, top, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), `"t"`) {
+			t.Errorf("ids %v: the error does not name the topic: %v", ids, err)
+		}
+		if n := after.TotalAlloc - before.TotalAlloc; n > 64<<10 {
+			t.Errorf("ids %v: %d bytes allocated", ids, n)
+		}
 	}
 }

@@ -101,6 +101,11 @@ func (s *sink) handleProducerID(r kmsg.Response, err error) {
 	if err == nil {
 		resp := r.(*kmsg.InitProducerIDResponse)
 		err = kerr.ForCode(resp.ErrorCode)
+		if err == nil && resp.ProducerID < 0 {
+			// A buggy broker: taken as success, it would be asked
+			// again at once, without backoff, forever.
+			err = fmt.Errorf("the broker answered no producer id (%d, epoch %d)", resp.ProducerID, resp.ProducerEpoch)
+		}
 		if err == nil {
 			bumped := id.producerID >= 0
 			id.producerID, id.epoch = resp.ProducerID, resp.ProducerEpoch

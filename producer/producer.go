@@ -77,6 +77,18 @@ type topicState struct {
 	acc    *accumulator.Topic[completion, *ioPart, sendState]
 	sticky *stickyPartitioner
 	stats  *topicStats
+	// count is the topic's partition count once it was recreated with
+	// fewer partitions than the accumulator has (which only grow), 0
+	// otherwise; set by the IO goroutine (updatePartitions).
+	count atomic.Int32
+}
+
+// live returns the partitions records may go to: parts, cut to count.
+func (t *topicState) live(parts []*accPartition) []*accPartition {
+	if c := int(t.count.Load()); c > 0 && c < len(parts) {
+		return parts[:c]
+	}
+	return parts
 }
 
 // New validates cfg, applies its defaults and starts the producer's IO and
@@ -464,6 +476,7 @@ func (p *Producer) append(ctx context.Context, t *topicState, rec *Record, size 
 			return errors.New("producer: internal error: topic neither parked nor known")
 		}
 	}
+	parts = t.live(parts)
 	n := int32(len(parts))
 	part := UnknownPartition
 	if rec.ExplicitPartition {

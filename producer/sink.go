@@ -82,6 +82,8 @@ type sink struct {
 
 	compress *compressors // nil: the IO goroutine compresses alone
 	round    []*batch     // precompress's batches
+
+	goneScratch []*batch // failGone's batches
 }
 
 type opened struct {
@@ -310,13 +312,26 @@ func (s *sink) topicFor(name string) *ioTopic {
 	return t
 }
 
-// markReady lists ip on its leader's ready list.
+// markReady lists ip on its leader's ready list. A partition without a
+// known leader asks for fresh metadata instead (Java's requestUpdate): the
+// metadata client's answers then come at most RetryBackoff apart, and each
+// one that still has no leader for a partition with batches to send asks
+// again, so such a partition never waits for MetadataMaxAge.
 func (s *sink) markReady(ip *ioPart) {
-	if ip.leader < 0 || ip.readyOn == ip.leader {
+	if ip.gone() {
+		s.failGone(ip)
+		return
+	}
+	if ip.leader < 0 {
+		s.p.meta.Trigger()
+		return
+	}
+	if ip.readyOn == ip.leader {
 		return
 	}
 	br := s.brokers[ip.leader]
 	if br == nil {
+		s.p.meta.Trigger()
 		return
 	}
 	ip.readyOn = br.id

@@ -65,13 +65,22 @@ func (s *sink) applyTopic(t *ioTopic, snap *metadata.Snapshot) {
 		return
 	}
 	t.err = nil
+	recreated := t.id != mt.ID && t.id != ([16]byte{}) && mt.ID != ([16]byte{})
+	if recreated {
+		// Deleted and created again: the new topic's leader epochs
+		// restart at 0, so the old ones say nothing about them.
+		s.p.log.Info("topic recreated (new topic id)", "topic", t.name, "partitions", len(mt.Partitions))
+		for _, ip := range t.parts {
+			ip.epoch = -1
+		}
+	}
 	t.id = mt.ID
 	if t.failing != notFailing && t.failing != failAuth {
 		// An authentication failure is checkAuth's to clear: a failed
 		// fetch applies the old snapshot, which still has the topic.
 		s.setFailing(t, notFailing, nil)
 	}
-	s.updatePartitions(t, mt)
+	s.updatePartitions(t, mt, recreated)
 }
 
 // setFailing records why t's records fail fast (err nil: they do not).
@@ -100,8 +109,26 @@ func (s *sink) failTopic(t *ioTopic, kind failKind, err error) {
 	s.unpark(t, records, bytes, err)
 }
 
-func (s *sink) updatePartitions(t *ioTopic, mt *metadata.Topic) {
+// updatePartitions applies mt's partitions and leaders to t. The
+// accumulator's partitions only grow (Sends hold on to the published slice);
+// a topic recreated with fewer partitions (recreated: a new topic id) keeps
+// them, but the partitioners see only the new count (topicState.live), and
+// what is buffered for the partitions past it fails (failGone).
+func (s *sink) updatePartitions(t *ioTopic, mt *metadata.Topic, recreated bool) {
 	n := len(mt.Partitions)
+	if recreated || t.ts.count.Load() > 0 {
+		// The count once the topic has shrunk; 0 while it never has.
+		c := int32(n)
+		if n >= len(t.parts) {
+			c = 0
+		}
+		if old := t.ts.count.Load(); old != c {
+			if c > 0 {
+				s.p.log.Warn("topic recreated with fewer partitions: failing the records of the partitions gone", "topic", t.name, "partitions", n, "before", len(t.parts))
+			}
+			t.ts.count.Store(c)
+		}
+	}
 	if n > len(t.parts) {
 		accParts := make([]*accPartition, n)
 		copy(accParts, t.ts.acc.KnownPartitions())
@@ -121,8 +148,13 @@ func (s *sink) updatePartitions(t *ioTopic, mt *metadata.Topic) {
 		if mp.LeaderEpoch >= 0 && ip.epoch >= 0 && mp.LeaderEpoch < ip.epoch {
 			continue // stale
 		}
+		// A partition error does not void its leader (Java keeps it
+		// too): REPLICA_NOT_AVAILABLE, for one, only says a follower is
+		// offline. LEADER_NOT_AVAILABLE comes with leader -1
+		// (topicFromResponse), and a leader missing from the brokers is
+		// none either.
 		leader := mp.Leader
-		if mp.Err != nil || s.brokers[leader] == nil {
+		if leader < 0 || errors.Is(mp.Err, kerr.LeaderNotAvailable) || s.brokers[leader] == nil {
 			leader = -1
 		}
 		ip.epoch = mp.LeaderEpoch
@@ -135,7 +167,46 @@ func (s *sink) updatePartitions(t *ioTopic, mt *metadata.Topic) {
 			s.markReady(ip)
 		}
 	}
+	for _, ip := range t.parts[n:] {
+		s.failGone(ip)
+	}
 	// Ready lists may still hold partitions that moved; sendAll skips them.
+}
+
+// gone reports whether ip is past its topic's partition count: the topic was
+// recreated with fewer partitions.
+func (ip *ioPart) gone() bool {
+	if ip.topic == nil || ip.topic.ts == nil { // a test's bare partition
+		return false
+	}
+	c := ip.topic.ts.count.Load()
+	return c > 0 && ip.acc.ID >= c
+}
+
+// failGone fails the batches of a partition that no longer exists (gone)
+// that are not in flight: sealed, open, or waiting to be resent. Batches in
+// flight fail once their answer puts them back in retry (markReady calls
+// this for such a partition), so each record completes once. Sends that
+// read the old count may still append to it: their batches fail when sealed.
+func (s *sink) failGone(ip *ioPart) {
+	if !ip.gone() {
+		return
+	}
+	ip.leader = -1
+	ip.acc.SetLeaderless(true)
+	err := fmt.Errorf("%s[%d]: the topic was recreated with %d partitions, so partition %d no longer exists: %w",
+		ip.topic.name, ip.acc.ID, ip.topic.ts.count.Load(), ip.acc.ID, kerr.UnknownTopicOrPartition)
+	for _, b := range ip.retry {
+		s.fail(ip, b, err) // with ErrOutcomeUnknown if an attempt may have been written
+	}
+	clear(ip.retry)
+	ip.retry = ip.retry[:0]
+	s.goneScratch = ip.acc.TakeAll(s.goneScratch[:0])
+	for _, b := range s.goneScratch {
+		s.p.completer.push(outcome{batch: b, baseOffset: -1, appendTime: -1, err: err})
+	}
+	clear(s.goneScratch)
+	ip.hasSealed = false
 }
 
 // moveParked moves parked records of topics whose partitions are known.
@@ -146,7 +217,7 @@ func (s *sink) moveParked() {
 			s.maybeCreateTopic(t)
 			continue
 		}
-		parts := t.ts.acc.KnownPartitions()
+		parts := t.ts.live(t.ts.acc.KnownPartitions())
 		n := int32(len(parts))
 		load := func(i int32) int { return parts[i].Load() }
 		s.p.memWanted.Store(true) // before trying: a release racing with a failed move still wakes us

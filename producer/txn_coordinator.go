@@ -295,7 +295,12 @@ func (c *txnClient) initProducerID(ctx context.Context, pid int64, epoch int16) 
 	}, func(r kmsg.Response) error {
 		resp := r.(*kmsg.InitProducerIDResponse)
 		id, ep = resp.ProducerID, resp.ProducerEpoch
-		return kerr.ForCode(resp.ErrorCode)
+		if err := kerr.ForCode(resp.ErrorCode); err != nil || id >= 0 {
+			return err
+		}
+		// A buggy coordinator: retried with backoff, not asked again at
+		// once forever.
+		return fmt.Errorf("the coordinator answered no producer id (%d, epoch %d)", id, ep)
 	})
 	return id, ep, err
 }

@@ -1,0 +1,274 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-go/samsa/internal/testbroker"
+	"github.com/samsa-go/samsa/kerr"
+)
+
+// sendTo sends one record to topic's partition and waits for its outcome,
+// up to wait.
+func sendTo(t *testing.T, p *Producer, topic string, partition int32, wait time.Duration) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	f := p.Send(context.Background(), &Record{Topic: topic, Partition: partition, ExplicitPartition: true, Value: []byte("v")})
+	_, err := f.Wait(ctx)
+	return err
+}
+
+// TestRecreatedTopicRestartsLeaderEpochs: a topic deleted and created
+// again (a new topic id) restarts its leader epochs at 0; the IO goroutine
+// forgets the old incarnation's epochs (updatePartitions would skip the new,
+// lower ones as stale and leave the partition leaderless), so records to
+// the new topic's partition go to its live leader.
+func TestRecreatedTopicRestartsLeaderEpochs(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 2})
+	require.NoError(t, c.CreateTopic("t", 1))
+	p := newProducer(t, c, Config{DeliveryTimeout: 3 * time.Second, RequestTimeout: time.Second, MetadataMaxAge: 200 * time.Millisecond})
+	require.NoError(t, sendTo(t, p, "t", 0, 10*time.Second))
+	// Elections: the partition's leader epoch grows to 3, and the
+	// producer follows each move.
+	for i := range 3 {
+		leader, _, err := c.Leader("t", 0)
+		require.NoError(t, err)
+		require.NoError(t, c.MoveLeader("t", 0, 1-leader), "move %d", i)
+		require.NoError(t, sendTo(t, p, "t", 0, 10*time.Second), "after move %d", i)
+	}
+	oldLeader, epoch, err := c.Leader("t", 0)
+	require.NoError(t, err)
+	require.Equal(t, int32(3), epoch)
+	// Recreate it: the new partition 0 is led by the other broker, epoch 0.
+	require.NoError(t, c.DeleteTopic("t"))
+	require.NoError(t, c.CreateTopic("t", 1))
+	if l, _, _ := c.Leader("t", 0); l == oldLeader {
+		require.NoError(t, c.MoveLeader("t", 0, 1-oldLeader)) // epoch 1, still < 3
+	}
+	err = sendTo(t, p, "t", 0, 10*time.Second)
+	// The metadata client knows the live leader; only the IO goroutine
+	// ignores it.
+	newLeader, _, _ := c.Leader("t", 0)
+	b, ok := p.meta.Snapshot().Leader("t", 0)
+	require.True(t, ok)
+	require.Equal(t, newLeader, b.NodeID, "the metadata snapshot has the new leader")
+	require.NoError(t, err, "a record to the recreated topic's live partition failed")
+}
+
+// TestRecreatedTopicWithFewerPartitionsUsesNewCount: a topic deleted and
+// created again with fewer partitions is partitioned over the new count (as
+// Java does), not over the old partitions, which no longer exist.
+func TestRecreatedTopicWithFewerPartitionsUsesNewCount(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 4))
+	p := newProducer(t, c, Config{DeliveryTimeout: 2 * time.Second, RequestTimeout: time.Second, MetadataMaxAge: 200 * time.Millisecond})
+	for part := range int32(4) {
+		require.NoError(t, sendTo(t, p, "t", part, 10*time.Second))
+	}
+	require.NoError(t, c.DeleteTopic("t"))
+	require.NoError(t, c.CreateTopic("t", 1))
+	time.Sleep(time.Second) // several metadata refreshes
+	var failed []error
+	for i := range 8 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := p.Send(context.Background(), &Record{Topic: "t", Key: []byte{byte(i)}, Value: []byte("v")}).Wait(ctx)
+		cancel()
+		if err != nil {
+			failed = append(failed, err)
+		}
+	}
+	require.Empty(t, failed, "records to the recreated 1-partition topic failed")
+}
+
+// TestReplicaNotAvailableKeepsLeader: a Metadata answer whose partition
+// carries REPLICA_NOT_AVAILABLE (9) with a live leader (a follower is
+// offline; informational, and Java keeps the leader for any partition
+// error) leaves the partition led: its records go out.
+func TestReplicaNotAvailableKeepsLeader(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	c.Intercept(testbroker.Interceptor{Keys: []int16{3}, After: true, Rewrite: func(resp kmsg.Response) {
+		r := resp.(*kmsg.MetadataResponse)
+		for i := range r.Topics {
+			for j := range r.Topics[i].Partitions {
+				if r.Topics[i].Partitions[j].Leader >= 0 {
+					r.Topics[i].Partitions[j].ErrorCode = 9 // REPLICA_NOT_AVAILABLE
+				}
+			}
+		}
+	}})
+	p := newProducer(t, c, Config{DeliveryTimeout: 2 * time.Second, RequestTimeout: time.Second})
+	require.NoError(t, sendTo(t, p, "t", 0, 10*time.Second), "a partition with a live leader and an offline replica")
+}
+
+// TestHugeMetadataThrottleDoesNotFreezeMetadata: one Metadata answer with
+// throttle_time_ms = MaxInt32 (about 24.8 days; a buggy broker) would hold
+// every later request on that connection (KIP-219). The metadata client
+// honours throttles up to RequestTimeout and otherwise reconnects, and
+// bounds each attempt, so later topics get metadata and InitProducerId
+// (through meta.Do) an id.
+func TestHugeMetadataThrottleDoesNotFreezeMetadata(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	require.NoError(t, c.CreateTopic("u", 1))
+	c.Intercept(testbroker.Interceptor{Keys: []int16{3}, After: true, Times: 1, Rewrite: func(resp kmsg.Response) {
+		resp.(*kmsg.MetadataResponse).ThrottleMillis = math.MaxInt32
+	}})
+	p := newProducer(t, c, Config{DeliveryTimeout: 3 * time.Second, RequestTimeout: time.Second, MaxBlock: 3 * time.Second})
+	errT := sendTo(t, p, "t", 0, 10*time.Second)
+	errU := sendTo(t, p, "u", 0, 10*time.Second)
+	t.Logf("t: %v; u: %v", errT, errU)
+	require.NoError(t, errT, "a record to the topic of the throttled Metadata answer")
+	require.NoError(t, errU, "a topic wanted after a throttled Metadata answer")
+}
+
+// TestHugePartitionIDIsRefused: a Metadata answer that lists a partition
+// with id 1<<20-1 next to the real partition 0 is broken (a topic's
+// partitions are 0..n-1) and ignored for that topic: no million partitions
+// in the metadata client, the accumulator or the IO goroutine, so the live
+// heap stays within BufferMemory plus bookkeeping.
+func TestHugePartitionIDIsRefused(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	c.Intercept(testbroker.Interceptor{Keys: []int16{3}, After: true, Rewrite: func(resp kmsg.Response) {
+		r := resp.(*kmsg.MetadataResponse)
+		for i := range r.Topics {
+			if len(r.Topics[i].Partitions) > 0 {
+				bogus := r.Topics[i].Partitions[0]
+				bogus.Partition = 1<<20 - 1
+				r.Topics[i].Partitions = append(r.Topics[i].Partitions, bogus)
+			}
+		}
+	}})
+	before := heapNow()
+	p := newProducer(t, c, Config{DeliveryTimeout: 2 * time.Second, RequestTimeout: time.Second, BufferMemory: 1 << 20})
+	_ = sendTo(t, p, "t", 0, 10*time.Second)
+	grown := int64(heapNow()) - int64(before)
+	t.Logf("live heap grew by %d MiB", grown>>20)
+	require.Less(t, grown, int64(1<<20+bookkeepingSlack), "live heap grew by %d bytes with BufferMemory 1 MiB", grown)
+}
+
+// TestLeaderMissingFromBrokersRefetchesSoon: a Metadata answer whose
+// brokers list lacks a partition's leader (an empty list, or a leader id
+// it does not list: a broker mid-restart, a buggy proxy) leaves the
+// partition leaderless; its batches ask for metadata again (with backoff)
+// instead of waiting MetadataMaxAge, and the next, right, answer lets them
+// go.
+func TestLeaderMissingFromBrokersRefetchesSoon(t *testing.T) {
+	const maxAge = 5 * time.Minute // the default
+	for _, mode := range []string{"empty-brokers", "unknown-leader"} {
+		t.Run(mode, func(t *testing.T) {
+			c := newCluster(t, testbroker.Config{Brokers: 1})
+			require.NoError(t, c.CreateTopic("t", 1))
+			c.Intercept(testbroker.Interceptor{Keys: []int16{3}, After: true, Times: 1, Rewrite: func(resp kmsg.Response) {
+				r := resp.(*kmsg.MetadataResponse)
+				if mode == "empty-brokers" {
+					r.Brokers = nil
+					return
+				}
+				for i := range r.Topics {
+					for j := range r.Topics[i].Partitions {
+						r.Topics[i].Partitions[j].Leader = 7
+					}
+				}
+			}})
+			p := newProducer(t, c, Config{DeliveryTimeout: 3 * time.Second, RequestTimeout: time.Second, MetadataMaxAge: maxAge})
+			require.NoError(t, sendTo(t, p, "t", 0, 10*time.Second), "the second Metadata answer is right")
+		})
+	}
+}
+
+// TestHugeProduceThrottleFailsAtDeliveryTimeout: a Produce answer with
+// throttle_time_ms = MaxInt32 holds the connection's later writes (KIP-219,
+// honoured as Java does); the records behind it fail with
+// ErrDeliveryTimeout at their deadline, not in 24 days, and Close returns
+// within its context.
+func TestHugeProduceThrottleFailsAtDeliveryTimeout(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	c.Intercept(testbroker.Interceptor{Keys: []int16{0}, After: true, Times: 1, Rewrite: func(resp kmsg.Response) {
+		resp.(*kmsg.ProduceResponse).ThrottleMillis = math.MaxInt32
+	}})
+	const delivery = 2 * time.Second
+	p := newProducer(t, c, Config{DeliveryTimeout: delivery, RequestTimeout: time.Second})
+	require.NoError(t, sendTo(t, p, "t", 0, 10*time.Second), "the throttled answer itself")
+	start := time.Now()
+	err := sendTo(t, p, "t", 0, 10*time.Second)
+	took := time.Since(start)
+	t.Logf("after %v: %v", took, err)
+	require.ErrorIs(t, err, ErrDeliveryTimeout)
+	require.Less(t, took, delivery+2*time.Second)
+	f := p.Send(context.Background(), &Record{Topic: "t", Value: []byte("v")})
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	cerr := p.Close(ctx)
+	took = time.Since(start)
+	t.Logf("Close after %v: %v", took, cerr)
+	require.Less(t, took, 3*time.Second, "Close is bounded by its context")
+	wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer wcancel()
+	_, err = f.Wait(wctx)
+	require.Error(t, err)
+	require.False(t, errors.Is(err, context.DeadlineExceeded), "the record buffered at Close completes: %v", err)
+}
+
+// TestRecreatedTopicWithFewerPartitionsFailsGoneRecords: records buffered
+// for partitions that a recreated topic no longer has fail once each, with
+// an error naming the topic and the recreation (wrapping
+// UNKNOWN_TOPIC_OR_PARTITION), and give their memory back; a record sent to
+// such a partition afterwards is out of range (ErrInvalidRecord); the
+// partition that remains works.
+func TestRecreatedTopicWithFewerPartitionsFailsGoneRecords(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 4))
+	p := newProducer(t, c, Config{Linger: 30 * time.Second, DeliveryTimeout: time.Minute, RequestTimeout: time.Second, MetadataMaxAge: 100 * time.Millisecond})
+	// Partitions known (a parked record would be placed, and refused as
+	// out of range, only once the new count is known).
+	warm := p.Send(context.Background(), &Record{Topic: "t", Partition: 3, ExplicitPartition: true, Value: []byte("v")})
+	require.NoError(t, p.Flush(context.Background()))
+	_, err := warm.Wait(context.Background())
+	require.NoError(t, err)
+	var fs []*Future
+	for part := range int32(4) {
+		for range 10 {
+			fs = append(fs, p.Send(context.Background(), &Record{Topic: "t", Partition: part, ExplicitPartition: true, Value: []byte("v")}))
+		}
+	}
+	require.True(t, waitFor(5*time.Second, func() bool { return p.Stats().BufferUsed > 0 }))
+	require.NoError(t, c.DeleteTopic("t"))
+	require.NoError(t, c.CreateTopic("t", 1))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i, f := range fs[10:] {
+		_, err := f.Wait(ctx)
+		require.Error(t, err, "record %d", i+10)
+		require.ErrorIs(t, err, kerr.UnknownTopicOrPartition)
+		require.Contains(t, err.Error(), `recreated with 1 partitions`)
+		require.Contains(t, err.Error(), "t[")
+	}
+	for _, f := range fs[:10] {
+		_, done, _ := f.Result()
+		require.False(t, done, "a record of the partition that remains failed")
+	}
+	require.NoError(t, p.Flush(ctx))
+	for _, f := range fs[:10] {
+		_, err := f.Wait(ctx)
+		require.NoError(t, err)
+	}
+	require.True(t, waitFor(5*time.Second, func() bool { return p.Stats().BufferUsed == 0 }), "%d bytes still in use", p.Stats().BufferUsed)
+	err = sendTo(t, p, "t", 2, 10*time.Second)
+	require.ErrorIs(t, err, ErrInvalidRecord)
+	f := p.Send(ctx, &Record{Topic: "t", Key: []byte("k"), Value: []byte("v")})
+	require.NoError(t, p.Flush(ctx))
+	md, err := f.Wait(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int32(0), md.Partition, "keys hash over the new count")
+}
