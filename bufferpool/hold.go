@@ -28,12 +28,13 @@ type Holder interface {
 // served meanwhile, see [Holder]); with the hold off it is TryAllocate,
 // which never jumps the queue of waiting callers.
 //
-// It is optional: the producer takes the memory for its own progress
-// (moving parked records into batches, splitting a batch the broker found
-// too large) with TryAllocateHeld when the pool has it, and with
-// TryAllocate otherwise. A Holder without it must therefore let
-// TryAllocate take held memory, and cannot tell the holder from other
-// callers.
+// The producer takes the memory for its own progress (moving parked
+// records into batches, splitting a batch the broker found too large)
+// with TryAllocateHeld, and holds a pool only when it has it (and
+// [HeldReserver] too when it is a [Reserver]): a [Holder] without it is
+// never held, since its TryAllocate could not tell the holder from the
+// callers the hold keeps out (a wrapper that forwards Hold and TryAllocate
+// to a [SimplePool] would refuse the holder its own memory).
 type HeldAllocator interface {
 	TryAllocateHeld(size int) []byte
 }
@@ -42,8 +43,8 @@ type HeldAllocator interface {
 // [Holder] pools that are also a [Reserver]. [SimplePool] implements it.
 // TryReserveHeld is TryReserve for the holder: while the hold is on it
 // reserves available bytes even though callers are waiting; with the hold
-// off it is TryReserve. It is optional as TryAllocateHeld is: without it
-// the producer reserves with TryReserve.
+// off it is TryReserve. A [Holder] that is a [Reserver] without it is
+// never held by the producer, as for [HeldAllocator].
 type HeldReserver interface {
 	TryReserveHeld(n int) bool
 }

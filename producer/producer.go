@@ -560,8 +560,11 @@ func oddEpochs(b *batch) int64 {
 // or OnDataLoss running on one of the producer's goroutines (the IO
 // goroutine, a connection's reader or writer, the metadata goroutine): it
 // would wait for the goroutine that runs it. There it returns at once with
-// an error wrapping ErrFlushInCallback. A hook that runs on the caller's
-// goroutine (HookRecordBuffered, HookBufferWaited, ...) may call it.
+// an error wrapping ErrFlushInCallback. A hook that runs in Send, on its
+// caller's goroutine (HookRecordBuffered, HookBufferWaited), runs for a
+// record already counted: Flush there waits for that very record, which
+// cannot be sent before the hook returns, so it returns only when ctx
+// ends. Close there does the same. Call them after Send returns.
 func (p *Producer) Flush(ctx context.Context) error {
 	if p.closed.Load() {
 		return ErrClosed

@@ -57,11 +57,10 @@ var poolMethodNames = [numPoolMethods]string{
 // guardedReserver, guardedHolder and guardedReserverHolder add the
 // optional interfaces the user's pool implements, and only those: the
 // accumulator charges bookkeeping only to a bufferpool.Reserver, and the IO
-// goroutine holds memory only in a bufferpool.Holder. A guarded Holder is
-// also a bufferpool.HeldAllocator (and, when a Reserver too, a
-// bufferpool.HeldReserver) whatever the user's pool is: its
-// TryAllocateHeld is the user's, or TryAllocate when the pool has none,
-// which is what the accumulator does itself for such a pool.
+// goroutine holds memory only in a bufferpool.Holder that has the held
+// methods too (usableHolder): a guarded Holder is one, with the user's
+// TryAllocateHeld (and TryReserveHeld), and a user's Holder without them
+// is guarded as a pool that is no Holder at all.
 type (
 	guardedReserver struct {
 		*guardPool
@@ -94,15 +93,17 @@ var (
 
 // guardUserPool returns pool itself when it is samsa's own
 // *bufferpool.SimplePool (or nil), else pool wrapped in a guardPool that
-// implements bufferpool.Reserver and bufferpool.Holder exactly when pool
-// does. size is pool's Size, read by Config.withDefaults.
+// implements bufferpool.Reserver exactly when pool does, and
+// bufferpool.Holder (with the held methods) exactly when usableHolder
+// takes pool for one. size is pool's Size, read by Config.withDefaults.
 func guardUserPool(pool bufferpool.Pool, size int64, log *slog.Logger) bufferpool.Pool {
 	if _, ok := pool.(*bufferpool.SimplePool); ok || pool == nil {
 		return pool
 	}
 	g := &guardPool{pool: pool, size: size, log: log}
 	r, isRes := pool.(bufferpool.Reserver)
-	h, isHold := pool.(bufferpool.Holder)
+	h := usableHolder(pool)
+	isHold := h != nil
 	switch {
 	case isRes && isHold:
 		return guardedReserverHolder{g, reserverGuard{g, r}, holderGuard{g, h}}
@@ -238,13 +239,9 @@ func (h holderGuard) TryAllocateHeld(size int) (buf []byte) {
 			buf = nil
 		}
 	}()
-	if ha, ok := h.h.(bufferpool.HeldAllocator); ok {
-		return ha.TryAllocateHeld(size)
-	}
-	return h.g.pool.TryAllocate(size)
+	return h.h.(bufferpool.HeldAllocator).TryAllocateHeld(size) // usableHolder checked it
 }
 
-// TryReserveHeld is the user's, or its TryReserve when it has none.
 func (g guardedReserverHolder) TryReserveHeld(n int) (ok bool) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -252,8 +249,5 @@ func (g guardedReserverHolder) TryReserveHeld(n int) (ok bool) {
 			ok = false
 		}
 	}()
-	if hr, ok := g.holderGuard.h.(bufferpool.HeldReserver); ok {
-		return hr.TryReserveHeld(n)
-	}
-	return g.reserverGuard.r.TryReserve(n)
+	return g.holderGuard.h.(bufferpool.HeldReserver).TryReserveHeld(n) // usableHolder checked it
 }

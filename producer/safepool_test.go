@@ -137,24 +137,39 @@ func (p *brokenPool) TryReserveHeld(n int) bool { p.check(); return p.SimplePool
 // onlyPool hides every optional interface of the pool it holds.
 type onlyPool struct{ bufferpool.Pool }
 
-// TestGuardedHolderTakesHeldMemoryAsTheAccumulatorWould: through the
-// guard, a user's Holder is a HeldAllocator (and HeldReserver) even
-// without those methods: they are then its TryAllocate and TryReserve,
-// the accumulator's own fallback; with them, the user's are called.
-func TestGuardedHolderTakesHeldMemoryAsTheAccumulatorWould(t *testing.T) {
+// TestGuardedHolderNeedsItsHeldMethods: a user's Holder is held, and
+// guarded as one, only with TryAllocateHeld (and TryReserveHeld when it is
+// a Reserver), the methods the producer takes held memory with. A wrapper
+// that forwards Hold and TryAllocate to a SimplePool but lacks them is
+// guarded as no Holder: holding it would refuse the producer's moves their
+// own memory (SimplePool's TryAllocate fails while held) until the parked
+// records expired.
+func TestGuardedHolderNeedsItsHeldMethods(t *testing.T) {
 	sp, err := bufferpool.New(bufferpool.Options{Size: 1 << 20})
 	require.NoError(t, err)
-	plain := guardUserPool(struct {
+	forwarding := struct {
 		bufferpool.Pool
 		bufferpool.Reserver
 		bufferpool.Holder
-	}{sp, sp, sp}, sp.Size(), slog.Default())
+	}{sp, sp, sp}
+	require.Nil(t, usableHolder(forwarding), "a Holder without the held methods is never held")
+	g := guardUserPool(forwarding, sp.Size(), slog.Default())
+	_, isHold := g.(bufferpool.Holder)
+	require.False(t, isHold, "guarded as no Holder")
+	_, isRes := g.(bufferpool.Reserver)
+	require.True(t, isRes)
+	require.Nil(t, usableHolder(struct {
+		bufferpool.Pool
+		bufferpool.Reserver
+		bufferpool.Holder
+		bufferpool.HeldAllocator
+	}{sp, sp, sp, sp}), "a Reserver needs TryReserveHeld too")
+
 	own := guardUserPool(&brokenPool{SimplePool: sp}, sp.Size(), slog.Default())
+	require.NotNil(t, usableHolder(own))
 	sp.Hold(true)
 	defer sp.Hold(false)
-	require.Nil(t, plain.TryAllocate(10), "a held pool refuses TryAllocate")
-	require.Nil(t, plain.(bufferpool.HeldAllocator).TryAllocateHeld(10), "without TryAllocateHeld: the user's TryAllocate")
-	require.False(t, plain.(bufferpool.HeldReserver).TryReserveHeld(10), "without TryReserveHeld: the user's TryReserve")
+	require.Nil(t, own.TryAllocate(10), "a held pool refuses TryAllocate")
 	buf := own.(bufferpool.HeldAllocator).TryAllocateHeld(10)
 	require.Len(t, buf, 10, "the user's TryAllocateHeld takes held memory")
 	require.True(t, own.(bufferpool.HeldReserver).TryReserveHeld(10))
@@ -182,10 +197,15 @@ func TestGuardedPoolRecoversEveryMethod(t *testing.T) {
 			bufferpool.Pool
 			bufferpool.Reserver
 		}{sp, sp}, true, false},
+		{"Pool+Holder without held methods", struct {
+			bufferpool.Pool
+			bufferpool.Holder
+		}{sp, sp}, false, false},
 		{"Pool+Holder", struct {
 			bufferpool.Pool
 			bufferpool.Holder
-		}{sp, sp}, false, true},
+			bufferpool.HeldAllocator
+		}{sp, sp, sp}, false, true},
 	} {
 		g := guardUserPool(tc.pool, sp.Size(), slog.Default())
 		_, isRes := g.(bufferpool.Reserver)

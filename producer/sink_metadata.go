@@ -263,10 +263,30 @@ func (s *sink) hold(on bool) {
 	if on == s.holding {
 		return
 	}
-	if h, ok := s.p.pool.(bufferpool.Holder); ok {
+	if h := usableHolder(s.p.pool); h != nil {
 		h.Hold(on)
 		s.holding = on
 	}
+}
+
+// usableHolder returns pool as a bufferpool.Holder when the producer can
+// take the memory it holds: it is also a bufferpool.HeldAllocator and, if
+// it is a bufferpool.Reserver, a bufferpool.HeldReserver. Otherwise nil:
+// such a pool is never held (see bufferpool.HeldAllocator).
+func usableHolder(pool bufferpool.Pool) bufferpool.Holder {
+	h, ok := pool.(bufferpool.Holder)
+	if !ok {
+		return nil
+	}
+	if _, ok := pool.(bufferpool.HeldAllocator); !ok {
+		return nil
+	}
+	if _, isRes := pool.(bufferpool.Reserver); isRes {
+		if _, ok := pool.(bufferpool.HeldReserver); !ok {
+			return nil
+		}
+	}
+	return h
 }
 
 func timeFromMillis(ms int64) time.Time { return time.UnixMilli(ms) }
