@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -271,4 +272,147 @@ func TestRecreatedTopicWithFewerPartitionsFailsGoneRecords(t *testing.T) {
 	md, err := f.Wait(ctx)
 	require.NoError(t, err)
 	require.Equal(t, int32(0), md.Partition, "keys hash over the new count")
+}
+
+// TestLeaderlessPartitionRefetchesWithBackoff: a partition that stays
+// leaderless (all replicas offline) with a batch waiting asks for
+// metadata with backoff growing to RetryBackoffMax while answers bring no
+// leader, as Java's metadata does (Metadata.equivalentResponseCount): with
+// 100 ms / 1 s about 6 fetches in 3 s. It used to fetch every RetryBackoff
+// forever.
+func TestLeaderlessPartitionRefetchesWithBackoff(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	var metas atomic.Int32
+	c.Intercept(testbroker.Interceptor{Keys: []int16{3}, After: true, Rewrite: func(resp kmsg.Response) {
+		metas.Add(1)
+		r := resp.(*kmsg.MetadataResponse)
+		for i := range r.Topics {
+			for j := range r.Topics[i].Partitions {
+				r.Topics[i].Partitions[j].Leader = -1
+				r.Topics[i].Partitions[j].ErrorCode = 5 // LEADER_NOT_AVAILABLE
+			}
+		}
+	}})
+	p := newProducer(t, c, Config{DeliveryTimeout: 5 * time.Second, RequestTimeout: time.Second,
+		RetryBackoff: 100 * time.Millisecond, RetryBackoffMax: time.Second})
+	f := p.Send(context.Background(), &Record{Topic: "t", Partition: 0, ExplicitPartition: true, Value: []byte("v")})
+	time.Sleep(500 * time.Millisecond) // warm up: the record is sealed and waits
+	start := metas.Load()
+	time.Sleep(3 * time.Second)
+	n := metas.Load() - start
+	t.Logf("%d Metadata requests in 3 s with one leaderless partition", n)
+	_, done, _ := f.Result()
+	require.False(t, done)
+	require.LessOrEqual(t, n, int32(12), "Metadata requests every RetryBackoff without backoff growth")
+}
+
+// TestRecreatedTopicForgetsPartitionConfirmation: a recreated topic's
+// partitions have no producer state on the broker (it accepts any first
+// sequence), the case DESIGN's send gate ("only one until a batch of the
+// partition has been acknowledged under the current producer id and
+// epoch") guards, so a recreate forgets the confirmation, not only the
+// leader epochs.
+func TestRecreatedTopicForgetsPartitionConfirmation(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	p := newProducer(t, c, Config{DeliveryTimeout: 3 * time.Second, RequestTimeout: time.Second, MetadataMaxAge: 100 * time.Millisecond})
+	for range 5 {
+		require.NoError(t, sendTo(t, p, "t", 0, 10*time.Second))
+	}
+	s := p.txnSink
+	ctx := context.Background()
+	var oldID [16]byte
+	require.NoError(t, s.callIO(ctx, func() { oldID = s.topics["t"].id }))
+	require.NoError(t, c.DeleteTopic("t"))
+	require.NoError(t, c.CreateTopic("t", 1))
+	require.True(t, waitFor(5*time.Second, func() bool {
+		var id [16]byte
+		_ = s.callIO(ctx, func() { id = s.topics["t"].id })
+		return id != oldID
+	}), "the IO goroutine never saw the new topic id")
+	var confirmed bool
+	var lastAcked int64
+	require.NoError(t, s.callIO(ctx, func() {
+		ip := s.topics["t"].parts[0]
+		confirmed, lastAcked = ip.confirmed, ip.lastAcked
+	}))
+	require.False(t, confirmed, "the new partition counts as confirmed: 5 batches may go before the broker has producer state")
+	require.Equal(t, int64(-1), lastAcked, "the old incarnation's last acked offset is kept")
+}
+
+// TestRecreatedTopicReportsDataLossOfItsOwnOffsets: acked records of a
+// recreated topic deleted from its log are reported to OnDataLoss: the
+// old incarnation's last acknowledged offset, higher, is forgotten.
+func TestRecreatedTopicReportsDataLossOfItsOwnOffsets(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	var losses atomic.Int32
+	p := newProducer(t, c, Config{DeliveryTimeout: 3 * time.Second, RequestTimeout: time.Second, MetadataMaxAge: 100 * time.Millisecond,
+		OnDataLoss: func(*DataLossError) { losses.Add(1) }})
+	for range 20 {
+		require.NoError(t, sendTo(t, p, "t", 0, 10*time.Second))
+	}
+	require.NoError(t, c.DeleteTopic("t"))
+	require.NoError(t, c.CreateTopic("t", 1))
+	// A few MetadataMaxAge: the producer sees the new topic id before it
+	// writes to the new incarnation (Produce names topics, not their ids,
+	// so nothing else tells it).
+	time.Sleep(500 * time.Millisecond)
+	// Until the producer writes to the new incarnation.
+	require.True(t, waitFor(10*time.Second, func() bool {
+		hw, err := c.HighWatermark("t", 0)
+		if err == nil && hw > 0 {
+			return true
+		}
+		_ = sendTo(t, p, "t", 0, 2*time.Second)
+		return false
+	}))
+	for range 3 {
+		require.NoError(t, sendTo(t, p, "t", 0, 10*time.Second))
+	}
+	hw, err := c.HighWatermark("t", 0)
+	require.NoError(t, err)
+	require.Less(t, hw, int64(20))
+	require.NoError(t, c.DeleteRecordsBefore("t", 0, hw)) // our acked records leave the log
+	require.NoError(t, sendTo(t, p, "t", 0, 10*time.Second))
+	require.Positive(t, losses.Load(), "acked records deleted from the recreated topic were not reported (log start %d)", hw)
+}
+
+// TestShrunkTopicIgnoresFewerPartitionsUnderSameID: once a topic was
+// recreated with fewer partitions, an answer listing still fewer under the
+// same topic id (a broker or proxy with partial metadata; Kafka never
+// removes partitions of a topic id) fails nothing: only a new topic id
+// lowers the count.
+func TestShrunkTopicIgnoresFewerPartitionsUnderSameID(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 4))
+	p := newProducer(t, c, Config{Linger: 30 * time.Second, DeliveryTimeout: time.Minute, RequestTimeout: time.Second, MetadataMaxAge: 100 * time.Millisecond})
+	warm := p.Send(context.Background(), &Record{Topic: "t", Partition: 3, ExplicitPartition: true, Value: []byte("v")})
+	require.NoError(t, p.Flush(context.Background()))
+	_, err := warm.Wait(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, c.DeleteTopic("t"))
+	require.NoError(t, c.CreateTopic("t", 2))
+	require.True(t, waitFor(5*time.Second, func() bool { return p.txnSink.p.topicCount("t") == 2 }))
+	f := p.Send(context.Background(), &Record{Topic: "t", Partition: 1, ExplicitPartition: true, Value: []byte("v")})
+	var cut atomic.Bool
+	c.Intercept(testbroker.Interceptor{Keys: []int16{3}, After: true, Times: 1, Rewrite: func(resp kmsg.Response) {
+		r := resp.(*kmsg.MetadataResponse)
+		for i := range r.Topics {
+			if len(r.Topics[i].Partitions) > 1 {
+				r.Topics[i].Partitions = r.Topics[i].Partitions[:1]
+				cut.Store(true)
+			}
+		}
+	}})
+	require.True(t, waitFor(5*time.Second, cut.Load))
+	time.Sleep(500 * time.Millisecond) // later, sound answers
+	_, done, err := f.Result()
+	require.False(t, done, "a record of the live partition 1 failed: %v", err)
+}
+
+func (p *Producer) topicCount(name string) int32 {
+	ts, _ := p.topic(name)
+	return ts.count.Load()
 }

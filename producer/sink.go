@@ -84,6 +84,13 @@ type sink struct {
 	round    []*batch     // precompress's batches
 
 	goneScratch []*batch // failGone's batches
+	// leaderAsks counts the metadata refreshes asked for in a row because
+	// a partition with batches had no known leader (askLeaders), and
+	// leaderAskAt is when the next may go; leaderAskDue: one was wanted
+	// before then, and step asks at leaderAskAt.
+	leaderAsks   int
+	leaderAskAt  time.Time
+	leaderAskDue bool
 }
 
 type opened struct {
@@ -267,6 +274,9 @@ func (s *sink) step() {
 	s.moveParked()
 	s.expire()
 	s.ensureProducerID()
+	if s.leaderAskDue && !s.now.Before(s.leaderAskAt) {
+		s.askLeaders() // its answer asks again if a leader is still missing
+	}
 	s.sendAll()
 	if s.txn != nil {
 		s.txnStep() // after sendAll: the send gate queues partitions to add
@@ -313,17 +323,15 @@ func (s *sink) topicFor(name string) *ioTopic {
 }
 
 // markReady lists ip on its leader's ready list. A partition without a
-// known leader asks for fresh metadata instead (Java's requestUpdate): the
-// metadata client's answers then come at most RetryBackoff apart, and each
-// one that still has no leader for a partition with batches to send asks
-// again, so such a partition never waits for MetadataMaxAge.
+// known leader asks for fresh metadata instead (askLeaders, Java's
+// requestUpdate), so such a partition never waits for MetadataMaxAge.
 func (s *sink) markReady(ip *ioPart) {
 	if ip.gone() {
 		s.failGone(ip)
 		return
 	}
 	if ip.leader < 0 {
-		s.p.meta.Trigger()
+		s.askLeaders()
 		return
 	}
 	if ip.readyOn == ip.leader {
@@ -331,7 +339,7 @@ func (s *sink) markReady(ip *ioPart) {
 	}
 	br := s.brokers[ip.leader]
 	if br == nil {
-		s.p.meta.Trigger()
+		s.askLeaders()
 		return
 	}
 	ip.readyOn = br.id
@@ -339,6 +347,25 @@ func (s *sink) markReady(ip *ioPart) {
 		ip.listed = append(ip.listed, br.id)
 		br.ready = append(br.ready, ip)
 	}
+}
+
+// askLeaders asks the metadata client for a refresh because a partition
+// with batches has no known leader. While answers bring none, the asks
+// back off as the producer's other retries do (RetryBackoff doubling up
+// to RetryBackoffMax, KIP-580's jitter), as Java's metadata backs off
+// when answers make no progress: a partition whose replicas are all down
+// costs a Metadata request every RetryBackoffMax, not every RetryBackoff.
+// An ask before its time is remembered and made at leaderAskAt (step,
+// resetTimer). A partition gaining a leader starts the backoff over.
+func (s *sink) askLeaders() {
+	if s.now.Before(s.leaderAskAt) {
+		s.leaderAskDue = true
+		return
+	}
+	s.leaderAskDue = false
+	s.leaderAsks++
+	s.leaderAskAt = s.now.Add(s.backoff(s.leaderAsks))
+	s.p.meta.Trigger()
 }
 
 func (s *sink) resetTimer() {
@@ -380,6 +407,9 @@ func (s *sink) resetTimer() {
 	}
 	if s.idem != nil {
 		next = s.idem.wakeBy(s.now, next)
+	}
+	if s.leaderAskDue && s.leaderAskAt.Before(next) {
+		next = s.leaderAskAt
 	}
 	d := max(next.Sub(s.now), 0)
 	s.timer.Reset(d + time.Duration(rand.Int64N(int64(time.Millisecond)/4)))

@@ -69,9 +69,12 @@ func (s *sink) applyTopic(t *ioTopic, snap *metadata.Snapshot) {
 	if recreated {
 		// Deleted and created again: the new topic's leader epochs
 		// restart at 0, so the old ones say nothing about them.
+		// Nor do the brokers have producer state for its partitions (the
+		// send gate lets one batch go until one is acknowledged again),
+		// and offsets start over (OnDataLoss compares with the new ones).
 		s.p.log.Info("topic recreated (new topic id)", "topic", t.name, "partitions", len(mt.Partitions))
 		for _, ip := range t.parts {
-			ip.epoch = -1
+			ip.epoch, ip.confirmed, ip.lastAcked = -1, false, -1
 		}
 	}
 	t.id = mt.ID
@@ -118,9 +121,15 @@ func (s *sink) updatePartitions(t *ioTopic, mt *metadata.Topic, recreated bool) 
 	n := len(mt.Partitions)
 	if recreated || t.ts.count.Load() > 0 {
 		// The count once the topic has shrunk; 0 while it never has.
+		// Only a new topic id lowers it: a topic never loses partitions,
+		// so an answer of the same topic listing fewer (a broker or proxy
+		// with partial metadata) fails nothing.
 		c := int32(n)
 		if n >= len(t.parts) {
 			c = 0
+		}
+		if old := t.ts.count.Load(); !recreated && c > 0 && c < old {
+			c = old
 		}
 		if old := t.ts.count.Load(); old != c {
 			if c > 0 {
@@ -159,6 +168,9 @@ func (s *sink) updatePartitions(t *ioTopic, mt *metadata.Topic, recreated bool) 
 		}
 		ip.epoch = mp.LeaderEpoch
 		if leader != ip.leader {
+			if ip.leader < 0 && leader >= 0 {
+				s.leaderAsks, s.leaderAskAt = 0, time.Time{} // progress: ask at once again
+			}
 			ip.leader = leader
 			ip.backoff = time.Time{}
 		}

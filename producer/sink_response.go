@@ -17,9 +17,13 @@ import (
 
 // fail completes b with err. A batch that carried an idempotent sequence
 // and may not have been written leaves a gap in the partition's sequence;
-// the producer then bumps its epoch (KIP-360) before sending more.
+// the producer then bumps its epoch (KIP-360) before sending more; not
+// for a partition gone with its recreated topic (failGone), whose sequence
+// no broker will ask for again.
 func (s *sink) fail(ip *ioPart, b *batch, err error) {
-	s.leaveGap(ip, b)
+	if !ip.gone() {
+		s.leaveGap(ip, b)
+	}
 	if b.IO.ambiguous && !errors.Is(err, ErrOutcomeUnknown) {
 		err = fmt.Errorf("%w (%w)", err, ErrOutcomeUnknown)
 	}
