@@ -171,7 +171,11 @@ type Config struct {
 	// wrapping ErrBufferExhausted.
 	// 0 means the default, 60s; NoWait means never block
 	// (max.block.ms=0). Other negative values are an error. Send never
-	// blocks on metadata.
+	// blocks on metadata. While records parked for a topic's metadata
+	// cannot move into batches for lack of memory, the pool keeps what is
+	// released for them (bufferpool.Holder): Sends then wait their turn,
+	// and a Send that cannot wait (NoWait, TrySend, a Send from a
+	// callback) fails even if a little memory is free.
 	MaxBlock time.Duration
 
 	// MaxRequestSize bounds the size in bytes of one Produce request, and
