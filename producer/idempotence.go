@@ -272,9 +272,11 @@ func (i *idempotence) wakeBy(now, next time.Time) time.Time {
 
 // leaveGap records that b, if it carried a sequence, may not have been
 // written: its partition's sequence has a gap, which the next epoch bump
-// closes (KIP-360) before anything more is sent.
+// closes (KIP-360) before anything more is sent. Not for a partition gone
+// with its recreated topic (failGone): no broker will ask for its
+// sequence again, and a partition of that number later is a new one.
 func (s *sink) leaveGap(ip *ioPart, b *batch) {
-	if s.idem != nil && b.IO.baseSequence() >= 0 {
+	if s.idem != nil && b.IO.baseSequence() >= 0 && !ip.gone() {
 		s.idem.needBump = true
 		ip.gapped = true
 	}

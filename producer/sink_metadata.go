@@ -169,7 +169,9 @@ func (s *sink) updatePartitions(t *ioTopic, mt *metadata.Topic, recreated bool) 
 		ip.epoch = mp.LeaderEpoch
 		if leader != ip.leader {
 			if ip.leader < 0 && leader >= 0 {
-				s.leaderAsks, s.leaderAskAt = 0, time.Time{} // progress: ask at once again
+				// Progress: the next ask goes at once (an ask already due
+				// stays due: another partition may still lack a leader).
+				s.leaderAsks, s.leaderAskAt = 0, time.Time{}
 			}
 			ip.leader = leader
 			ip.backoff = time.Time{}

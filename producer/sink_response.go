@@ -17,13 +17,10 @@ import (
 
 // fail completes b with err. A batch that carried an idempotent sequence
 // and may not have been written leaves a gap in the partition's sequence;
-// the producer then bumps its epoch (KIP-360) before sending more; not
-// for a partition gone with its recreated topic (failGone), whose sequence
-// no broker will ask for again.
+// the producer then bumps its epoch (KIP-360) before sending more (see
+// leaveGap).
 func (s *sink) fail(ip *ioPart, b *batch, err error) {
-	if !ip.gone() {
-		s.leaveGap(ip, b)
-	}
+	s.leaveGap(ip, b)
 	if b.IO.ambiguous && !errors.Is(err, ErrOutcomeUnknown) {
 		err = fmt.Errorf("%w (%w)", err, ErrOutcomeUnknown)
 	}
