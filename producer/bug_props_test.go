@@ -1,0 +1,169 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/samsa-go/samsa/internal/testbroker"
+)
+
+// propsNew runs ConfigFromProperties and then New's validation
+// (withDefaults), so a test sees an error from either stage, as a Java user
+// sees a ConfigException from new KafkaProducer(props).
+func propsNew(props map[string]string) (Config, error) {
+	props["bootstrap.servers"] = "127.0.0.1:9092"
+	c, err := ConfigFromProperties(props)
+	if err != nil {
+		return Config{}, err
+	}
+	return c.withDefaults()
+}
+
+// TestBugUniformStickyPartitionerClassIgnoresKeys: Java's
+// org.apache.kafka.clients.producer.UniformStickyPartitioner does not use
+// the key ("NOTE: In contrast to the DefaultPartitioner, the record key is
+// NOT used as part of the partitioning strategy in this partitioner",
+// https://kafka.apache.org/35/javadoc/org/apache/kafka/clients/producer/UniformStickyPartitioner.html;
+// its deprecation note says the replacement is partitioner.ignore.keys=true).
+// ConfigFromProperties maps it to the default partitioner, which hashes
+// keys with murmur2.
+func TestBugUniformStickyPartitionerClassIgnoresKeys(t *testing.T) {
+	c, err := propsNew(map[string]string{
+		"partitioner.class": "org.apache.kafka.clients.producer.UniformStickyPartitioner",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.Partitioner.Partition(&Record{Topic: "t", Key: []byte("foobar")}, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p != UnknownPartition {
+		t.Errorf("UniformStickyPartitioner placed a keyed record by its key on partition %d; Java ignores the key (want UnknownPartition, the sticky choice)", p)
+	}
+}
+
+// TestBugRetriesZeroDisablesImplicitIdempotence: Java's
+// ProducerConfig.postProcessAndValidateIdempotenceConfigs (apache/kafka,
+// clients/.../producer/ProducerConfig.java): with retries=0 and
+// enable.idempotence not set, "Idempotence will be disabled because retries
+// is set to 0" (the user asked for at-most-once: no retry, no producer id).
+// ConfigFromProperties ignores retries and keeps idempotence on.
+func TestBugRetriesZeroDisablesImplicitIdempotence(t *testing.T) {
+	c, err := propsNew(map[string]string{"retries": "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.DisableIdempotence {
+		t.Errorf("retries=0 without enable.idempotence: DisableIdempotence = false; Java disables idempotence")
+	}
+}
+
+// TestBugRetriesZeroWithExplicitIdempotenceRefused: in the same Java method,
+// enable.idempotence=true given explicitly with retries=0 throws
+// ConfigException("Must set retries to non-zero when using the idempotent
+// producer."). samsa accepts the pair (and retries anyway).
+func TestBugRetriesZeroWithExplicitIdempotenceRefused(t *testing.T) {
+	_, err := propsNew(map[string]string{"retries": "0", "enable.idempotence": "true"})
+	if err == nil {
+		t.Errorf("retries=0 with enable.idempotence=true accepted; Java throws ConfigException (retries must be non-zero for the idempotent producer)")
+	}
+}
+
+// TestBugCompressionLevelsOutsideJavaRangesRefused: KIP-390's level keys are
+// validated by Java's ConfigDef for every key given, whatever
+// compression.type is (ProducerConfig defines each with its codec's
+// levelValidator): gzip accepts 1..9 or -1 (GzipCompression.Builder:
+// "gzip doesn't support given compression level"), lz4 1..17, zstd
+// -131072..22. samsa takes gzip/lz4 level 0 as "the default" and ignores
+// the level keys of codecs not chosen, so these all pass.
+func TestBugCompressionLevelsOutsideJavaRangesRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		props map[string]string
+	}{
+		{"gzip level 0", map[string]string{"compression.type": "gzip", "compression.gzip.level": "0"}},
+		{"lz4 level 0", map[string]string{"compression.type": "lz4", "compression.lz4.level": "0"}},
+		{"gzip level 10, codec none", map[string]string{"compression.gzip.level": "10"}},
+		{"lz4 level 18, codec zstd", map[string]string{"compression.type": "zstd", "compression.lz4.level": "18"}},
+		{"zstd level 23, codec gzip", map[string]string{"compression.type": "gzip", "compression.zstd.level": "23"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := propsNew(tc.props)
+			if err == nil {
+				t.Errorf("%v accepted (Compression %v, CompressionLevel %d); Java throws ConfigException", tc.props, c.Compression, c.CompressionLevel)
+			}
+		})
+	}
+}
+
+// TestBugLongMaxValueMillisecondsAccepted: max.block.ms, linger.ms,
+// metadata.max.age.ms, retry.backoff.ms and retry.backoff.max.ms are
+// Type.LONG atLeast(0) in ProducerConfig, so Java takes
+// 9223372036854775807 (Long.MAX_VALUE, a common "block forever" setting
+// for max.block.ms). ConfigFromProperties refuses any value above
+// MaxInt64/1e6 ms instead of saturating.
+func TestBugLongMaxValueMillisecondsAccepted(t *testing.T) {
+	for _, key := range []string{"max.block.ms", "linger.ms", "metadata.max.age.ms"} {
+		t.Run(key, func(t *testing.T) {
+			_, err := ConfigFromProperties(map[string]string{
+				"bootstrap.servers": "127.0.0.1:9092",
+				key:                 "9223372036854775807",
+			})
+			if err != nil {
+				t.Errorf("%s=Long.MAX_VALUE refused (%v); Java accepts it", key, err)
+			}
+		})
+	}
+}
+
+// TestBugEmptyTransactionalIDRefused: ProducerConfig defines
+// transactional.id with new ConfigDef.NonEmptyString(), so
+// "transactional.id=" is a ConfigException in Java ("String must be
+// non-empty"); ConfigFromProperties quietly makes a non-transactional
+// producer.
+func TestBugEmptyTransactionalIDRefused(t *testing.T) {
+	_, err := propsNew(map[string]string{"transactional.id": " "})
+	if err == nil {
+		t.Errorf("transactional.id=\"\" accepted; Java refuses an empty transactional.id")
+	}
+}
+
+// TestBugPropertiesLoneCRIsALineTerminator: java.util.Properties.load: "A
+// natural line is defined as a line of characters that is terminated either
+// by a set of line terminator characters (\n or \r or \r\n) or by the end of
+// the stream." ParseProperties splits only on \n (and \r\n), so a file with
+// classic-Mac line ends becomes one property whose value holds the rest.
+func TestBugPropertiesLoneCRIsALineTerminator(t *testing.T) {
+	props, err := ParseProperties(strings.NewReader("acks=all\rlinger.ms=7\r"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if props["acks"] != "all" || props["linger.ms"] != "7" {
+		t.Errorf("ParseProperties(%q) = %q; Java reads acks=all and linger.ms=7", "acks=all\rlinger.ms=7\r", props)
+	}
+}
+
+// TestBugNegativeTimestampRefused: Java's ProducerRecord constructor throws
+// IllegalArgumentException("Invalid timestamp: ... Timestamp should always
+// be non-negative or null.") for a timestamp below 0, so no Java producer
+// writes one (and -1 is the wire's "no timestamp"). samsa's Send takes a
+// Timestamp before 1970 and writes its negative milliseconds.
+func TestBugNegativeTimestampRefused(t *testing.T) {
+	c := newCluster(t, testbroker.Config{})
+	if err := c.CreateTopic("ts", 1); err != nil {
+		t.Fatal(err)
+	}
+	p := newProducer(t, c, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, ms := range []int64{-1, -5} {
+		md, err := p.Send(ctx, &Record{Topic: "ts", Value: []byte("v"), Timestamp: time.UnixMilli(ms)}).Wait(ctx)
+		if !errors.Is(err, ErrInvalidRecord) {
+			t.Errorf("Timestamp %d ms: Send gave (%v, %v); Java refuses a negative timestamp (want ErrInvalidRecord)", ms, md.Timestamp.UnixMilli(), err)
+		}
+	}
+}
