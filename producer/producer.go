@@ -232,7 +232,8 @@ func startBatchSize(cfg Config) int {
 // effect once Send has returned.
 //
 // Errors come through the Future: ErrInvalidRecord (nil record, bad topic,
-// partition out of range, partitioner error), ErrRecordTooLarge,
+// partition out of range, a timestamp before 1970, partitioner error),
+// ErrRecordTooLarge,
 // ErrBufferExhausted (pool full for MaxBlock), ctx.Err() (ctx ended while
 // waiting for memory), ErrClosed, ErrDeliveryTimeout, or a *KafkaError.
 func (p *Producer) Send(ctx context.Context, rec *Record) *Future {
@@ -309,8 +310,11 @@ func (p *Producer) send(ctx context.Context, rec *Record, c completion, wait boo
 	}
 	if rec.Timestamp.IsZero() {
 		c.ts = p.clock.nowMillis()
-	} else {
-		c.ts = rec.Timestamp.UnixMilli()
+	} else if c.ts = rec.Timestamp.UnixMilli(); c.ts < 0 {
+		// -1 is the wire's "no timestamp"; Java's ProducerRecord refuses
+		// any negative one.
+		p.reject(&c, rec, fmt.Errorf("%w: timestamp %v is before 1970 (Kafka's timestamps are milliseconds since 1970, never negative)", ErrInvalidRecord, rec.Timestamp))
+		return
 	}
 	size := recordbatch.BodySize(rec.Key, rec.Value, rec.Headers)
 	p.rec.recordSize(size)

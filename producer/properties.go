@@ -32,7 +32,9 @@ import (
 //	max.request.size (message.max.bytes)             MaxRequestSize
 //	compression.type (compression.codec)             Compression: none, gzip, snappy, lz4, zstd
 //	compression.gzip.level, compression.lz4.level,
-//	compression.zstd.level (compression.level)       CompressionLevel, for the codec chosen
+//	compression.zstd.level (compression.level)       CompressionLevel, for the codec chosen; each key
+//	                                                 given is checked as in Java: gzip 1..9 or -1,
+//	                                                 lz4 1..17, zstd -131072..22
 //	delivery.timeout.ms (message.timeout.ms)         DeliveryTimeout
 //	request.timeout.ms                               RequestTimeout
 //	retry.backoff.ms, retry.backoff.max.ms           RetryBackoff, RetryBackoffMax
@@ -44,20 +46,25 @@ import (
 //	enable.idempotence                               DisableIdempotence, inverted
 //	allow.auto.create.topics                         DisableAutoTopicCreation, inverted
 //	socket.connection.setup.timeout.ms               DialTimeout
-//	transactional.id                                 TransactionalID (empty: none)
+//	transactional.id                                 TransactionalID (not empty, as in Java)
 //	transaction.timeout.ms                           TransactionTimeout
-//	partitioner.class                                Java's RoundRobinPartitioner, or the default
-//	                                                 (DefaultPartitioner, UniformStickyPartitioner)
+//	partitioner.class                                Java's RoundRobinPartitioner, DefaultPartitioner
+//	                                                 (the default), UniformStickyPartitioner (sticky
+//	                                                 for keyed records too, as partitioner.ignore.keys)
 //	partitioner (librdkafka)                         murmur2_random only (the default)
 //	partitioner.ignore.keys                          true: every record uses the sticky partitioner
 //
 // As in the Java client, when enable.idempotence is not given and acks is
-// not all or max.in.flight.requests.per.connection is above 5, idempotence
-// is turned off rather than reported as a conflict.
+// not all, max.in.flight.requests.per.connection is above 5 or retries is
+// 0, idempotence is turned off rather than reported as a conflict;
+// retries=0 with enable.idempotence=true is an error. Millisecond keys
+// take Java's longs: Long.MAX_VALUE (and anything past 292 years) is the
+// largest Duration.
 //
 // Keys it accepts and ignores, because samsa has no such knob:
-// key.serializer and value.serializer (use TypedProducer); retries and
-// message.send.max.retries (samsa retries until DeliveryTimeout);
+// key.serializer and value.serializer (use TypedProducer); retries (but
+// for 0, above) and message.send.max.retries (samsa retries until
+// DeliveryTimeout);
 // batch.num.messages and queue.buffering.max.messages (batches and the
 // buffer are bounded in bytes, by batch.size and buffer.memory);
 // partitioner.adaptive.partitioning.enable=true (always on).
@@ -159,7 +166,10 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 		bad     []string
 		setBy   = map[string]string{} // Config field -> the key that set it
 		idemSet bool
-		sec     securityProps // TLS and SASL keys (properties_security.go)
+		// retriesZero: retries=0, which turns idempotence off unless
+		// enable.idempotence=true, which it contradicts (Java's rules).
+		retriesZero bool
+		sec         securityProps // TLS and SASL keys (properties_security.go)
 	)
 	fail := func(key, format string, args ...any) {
 		bad = append(bad, key+": "+fmt.Sprintf(format, args...))
@@ -176,9 +186,14 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 	}
 	ms := func(key, v string) (time.Duration, bool) {
 		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 || n > math.MaxInt64/int64(time.Millisecond) {
+		if err != nil || n < 0 {
 			fail(key, "%q is not a number of milliseconds", v)
 			return 0, false
+		}
+		// Java's keys are longs: Long.MAX_VALUE (a common "forever") and
+		// anything past the largest Duration (292 years) are that.
+		if n > math.MaxInt64/int64(time.Millisecond) {
+			return time.Duration(math.MaxInt64), true
 		}
 		return time.Duration(n) * time.Millisecond, true
 	}
@@ -225,6 +240,11 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 		"compression.gzip.level": compression.Gzip,
 		"compression.lz4.level":  compression.LZ4,
 		"compression.zstd.level": compression.Zstd,
+	}
+	levelRanges := map[compression.Type][2]int64{
+		compression.Gzip: {-1, 9},
+		compression.LZ4:  {1, 17},
+		compression.Zstd: {-131072, 22},
 	}
 	levels := map[compression.Type]int{}
 	genericLevel, genericLevelSet := 0, false
@@ -294,7 +314,16 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 			}
 			c.Compression = t
 		case "compression.gzip.level", "compression.lz4.level", "compression.zstd.level":
-			if n, ok := integer(key, v, math.MinInt32, math.MaxInt32); ok {
+			// Java checks each key given, whatever compression.type is
+			// (KIP-390's ranges): gzip 1..9 or -1 (its default), lz4
+			// 1..17, zstd -131072..22.
+			r := levelRanges[levelKeys[key]]
+			n, ok := integer(key, v, r[0], r[1])
+			if ok && levelKeys[key] == compression.Gzip && n == 0 {
+				fail(key, "%q is not an integer in [1, 9] or -1", v)
+				ok = false
+			}
+			if ok {
 				levels[levelKeys[key]] = int(n)
 			}
 		case "compression.level":
@@ -337,6 +366,11 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 		case "socket.connection.setup.timeout.ms":
 			positiveMs(key, v, "DialTimeout", &c.DialTimeout)
 		case "transactional.id":
+			if v == "" {
+				// Java: NonEmptyString (leave the key out for none).
+				fail(key, "must not be empty (leave it out for a producer without transactions)")
+				continue
+			}
 			c.TransactionalID = v
 		case "transaction.timeout.ms":
 			positiveMs(key, v, "TransactionTimeout", &c.TransactionTimeout)
@@ -347,9 +381,12 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 			switch v {
 			case "org.apache.kafka.clients.producer.RoundRobinPartitioner":
 				c.Partitioner = RoundRobinPartitioner()
-			case "org.apache.kafka.clients.producer.internals.DefaultPartitioner",
-				"org.apache.kafka.clients.producer.UniformStickyPartitioner", "":
+			case "org.apache.kafka.clients.producer.internals.DefaultPartitioner", "":
 				// The default: KIP-794 sticky with murmur2 for keys.
+			case "org.apache.kafka.clients.producer.UniformStickyPartitioner":
+				// Sticky for every record, keyed or not (Java's
+				// replacement is partitioner.ignore.keys=true).
+				c.Partitioner = ignoreKeysPartitioner{}
 			default:
 				fail(key, "%q cannot be loaded in Go: set Config.Partitioner instead", v)
 			}
@@ -368,7 +405,14 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 			if b, ok := boolean(key, v); ok && !b {
 				fail(key, "false is not supported: the sticky partitioner is always adaptive")
 			}
-		case "retries", "message.send.max.retries", "batch.num.messages", "queue.buffering.max.messages":
+		case "retries":
+			// Retries run until DeliveryTimeout whatever the count (as
+			// Java, which recommends delivery.timeout.ms over retries),
+			// but 0 asks for no idempotence, as in Java.
+			if n, ok := integer(key, v, 0, math.MaxInt32); ok && n == 0 {
+				retriesZero = true
+			}
+		case "message.send.max.retries", "batch.num.messages", "queue.buffering.max.messages":
 			// Accepted and ignored (see the doc comment), once the value
 			// parses, so that a typo does not pass silently.
 			integer(key, v, 0, math.MaxInt32)
@@ -402,8 +446,11 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 		// Java's gzip default is spelled -1; ours is 0.
 		c.CompressionLevel = l
 	}
-	if !idemSet && (c.Acks != AcksAll || c.MaxInFlight > idempotenceMaxInFlight) {
+	if !idemSet && (c.Acks != AcksAll || c.MaxInFlight > idempotenceMaxInFlight || retriesZero) {
 		c.DisableIdempotence = true
+	}
+	if idemSet && !c.DisableIdempotence && retriesZero {
+		fail("retries", "0 conflicts with enable.idempotence=true: the idempotent producer retries (Java: must set retries to non-zero)")
 	}
 
 	if len(unknown) > 0 {

@@ -43,6 +43,7 @@ func ParseProperties(r io.Reader) (map[string]string, error) {
 	props := map[string]string{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	sc.Split(scanPropertyLines)
 	lineNo := 0
 	var logical strings.Builder
 	start := 0
@@ -174,4 +175,33 @@ func unescapeProperty(s string) (string, error) {
 		}
 	}
 	return b.String(), nil
+}
+
+// scanPropertyLines is a bufio.SplitFunc for the lines of a properties
+// file, as java.util.Properties.load ends them: at "\n", "\r" or "\r\n"
+// (bufio.ScanLines ends them only at "\n", so an old Mac file's "\r" would
+// join its lines). A "\r" ending the buffer waits for the next byte,
+// unless the input ends there.
+func scanPropertyLines(data []byte, atEOF bool) (advance int, token []byte, err error) {
+	for i, b := range data {
+		switch b {
+		case '\n':
+			return i + 1, data[:i], nil
+		case '\r':
+			if i+1 < len(data) {
+				if data[i+1] == '\n' {
+					return i + 2, data[:i], nil
+				}
+				return i + 1, data[:i], nil
+			}
+			if atEOF {
+				return i + 1, data[:i], nil
+			}
+			return 0, nil, nil // "\r\n" may be split across reads
+		}
+	}
+	if atEOF && len(data) > 0 {
+		return len(data), data, nil
+	}
+	return 0, nil, nil
 }

@@ -50,7 +50,9 @@ type Record struct {
 	Headers []Header
 
 	// Timestamp is the record's create time. The zero value means the time
-	// Send is called.
+	// Send is called. A time before 1970 fails the record with
+	// ErrInvalidRecord (Kafka's timestamps are milliseconds since 1970; -1
+	// means none on the wire), as Java's ProducerRecord refuses it.
 	Timestamp time.Time
 }
 

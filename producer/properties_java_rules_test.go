@@ -22,15 +22,15 @@ func propsNew(props map[string]string) (Config, error) {
 	return c.withDefaults()
 }
 
-// TestBugUniformStickyPartitionerClassIgnoresKeys: Java's
+// TestUniformStickyPartitionerClassIgnoresKeys: Java's
 // org.apache.kafka.clients.producer.UniformStickyPartitioner does not use
 // the key ("NOTE: In contrast to the DefaultPartitioner, the record key is
 // NOT used as part of the partitioning strategy in this partitioner",
 // https://kafka.apache.org/35/javadoc/org/apache/kafka/clients/producer/UniformStickyPartitioner.html;
 // its deprecation note says the replacement is partitioner.ignore.keys=true).
-// ConfigFromProperties maps it to the default partitioner, which hashes
-// keys with murmur2.
-func TestBugUniformStickyPartitionerClassIgnoresKeys(t *testing.T) {
+// ConfigFromProperties used to map it to the default partitioner, which
+// hashes keys with murmur2.
+func TestUniformStickyPartitionerClassIgnoresKeys(t *testing.T) {
 	c, err := propsNew(map[string]string{
 		"partitioner.class": "org.apache.kafka.clients.producer.UniformStickyPartitioner",
 	})
@@ -46,13 +46,13 @@ func TestBugUniformStickyPartitionerClassIgnoresKeys(t *testing.T) {
 	}
 }
 
-// TestBugRetriesZeroDisablesImplicitIdempotence: Java's
+// TestRetriesZeroDisablesImplicitIdempotence: Java's
 // ProducerConfig.postProcessAndValidateIdempotenceConfigs (apache/kafka,
 // clients/.../producer/ProducerConfig.java): with retries=0 and
 // enable.idempotence not set, "Idempotence will be disabled because retries
 // is set to 0" (the user asked for at-most-once: no retry, no producer id).
-// ConfigFromProperties ignores retries and keeps idempotence on.
-func TestBugRetriesZeroDisablesImplicitIdempotence(t *testing.T) {
+// ConfigFromProperties used to ignore retries and keep idempotence on.
+func TestRetriesZeroDisablesImplicitIdempotence(t *testing.T) {
 	c, err := propsNew(map[string]string{"retries": "0"})
 	if err != nil {
 		t.Fatal(err)
@@ -62,25 +62,25 @@ func TestBugRetriesZeroDisablesImplicitIdempotence(t *testing.T) {
 	}
 }
 
-// TestBugRetriesZeroWithExplicitIdempotenceRefused: in the same Java method,
+// TestRetriesZeroWithExplicitIdempotenceRefused: in the same Java method,
 // enable.idempotence=true given explicitly with retries=0 throws
 // ConfigException("Must set retries to non-zero when using the idempotent
-// producer."). samsa accepts the pair (and retries anyway).
-func TestBugRetriesZeroWithExplicitIdempotenceRefused(t *testing.T) {
+// producer."). samsa used to accept the pair.
+func TestRetriesZeroWithExplicitIdempotenceRefused(t *testing.T) {
 	_, err := propsNew(map[string]string{"retries": "0", "enable.idempotence": "true"})
 	if err == nil {
 		t.Errorf("retries=0 with enable.idempotence=true accepted; Java throws ConfigException (retries must be non-zero for the idempotent producer)")
 	}
 }
 
-// TestBugCompressionLevelsOutsideJavaRangesRefused: KIP-390's level keys are
+// TestCompressionLevelsOutsideJavaRangesRefused: KIP-390's level keys are
 // validated by Java's ConfigDef for every key given, whatever
 // compression.type is (ProducerConfig defines each with its codec's
 // levelValidator): gzip accepts 1..9 or -1 (GzipCompression.Builder:
 // "gzip doesn't support given compression level"), lz4 1..17, zstd
-// -131072..22. samsa takes gzip/lz4 level 0 as "the default" and ignores
-// the level keys of codecs not chosen, so these all pass.
-func TestBugCompressionLevelsOutsideJavaRangesRefused(t *testing.T) {
+// -131072..22. samsa used to take gzip/lz4 level 0 as "the default" and
+// ignore the level keys of codecs not chosen.
+func TestCompressionLevelsOutsideJavaRangesRefused(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		props map[string]string
@@ -100,13 +100,13 @@ func TestBugCompressionLevelsOutsideJavaRangesRefused(t *testing.T) {
 	}
 }
 
-// TestBugLongMaxValueMillisecondsAccepted: max.block.ms, linger.ms,
+// TestLongMaxValueMillisecondsAccepted: max.block.ms, linger.ms,
 // metadata.max.age.ms, retry.backoff.ms and retry.backoff.max.ms are
 // Type.LONG atLeast(0) in ProducerConfig, so Java takes
 // 9223372036854775807 (Long.MAX_VALUE, a common "block forever" setting
-// for max.block.ms). ConfigFromProperties refuses any value above
+// for max.block.ms). ConfigFromProperties used to refuse any value above
 // MaxInt64/1e6 ms instead of saturating.
-func TestBugLongMaxValueMillisecondsAccepted(t *testing.T) {
+func TestLongMaxValueMillisecondsAccepted(t *testing.T) {
 	for _, key := range []string{"max.block.ms", "linger.ms", "metadata.max.age.ms"} {
 		t.Run(key, func(t *testing.T) {
 			_, err := ConfigFromProperties(map[string]string{
@@ -120,24 +120,24 @@ func TestBugLongMaxValueMillisecondsAccepted(t *testing.T) {
 	}
 }
 
-// TestBugEmptyTransactionalIDRefused: ProducerConfig defines
+// TestEmptyTransactionalIDRefused: ProducerConfig defines
 // transactional.id with new ConfigDef.NonEmptyString(), so
 // "transactional.id=" is a ConfigException in Java ("String must be
-// non-empty"); ConfigFromProperties quietly makes a non-transactional
-// producer.
-func TestBugEmptyTransactionalIDRefused(t *testing.T) {
+// non-empty"); ConfigFromProperties used to make a non-transactional
+// producer quietly.
+func TestEmptyTransactionalIDRefused(t *testing.T) {
 	_, err := propsNew(map[string]string{"transactional.id": " "})
 	if err == nil {
 		t.Errorf("transactional.id=\"\" accepted; Java refuses an empty transactional.id")
 	}
 }
 
-// TestBugPropertiesLoneCRIsALineTerminator: java.util.Properties.load: "A
+// TestPropertiesLoneCRIsALineTerminator: java.util.Properties.load: "A
 // natural line is defined as a line of characters that is terminated either
 // by a set of line terminator characters (\n or \r or \r\n) or by the end of
-// the stream." ParseProperties splits only on \n (and \r\n), so a file with
-// classic-Mac line ends becomes one property whose value holds the rest.
-func TestBugPropertiesLoneCRIsALineTerminator(t *testing.T) {
+// the stream." ParseProperties used to split only on \n (and \r\n), so a
+// file with classic-Mac line ends became one property holding the rest.
+func TestPropertiesLoneCRIsALineTerminator(t *testing.T) {
 	props, err := ParseProperties(strings.NewReader("acks=all\rlinger.ms=7\r"))
 	if err != nil {
 		t.Fatal(err)
@@ -147,12 +147,12 @@ func TestBugPropertiesLoneCRIsALineTerminator(t *testing.T) {
 	}
 }
 
-// TestBugNegativeTimestampRefused: Java's ProducerRecord constructor throws
+// TestNegativeTimestampRefused: Java's ProducerRecord constructor throws
 // IllegalArgumentException("Invalid timestamp: ... Timestamp should always
 // be non-negative or null.") for a timestamp below 0, so no Java producer
 // writes one (and -1 is the wire's "no timestamp"). samsa's Send takes a
-// Timestamp before 1970 and writes its negative milliseconds.
-func TestBugNegativeTimestampRefused(t *testing.T) {
+// Timestamp before 1970, where samsa used to write its negative milliseconds.
+func TestNegativeTimestampRefused(t *testing.T) {
 	c := newCluster(t, testbroker.Config{})
 	if err := c.CreateTopic("ts", 1); err != nil {
 		t.Fatal(err)
