@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -128,6 +129,10 @@ type Accumulator[C, P, B any] struct {
 	// them, and TryAllocate and TryReserve are used instead.
 	heldAlloc bufferpool.HeldAllocator
 	heldRes   bufferpool.HeldReserver
+	// startMax bounds the buffer a new batch starts with (bufferFor): the
+	// pool's size less the batch's first bookkeeping charge, so that
+	// both fit in the pool together.
+	startMax int
 }
 
 // chargeBlock is how many records' bookkeeping is reserved at once, so that
@@ -156,6 +161,10 @@ func New[C, P, B any](cfg Config) *Accumulator[C, P, B] {
 		// own charge (Partition.appendBody): it must have that much.
 		a.parkCharge = max(int(unsafe.Sizeof(parkedRecord[C]{}))+max(cfg.ExtraRecordCharge, 0), a.recCharge)
 		a.heldRes, _ = cfg.Pool.(bufferpool.HeldReserver)
+	}
+	a.startMax = math.MaxInt32
+	if cfg.Pool != nil { // nil only in tests that never append
+		a.startMax = int(min(max(cfg.Pool.Size()-int64(a.firstCharge()), 1), math.MaxInt32))
 	}
 	return a
 }
@@ -375,13 +384,16 @@ func (a *Accumulator[C, P, B]) CheckSize(bodySize int) error {
 // batch reached last bytes starts with, for a record with a body of bodySize
 // bytes: the smallest doubling of InitialBatchSize that held the last batch
 // (so that a busy partition does not regrow every batch), at most BatchSize,
-// and always enough for the record.
+// and always enough for the record. It is also at most the pool's size less
+// the batch's first bookkeeping charge: with BufferMemory close to
+// BatchSize, a batch started as large as the last one would take the whole
+// pool, and its bookkeeping would wait for MaxBlock with nothing to free.
 func (a *Accumulator[C, P, B]) bufferFor(last, bodySize int) int {
 	size := a.cfg.InitialBatchSize
 	for size < last && size < a.cfg.BatchSize {
 		size = min(2*size, a.cfg.BatchSize)
 	}
-	return max(size, recordbatch.SingleRecordBatchSize(bodySize))
+	return max(min(size, a.startMax), recordbatch.SingleRecordBatchSize(bodySize))
 }
 
 // allocate takes n bytes from the pool: waiting, when wait is set, until

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -312,6 +313,7 @@ type txnInfo struct {
 	pid     int64
 	epoch   int16
 	started bool
+	maybe   bool  // not started, but an AddOffsetsToTxn's outcome is unknown (txnIO.maybeStarted)
 	err     error // the producer could not get an id (fatal)
 }
 
@@ -327,7 +329,7 @@ func (c *txnClient) end(ctx context.Context, p *Producer, commit bool) error {
 	if info.err != nil {
 		return info.err
 	}
-	if info.started {
+	if info.started || info.maybe {
 		what := "EndTxn(abort)"
 		if commit {
 			what = "EndTxn(commit)"
@@ -338,7 +340,13 @@ func (c *txnClient) end(ctx context.Context, p *Producer, commit bool) error {
 			req.ProducerID, req.ProducerEpoch, req.Commit = info.pid, info.epoch, commit
 			return req
 		}, func(r kmsg.Response) error {
-			return kerr.ForCode(r.(*kmsg.EndTxnResponse).ErrorCode)
+			err := kerr.ForCode(r.(*kmsg.EndTxnResponse).ErrorCode)
+			if err != nil && !info.started && hasCode(err, codeInvalidTxnState) {
+				// Only maybe started: the coordinator never got the
+				// AddOffsetsToTxn, and has no transaction to end.
+				return nil
+			}
+			return err
 		})
 		if err != nil {
 			return err
@@ -367,6 +375,13 @@ func (c *txnClient) sendOffsets(ctx context.Context, p *Producer, offsets map[st
 		return kerr.ForCode(r.(*kmsg.AddOffsetsToTxnResponse).ErrorCode)
 	})
 	if err != nil {
+		if ctx.Err() != nil {
+			// Ended by ctx with a request out: the coordinator may have
+			// taken it and opened the transaction, which must then be
+			// ended, or it stays open until TransactionTimeout and its
+			// abort fences the next one.
+			_ = s.callIO(context.WithoutCancel(ctx), func() { s.txn.maybeStarted = true })
+		}
 		return err
 	}
 	// The coordinator knows of the transaction now: it must be ended, so
@@ -424,9 +439,14 @@ type txnIO struct {
 	pending []*ioPart            // to add in the next AddPartitionsToTxn
 	adding  []*ioPart            // in the AddPartitionsToTxn in flight
 	started bool                 // the coordinator knows of the transaction: an add succeeded (as Java's transactionStarted)
-	waiters []txnWaiter          // txnQuery callers, answered once no add is in flight
-	gen     uint64               // transactions ended (txnEnded): an add answered after its transaction ended adds nothing
-	sweep   []*batch             // scratch for failing buffered batches
+	// maybeStarted: an AddOffsetsToTxn ended by its caller's ctx may have
+	// opened the transaction on the coordinator: EndTxn is sent anyway
+	// (INVALID_TXN_STATE then means there was none), and no epoch bump
+	// goes meanwhile.
+	maybeStarted bool
+	waiters      []txnWaiter // txnQuery callers, answered once no add is in flight
+	gen          uint64      // transactions ended (txnEnded): an add answered after its transaction ended adds nothing
+	sweep        []*batch    // scratch for failing buffered batches
 }
 
 func newTxnIO(t *txnManager) *txnIO {
@@ -535,6 +555,7 @@ func (s *sink) txnAddPartitions() {
 		byTopic[ip.topic.name] = append(byTopic[ip.topic.name], ip.acc.ID)
 	}
 	pid, epoch, tid, gen := s.idem.producerID, s.idem.epoch, s.cfg.TransactionalID, x.gen
+	nAsked := len(x.adding) // x is the IO goroutine's: the request's goroutine reads only copies
 	c := s.p.txn.client
 	go func() {
 		err := c.call(s.p.closing, "AddPartitionsToTxn", c.txnCoord(), func() kmsg.Request {
@@ -555,8 +576,17 @@ func (s *sink) txnAddPartitions() {
 			// one before the retriable ones (OPERATION_NOT_ATTEMPTED
 			// comes with the partition that failed).
 			var retry error
+			type tp struct {
+				topic     string
+				partition int32
+			}
+			answered := map[tp]bool{}
 			for _, rt := range resp.Topics {
+				asked := byTopic[rt.Topic]
 				for _, rp := range rt.Partitions {
+					if slices.Contains(asked, rp.Partition) {
+						answered[tp{rt.Topic, rp.Partition}] = true
+					}
 					err := kerr.ForCode(rp.ErrorCode)
 					if err == nil {
 						continue
@@ -567,6 +597,13 @@ func (s *sink) txnAddPartitions() {
 					}
 					retry = err
 				}
+			}
+			if retry == nil && len(answered) != nAsked {
+				// A partition left out of the answer is not known to be
+				// in the transaction: its records must not be sent yet.
+				// Adding the same partitions again is harmless, so the
+				// request is retried.
+				retry = fmt.Errorf("the answer covers %d of the %d partitions asked for", len(answered), nAsked)
 			}
 			return retry
 		})
@@ -644,7 +681,7 @@ func (s *sink) txnAnswer() {
 	if len(x.waiters) == 0 || len(x.adding) > 0 {
 		return
 	}
-	info := txnInfo{pid: s.idem.producerID, epoch: s.idem.epoch, started: x.started}
+	info := txnInfo{pid: s.idem.producerID, epoch: s.idem.epoch, started: x.started, maybe: x.maybeStarted}
 	fatal := x.t.load() == txnFatal
 	if fatal {
 		info.err = x.t.lastErr()
@@ -676,7 +713,7 @@ func (s *sink) txnEnded() {
 	clear(x.queued)
 	clear(x.pending)
 	x.pending = x.pending[:0]
-	x.started = false
+	x.started, x.maybeStarted = false, false
 	x.gen++
 }
 
@@ -696,7 +733,7 @@ func (s *sink) txnMayBump() bool {
 	case txnReady:
 		return true
 	case txnInTxn:
-		return !x.started
+		return !x.started && !x.maybeStarted
 	}
 	return false
 }
@@ -772,7 +809,7 @@ func (s *sink) txnProducerID(pid int64, epoch int16, err error) {
 			x.t.fail(fmt.Errorf("%w: the epoch bump aborted the transaction", ErrTransactionAborted), false)
 		}
 		clear(x.added)
-		x.started = false
+		x.started, x.maybeStarted = false, false
 	}
 	s.resetSequences()
 	s.p.log.Debug("transactional producer id", "id", pid, "epoch", epoch)
