@@ -165,6 +165,9 @@ func New[C, P, B any](cfg Config) *Accumulator[C, P, B] {
 	a.startMax = math.MaxInt32
 	if cfg.Pool != nil { // nil only in tests that never append
 		a.startMax = int(min(max(cfg.Pool.Size()-int64(a.firstCharge()), 1), math.MaxInt32))
+		// A record whose batch and its bookkeeping cannot fit in the
+		// pool together could never be sent: CheckSize refuses it.
+		a.cfg.MaxBatchSize = min(a.cfg.MaxBatchSize, a.startMax)
 	}
 	return a
 }

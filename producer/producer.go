@@ -305,16 +305,20 @@ func (p *Producer) send(ctx context.Context, rec *Record, c completion, wait boo
 			return
 		}
 	}
+	if !rec.Timestamp.IsZero() && rec.Timestamp.UnixMilli() < 0 {
+		// -1 is the wire's "no timestamp"; Java's ProducerRecord refuses
+		// any negative one before send, so the record is refused like a
+		// nil one: no hook sees it, and a transaction is not spoiled.
+		p.refuse(&c, rec, fmt.Errorf("%w: timestamp %v is before 1970 (Kafka's timestamps are milliseconds since 1970, never negative)", ErrInvalidRecord, rec.Timestamp))
+		return
+	}
 	if p.hooks.records {
 		rec, c.obs = p.observeSend(ctx, rec) // Send's copy, with the hooks' headers
 	}
 	if rec.Timestamp.IsZero() {
 		c.ts = p.clock.nowMillis()
-	} else if c.ts = rec.Timestamp.UnixMilli(); c.ts < 0 {
-		// -1 is the wire's "no timestamp"; Java's ProducerRecord refuses
-		// any negative one.
-		p.reject(&c, rec, fmt.Errorf("%w: timestamp %v is before 1970 (Kafka's timestamps are milliseconds since 1970, never negative)", ErrInvalidRecord, rec.Timestamp))
-		return
+	} else {
+		c.ts = max(rec.Timestamp.UnixMilli(), 0) // a hook's time before 1970: 1970
 	}
 	size := recordbatch.BodySize(rec.Key, rec.Value, rec.Headers)
 	p.rec.recordSize(size)

@@ -11,6 +11,18 @@ import (
 	"github.com/samsa-go/samsa/compression"
 )
 
+// javaIntMs are the millisecond keys that Java's ProducerConfig defines as
+// int, not long: larger values are refused, as Java refuses them.
+var javaIntMs = map[string]bool{
+	"delivery.timeout.ms":    true,
+	"request.timeout.ms":     true,
+	"transaction.timeout.ms": true,
+}
+
+// maxMillis is the largest millisecond value a long key takes: larger
+// ones (Long.MAX_VALUE) mean it, about 73 years.
+const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
+
 // ConfigFromProperties builds a Config from the Java client's producer
 // property names, or librdkafka's, so that an existing configuration can be
 // brought over unchanged. Values are parsed strictly: whole decimal numbers,
@@ -58,8 +70,9 @@ import (
 // not all, max.in.flight.requests.per.connection is above 5 or retries is
 // 0, idempotence is turned off rather than reported as a conflict;
 // retries=0 with enable.idempotence=true is an error. Millisecond keys
-// take Java's longs: Long.MAX_VALUE (and anything past 292 years) is the
-// largest Duration.
+// take what Java's do: delivery.timeout.ms, request.timeout.ms and
+// transaction.timeout.ms are ints (at most 2147483647), the others longs,
+// where Long.MAX_VALUE (or anything past 73 years) means 73 years.
 //
 // Keys it accepts and ignores, because samsa has no such knob:
 // key.serializer and value.serializer (use TypedProducer); retries (but
@@ -190,10 +203,16 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 			fail(key, "%q is not a number of milliseconds", v)
 			return 0, false
 		}
-		// Java's keys are longs: Long.MAX_VALUE (a common "forever") and
-		// anything past the largest Duration (292 years) are that.
-		if n > math.MaxInt64/int64(time.Millisecond) {
-			return time.Duration(math.MaxInt64), true
+		// Java's int keys stop at Integer.MAX_VALUE (24.8 days), as
+		// there; its long keys take Long.MAX_VALUE (a common "forever"),
+		// which is 73 years here: a quarter of the largest Duration, so
+		// that the sums and doublings of timeouts cannot overflow.
+		if javaIntMs[key] && n > math.MaxInt32 {
+			fail(key, "%q is more than Java's int allows (2147483647 ms)", v)
+			return 0, false
+		}
+		if n > maxMillis {
+			n = maxMillis
 		}
 		return time.Duration(n) * time.Millisecond, true
 	}

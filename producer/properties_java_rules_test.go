@@ -107,16 +107,54 @@ func TestCompressionLevelsOutsideJavaRangesRefused(t *testing.T) {
 // for max.block.ms). ConfigFromProperties used to refuse any value above
 // MaxInt64/1e6 ms instead of saturating.
 func TestLongMaxValueMillisecondsAccepted(t *testing.T) {
-	for _, key := range []string{"max.block.ms", "linger.ms", "metadata.max.age.ms"} {
+	long := []string{"max.block.ms", "linger.ms", "metadata.max.age.ms", "metadata.max.idle.ms",
+		"retry.backoff.ms", "retry.backoff.max.ms", "socket.connection.setup.timeout.ms"}
+	for _, key := range long {
 		t.Run(key, func(t *testing.T) {
-			_, err := ConfigFromProperties(map[string]string{
-				"bootstrap.servers": "127.0.0.1:9092",
-				key:                 "9223372036854775807",
-			})
+			c, err := propsNew(map[string]string{key: "9223372036854775807"})
 			if err != nil {
-				t.Errorf("%s=Long.MAX_VALUE refused (%v); Java accepts it", key, err)
+				t.Fatalf("%s=Long.MAX_VALUE refused (%v); Java accepts it", key, err)
+			}
+			if c.DeliveryTimeout <= 0 {
+				t.Errorf("%s=Long.MAX_VALUE: DeliveryTimeout %v (a sum overflowed)", key, c.DeliveryTimeout)
 			}
 		})
+	}
+	// Java's int keys stop at Integer.MAX_VALUE.
+	for _, key := range []string{"delivery.timeout.ms", "request.timeout.ms", "transaction.timeout.ms"} {
+		t.Run(key, func(t *testing.T) {
+			if _, err := propsNew(map[string]string{key: "2147483648"}); err == nil {
+				t.Errorf("%s=2147483648 accepted; Java's int refuses it", key)
+			}
+		})
+	}
+	// A producer whose long timeouts are all Long.MAX_VALUE still connects
+	// and delivers (sums such as DialTimeout + 1 s and twice
+	// RequestTimeout used to overflow into timeouts already past).
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	if err := c.CreateTopic("t", 1); err != nil {
+		t.Fatal(err)
+	}
+	props := map[string]string{"bootstrap.servers": strings.Join(c.Addrs(), ",")}
+	for _, key := range long {
+		if key != "linger.ms" && key != "retry.backoff.ms" {
+			props[key] = "9223372036854775807"
+		}
+	}
+	props["delivery.timeout.ms"] = "2147483647" // Java's largest int
+	cfg, err := ConfigFromProperties(props)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	defer p.Close(ctx)
+	if _, err := p.Send(ctx, &Record{Topic: "t", Value: []byte("v")}).Wait(ctx); err != nil {
+		t.Fatalf("a producer with Long.MAX_VALUE timeouts did not deliver: %v", err)
 	}
 }
 
