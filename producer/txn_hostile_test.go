@@ -89,29 +89,40 @@ func TestAddPartitionsMissingFromAnswerAreNotAdded(t *testing.T) {
 // and returned nil while the coordinator kept it Ongoing until
 // TransactionTimeout, whose abort then fenced the next transaction.
 func TestSendOffsetsTimeoutStillEndsCoordinatorTxn(t *testing.T) {
-	c := newCluster(t, testbroker.Config{Brokers: 1})
-	require.NoError(t, c.CreateTopic("t", 1))
-	p := newProducer(t, c, Config{TransactionalID: "tx", Linger: time.Millisecond, TransactionTimeout: time.Second})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	// A first transaction gets the producer id.
+	c, p := beginTxn(t, Config{TransactionTimeout: time.Second}, false)
+	ctx := testCtx(t)
+	sendOffsetsTimesOut(t, c, p, ctx, testbroker.Interceptor{Keys: []int16{25}, After: true, Times: 1, Delay: 400 * time.Millisecond},
+		map[string]map[int32]TxnOffset{"t": {0: {Offset: 1, LeaderEpoch: -1}}})
+	time.Sleep(500 * time.Millisecond) // the coordinator has handled AddOffsetsToTxn
+	t.Logf("coordinator after the timed-out SendOffsets: %s", coordinatorState(c))
+	require.NoError(t, p.CommitTransaction(ctx))
+	require.NotEqual(t, "Ongoing", coordinatorState(c), "CommitTransaction returned nil but the coordinator's transaction is still open (no EndTxn)")
+}
+
+// sendOffsetsTimesOut commits a first transaction (the producer gets its
+// id), then, with intercept set, begins a second one whose
+// SendOffsetsToTransaction of offsets (for group "g") ends by its ctx,
+// 100 ms in, while AddOffsetsToTxn is out.
+func sendOffsetsTimesOut(t *testing.T, c *testbroker.Cluster, p *Producer, ctx context.Context, intercept testbroker.Interceptor, offsets map[string]map[int32]TxnOffset) {
+	t.Helper()
 	require.NoError(t, p.BeginTransaction())
 	_, err := p.Send(ctx, &Record{Topic: "t", Value: []byte("v")}).Wait(ctx)
 	require.NoError(t, err)
 	require.NoError(t, p.CommitTransaction(ctx))
 
-	c.Intercept(testbroker.Interceptor{Keys: []int16{25}, After: true, Times: 1, Delay: 400 * time.Millisecond})
+	c.Intercept(intercept)
 	require.NoError(t, p.BeginTransaction())
-	short, cancelShort := context.WithTimeout(ctx, 100*time.Millisecond)
-	err = p.SendOffsetsToTransaction(short, map[string]map[int32]TxnOffset{"t": {0: {Offset: 1, LeaderEpoch: -1}}}, GroupMetadata{GroupID: "g"})
-	cancelShort()
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	err = p.SendOffsetsToTransaction(short, offsets, GroupMetadata{GroupID: "g"})
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	time.Sleep(500 * time.Millisecond) // the coordinator has handled AddOffsetsToTxn
-	st, _, _, _ := c.TransactionState("tx")
-	t.Logf("coordinator after the timed-out SendOffsets: %s", st)
-	require.NoError(t, p.CommitTransaction(ctx))
-	st, _, _, _ = c.TransactionState("tx")
-	require.NotEqual(t, "Ongoing", st, "CommitTransaction returned nil but the coordinator's transaction is still open (no EndTxn)")
+}
+
+// testCtx is a context for one test, cancelled when it ends, at most 10 s.
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
 }
 
 // TestSendOffsetsTimeoutDoesNotFenceNextTransaction is the consequence of
@@ -119,27 +130,13 @@ func TestSendOffsetsTimeoutStillEndsCoordinatorTxn(t *testing.T) {
 // at the coordinator would time out there, be aborted with an epoch bump,
 // and fence the producer's next transaction.
 func TestSendOffsetsTimeoutDoesNotFenceNextTransaction(t *testing.T) {
-	c := newCluster(t, testbroker.Config{Brokers: 1})
-	require.NoError(t, c.CreateTopic("t", 1))
-	p := newProducer(t, c, Config{TransactionalID: "tx", Linger: time.Millisecond, TransactionTimeout: time.Second,
-		RequestTimeout: time.Second, DeliveryTimeout: 3 * time.Second})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, p.BeginTransaction())
-	_, err := p.Send(ctx, &Record{Topic: "t", Value: []byte("v")}).Wait(ctx)
-	require.NoError(t, err)
-	require.NoError(t, p.CommitTransaction(ctx))
-
-	c.Intercept(testbroker.Interceptor{Keys: []int16{25}, After: true, Times: 1, Delay: 400 * time.Millisecond})
-	require.NoError(t, p.BeginTransaction())
-	short, cancelShort := context.WithTimeout(ctx, 100*time.Millisecond)
-	err = p.SendOffsetsToTransaction(short, nil, GroupMetadata{GroupID: "g"})
-	cancelShort()
-	require.ErrorIs(t, err, context.DeadlineExceeded)
+	c, p := beginTxn(t, Config{TransactionTimeout: time.Second, RequestTimeout: time.Second, DeliveryTimeout: 3 * time.Second}, false)
+	ctx := testCtx(t)
+	sendOffsetsTimesOut(t, c, p, ctx, testbroker.Interceptor{Keys: []int16{25}, After: true, Times: 1, Delay: 400 * time.Millisecond}, nil)
 	require.NoError(t, p.AbortTransaction(ctx))
 	time.Sleep(1500 * time.Millisecond) // past TransactionTimeout: the coordinator aborts with a bump
 	require.NoError(t, p.BeginTransaction())
-	_, err = p.Send(ctx, &Record{Topic: "t", Value: []byte("next")}).Wait(ctx)
+	_, err := p.Send(ctx, &Record{Topic: "t", Value: []byte("next")}).Wait(ctx)
 	cerr := p.CommitTransaction(ctx)
 	t.Logf("next transaction: record %v; commit %v (fatal %v)", err, cerr, IsFatal(cerr))
 	require.NoError(t, err, "the next transaction's record")
@@ -186,26 +183,12 @@ func TestAbortWithSendBlockedOnMemoryKeepsPoolUsable(t *testing.T) {
 // no transaction (INVALID_TXN_STATE), which means there is nothing to end:
 // Commit succeeds and the producer goes on.
 func TestSendOffsetsTimeoutBeforeTheCoordinatorCommitsCleanly(t *testing.T) {
-	c := newCluster(t, testbroker.Config{Brokers: 1})
-	require.NoError(t, c.CreateTopic("t", 1))
-	p := newProducer(t, c, Config{TransactionalID: "tx", Linger: time.Millisecond})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, p.BeginTransaction())
-	_, err := p.Send(ctx, &Record{Topic: "t", Value: []byte("v")}).Wait(ctx)
-	require.NoError(t, err)
-	require.NoError(t, p.CommitTransaction(ctx))
-
+	c, p := beginTxn(t, Config{}, false)
+	ctx := testCtx(t)
 	// Held before the coordinator sees it, then dropped: never handled.
-	c.Intercept(testbroker.Interceptor{Keys: []int16{25}, Times: 1, Delay: 400 * time.Millisecond, ErrorCode: 15})
-	require.NoError(t, p.BeginTransaction())
-	short, cancelShort := context.WithTimeout(ctx, 100*time.Millisecond)
-	err = p.SendOffsetsToTransaction(short, nil, GroupMetadata{GroupID: "g"})
-	cancelShort()
-	require.ErrorIs(t, err, context.DeadlineExceeded)
+	sendOffsetsTimesOut(t, c, p, ctx, testbroker.Interceptor{Keys: []int16{25}, Times: 1, Delay: 400 * time.Millisecond, ErrorCode: 15}, nil)
 	time.Sleep(500 * time.Millisecond)
-	st, _, _, _ := c.TransactionState("tx")
-	require.NotEqual(t, "Ongoing", st, "the AddOffsetsToTxn must not have reached the coordinator")
+	require.NotEqual(t, "Ongoing", coordinatorState(c), "the AddOffsetsToTxn must not have reached the coordinator")
 	// Kafka answers an EndTxn without a transaction open INVALID_TXN_STATE
 	// (or, the same as the last one ended, success: a retry), here forced.
 	var ends atomic.Int32
@@ -216,7 +199,7 @@ func TestSendOffsetsTimeoutBeforeTheCoordinatorCommitsCleanly(t *testing.T) {
 	require.NoError(t, p.CommitTransaction(ctx), "EndTxn finding no transaction is nothing to end")
 	require.Equal(t, int32(1), ends.Load(), "Commit sends EndTxn: the transaction may have started")
 	require.NoError(t, p.BeginTransaction())
-	_, err = p.Send(ctx, &Record{Topic: "t", Value: []byte("next")}).Wait(ctx)
+	_, err := p.Send(ctx, &Record{Topic: "t", Value: []byte("next")}).Wait(ctx)
 	require.NoError(t, err)
 	require.NoError(t, p.CommitTransaction(ctx))
 }
