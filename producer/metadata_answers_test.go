@@ -15,6 +15,13 @@ import (
 	"github.com/samsa-go/samsa/kerr"
 )
 
+// rewriteMetadata has the cluster's Metadata answers rewritten by f:
+// times of them, or every one for 0.
+func rewriteMetadata(c *testbroker.Cluster, times int, f func(*kmsg.MetadataResponse)) {
+	c.Intercept(testbroker.Interceptor{Keys: []int16{3}, After: true, Times: times,
+		Rewrite: func(resp kmsg.Response) { f(resp.(*kmsg.MetadataResponse)) }})
+}
+
 // sendTo sends one record to topic's partition and waits for its outcome,
 // up to wait.
 func sendTo(t *testing.T, p *Producer, topic string, partition int32, wait time.Duration) error {
@@ -95,8 +102,7 @@ func TestRecreatedTopicWithFewerPartitionsUsesNewCount(t *testing.T) {
 func TestReplicaNotAvailableKeepsLeader(t *testing.T) {
 	c := newCluster(t, testbroker.Config{Brokers: 1})
 	require.NoError(t, c.CreateTopic("t", 1))
-	c.Intercept(testbroker.Interceptor{Keys: []int16{3}, After: true, Rewrite: func(resp kmsg.Response) {
-		r := resp.(*kmsg.MetadataResponse)
+	rewriteMetadata(c, 0, func(r *kmsg.MetadataResponse) {
 		for i := range r.Topics {
 			for j := range r.Topics[i].Partitions {
 				if r.Topics[i].Partitions[j].Leader >= 0 {
@@ -104,7 +110,7 @@ func TestReplicaNotAvailableKeepsLeader(t *testing.T) {
 				}
 			}
 		}
-	}})
+	})
 	p := newProducer(t, c, Config{DeliveryTimeout: 2 * time.Second, RequestTimeout: time.Second})
 	require.NoError(t, sendTo(t, p, "t", 0, 10*time.Second), "a partition with a live leader and an offline replica")
 }
@@ -119,9 +125,9 @@ func TestHugeMetadataThrottleDoesNotFreezeMetadata(t *testing.T) {
 	c := newCluster(t, testbroker.Config{Brokers: 1})
 	require.NoError(t, c.CreateTopic("t", 1))
 	require.NoError(t, c.CreateTopic("u", 1))
-	c.Intercept(testbroker.Interceptor{Keys: []int16{3}, After: true, Times: 1, Rewrite: func(resp kmsg.Response) {
-		resp.(*kmsg.MetadataResponse).ThrottleMillis = math.MaxInt32
-	}})
+	rewriteMetadata(c, 1, func(r *kmsg.MetadataResponse) {
+		r.ThrottleMillis = math.MaxInt32
+	})
 	p := newProducer(t, c, Config{DeliveryTimeout: 3 * time.Second, RequestTimeout: time.Second, MaxBlock: 3 * time.Second})
 	errT := sendTo(t, p, "t", 0, 10*time.Second)
 	errU := sendTo(t, p, "u", 0, 10*time.Second)
@@ -138,8 +144,7 @@ func TestHugeMetadataThrottleDoesNotFreezeMetadata(t *testing.T) {
 func TestHugePartitionIDIsRefused(t *testing.T) {
 	c := newCluster(t, testbroker.Config{Brokers: 1})
 	require.NoError(t, c.CreateTopic("t", 1))
-	c.Intercept(testbroker.Interceptor{Keys: []int16{3}, After: true, Rewrite: func(resp kmsg.Response) {
-		r := resp.(*kmsg.MetadataResponse)
+	rewriteMetadata(c, 0, func(r *kmsg.MetadataResponse) {
 		for i := range r.Topics {
 			if len(r.Topics[i].Partitions) > 0 {
 				bogus := r.Topics[i].Partitions[0]
@@ -147,7 +152,7 @@ func TestHugePartitionIDIsRefused(t *testing.T) {
 				r.Topics[i].Partitions = append(r.Topics[i].Partitions, bogus)
 			}
 		}
-	}})
+	})
 	before := heapNow()
 	p := newProducer(t, c, Config{DeliveryTimeout: 2 * time.Second, RequestTimeout: time.Second, BufferMemory: 1 << 20})
 	_ = sendTo(t, p, "t", 0, 10*time.Second)
@@ -168,8 +173,7 @@ func TestLeaderMissingFromBrokersRefetchesSoon(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			c := newCluster(t, testbroker.Config{Brokers: 1})
 			require.NoError(t, c.CreateTopic("t", 1))
-			c.Intercept(testbroker.Interceptor{Keys: []int16{3}, After: true, Times: 1, Rewrite: func(resp kmsg.Response) {
-				r := resp.(*kmsg.MetadataResponse)
+			rewriteMetadata(c, 1, func(r *kmsg.MetadataResponse) {
 				if mode == "empty-brokers" {
 					r.Brokers = nil
 					return
@@ -179,7 +183,7 @@ func TestLeaderMissingFromBrokersRefetchesSoon(t *testing.T) {
 						r.Topics[i].Partitions[j].Leader = 7
 					}
 				}
-			}})
+			})
 			p := newProducer(t, c, Config{DeliveryTimeout: 3 * time.Second, RequestTimeout: time.Second, MetadataMaxAge: maxAge})
 			require.NoError(t, sendTo(t, p, "t", 0, 10*time.Second), "the second Metadata answer is right")
 		})
@@ -284,16 +288,15 @@ func TestLeaderlessPartitionRefetchesWithBackoff(t *testing.T) {
 	c := newCluster(t, testbroker.Config{Brokers: 1})
 	require.NoError(t, c.CreateTopic("t", 1))
 	var metas atomic.Int32
-	c.Intercept(testbroker.Interceptor{Keys: []int16{3}, After: true, Rewrite: func(resp kmsg.Response) {
+	rewriteMetadata(c, 0, func(r *kmsg.MetadataResponse) {
 		metas.Add(1)
-		r := resp.(*kmsg.MetadataResponse)
 		for i := range r.Topics {
 			for j := range r.Topics[i].Partitions {
 				r.Topics[i].Partitions[j].Leader = -1
 				r.Topics[i].Partitions[j].ErrorCode = 5 // LEADER_NOT_AVAILABLE
 			}
 		}
-	}})
+	})
 	p := newProducer(t, c, Config{DeliveryTimeout: 5 * time.Second, RequestTimeout: time.Second,
 		RetryBackoff: 100 * time.Millisecond, RetryBackoffMax: time.Second})
 	f := p.Send(context.Background(), &Record{Topic: "t", Partition: 0, ExplicitPartition: true, Value: []byte("v")})
@@ -397,15 +400,14 @@ func TestShrunkTopicIgnoresFewerPartitionsUnderSameID(t *testing.T) {
 	require.True(t, waitFor(5*time.Second, func() bool { return p.txnSink.p.topicCount("t") == 2 }))
 	f := p.Send(context.Background(), &Record{Topic: "t", Partition: 1, ExplicitPartition: true, Value: []byte("v")})
 	var cut atomic.Bool
-	c.Intercept(testbroker.Interceptor{Keys: []int16{3}, After: true, Times: 1, Rewrite: func(resp kmsg.Response) {
-		r := resp.(*kmsg.MetadataResponse)
+	rewriteMetadata(c, 1, func(r *kmsg.MetadataResponse) {
 		for i := range r.Topics {
 			if len(r.Topics[i].Partitions) > 1 {
 				r.Topics[i].Partitions = r.Topics[i].Partitions[:1]
 				cut.Store(true)
 			}
 		}
-	}})
+	})
 	require.True(t, waitFor(5*time.Second, cut.Load))
 	time.Sleep(500 * time.Millisecond) // later, sound answers
 	_, done, err := f.Result()
