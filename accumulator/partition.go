@@ -102,18 +102,13 @@ func (p *Partition[C, P, B]) Append(ctx context.Context, ts int64, key, value []
 	}
 
 	p.mu.Lock()
-	if b := p.open; b != nil {
-		// Another append opened a batch while we waited, or the open one
-		// only lacked bookkeeping room: our reservation goes to it if the
-		// record fits.
-		b.credit += charge
-		if b.Builder.Append(ts, key, value, headers) {
-			b.Records.push(&p.acc.chunks, c)
-			p.mu.Unlock()
-			a.cfg.Pool.Release(buf)
-			return nil
-		}
-		b.credit -= charge
+	// Another append opened a batch while we waited, or the open one only
+	// lacked bookkeeping room: our reservation goes to it if the record
+	// fits.
+	if p.appendOpenLocked(charge, ts, key, value, headers, c) {
+		p.mu.Unlock()
+		a.cfg.Pool.Release(buf)
+		return nil
 	}
 	b := p.openLocked(buf, time.Now())
 	b.credit = charge
@@ -144,18 +139,30 @@ func (p *Partition[C, P, B]) appendWithCredit(ctx context.Context, ts int64, key
 		}
 	}
 	p.mu.Lock()
-	if b := p.open; b != nil {
-		b.credit += n
-		if b.Builder.Append(ts, key, value, headers) {
-			b.Records.push(&p.acc.chunks, c)
-			p.mu.Unlock()
-			return true, nil
-		}
-		b.credit -= n
-	}
+	done := p.appendOpenLocked(n, ts, key, value, headers, c)
 	p.mu.Unlock()
-	a.res.Unreserve(n)
-	return false, nil
+	if !done {
+		a.res.Unreserve(n)
+	}
+	return done, nil
+}
+
+// appendOpenLocked appends the record to the open batch, handing the batch
+// credit bytes of bookkeeping reserved for it, and reports whether it did:
+// false (the credit not taken) when no batch is open or the record does
+// not fit it. p.mu is held.
+func (p *Partition[C, P, B]) appendOpenLocked(credit int, ts int64, key, value []byte, headers []recordbatch.Header, c C) bool {
+	b := p.open
+	if b == nil {
+		return false
+	}
+	b.credit += credit
+	if !b.Builder.Append(ts, key, value, headers) {
+		b.credit -= credit
+		return false
+	}
+	b.Records.push(&p.acc.chunks, c)
+	return true
 }
 
 // appendBody is Append for a parked record, called by the IO goroutine:
