@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"log/slog"
-	"os"
-	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -143,20 +141,7 @@ func TestRevokedCredentialsFailFast(t *testing.T) {
 // panic, as a token error does; it does not crash the program. Run in a
 // child process, which must exit normally.
 func TestPanickingTokenCallbackFailsWithErrAuthentication(t *testing.T) {
-	if os.Getenv("SAMSA_TOKEN_PANIC_CHILD") == "1" {
-		panickingTokenScenario(t)
-		return
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestPanickingTokenCallbackFailsWithErrAuthentication$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "SAMSA_TOKEN_PANIC_CHILD=1")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		lines := string(out)
-		if len(lines) > 2000 {
-			lines = lines[:2000]
-		}
-		t.Fatalf("the child process failed or crashed on a panicking token callback (%v):\n%s", err, lines)
-	}
+	testutil.InChild(t, "SAMSA_TOKEN_PANIC_CHILD", panickingTokenScenario)
 }
 
 func panickingTokenScenario(t *testing.T) {

@@ -2,14 +2,13 @@ package producer
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/samsa-go/samsa/internal/testbroker"
+	"github.com/samsa-go/samsa/internal/testutil"
 )
 
 // TestPanickingOnDataLossIsRecovered: Config.OnDataLoss is user code
@@ -23,20 +22,7 @@ import (
 // goroutine calls OnDataLoss, which panics. Run in a child process, which
 // must exit normally.
 func TestPanickingOnDataLossIsRecovered(t *testing.T) {
-	if os.Getenv("SAMSA_DATALOSS_PANIC_CHILD") == "1" {
-		panickingDataLossScenario(t)
-		return
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestPanickingOnDataLossIsRecovered$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "SAMSA_DATALOSS_PANIC_CHILD=1")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		lines := string(out)
-		if len(lines) > 600 {
-			lines = lines[:600]
-		}
-		t.Fatalf("the producer's process crashed on a panicking OnDataLoss (%v):\n%s", err, lines)
-	}
+	testutil.InChild(t, "SAMSA_DATALOSS_PANIC_CHILD", panickingDataLossScenario)
 }
 
 func panickingDataLossScenario(t *testing.T) {
