@@ -233,6 +233,12 @@ func putPending(p *pending) {
 // connection's reader and writer goroutines. ctx and Config.DialTimeout bound
 // the whole setup; ctx has no effect once Dial returns.
 //
+// A connection that cannot be set up fails with an error that names the
+// broker and the cause ("cannot connect to broker 127.0.0.1:9: connection
+// refused (nothing is listening there)", "... no such host \"kafka.invalid\"",
+// "... timed out after 10s"; dialerr.go) and wraps kerr.NetworkException,
+// except trust failures and listener mismatches (a plaintext client on a TLS
+// listener, a TLS client on a plaintext one), which wrap ErrAuthentication.
 // Dial fails if the broker does not support Produce v3 or later (Kafka 0.11),
 // with an error wrapping kerr.UnsupportedVersion.
 func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
@@ -242,29 +248,21 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 
 	nc, err := dialNet(dctx, addr, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("conn: dial %s: %w: %w", addr, kerr.NetworkException, err)
+		return nil, endedErr(ctx, dctx, cfg.DialTimeout, connectErr(addr, err))
 	}
 	if cfg.TLS != nil {
-		if nc, err = tlsClient(dctx, nc, addr, cfg.TLS); err != nil {
-			return nil, err
+		if nc, err = tlsClient(dctx, nc, addr, cfg); err != nil {
+			return nil, endedErr(ctx, dctx, cfg.DialTimeout, err)
 		}
 	}
-	c := &Conn{
-		addr:   addr,
-		cfg:    cfg,
-		nc:     nc,
-		format: kmsg.NewRequestFormatter(kmsg.FormatterClientID(cfg.ClientID)),
-		wake:   make(chan struct{}, 1),
-		done:   make(chan struct{}),
-		timed:  cfg.OnWrite != nil || cfg.OnRead != nil,
-	}
+	c := newConn(nc, addr, cfg)
 
 	// A cancelled ctx interrupts the handshake by expiring the deadline.
 	stop := context.AfterFunc(dctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
 	if dl, ok := dctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)
 	}
-	err = alertErr(addr, c.negotiate())
+	err = alertErr(addr, c.negotiate(cfg.TLS != nil))
 	if err == nil && cfg.SASL != nil {
 		err = c.authenticate(dctx)
 	}
@@ -273,16 +271,7 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 	}
 	if err != nil {
 		_ = nc.Close()
-		cerr := dctx.Err()
-		if dl, ok := dctx.Deadline(); cerr == nil && ok && !time.Now().Before(dl) {
-			// The socket deadline (set to dctx's) can fire just
-			// before dctx's own timer.
-			cerr = context.DeadlineExceeded
-		}
-		if cerr != nil && !errors.Is(err, cerr) {
-			err = fmt.Errorf("%w (%w)", err, cerr)
-		}
-		return nil, err
+		return nil, endedErr(ctx, dctx, cfg.DialTimeout, err)
 	}
 	_ = nc.SetDeadline(time.Time{})
 	if v := c.MaxVersion(produceKey); v < 3 {
@@ -295,6 +284,20 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 	go c.writeLoop()
 	go c.readLoop()
 	return c, nil
+}
+
+// newConn returns the Conn of nc before its handshakes, its goroutines not
+// started.
+func newConn(nc net.Conn, addr string, cfg Config) *Conn {
+	return &Conn{
+		addr:   addr,
+		cfg:    cfg,
+		nc:     nc,
+		format: kmsg.NewRequestFormatter(kmsg.FormatterClientID(cfg.ClientID)),
+		wake:   make(chan struct{}, 1),
+		done:   make(chan struct{}),
+		timed:  cfg.OnWrite != nil || cfg.OnRead != nil,
+	}
 }
 
 // dialNet runs cfg.Dialer, user code: a panic of it is recovered (and

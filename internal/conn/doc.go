@@ -25,6 +25,23 @@
 // mechanism) wrap ErrAuthentication, not kerr.NetworkException; a broker
 // that closes the connection during the handshake is a network error.
 //
+// # Why a dial failed
+//
+// Dial's errors name the broker and the cause (dialerr.go): "cannot connect
+// to broker 127.0.0.1:9: connection refused (nothing is listening there)",
+// "no such host", "timed out after 10s" (and in which handshake), never
+// NETWORK_EXCEPTION's "the broker disconnected before responding". They wrap
+// kerr.NetworkException (retried) and the underlying error. Two listener
+// mismatches wrap ErrAuthentication instead, as Java reports a failed TLS
+// handshake: a plaintext client whose ApiVersions request is answered with
+// a TLS record (a Kafka broker's SSL listener sends an alert) is told that
+// the listener speaks TLS (security.protocol=SSL or SASL_SSL); a TLS client
+// whose handshake gets a non-TLS record, or that the broker closes when a
+// second, plaintext connection to it gets an ApiVersions answer (a
+// plaintext listener drops a ClientHello as an oversized request; the
+// probe tells it from a TLS broker shedding connections), is told that it
+// does not (security.protocol=PLAINTEXT or SASL_PLAINTEXT).
+//
 // # Pipelining
 //
 // Send queues a request and returns at once. One writer goroutine encodes
