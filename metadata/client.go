@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-go/samsa/internal/conn"
+	"github.com/samsa-go/samsa/internal/logging"
 	"github.com/samsa-go/samsa/kerr"
 	"github.com/samsa-go/samsa/sasl"
 )
@@ -104,7 +105,12 @@ type Config struct {
 	// retry.backoff.max.ms). Topics that are not usable yet retry faster
 	// at first: 10ms, doubled per attempt, up to RetryBackoffMax.
 	RetryBackoff, RetryBackoffMax time.Duration
-	// Logger receives refresh and connection events. Default: discard.
+	// Logger receives refresh and connection events. Default:
+	// slog.Default() (the logger set when a line is logged) at Warn and
+	// above only; silence it with slog.New(slog.DiscardHandler). A failed
+	// fetch, and a broken connection, is logged at Warn when it starts and
+	// then at most once a minute (per broker, for connections) while it
+	// lasts, at Debug in between.
 	Logger *slog.Logger
 	// AllowAutoTopicCreation sets the flag of the same name in every
 	// Metadata request: a broker with auto.create.topics.enable=true then
@@ -163,7 +169,7 @@ func (cfg *Config) validate() error {
 		return fmt.Errorf("%w: RetryBackoffMax %v is below RetryBackoff %v", ErrInvalidConfig, cfg.RetryBackoffMax, cfg.RetryBackoff)
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+		cfg.Logger = logging.Default()
 	}
 	return nil
 }
@@ -206,6 +212,8 @@ type topicState struct {
 type Client struct {
 	cfg     Config
 	connCfg conn.Config
+	// logRepeat rates the Warn of failed fetches.
+	logRepeat logging.Repeat
 
 	snap   atomic.Pointer[Snapshot]
 	err    atomic.Pointer[error]           // why the last fetch failed; nil after a success
@@ -536,17 +544,16 @@ func (c *Client) maybeFetch(now time.Time) {
 			c.trigger.Store(true) // still owed
 		}
 		c.err.Store(&err)
-		// Once at Warn per outage (Err keeps the cause for whoever
-		// fails a record over it), then at Debug while it lasts.
-		level := slog.LevelDebug
-		if c.failures == 1 {
-			level = slog.LevelWarn
-		}
+		// At Warn when the outage starts and once a minute while it
+		// lasts (Err keeps the cause for whoever fails a record over
+		// it), at Debug in between.
+		level := c.logRepeat.Level("fetch", now)
 		c.cfg.Logger.Log(context.Background(), level, "metadata fetch failed", "topics", names, "err", err, "retry_in", wait, "failures", c.failures)
 		c.notify()
 		return
 	}
 	if c.failures > 0 {
+		c.logRepeat.Reset("fetch")
 		c.cfg.Logger.Info("metadata fetch succeeded again", "failures", c.failures)
 	}
 	c.failures, c.retryAt = 0, time.Time{}

@@ -93,6 +93,7 @@ func (s *sink) handleCreateTopics(batch []*ioTopic, r kmsg.Response, err error) 
 		switch {
 		case terr == nil, errors.Is(terr, kerr.TopicAlreadyExists):
 			s.p.log.Info("created topic", "topic", t.name)
+			s.p.logRepeat.Reset("create " + t.name)
 			s.p.meta.Want(t.name)
 			created = true
 			// Metadata may lag the creation for a moment: do not ask
@@ -103,7 +104,7 @@ func (s *sink) handleCreateTopics(batch []*ioTopic, r kmsg.Response, err error) 
 			s.p.stats.throttled.Add(int64(wait))
 		default:
 			wait = s.backoff(3)
-			s.p.log.Warn("cannot create topic", "topic", t.name, "err", fmt.Errorf("%w", terr))
+			s.p.log.Log(context.Background(), s.p.logRepeat.Level("create "+t.name, s.now), "cannot create topic", "topic", t.name, "err", fmt.Errorf("%w", terr))
 		}
 		t.createAt = s.now.Add(wait)
 	}

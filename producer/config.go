@@ -12,6 +12,7 @@ import (
 
 	"github.com/samsa-go/samsa/bufferpool"
 	"github.com/samsa-go/samsa/compression"
+	"github.com/samsa-go/samsa/internal/logging"
 	"github.com/samsa-go/samsa/sasl"
 )
 
@@ -331,22 +332,30 @@ type Config struct {
 	// Unreserve or Hold is dropped (the memory it was to free stays
 	// taken), and a panicking Size, Available or IsOutOfMemory reports
 	// the Size read by New, 0 and true. The first panic of each method is
-	// logged at Error, with its stack, to Logger (or slog's default logger
-	// when Logger drops errors).
+	// logged at Error, with its stack, to Logger.
 	BufferPool bufferpool.Pool
 
-	// Logger receives the producer's logs. Default: none (a discarding
-	// logger). Nothing is logged per record or per request above Debug:
-	//   - Error: a panicking callback, hook or BufferPool (also to slog's
-	//     default logger when Logger drops errors; a hook's once per hook
-	//     and event kind, a pool's once per method), a broker without
-	//     Produce v3+, an authentication failure;
-	//   - Warn: a broker connection that broke or cannot be set up (once
-	//     per outage), a failed metadata fetch (once per outage), a topic
-	//     that fails its records fast, a failed CreateTopics or
-	//     InitProducerId, a fenced producer id, acknowledged records gone
-	//     from the log (see OnDataLoss), Close leaving a blocked callback,
-	//     Java properties ignored, a pool buffer leaked;
+	// Logger receives the producer's logs. Default: slog.Default() (the
+	// logger set when a line is logged) at Warn and above only, so that a
+	// first failure (a broker that cannot be reached, a listener that does
+	// not speak the client's protocol) is seen at once; Info and Debug
+	// lines are dropped even if slog.Default() enables them. Silence it
+	// with a discarding logger: slog.New(slog.DiscardHandler). Nothing is
+	// logged per record or per request above Debug, and a failure that
+	// lasts is logged at Warn (or Error) when it starts and then at most
+	// once a minute per broker (or topic) while it lasts, at Debug in
+	// between:
+	//   - Error: a panicking callback, hook or BufferPool (a hook's once
+	//     per hook and event kind, a pool's once per method), a broker
+	//     without Produce v3+, an authentication failure or listener
+	//     mismatch;
+	//   - Warn: a broker connection that broke or cannot be set up, with
+	//     its cause (connection refused, no such host, timed out), a
+	//     failed metadata fetch, a topic that fails its records fast, a
+	//     failed CreateTopics or InitProducerId, a fenced producer id,
+	//     acknowledged records gone from the log (see OnDataLoss), Close
+	//     leaving a blocked callback, Java properties ignored, a pool
+	//     buffer leaked;
 	//   - Info: a connection's first KIP-219 throttle, a topic created or
 	//     its creation throttled, a topic usable again, metadata working
 	//     again after failures, a topic whose metadata is not usable yet
@@ -515,7 +524,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Partitioner = DefaultPartitioner()
 	}
 	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
+		c.Logger = logging.Default()
 	}
 	if c.BufferPool == nil {
 		pool, err := bufferpool.New(bufferpool.Options{

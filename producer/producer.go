@@ -14,6 +14,7 @@ import (
 	"github.com/samsa-go/samsa/bufferpool"
 	"github.com/samsa-go/samsa/compression"
 	"github.com/samsa-go/samsa/internal/conn"
+	"github.com/samsa-go/samsa/internal/logging"
 	"github.com/samsa-go/samsa/internal/recordbatch"
 	"github.com/samsa-go/samsa/metadata"
 )
@@ -67,6 +68,14 @@ type Producer struct {
 	ioDone    chan struct{}
 	ioGoid    atomic.Uint64 // the IO goroutine's id (see ownGoroutine)
 	completer *completer
+
+	// logRepeat rates the Warn of failures that last (dials,
+	// InitProducerId, CreateTopics): once per key and minute.
+	logRepeat logging.Repeat
+
+	// connCfg is the connection config of every broker connection, for
+	// Ping (the IO goroutine and the metadata client have their own).
+	connCfg conn.Config
 
 	txn     *txnManager // nil without Config.TransactionalID (transaction.go)
 	txnSink *sink       // the IO goroutine, for the transaction methods' requests to it
@@ -130,6 +139,7 @@ func New(cfg Config) (*Producer, error) {
 			p.stats.throttled.Add(int64(d)) // the connection logs it
 		},
 	}
+	p.connCfg = connCfg
 	p.meta, err = metadata.New(metadata.Config{
 		Bootstrap:       cfg.Brokers,
 		ClientID:        connCfg.ClientID,
@@ -390,14 +400,10 @@ func (p *Producer) recoverCallback(c *completion) {
 }
 
 // logPanic logs a recovered callback panic at Error, with its stack, to
-// Config.Logger, or to slog.Default when that one would drop it (no Logger
-// set): a swallowed panic must not go unseen.
+// Config.Logger (by default slog's default logger): a swallowed panic must
+// not go unseen.
 func (p *Producer) logPanic(v any, args ...any) {
-	l := p.log
-	if !l.Enabled(context.Background(), slog.LevelError) {
-		l = slog.Default()
-	}
-	l.Error("producer: a record's callback panicked; the panic was recovered",
+	p.log.Error("producer: a record's callback panicked; the panic was recovered",
 		append([]any{"panic", fmt.Sprint(v), "stack", string(debug.Stack())}, args...)...)
 }
 

@@ -6,7 +6,6 @@ package producer
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"runtime/debug"
 	"time"
 )
@@ -114,11 +113,7 @@ func (s *sink) closeContext() context.Context {
 // A panic goes on after shutdown (and crashes the program, as any
 // unrecovered panic).
 func (s *sink) unwinding() {
-	l := s.p.log
-	if !l.Enabled(context.Background(), slog.LevelError) {
-		l = slog.Default()
-	}
-	l.Error("producer: the IO goroutine stopped without Close (a panic or runtime.Goexit on it, in user code such as a hook, partitioner, OnDataLoss, BufferPool or Logger); buffered records fail with ErrClosed",
+	s.p.log.Error("producer: the IO goroutine stopped without Close (a panic or runtime.Goexit on it, in user code such as a hook, partitioner, OnDataLoss, BufferPool or Logger); buffered records fail with ErrClosed",
 		"stack", string(debug.Stack()))
 	s.p.closed.Store(true)
 	s.p.stopWaits()

@@ -20,6 +20,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-go/samsa/internal/logging"
 	"github.com/samsa-go/samsa/kerr"
 	"github.com/samsa-go/samsa/sasl"
 )
@@ -84,8 +85,11 @@ type Config struct {
 	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	// Logger receives connection events: a connection's first throttle at
-	// Info and later ones at Debug, breaks at Warn, dials at Debug; nothing
-	// per request above Debug. Default: discard.
+	// Info and later ones at Debug, breaks at Warn (a broker's first break
+	// in the process, then at most once per logging.RepeatEvery, at Debug
+	// in between: its producer and metadata connections, which break
+	// together, log once), dials at Debug; nothing per request above
+	// Debug. Default: discard.
 	Logger *slog.Logger
 
 	// OnThrottle, if set, is called from the reader goroutine each time a
@@ -455,9 +459,14 @@ func (c *Conn) fail(err error) {
 	c.mu.Unlock()
 	_ = c.nc.Close()
 	if !errors.Is(err, ErrClosed) {
-		c.cfg.Logger.Warn("broker connection broken", "addr", c.addr, "err", err)
+		level := breaks.Level(c.addr, time.Now())
+		c.cfg.Logger.Log(context.Background(), level, "broker connection broken", "addr", c.addr, "err", err)
 	}
 }
+
+// breaks rates the Warn of broken connections per broker address, for
+// every connection of the process (see Config.Logger).
+var breaks logging.Repeat
 
 // brokenErr returns the error to report for an I/O error: the error that
 // already broke the connection if any (so Close reports ErrClosed, not "use
