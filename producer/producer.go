@@ -671,8 +671,10 @@ func (p *Producer) whenIdle() <-chan struct{} {
 // closed, and the producer's goroutines exit before Close returns. Send
 // after Close fails with ErrClosed. When ctx ends, Close stops waiting
 // (for Flush, and for the callbacks): every record still buffered fails
-// with ErrClosed and Close returns ctx.Err(), after the outcomes already
-// decided are delivered, as long as callbacks keep returning. A callback
+// with ErrClosed and Close returns an error wrapping ctx.Err() that says
+// how many ("producer: close: ctx ended with 3 records still buffered;
+// they failed with ErrClosed: context deadline exceeded"), after the
+// outcomes already decided are delivered, as long as callbacks keep returning. A callback
 // that blocks (none returned for 100 ms after ctx ended) is not waited for:
 // the completion goroutine delivers the outcomes queued behind it once it
 // returns, and then exits, after Close has returned. Close is safe to call
@@ -725,9 +727,23 @@ func (p *Producer) Close(ctx context.Context) error {
 		if err := p.meta.Close(); err != nil && flushErr == nil {
 			flushErr = err
 		}
+		if cerr := ctx.Err(); cerr != nil && errors.Is(flushErr, cerr) {
+			flushErr = closeCtxErr(p.txnSink.closedFailed, cerr)
+		}
 		p.closeErr = flushErr
 	})
 	return p.closeErr
+}
+
+// closeCtxErr is Close's error when its ctx ended before everything was
+// delivered: how many records the shutdown failed with ErrClosed, wrapping
+// ctx's error.
+func closeCtxErr(n int64, ctxErr error) error {
+	records := "records"
+	if n == 1 {
+		records = "record"
+	}
+	return fmt.Errorf("producer: close: ctx ended with %d %s still buffered; they failed with ErrClosed: %w", n, records, ctxErr)
 }
 
 // ownGoroutine names the producer's goroutine the caller runs on, or

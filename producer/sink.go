@@ -70,6 +70,11 @@ type sink struct {
 	now     time.Time
 
 	dialing sync.WaitGroup // dial goroutines; Close waits for them
+
+	// closedFailed counts the records the shutdown failed with ErrClosed
+	// (sink.fail, failBuffered): Close's error says how many when its ctx
+	// ended first. Read by Close once the IO goroutine has exited.
+	closedFailed int64
 	debug   bool           // the logger takes Debug records: per-batch logs are built only then
 
 	// Idempotence (nil state when disabled).

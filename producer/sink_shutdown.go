@@ -126,6 +126,7 @@ func (s *sink) failBuffered() {
 	s.p.topics.Range(func(k, v any) bool {
 		ts := v.(*topicState)
 		ts.acc.FailParked(func(c completion) {
+			s.closedFailed++
 			s.p.completer.push(outcome{single: &c, md: RecordMetadata{Topic: ts.acc.Name, Partition: -1, Offset: -1}, err: closedErr})
 		})
 		for _, ap := range ts.acc.KnownPartitions() {
@@ -136,6 +137,7 @@ func (s *sink) failBuffered() {
 			ip.retry = nil
 			all = ap.TakeAll(all[:0])
 			for _, b := range all {
+				s.closedFailed += int64(b.NumRecords())
 				s.p.completer.push(outcome{batch: b, baseOffset: -1, appendTime: -1, err: closedErr})
 			}
 		}
