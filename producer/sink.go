@@ -75,7 +75,7 @@ type sink struct {
 	// (sink.fail, failBuffered): Close's error says how many when its ctx
 	// ended first. Read by Close once the IO goroutine has exited.
 	closedFailed int64
-	debug   bool           // the logger takes Debug records: per-batch logs are built only then
+	debug        bool // the logger takes Debug records: per-batch logs are built only then
 
 	// Idempotence (nil state when disabled).
 	idem *idempotence
