@@ -208,3 +208,47 @@ func TestPlaintextClientOnTLSListenerFailsFast(t *testing.T) {
 func TestTLSClientOnPlaintextListenerFailsFast(t *testing.T) {
 	testMismatchFailsFast(t, true, "does not speak TLS", "security.protocol=PLAINTEXT or SASL_PLAINTEXT")
 }
+
+// TestUnreachableClusterFailsWithTheCause: records for a cluster that
+// cannot be reached wait for MaxBlock or DeliveryTimeout, as in Java (a
+// refused connection may be a broker restarting), and then fail with the
+// cause, naming the broker: never "the broker disconnected before
+// responding" for a dial that was refused.
+func TestUnreachableClusterFailsWithTheCause(t *testing.T) {
+	cases := []struct {
+		name  string
+		known bool // the topic was known and its leader stops; else nothing ever listened
+		want  string
+	}{
+		{"never reached", false, "not present in metadata after 300ms"},
+		{"leader stopped", true, "expired after 500ms"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := refusedAddr(t)
+			var c *testbroker.Cluster
+			if tc.known {
+				c = newCluster(t, testbroker.Config{Brokers: 1})
+				require.NoError(t, c.CreateTopic("events", 1))
+				addr = c.Addrs()[0]
+			}
+			p, err := New(Config{Brokers: []string{addr}, Logger: slog.New(slog.DiscardHandler),
+				RetryBackoff: 10 * time.Millisecond, RetryBackoffMax: 50 * time.Millisecond,
+				MaxBlock: 300 * time.Millisecond, RequestTimeout: 200 * time.Millisecond, DeliveryTimeout: 500 * time.Millisecond})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = p.Close(context.Background()) })
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if tc.known {
+				_, err := p.Send(ctx, &Record{Topic: "events", Value: []byte("before")}).Wait(ctx)
+				require.NoError(t, err)
+				require.NoError(t, c.StopBroker(0))
+			}
+			_, err = p.Send(ctx, &Record{Topic: "events", Value: []byte("x")}).Wait(ctx)
+			require.ErrorIs(t, err, ErrDeliveryTimeout)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Contains(t, err.Error(), "cannot connect to broker "+addr+": connection refused (nothing is listening there)")
+			assert.NotContains(t, err.Error(), "disconnected before responding")
+		})
+	}
+}
