@@ -356,11 +356,11 @@ type Config struct {
 	//     acknowledged records gone from the log (see OnDataLoss), Close
 	//     leaving a blocked callback, Java properties ignored, a pool
 	//     buffer leaked;
-	//   - Info: a connection's first KIP-219 throttle, a topic created or
-	//     its creation throttled, a topic usable again, metadata working
-	//     again after failures, a topic whose metadata is not usable yet
-	//     (its 1st, 10th, 20th... attempt), an epoch bump and the sequence
-	//     error that caused it;
+	//   - Info: a broker reachable again, a connection's first KIP-219
+	//     throttle, a topic created or its creation throttled, a topic
+	//     usable again, metadata working again after failures, a topic
+	//     whose metadata is not usable yet (its 1st, 10th, 20th...
+	//     attempt), an epoch bump and the sequence error that caused it;
 	//   - Debug: everything per batch or request (sent, acked, retried),
 	//     later throttles, dials.
 	Logger *slog.Logger
