@@ -73,12 +73,7 @@ func TestRealKafkaAutoCreatePartitionsWithBrokerAutoCreate(t *testing.T) {
 			require.Equal(t, tc.want, c.partitionCount(t, topic), "partitions of %s", topic)
 			got := consumeAll(t, c.addrs, topic, tc.want, n)
 			checkDelivered(t, recs, mds, got, tc.want, compression.None)
-			var warnings []string
-			for line := range strings.Lines(logs.String()) {
-				if strings.Contains(line, askedPartitionsWarning) {
-					warnings = append(warnings, line)
-				}
-			}
+			warnings := logs.LinesWith(askedPartitionsWarning)
 			require.Len(t, warnings, tc.warnings, "%s", logs.String())
 			for _, w := range warnings {
 				require.Contains(t, w, "topic="+topic)

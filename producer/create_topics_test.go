@@ -202,12 +202,7 @@ func TestExistingTopicWithOtherPartitionCountWarnsOnce(t *testing.T) {
 			require.Len(t, parts, int(tc.existing), "partitions the records went to")
 			require.Len(t, clusterTopic(t, c, topic).Partitions, int(tc.existing))
 
-			var warnings []string
-			for line := range strings.Lines(logs.String()) {
-				if strings.Contains(line, "level=WARN") {
-					warnings = append(warnings, line)
-				}
-			}
+			warnings := logs.LinesWith("level=WARN")
 			require.Len(t, warnings, tc.warnings, "warnings:\n%s", strings.Join(warnings, ""))
 			for _, w := range warnings {
 				require.Contains(t, w, "topic="+topic)
