@@ -155,7 +155,10 @@ func New(cfg Config) (*Producer, error) {
 		RetryBackoffMax: cfg.RetryBackoffMax,
 		Logger:          cfg.Logger,
 
-		AllowAutoTopicCreation: !cfg.DisableAutoTopicCreation,
+		// A producer that creates its topics itself (AutoCreateTopics)
+		// never lets a Metadata request create them first: a broker
+		// would use its num.partitions, not AutoCreatePartitions.
+		AllowAutoTopicCreation: !cfg.DisableAutoTopicCreation && !cfg.AutoCreateTopics,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
