@@ -3,7 +3,7 @@ module github.com/samsa-go/samsa/observe/samsaotel
 go 1.26.0
 
 require (
-	github.com/samsa-go/samsa v0.0.0
+	github.com/samsa-go/samsa v0.1.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0
@@ -26,5 +26,3 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.3.8 // indirect
 )
-
-replace github.com/samsa-go/samsa => ../..

@@ -5,7 +5,7 @@ go 1.26.0
 require (
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/config v1.33.18
-	github.com/samsa-go/samsa v0.0.0
+	github.com/samsa-go/samsa v0.1.0
 	github.com/stretchr/testify v1.12.1
 )
 
@@ -30,5 +30,3 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/text v0.3.8 // indirect
 )
-
-replace github.com/samsa-go/samsa => ../..
