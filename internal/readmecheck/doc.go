@@ -1,5 +1,6 @@
-// Package readmecheck holds the tests that keep README.md's Go code
-// compiling: every ```go block of the README is either a complete file
+// Package readmecheck holds the tests that keep the Go code of README.md
+// and docs/*.md compiling: every ```go block of those files is either a
+// complete file
 // (it starts with a package clause), which the test builds and vets
 // against this checkout in a module of its own, or a fragment marked
 // with the line <!-- compile: skip --> right before its fence. A block
