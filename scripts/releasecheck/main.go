@@ -17,7 +17,8 @@
 //
 // prints the Quick start program: the first ```go block of the README's
 // "## Quick start" section, which must be a complete package main (the
-// same block internal/readmecheck compiles).
+// same block internal/readmecheck compiles), after a //line directive
+// that keeps compiler errors at the README's lines.
 //
 // It lives in a module of its own, which nothing publishes and nothing
 // imports, so that it reaches no user.
@@ -27,6 +28,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 )
 
 func main() {
@@ -80,10 +82,11 @@ func runQuickstart(args []string) error {
 	if err != nil {
 		return err
 	}
-	code, err := quickstart(string(readme))
+	code, line, err := quickstart(string(readme))
 	if err != nil {
 		return fmt.Errorf("%s: %w", args[0], err)
 	}
-	_, err = os.Stdout.WriteString(code)
+	// //line makes the compiler's positions those of the README.
+	_, err = fmt.Printf("//line %s:%d\n%s", filepath.Base(args[0]), line, code)
 	return err
 }

@@ -6,12 +6,14 @@ import (
 )
 
 // quickstart returns the first ```go block of the "## Quick start"
-// section of a README, which must be a complete package main.
-func quickstart(readme string) (string, error) {
-	_, section, ok := strings.Cut("\n"+readme, "\n## Quick start\n")
+// section of a README, which must be a complete package main, and the
+// README's line of the block's first line.
+func quickstart(readme string) (string, int, error) {
+	head, section, ok := strings.Cut("\n"+readme, "\n## Quick start\n")
 	if !ok {
-		return "", errors.New(`no "## Quick start" section`)
+		return "", 0, errors.New(`no "## Quick start" section`)
 	}
+	line := strings.Count(head, "\n") + 1 // the heading's line, 1-based
 	if end := strings.Index(section, "\n## "); end >= 0 {
 		section = section[:end]
 	}
@@ -19,21 +21,23 @@ func quickstart(readme string) (string, error) {
 		code strings.Builder
 		in   bool
 	)
-	for _, line := range strings.SplitAfter(section, "\n") {
-		trimmed := strings.TrimSpace(line)
+	start := 0
+	for _, text := range strings.SplitAfter(section, "\n") {
+		line++
+		trimmed := strings.TrimSpace(text)
 		switch {
 		case !in && trimmed == "```go":
-			in = true
+			in, start = true, line+1
 		case in && trimmed == "```":
 			if !isMain(code.String()) {
-				return "", errors.New("the Quick start's first Go block is not a complete package main")
+				return "", 0, errors.New("the Quick start's first Go block is not a complete package main")
 			}
-			return code.String(), nil
+			return code.String(), start, nil
 		case in:
-			code.WriteString(line)
+			code.WriteString(text)
 		}
 	}
-	return "", errors.New("the Quick start section has no closed ```go block")
+	return "", 0, errors.New("the Quick start section has no closed ```go block")
 }
 
 // isMain reports whether code's package clause, after any comments, is

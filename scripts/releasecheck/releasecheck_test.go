@@ -129,17 +129,19 @@ func TestWriteZipLayout(t *testing.T) {
 func TestQuickstart(t *testing.T) {
 	const prog = "package main\n\nfunc main() {}\n"
 	cases := []struct {
-		name, readme, want, err string
+		name, readme, want string
+		line               int // of the block's first line
+		err                string
 	}{
-		{"first block of the section", "# x\n\n```go\npackage other\n```\n\n## Quick start\n\nText.\n\n```go\n" + prog + "```\n\n```go\npackage main\n```\n", prog, ""},
-		{"leading comment", "## Quick start\n\n```go\n// A program.\n" + prog + "```\n", "// A program.\n" + prog, ""},
-		{"no section", "# x\n\n```go\n" + prog + "```\n", "", "no \"## Quick start\" section"},
-		{"fragment", "## Quick start\n\n```go\np.Send(ctx, r)\n```\n", "", "not a complete package main"},
-		{"block in the next section", "## Quick start\n\nnone\n\n## Next\n\n```go\n" + prog + "```\n", "", "no closed"},
+		{"first block of the section", "# x\n\n```go\npackage other\n```\n\n## Quick start\n\nText.\n\n```go\n" + prog + "```\n\n```go\npackage main\n```\n", prog, 12, ""},
+		{"leading comment", "## Quick start\n\n```go\n// A program.\n" + prog + "```\n", "// A program.\n" + prog, 4, ""},
+		{"no section", "# x\n\n```go\n" + prog + "```\n", "", 0, "no \"## Quick start\" section"},
+		{"fragment", "## Quick start\n\n```go\np.Send(ctx, r)\n```\n", "", 0, "not a complete package main"},
+		{"block in the next section", "## Quick start\n\nnone\n\n## Next\n\n```go\n" + prog + "```\n", "", 0, "no closed"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := quickstart(tc.readme)
+			got, line, err := quickstart(tc.readme)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("error %v, want one containing %q", err, tc.err)
@@ -149,8 +151,8 @@ func TestQuickstart(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got != tc.want {
-				t.Errorf("got %q, want %q", got, tc.want)
+			if got != tc.want || line != tc.line {
+				t.Errorf("got %q at line %d, want %q at line %d", got, line, tc.want, tc.line)
 			}
 		})
 	}
