@@ -2,6 +2,9 @@ module github.com/samsa-go/samsa/observe/samsaotel
 
 go 1.26.0
 
+// A published module: github.com/samsa-go/samsa is required at a released
+// version and never replaced (a user's build ignores replace directives);
+// in this repository go.work builds it against the checkout. RELEASING.md.
 require (
 	github.com/samsa-go/samsa v0.1.0
 	go.opentelemetry.io/otel v1.47.0

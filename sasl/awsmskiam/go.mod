@@ -2,6 +2,9 @@ module github.com/samsa-go/samsa/sasl/awsmskiam
 
 go 1.26.0
 
+// A published module: github.com/samsa-go/samsa is required at a released
+// version and never replaced (a user's build ignores replace directives);
+// in this repository go.work builds it against the checkout. RELEASING.md.
 require (
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/config v1.33.18
