@@ -122,10 +122,16 @@ func New(cfg Config) (*Producer, error) {
 	connCfg := conn.Config{
 		ClientID:       cfg.ClientID,
 		DialTimeout:    cfg.DialTimeout,
+		DialTimeoutMax: cfg.DialTimeoutMax,
+		Setups:         &conn.SetupTimeouts{}, // Produce and coordinator connections; metadata keeps its own
+		Dialer:         cfg.Dialer,
 		RequestTimeout: cfg.RequestTimeout,
 		Logger:         cfg.Logger,
 		TLS:            cfg.TLS,
 		SASL:           cfg.SASL,
+
+		SendBufferBytes:    cfg.SendBufferBytes,
+		ReceiveBufferBytes: cfg.ReceiveBufferBytes,
 		OnThrottle: func(addr string, d time.Duration) {
 			p.stats.throttled.Add(int64(d)) // the connection logs it
 		},
@@ -134,6 +140,8 @@ func New(cfg Config) (*Producer, error) {
 		Bootstrap:       cfg.Brokers,
 		ClientID:        connCfg.ClientID,
 		DialTimeout:     connCfg.DialTimeout,
+		DialTimeoutMax:  connCfg.DialTimeoutMax,
+		Dialer:          connCfg.Dialer,
 		RequestTimeout:  connCfg.RequestTimeout,
 		TLS:             connCfg.TLS,
 		SASL:            connCfg.SASL,
@@ -145,7 +153,10 @@ func New(cfg Config) (*Producer, error) {
 		RetryBackoffMax: cfg.RetryBackoffMax,
 		Logger:          cfg.Logger,
 
-		AllowAutoTopicCreation: !cfg.DisableAutoTopicCreation,
+		AllowAutoTopicCreation:    !cfg.DisableAutoTopicCreation,
+		ResolveCanonicalBootstrap: cfg.ClientDNSLookup == DNSResolveCanonicalBootstrapServersOnly,
+		SendBufferBytes:           cfg.SendBufferBytes,
+		ReceiveBufferBytes:        cfg.ReceiveBufferBytes,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)

@@ -45,6 +45,10 @@ func TestConfigFromProperties(t *testing.T) {
 				"metadata.max.idle.ms":                     "120000",
 				"enable.idempotence":                       "true",
 				"socket.connection.setup.timeout.ms":       "3000",
+				"socket.connection.setup.timeout.max.ms":   "20000",
+				"client.dns.lookup":                        "resolve_canonical_bootstrap_servers_only",
+				"send.buffer.bytes":                        "131072",
+				"receive.buffer.bytes":                     "-1",
 				"key.serializer":                           "org.apache.kafka.common.serialization.StringSerializer",
 				"value.serializer":                         "org.apache.kafka.common.serialization.ByteArraySerializer",
 				"retries":                                  "2147483647",
@@ -69,6 +73,14 @@ func TestConfigFromProperties(t *testing.T) {
 				MetadataMaxAge:   time.Minute,
 				MetadataMaxIdle:  2 * time.Minute,
 				DialTimeout:      3 * time.Second,
+				DialTimeoutMax:   20 * time.Second,
+				ClientDNSLookup:  DNSResolveCanonicalBootstrapServersOnly,
+				SendBufferBytes:  131072,
+				// Java's -1: the OS's size, as 0 is.
+				ReceiveBufferBytes: -1,
+				// Java classes: Go code serializes. retries=MAX_INT is
+				// what samsa does, so it is not reported.
+				ignoredProps: []string{"key.serializer", "value.serializer"},
 			},
 		},
 		{
@@ -106,6 +118,7 @@ func TestConfigFromProperties(t *testing.T) {
 				MaxInFlight:        10,
 				MetadataMaxAge:     30 * time.Second,
 				DisableIdempotence: true, // acks=1 without enable.idempotence, as Java does
+				ignoredProps:       []string{"batch.num.messages", "message.send.max.retries", "queue.buffering.max.messages"},
 			},
 		},
 		{
@@ -227,6 +240,11 @@ func TestConfigFromPropertiesErrors(t *testing.T) {
 		{"adaptive off", map[string]string{"partitioner.adaptive.partitioning.enable": "false"}, []string{"always adaptive"}},
 		{"bad protocol", map[string]string{"security.protocol": "SSH"}, []string{`security.protocol: "SSH" is not PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL`}},
 		{"ignored keys still parse", map[string]string{"retries": "many"}, []string{"retries"}},
+		{"unknown DNS lookup", map[string]string{"client.dns.lookup": "default"}, []string{`client.dns.lookup: "default" is not use_all_dns_ips or resolve_canonical_bootstrap_servers_only`}},
+		{"DNS lookup is case-sensitive, as Java's", map[string]string{"client.dns.lookup": "USE_ALL_DNS_IPS"}, []string{"client.dns.lookup: "}},
+		{"zero send buffer", map[string]string{"send.buffer.bytes": "0"}, []string{"send.buffer.bytes: 0 is not a buffer size"}},
+		{"receive buffer below -1", map[string]string{"receive.buffer.bytes": "-2"}, []string{`receive.buffer.bytes: "-2" is not an integer in [-1, 2147483647]`}},
+		{"zero setup timeout max", map[string]string{"socket.connection.setup.timeout.max.ms": "0"}, []string{"socket.connection.setup.timeout.max.ms: must be positive"}},
 		{
 			"unknown keys first, then bad values",
 			map[string]string{"nope": "1", "acks": "x", "linger.ms": "y"},
@@ -326,12 +344,23 @@ func TestConfigFromPropertiesJavaKeys(t *testing.T) {
 		"client.dns.lookup":        "use_all_dns_ips",
 		"metrics.recording.level":  "INFO",
 		"interceptor.classes":      "",
+		"key.serializer":           "org.apache.kafka.common.serialization.StringSerializer",
+		"retries":                  "3",
+		"ssl.truststore.password":  "changeit",
+		"session.timeout.ms":       "45000",
 	}
 	cfg, err := ConfigFromProperties(props)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"k1:9092"}, cfg.Brokers)
-	assert.ElementsMatch(t, []string{"connections.max.idle.ms", "reconnect.backoff.ms", "reconnect.backoff.max.ms",
-		"send.buffer.bytes", "receive.buffer.bytes", "metrics.recording.level"}, cfg.ignoredProps)
+	assert.Equal(t, 131072, cfg.SendBufferBytes)
+	assert.Equal(t, 32768, cfg.ReceiveBufferBytes)
+	assert.Equal(t, DNSUseAllIPs, cfg.ClientDNSLookup)
+	want := []string{"connections.max.idle.ms", "key.serializer", "metrics.recording.level", "reconnect.backoff.max.ms",
+		"reconnect.backoff.ms", "retries", "session.timeout.ms", "ssl.truststore.password"}
+	assert.Equal(t, want, cfg.IgnoredProperties(), "sorted")
+	cfg.IgnoredProperties()[0] = "changed"
+	assert.Equal(t, want, cfg.IgnoredProperties(), "the slice is the caller's")
+	assert.Empty(t, Config{}.IgnoredProperties())
 
 	var logs strings.Builder
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -343,7 +372,8 @@ func TestConfigFromPropertiesJavaKeys(t *testing.T) {
 	out := logs.String()
 	assert.Equal(t, 1, strings.Count(out, "are ignored"), "logged once: %s", out)
 	assert.Contains(t, out, "level=WARN")
-	assert.Contains(t, out, "connections.max.idle.ms, metrics.recording.level, receive.buffer.bytes")
+	assert.Contains(t, out, "connections.max.idle.ms, key.serializer, metrics.recording.level, reconnect.backoff.max.ms")
+	assert.NotContains(t, out, "changeit", "the value of a secret key is never logged")
 
 	cases := []struct {
 		name  string

@@ -98,8 +98,9 @@ type Config struct {
 
 	// SendBufferBytes and ReceiveBufferBytes, when positive, set the
 	// socket's SO_SNDBUF and SO_RCVBUF right after the Dialer returns
-	// (send.buffer.bytes, receive.buffer.bytes), also under a *tls.Conn
-	// it returns; a connection without such buffers is left as it is.
+	// (send.buffer.bytes, receive.buffer.bytes), also under a connection
+	// with a NetConn method (a *tls.Conn); a connection without such
+	// buffers is left as it is.
 	// Default 0: the operating system's (with Linux's autotuning).
 	SendBufferBytes, ReceiveBufferBytes int
 

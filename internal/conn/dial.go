@@ -9,7 +9,6 @@ package conn
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"net"
 	"net/netip"
@@ -154,21 +153,30 @@ func (s *SetupTimeouts) done(addr string, ok bool) {
 	s.failures[addr]++
 }
 
+// socketBuffers is a connection whose socket buffers can be sized: a
+// *net.TCPConn.
+type socketBuffers interface {
+	SetReadBuffer(int) error
+	SetWriteBuffer(int) error
+}
+
 // setBuffers sets the socket's send and receive buffers (SO_SNDBUF,
-// SO_RCVBUF) to cfg's positive sizes, on nc or, for a *tls.Conn a Dialer
-// returned, on the connection under it. A connection that has no such
-// buffers (a Dialer's own type) is left as it is.
+// SO_RCVBUF) to cfg's positive sizes, on nc or on the connection under it:
+// a *tls.Conn, or a Dialer's own wrapper with the same NetConn method,
+// is unwrapped. A connection without such buffers is left as it is.
 func setBuffers(nc net.Conn, cfg *Config) error {
 	if cfg.SendBufferBytes <= 0 && cfg.ReceiveBufferBytes <= 0 {
 		return nil
 	}
-	if t, ok := nc.(*tls.Conn); ok {
-		nc = t.NetConn()
+	sock, ok := nc.(socketBuffers)
+	for depth := 0; !ok && depth < 8; depth++ {
+		w, unwraps := nc.(interface{ NetConn() net.Conn })
+		if !unwraps {
+			return nil
+		}
+		nc = w.NetConn()
+		sock, ok = nc.(socketBuffers)
 	}
-	sock, ok := nc.(interface {
-		SetReadBuffer(int) error
-		SetWriteBuffer(int) error
-	})
 	if !ok {
 		return nil
 	}

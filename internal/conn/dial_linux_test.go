@@ -29,7 +29,7 @@ func sockBuf(t *testing.T, c *net.TCPConn, opt int) int {
 // send.buffer.bytes and receive.buffer.bytes reach the socket (Linux
 // reports twice the size set, its bookkeeping included); 0 leaves the
 // operating system's default; a *tls.Conn from the Dialer gets them on the
-// socket under it.
+// socket under it (NetConn), a wrapper that hides its socket does not.
 func TestSocketBuffersApplied(t *testing.T) {
 	b := newFakeBroker(t, metadataEcho)
 	fresh := func() *net.TCPConn {
@@ -46,20 +46,24 @@ func TestSocketBuffersApplied(t *testing.T) {
 	cases := []struct {
 		name             string
 		snd, rcv         int
-		tls              bool
+		wrap             string
 		wantSnd, wantRcv int
 	}{
-		{"both set", 65536, 49152, false, 2 * 65536, 2 * 49152},
-		{"send only", 40960, 0, false, 2 * 40960, defRcv},
-		{"OS default", 0, -1, false, defSnd, defRcv},
-		{"under TLS", 32768, 36864, true, 2 * 32768, 2 * 36864},
+		{"both set", 65536, 49152, "", 2 * 65536, 2 * 49152},
+		{"send only", 40960, 0, "", 2 * 40960, defRcv},
+		{"OS default", 0, -1, "", defSnd, defRcv},
+		{"under TLS", 32768, 36864, "tls", 2 * 32768, 2 * 36864},
+		{"a wrapper without NetConn is left as it is", 32768, 36864, "opaque", defSnd, defRcv},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			tcp := fresh()
 			var nc net.Conn = tcp
-			if tc.tls {
+			switch tc.wrap {
+			case "tls":
 				nc = tls.Client(tcp, &tls.Config{ServerName: "x"})
+			case "opaque":
+				nc = struct{ net.Conn }{tcp}
 			}
 			if err := setBuffers(nc, &Config{SendBufferBytes: tc.snd, ReceiveBufferBytes: tc.rcv}); err != nil {
 				t.Fatal(err)
