@@ -756,6 +756,14 @@ func (p *Producer) ownGoroutine() string {
 }
 
 // Stats is a snapshot of the producer's state, for progress reports.
+//
+// Deprecated: use Producer.Metrics, whose ProducerMetrics carries every
+// value of Stats: Buffered is BufferedRecords, BufferUsed is
+// BufferTotalBytes - BufferAvailableBytes, BufferSize is BufferTotalBytes,
+// InFlight is RequestsInFlight, Batches, BatchBytes and UncompressedBytes
+// are BatchAckTotal, BatchAckBytesTotal and
+// BatchAckUncompressedBytesTotal, Retries is BatchRetryTotal, Throttled is
+// ThrottleTimeTotal.
 type Stats struct {
 	// Buffered is the number of records accepted and not yet completed.
 	Buffered int64
@@ -781,6 +789,9 @@ type counters struct {
 
 // Stats returns a snapshot of the producer's counters. It is cheap and safe
 // to call from any goroutine, for example for a progress bar.
+//
+// Deprecated: use Metrics, which carries every value of Stats (see Stats
+// for the names) with the rest of the producer's metrics.
 func (p *Producer) Stats() Stats {
 	return Stats{
 		Buffered:          p.pending[0].Load() + p.pending[1].Load(),
