@@ -458,8 +458,9 @@ type Config struct {
 	// SASL, if not nil, authenticates every broker connection with this
 	// mechanism (package sasl: Plain, ScramSHA256, ScramSHA512,
 	// OAuthBearer, or your own), and re-authenticates before the broker's
-	// session ends (KIP-368). Use it with TLS. Default nil: no SASL. It
-	// never prints its secrets, so %v of a Config is safe to log.
+	// session ends (KIP-368). Use it with TLS. Default nil: no SASL. A
+	// Config prints it by its mechanism's name only, and TLS as enabled or
+	// disabled (see Config.String), so %v of a Config is safe to log.
 	SASL sasl.Mechanism
 
 	// ignoredProps are the properties ConfigFromProperties accepted without
