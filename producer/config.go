@@ -297,25 +297,40 @@ type Config struct {
 	// default) creates a missing topic with its num.partitions and
 	// default.replication.factor. A broker that does not auto-create
 	// answers UNKNOWN_TOPIC_OR_PARTITION either way; see AutoCreateTopics
-	// for that case.
+	// for that case. With AutoCreateTopics set, Metadata requests never
+	// allow auto-creation, whatever this field says.
 	DisableAutoTopicCreation bool
 
 	// AutoCreateTopics makes the producer create a topic that does not
-	// exist itself, with CreateTopics, for brokers that do not auto-create
-	// topics (auto.create.topics.enable=false); see AutoCreatePartitions
-	// and AutoCreateReplicationFactor. Default false: records for an
-	// unknown topic wait up to MaxBlock for it to appear, and then fail
-	// naming the topic.
+	// exist itself, with CreateTopics (AutoCreatePartitions partitions,
+	// AutoCreateReplicationFactor replicas), on every broker: those that
+	// auto-create topics (auto.create.topics.enable=true, Kafka's
+	// default) and those that do not. Its Metadata requests then never
+	// allow auto-creation (as if DisableAutoTopicCreation were set, even
+	// when the counts are the broker's defaults), so that a broker cannot
+	// create the topic with its own num.partitions before the
+	// CreateTopics request arrives. A failed creation is logged at Warn
+	// and retried with backoff; the records wait for the topic up to
+	// MaxBlock. Default false: records for an unknown topic wait up to
+	// MaxBlock for it to appear (created by the broker unless
+	// DisableAutoTopicCreation), and then fail naming the topic.
 	AutoCreateTopics bool
 
-	// AutoCreatePartitions is the partition count of auto-created topics.
-	// Default (0) or -1: the broker's num.partitions (needs Kafka 2.4+,
-	// CreateTopics v4; older brokers get 1).
+	// AutoCreatePartitions is the partition count of the topics that
+	// AutoCreateTopics creates. Default (0) or -1: the broker's
+	// num.partitions (needs Kafka 2.4+, CreateTopics v4; older brokers
+	// get 1). It applies only to a topic the producer creates: a topic
+	// that exists already keeps its partitions, and when their count
+	// differs from a positive AutoCreatePartitions the producer logs it
+	// once per topic at Warn (topic, partitions, asked) and produces to
+	// the partitions the topic has. Without AutoCreateTopics it is unused.
 	AutoCreatePartitions int32
 
-	// AutoCreateReplicationFactor is the replication factor of auto-created
-	// topics. Default (0) or -1: the broker's default.replication.factor
-	// (needs Kafka 2.4+; older brokers get 1).
+	// AutoCreateReplicationFactor is the replication factor of the topics
+	// that AutoCreateTopics creates. Default (0) or -1: the broker's
+	// default.replication.factor (needs Kafka 2.4+; older brokers get
+	// 1). Like AutoCreatePartitions, it applies only to a topic the
+	// producer creates; without AutoCreateTopics it is unused.
 	AutoCreateReplicationFactor int16
 
 	// DialTimeout bounds connecting to a broker, including the TLS,

@@ -153,7 +153,10 @@ func New(cfg Config) (*Producer, error) {
 		RetryBackoffMax: cfg.RetryBackoffMax,
 		Logger:          cfg.Logger,
 
-		AllowAutoTopicCreation:    !cfg.DisableAutoTopicCreation,
+		// A producer that creates its topics itself (AutoCreateTopics)
+		// never lets a Metadata request create them first: a broker
+		// would use its num.partitions, not AutoCreatePartitions.
+		AllowAutoTopicCreation:    !cfg.DisableAutoTopicCreation && !cfg.AutoCreateTopics,
 		ResolveCanonicalBootstrap: cfg.ClientDNSLookup == DNSResolveCanonicalBootstrapServersOnly,
 		SendBufferBytes:           cfg.SendBufferBytes,
 		ReceiveBufferBytes:        cfg.ReceiveBufferBytes,

@@ -108,6 +108,7 @@ type ioTopic struct {
 	err      error     // last metadata error
 	creating bool      // CreateTopics in progress
 	createAt time.Time // next CreateTopics attempt
+	sized    bool      // its partition count was compared with AutoCreatePartitions (checkPartitionCount)
 	failing  failKind  // why Sends fail fast (accumulator.Topic.SetFailing), if they do
 	parkedAt time.Time // when it started parking, for HookTopicUnparked; zero while not parked
 }

@@ -20,7 +20,13 @@
 //
 //	go run ./examples/producer -brokers kafka1:9092,kafka2:9092 -topic bench -records 100000
 //
-// The topic is created with -partitions partitions if it does not exist.
+// The topic is created with -partitions partitions if it does not exist,
+// also on brokers that auto-create topics (auto.create.topics.enable, with
+// their own num.partitions): the producer's AutoCreateTopics keeps its
+// Metadata requests from creating the topic first. A topic that exists
+// keeps its partitions. After the run the example reads the topic's
+// partition count from the cluster's metadata: the summary's header shows
+// it, and a "warning" line says when it is not -partitions.
 // -keys 0 sends records without keys (the sticky partitioner spreads
 // them); -compression, -acks, -linger, -batch-size and -idempotent set the
 // producer's knobs; -json prints the summary as one JSON object on stdout,

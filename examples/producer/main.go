@@ -140,7 +140,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	}
 	brokers := fs.String("brokers", "", "comma-separated `host:port` list of a real Kafka cluster; empty starts an embedded one (3 brokers) and reads the records back")
 	fs.StringVar(&o.topic, "topic", "samsa-example", "topic to produce to")
-	fs.IntVar(&o.partitions, "partitions", 12, "partitions of the topic when the example creates it (always on the embedded cluster; on a real one only if it does not exist)")
+	fs.IntVar(&o.partitions, "partitions", 12, "partitions of the topic when the example creates it (always on the embedded cluster; on a real one only if it does not exist, also where the brokers auto-create topics); the summary shows the topic's real count and warns when it differs")
 	fs.Int64Var(&o.records, "records", 1_000_000, "number of records to produce")
 	fs.IntVar(&o.recordSize, "record-size", 100, fmt.Sprintf("value size in `bytes` (at least %d)", minRecordSize))
 	fs.IntVar(&o.keys, "keys", 10_000, "number of distinct keys, used in turn; 0 sends records without keys")

@@ -60,7 +60,7 @@ func produce(ctx context.Context, o options, progressOut io.Writer) (*summary, e
 		defer cluster.Close()
 		brokers = cluster.Addrs()
 		s.Cluster = fmt.Sprintf("embedded, %d brokers", len(brokers))
-		s.Partitions = o.partitions
+		s.Partitions = o.partitions // read again after the run
 	} else {
 		s.Cluster = fmt.Sprint(brokers)
 	}
@@ -115,6 +115,10 @@ func produce(ctx context.Context, o options, progressOut io.Writer) (*summary, e
 	closeErr := p.Close(closeCtx)
 	cancel()
 
+	s.PartitionsAsked = o.partitions
+	if ctx.Err() == nil {
+		checkPartitions(ctx, s, o, brokers)
+	}
 	s.fill(t, elapsed)
 	s.fillMetrics(&metrics.Producer)
 	switch {

@@ -15,14 +15,21 @@ import (
 // (-json). Durations in JSON are nanoseconds; sizes are in bytes, or in
 // MiB (2^20 bytes) where the name says so, as in the text.
 type summary struct {
-	Cluster     string `json:"cluster"`
-	Topic       string `json:"topic"`
-	Partitions  int    `json:"partitions,omitempty"` // embedded cluster only
-	Compression string `json:"compression"`
-	Acks        string `json:"acks"`
-	Idempotent  bool   `json:"idempotent"`
-	Keys        int    `json:"keys"`
-	RecordSize  int    `json:"record_size"`
+	Cluster string `json:"cluster"`
+	Topic   string `json:"topic"`
+	// Partitions is the topic's partition count as the cluster's metadata
+	// shows it after the run (on a real cluster, 0 when it could not be
+	// read: see Warnings); PartitionsAsked is -partitions, the count the
+	// example creates the topic with when it does not exist. They differ
+	// for a topic that existed before with another count, and Warnings
+	// then says so.
+	Partitions      int    `json:"partitions,omitempty"`
+	PartitionsAsked int    `json:"partitions_asked"`
+	Compression     string `json:"compression"`
+	Acks            string `json:"acks"`
+	Idempotent      bool   `json:"idempotent"`
+	Keys            int    `json:"keys"`
+	RecordSize      int    `json:"record_size"`
 	// Linger and BatchSize are the producer's effective settings: -linger
 	// (0: none) and -batch-size, capped by the producer's request size.
 	Linger    time.Duration `json:"linger_ns"`
@@ -94,6 +101,9 @@ type summary struct {
 	Interrupted     bool     `json:"interrupted,omitempty"`
 	FirstError      string   `json:"first_error,omitempty"`
 	Problems        []string `json:"problems,omitempty"`
+	// Warnings are what the run found that is not a failure: the topic's
+	// partition count differs from -partitions, or could not be read.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // latency holds quantiles of a latency histogram, in nanoseconds.
@@ -109,6 +119,8 @@ func latencyOf(h *histogram) latency {
 }
 
 func (s *summary) problem(msg string) { s.Problems = append(s.Problems, msg) }
+
+func (s *summary) warn(msg string) { s.Warnings = append(s.Warnings, msg) }
 
 // fill copies the tracker's counts into s.
 func (s *summary) fill(t *tracker, elapsed time.Duration) {
@@ -186,6 +198,9 @@ func (s *summary) writeText(w io.Writer) error {
 		where += fmt.Sprintf(", %d partitions", s.Partitions)
 	}
 	fmt.Fprintf(&b, "samsa producer: %d records to %q (%s)\n", s.Sent, s.Topic, where)
+	for _, w := range s.Warnings {
+		line("warning", "%s", w)
+	}
 	keys := "no keys"
 	if s.Keys > 0 {
 		keys = fmt.Sprintf("%d keys", s.Keys)
