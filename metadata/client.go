@@ -202,12 +202,12 @@ func (cfg *Config) connConfig() conn.Config {
 		Setups:         &conn.SetupTimeouts{},
 		Dialer:         cfg.Dialer,
 		Logger:         cfg.Logger,
-
-		SendBufferBytes:    cfg.SendBufferBytes,
-		ReceiveBufferBytes: cfg.ReceiveBufferBytes,
 		OnThrottle:     cfg.OnThrottle,
 		TLS:            cfg.TLS,
 		SASL:           cfg.SASL,
+
+		SendBufferBytes:    cfg.SendBufferBytes,
+		ReceiveBufferBytes: cfg.ReceiveBufferBytes,
 	}
 }
 
