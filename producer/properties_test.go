@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -444,4 +445,82 @@ func TestConfigFromPropertiesTransactions(t *testing.T) {
 	_, err = New(cfg)
 	require.ErrorIs(t, err, ErrInvalidConfig)
 	assert.Contains(t, err.Error(), "transactions require idempotence")
+}
+
+// Every key of the Java producer's ProducerConfig (Apache Kafka 4.x) is
+// either mapped to a setting or reported by IgnoredProperties: none is
+// unknown, none is dropped silently. The table pins which.
+func TestEveryJavaProducerKeyMapsOrIsReported(t *testing.T) {
+	const (
+		maps    = false
+		ignored = true
+	)
+	keys := []struct {
+		key, value string
+		ignored    bool
+	}{
+		{"bootstrap.servers", "k:9092", maps}, {"client.dns.lookup", "use_all_dns_ips", maps},
+		{"buffer.memory", "33554432", maps}, {"retries", "2147483647", maps}, {"retries", "5", ignored},
+		{"acks", "all", maps}, {"compression.type", "zstd", maps}, {"compression.gzip.level", "5", maps},
+		{"compression.lz4.level", "9", maps}, {"compression.zstd.level", "3", maps}, {"batch.size", "16384", maps},
+		{"partitioner.adaptive.partitioning.enable", "true", maps}, {"partitioner.availability.timeout.ms", "0", ignored},
+		{"partitioner.ignore.keys", "false", maps}, {"linger.ms", "5", maps}, {"delivery.timeout.ms", "120000", maps},
+		{"client.id", "c", maps}, {"send.buffer.bytes", "131072", maps}, {"receive.buffer.bytes", "32768", maps},
+		{"max.request.size", "1048576", maps}, {"reconnect.backoff.ms", "50", ignored}, {"reconnect.backoff.max.ms", "1000", ignored},
+		{"retry.backoff.ms", "100", maps}, {"retry.backoff.max.ms", "1000", maps}, {"enable.metrics.push", "true", ignored},
+		{"max.block.ms", "60000", maps}, {"request.timeout.ms", "30000", maps}, {"metadata.max.age.ms", "300000", maps},
+		{"metadata.max.idle.ms", "300000", maps}, {"metrics.sample.window.ms", "30000", ignored}, {"metrics.num.samples", "2", ignored},
+		{"metrics.recording.level", "INFO", ignored}, {"metric.reporters", "", ignored}, {"auto.include.jmx.reporter", "true", ignored},
+		{"max.in.flight.requests.per.connection", "5", maps},
+		{"key.serializer", "org.apache.kafka.common.serialization.StringSerializer", ignored},
+		{"value.serializer", "org.apache.kafka.common.serialization.ByteArraySerializer", ignored},
+		{"socket.connection.setup.timeout.ms", "10000", maps}, {"socket.connection.setup.timeout.max.ms", "30000", maps},
+		{"connections.max.idle.ms", "540000", ignored}, {"partitioner.class", "", maps}, {"interceptor.classes", "", maps},
+		{"enable.idempotence", "true", maps}, {"transaction.timeout.ms", "60000", maps}, {"transactional.id", "tx", maps},
+		{"transaction.two.phase.commit.enable", "false", ignored}, {"metadata.recovery.strategy", "rebootstrap", ignored},
+		{"metadata.recovery.rebootstrap.trigger.ms", "300000", ignored},
+		{"security.protocol", "PLAINTEXT", maps}, {"security.providers", "", ignored},
+		{"ssl.protocol", "TLSv1.3", maps}, {"ssl.provider", "", ignored}, {"ssl.cipher.suites", "", ignored},
+		{"ssl.enabled.protocols", "TLSv1.3", maps}, {"ssl.keystore.type", "PEM", maps}, {"ssl.keystore.location", "k.pem", maps},
+		{"ssl.keystore.password", "x", ignored}, {"ssl.key.password", "x", maps}, {"ssl.keystore.key", "x", maps},
+		{"ssl.keystore.certificate.chain", "x", maps}, {"ssl.truststore.certificates", "x", maps}, {"ssl.truststore.type", "PEM", maps},
+		{"ssl.truststore.location", "t.pem", maps}, {"ssl.truststore.password", "x", ignored},
+		{"ssl.keymanager.algorithm", "SunX509", ignored}, {"ssl.trustmanager.algorithm", "PKIX", ignored},
+		{"ssl.endpoint.identification.algorithm", "https", maps}, {"ssl.secure.random.implementation", "", ignored},
+		{"ssl.engine.factory.class", "", ignored},
+		{"sasl.kerberos.service.name", "kafka", ignored}, {"sasl.kerberos.kinit.cmd", "/usr/bin/kinit", ignored},
+		{"sasl.kerberos.ticket.renew.window.factor", "0.8", ignored}, {"sasl.kerberos.ticket.renew.jitter", "0.05", ignored},
+		{"sasl.kerberos.min.time.before.relogin", "60000", ignored},
+		{"sasl.login.refresh.window.factor", "0.8", ignored}, {"sasl.login.refresh.window.jitter", "0.05", ignored},
+		{"sasl.login.refresh.min.period.seconds", "60", ignored}, {"sasl.login.refresh.buffer.seconds", "300", ignored},
+		{"sasl.mechanism", "PLAIN", maps}, {"sasl.jaas.config", "x", maps}, {"sasl.client.callback.handler.class", "", ignored},
+		{"sasl.login.callback.handler.class", "", ignored}, {"sasl.login.class", "", ignored},
+		{"sasl.login.connect.timeout.ms", "10000", ignored}, {"sasl.login.read.timeout.ms", "10000", ignored},
+		{"sasl.login.retry.backoff.max.ms", "10000", ignored}, {"sasl.login.retry.backoff.ms", "100", ignored},
+		{"sasl.oauthbearer.scope.claim.name", "scope", ignored}, {"sasl.oauthbearer.sub.claim.name", "sub", ignored},
+		{"sasl.oauthbearer.token.endpoint.url", "https://idp/token", ignored}, {"sasl.oauthbearer.jwks.endpoint.url", "", ignored},
+		{"sasl.oauthbearer.jwks.endpoint.refresh.ms", "3600000", ignored},
+		{"sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", "10000", ignored},
+		{"sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", "100", ignored}, {"sasl.oauthbearer.clock.skew.seconds", "30", ignored},
+		{"sasl.oauthbearer.expected.audience", "", ignored}, {"sasl.oauthbearer.expected.issuer", "", ignored},
+		{"sasl.oauthbearer.header.urlencode", "false", ignored}, {"sasl.oauthbearer.jwt.retriever.class", "", ignored},
+		{"sasl.oauthbearer.jwt.validator.class", "", ignored},
+		{"sasl.oauthbearer.client.credentials.client.id", "c", ignored},
+		{"sasl.oauthbearer.client.credentials.client.secret", "s", ignored}, {"sasl.oauthbearer.scope", "kafka", ignored},
+		{"sasl.oauthbearer.assertion.algorithm", "RS256", ignored}, {"sasl.oauthbearer.assertion.claim.aud", "", ignored},
+		{"sasl.oauthbearer.assertion.claim.exp.seconds", "300", ignored}, {"sasl.oauthbearer.assertion.claim.iss", "", ignored},
+		{"sasl.oauthbearer.assertion.claim.jti.include", "false", ignored},
+		{"sasl.oauthbearer.assertion.claim.nbf.seconds", "60", ignored}, {"sasl.oauthbearer.assertion.claim.sub", "", ignored},
+		{"sasl.oauthbearer.assertion.file", "", ignored}, {"sasl.oauthbearer.assertion.private.key.file", "", ignored},
+		{"sasl.oauthbearer.assertion.private.key.passphrase", "", ignored},
+		{"sasl.oauthbearer.assertion.template.file", "", ignored},
+	}
+	for _, k := range keys {
+		cfg, err := ConfigFromProperties(map[string]string{k.key: k.value})
+		if !assert.NoError(t, err, "%s=%s", k.key, k.value) {
+			continue
+		}
+		reported := slices.Contains(cfg.IgnoredProperties(), k.key)
+		assert.Equal(t, k.ignored, reported, "%s=%s reported as ignored: %v", k.key, k.value, reported)
+	}
 }
