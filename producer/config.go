@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
@@ -81,6 +82,21 @@ func (a Acks) String() string {
 	}
 }
 
+// DNSLookup is how broker host names are resolved: Config.ClientDNSLookup,
+// the Java client's client.dns.lookup, whose values it takes.
+type DNSLookup string
+
+const (
+	// DNSUseAllIPs resolves a host at each connection attempt and tries
+	// each of its addresses in turn until one connects: the default
+	// (use_all_dns_ips). The zero value means it too.
+	DNSUseAllIPs DNSLookup = "use_all_dns_ips"
+	// DNSResolveCanonicalBootstrapServersOnly replaces each bootstrap host
+	// with the canonical names of its addresses (reverse lookups), for
+	// Kerberos (resolve_canonical_bootstrap_servers_only).
+	DNSResolveCanonicalBootstrapServersOnly DNSLookup = "resolve_canonical_bootstrap_servers_only"
+)
+
 // Default values, the Java producer's (Kafka 4.x) unless stated.
 const (
 	defaultClientID        = "samsa"
@@ -97,6 +113,7 @@ const (
 	defaultMetadataMaxAge  = 5 * time.Minute
 	defaultMetadataMaxIdle = 5 * time.Minute
 	defaultDialTimeout     = 10 * time.Second // socket.connection.setup.timeout.ms
+	defaultDialTimeoutMax  = 30 * time.Second // socket.connection.setup.timeout.max.ms
 
 	// maxDefaultCompressionConcurrency caps the default of
 	// CompressionConcurrency (ours, no Java equivalent).
@@ -317,10 +334,66 @@ type Config struct {
 	// producer creates; without AutoCreateTopics it is unused.
 	AutoCreateReplicationFactor int16
 
-	// DialTimeout bounds connecting to a broker, including the ApiVersions
-	// handshake (socket.connection.setup.timeout.ms). 0 means the
-	// default, 10s; a negative value (NoWait included) is an error.
+	// DialTimeout bounds connecting to a broker, including the TLS,
+	// ApiVersions and SASL handshakes (socket.connection.setup.timeout.ms),
+	// on a first attempt and after a success. 0 means the default, 10s; a
+	// negative value (NoWait included) is an error.
 	DialTimeout time.Duration
+
+	// DialTimeoutMax caps the setup timeout of a broker whose connection
+	// attempts keep failing (socket.connection.setup.timeout.max.ms): as in
+	// the Java client, each consecutive failed attempt to an address
+	// doubles DialTimeout for the next one, with ±20% jitter, up to
+	// DialTimeoutMax, and a success starts again from DialTimeout. 0 means
+	// the default, 30s, or DialTimeout if that is larger; set below
+	// DialTimeout, it lowers DialTimeout to itself (Java's rule too). A
+	// negative value (NoWait included) is an error.
+	DialTimeoutMax time.Duration
+
+	// Dialer opens the network connection of every connection the
+	// producer makes (bootstrap and metadata, Produce, the transaction
+	// and group coordinators, CreateTopics): for a proxy, a tunnel or your
+	// own name resolution. It gets network "tcp" and the address as given
+	// ("host:port", from Brokers or from metadata), resolved by nothing
+	// before it, unless ClientDNSLookup is
+	// DNSResolveCanonicalBootstrapServersOnly, which hands it the
+	// bootstrap brokers' canonical names instead of Brokers; TLS, when set,
+	// runs over the connection it returns, and SendBufferBytes and
+	// ReceiveBufferBytes are set on it when it is a *net.TCPConn or has a
+	// NetConn method returning one (as a *tls.Conn has). Its context
+	// carries the setup timeout. Default
+	// nil: a net.Dialer that tries each address the host resolves to (see
+	// ClientDNSLookup). It is user code: a panic is recovered and logged
+	// at Error, and fails that connection attempt as an error does (it is
+	// retried with backoff).
+	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+
+	// ClientDNSLookup says how broker host names are resolved
+	// (client.dns.lookup). DNSUseAllIPs, the default (also the zero
+	// value): a host is resolved at each connection attempt, and each of
+	// its addresses is tried in turn until one connects, sharing the setup
+	// timeout (DialTimeout). DNSResolveCanonicalBootstrapServersOnly: each
+	// bootstrap host (Brokers) is resolved when the bootstrap brokers are
+	// needed, each address looked up in reverse, and its canonical host
+	// name used as a bootstrap broker with the same port (an address
+	// without a name is used as it is); Kerberos (GSSAPI) needs this when
+	// Brokers name an alias or a load balancer. Brokers learned from
+	// metadata are used as advertised either way. Any other value is an
+	// error from New.
+	ClientDNSLookup DNSLookup
+
+	// SendBufferBytes and ReceiveBufferBytes set each broker connection's
+	// socket send and receive buffers, SO_SNDBUF and SO_RCVBUF
+	// (send.buffer.bytes, receive.buffer.bytes). 0, the default, or -1
+	// (Java's spelling) keeps the operating system's: unlike Java, whose
+	// defaults are 131072 and 32768, samsa sets no size unless asked,
+	// because a fixed size turns off Linux's buffer autotuning
+	// (net.ipv4.tcp_rmem, tcp_wmem), which grows each connection's buffers
+	// to its bandwidth-delay product: a fixed 32 KiB receive buffer caps a
+	// connection with 10 ms of round trip near 3 MiB/s. Set them for a
+	// link autotuning serves badly. Linux caps them at net.core.rmem_max
+	// and wmem_max. Other negative values are an error.
+	SendBufferBytes, ReceiveBufferBytes int
 
 	// Partitioner chooses each record's partition. Default
 	// DefaultPartitioner(): murmur2 of the key like the Java client, and
@@ -409,8 +482,9 @@ type Config struct {
 	// SASL, if not nil, authenticates every broker connection with this
 	// mechanism (package sasl: Plain, ScramSHA256, ScramSHA512,
 	// OAuthBearer, or your own), and re-authenticates before the broker's
-	// session ends (KIP-368). Use it with TLS. Default nil: no SASL. It
-	// never prints its secrets, so %v of a Config is safe to log.
+	// session ends (KIP-368). Use it with TLS. Default nil: no SASL. A
+	// Config prints it by its mechanism's name only, and TLS as enabled or
+	// disabled (see Config.String), so %v of a Config is safe to log.
 	SASL sasl.Mechanism
 
 	// ignoredProps are the properties ConfigFromProperties accepted without
@@ -529,7 +603,26 @@ func (c Config) withDefaults() (Config, error) {
 		fail("AutoCreateReplicationFactor", "must be positive, or -1 for the broker's default, got %d",
 			c.AutoCreateReplicationFactor)
 	}
-	c.DialTimeout = duration("DialTimeout", c.DialTimeout, defaultDialTimeout, false, fail)
+	c.DialTimeoutMax = duration("DialTimeoutMax", c.DialTimeoutMax, max(defaultDialTimeoutMax, c.DialTimeout), false, fail)
+	c.DialTimeout = duration("DialTimeout", c.DialTimeout, min(defaultDialTimeout, c.DialTimeoutMax), false, fail)
+	if c.DialTimeoutMax > 0 && c.DialTimeout > c.DialTimeoutMax {
+		c.DialTimeout = c.DialTimeoutMax
+	}
+	switch c.ClientDNSLookup {
+	case "":
+		c.ClientDNSLookup = DNSUseAllIPs
+	case DNSUseAllIPs, DNSResolveCanonicalBootstrapServersOnly:
+	default:
+		fail("ClientDNSLookup", "%q is not %s or %s", string(c.ClientDNSLookup), DNSUseAllIPs, DNSResolveCanonicalBootstrapServersOnly)
+	}
+	for _, f := range []struct {
+		name string
+		n    int
+	}{{"SendBufferBytes", c.SendBufferBytes}, {"ReceiveBufferBytes", c.ReceiveBufferBytes}} {
+		if f.n < -1 {
+			fail(f.name, "must be positive, or 0 or -1 for the operating system's size, got %d", f.n)
+		}
+	}
 
 	if len(bad) > 0 {
 		return Config{}, fmt.Errorf("%w: %s", ErrInvalidConfig, strings.Join(bad, "; "))

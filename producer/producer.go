@@ -131,10 +131,16 @@ func New(cfg Config) (*Producer, error) {
 	connCfg := conn.Config{
 		ClientID:       cfg.ClientID,
 		DialTimeout:    cfg.DialTimeout,
+		DialTimeoutMax: cfg.DialTimeoutMax,
+		Setups:         &conn.SetupTimeouts{}, // Produce and coordinator connections; metadata keeps its own
+		Dialer:         cfg.Dialer,
 		RequestTimeout: cfg.RequestTimeout,
 		Logger:         cfg.Logger,
 		TLS:            cfg.TLS,
 		SASL:           cfg.SASL,
+
+		SendBufferBytes:    cfg.SendBufferBytes,
+		ReceiveBufferBytes: cfg.ReceiveBufferBytes,
 		OnThrottle: func(addr string, d time.Duration) {
 			p.stats.throttled.Add(int64(d)) // the connection logs it
 		},
@@ -144,6 +150,8 @@ func New(cfg Config) (*Producer, error) {
 		Bootstrap:       cfg.Brokers,
 		ClientID:        connCfg.ClientID,
 		DialTimeout:     connCfg.DialTimeout,
+		DialTimeoutMax:  connCfg.DialTimeoutMax,
+		Dialer:          connCfg.Dialer,
 		RequestTimeout:  connCfg.RequestTimeout,
 		TLS:             connCfg.TLS,
 		SASL:            connCfg.SASL,
@@ -158,7 +166,10 @@ func New(cfg Config) (*Producer, error) {
 		// A producer that creates its topics itself (AutoCreateTopics)
 		// never lets a Metadata request create them first: a broker
 		// would use its num.partitions, not AutoCreatePartitions.
-		AllowAutoTopicCreation: !cfg.DisableAutoTopicCreation && !cfg.AutoCreateTopics,
+		AllowAutoTopicCreation:    !cfg.DisableAutoTopicCreation && !cfg.AutoCreateTopics,
+		ResolveCanonicalBootstrap: cfg.ClientDNSLookup == DNSResolveCanonicalBootstrapServersOnly,
+		SendBufferBytes:           cfg.SendBufferBytes,
+		ReceiveBufferBytes:        cfg.ReceiveBufferBytes,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
@@ -770,6 +781,14 @@ func (p *Producer) ownGoroutine() string {
 }
 
 // Stats is a snapshot of the producer's state, for progress reports.
+//
+// Deprecated: use Producer.Metrics, whose ProducerMetrics carries every
+// value of Stats: Buffered is BufferedRecords, BufferUsed is
+// BufferTotalBytes - BufferAvailableBytes, BufferSize is BufferTotalBytes,
+// InFlight is RequestsInFlight, Batches, BatchBytes and UncompressedBytes
+// are BatchAckTotal, BatchAckBytesTotal and
+// BatchAckUncompressedBytesTotal, Retries is BatchRetryTotal, Throttled is
+// ThrottleTimeTotal.
 type Stats struct {
 	// Buffered is the number of records accepted and not yet completed.
 	Buffered int64
@@ -795,6 +814,9 @@ type counters struct {
 
 // Stats returns a snapshot of the producer's counters. It is cheap and safe
 // to call from any goroutine, for example for a progress bar.
+//
+// Deprecated: use Metrics, which carries every value of Stats (see Stats
+// for the names) with the rest of the producer's metrics.
 func (p *Producer) Stats() Stats {
 	return Stats{
 		Buffered:          p.pending[0].Load() + p.pending[1].Load(),

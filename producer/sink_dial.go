@@ -21,8 +21,9 @@ func (s *sink) dial(br *ioBroker) {
 	br.dialing = true
 	addr, cfg := br.addr, s.brokerConn(br)
 	s.dialing.Go(func() {
-		// Close ends the dial at once (closing is canceled before quit).
-		ctx, cancel := context.WithTimeout(s.p.closing, cfg.DialTimeout+time.Second)
+		// Close ends the dial at once (closing is canceled before quit);
+		// conn.Dial bounds it by the setup timeout, up to DialTimeoutMax.
+		ctx, cancel := context.WithTimeout(s.p.closing, max(cfg.DialTimeout, cfg.DialTimeoutMax)+time.Second)
 		defer cancel()
 		start := time.Now()
 		c, err := conn.Dial(ctx, addr, cfg)

@@ -41,7 +41,13 @@ func produce(ctx context.Context, o options, progressOut io.Writer) (*summary, e
 		RecordSize:  o.recordSize,
 		Sent:        o.records,
 		Linger:      o.linger,
-		BatchSize:   effectiveBatchSize(o.batchSize),
+		BatchSize:   o.effectiveBatchSize(),
+		Settings:    o.settings,
+	}
+	if o.file != nil {
+		s.PropertiesFile = o.file.name
+		s.PropertiesUsed = o.file.otherKeys()
+		s.IgnoredProperties = o.file.cfg.IgnoredProperties()
 	}
 	brokers := o.brokers
 	var cluster *samsatest.Cluster
@@ -81,7 +87,7 @@ func produce(ctx context.Context, o options, progressOut io.Writer) (*summary, e
 
 	var bar *progressBar
 	if progressOut != nil {
-		bar = startProgress(progressOut, p.Stats, &t.acked, &t.failed, o.records, int64(o.recordSize)+avgKeyLen(keys))
+		bar = startProgress(progressOut, p.Metrics, &t.acked, &t.failed, o.records, int64(o.recordSize)+avgKeyLen(keys))
 	}
 
 	start := time.Now()
@@ -96,7 +102,7 @@ func produce(ctx context.Context, o options, progressOut io.Writer) (*summary, e
 	}
 	flushErr := p.Flush(ctx)
 	elapsed := time.Since(start)
-	stats, metrics := p.Stats(), p.Metrics()
+	metrics := p.Metrics()
 	if bar != nil {
 		bar.stop()
 	}
@@ -113,7 +119,7 @@ func produce(ctx context.Context, o options, progressOut io.Writer) (*summary, e
 	if ctx.Err() == nil {
 		checkPartitions(ctx, s, o, brokers)
 	}
-	s.fill(t, stats, elapsed)
+	s.fill(t, elapsed)
 	s.fillMetrics(&metrics.Producer)
 	switch {
 	case interrupted || ctx.Err() != nil:

@@ -78,11 +78,32 @@ type Config struct {
 	// written yet and do not time out.
 	RequestTimeout time.Duration
 
-	// Dialer opens the network connection. Default: a net.Dialer. Use it
-	// for TLS (return a *tls.Conn) or tests. A panic of it is recovered
-	// and logged at Error: Dial fails with an error wrapping
-	// kerr.NetworkException and naming the panic, as for a Dialer error.
+	// Dialer opens the network connection. Default: a net.Dialer that
+	// resolves the host with Resolver and tries each address in turn
+	// (dial.go). Use it for a proxy, TLS (return a *tls.Conn) or tests. A
+	// panic of it is recovered and logged at Error: Dial fails with an
+	// error wrapping kerr.NetworkException and naming the panic, as for a
+	// Dialer error.
 	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+
+	// DialTimeoutMax caps the setup timeout that Setups grows after failed
+	// attempts (socket.connection.setup.timeout.max.ms). Default, or below
+	// DialTimeout: DialTimeout (no growth).
+	DialTimeoutMax time.Duration
+
+	// Setups, if not nil, counts each address's consecutive failed dials:
+	// the next dial to it gets DialTimeout doubled per failure, with ±20%
+	// jitter, up to DialTimeoutMax. Share one among a client's
+	// connections. Default nil: every dial gets DialTimeout.
+	Setups *SetupTimeouts
+
+	// SendBufferBytes and ReceiveBufferBytes, when positive, set the
+	// socket's SO_SNDBUF and SO_RCVBUF right after the Dialer returns
+	// (send.buffer.bytes, receive.buffer.bytes), also under a connection
+	// with a NetConn method (a *tls.Conn); a connection without such
+	// buffers is left as it is.
+	// Default 0: the operating system's (with Linux's autotuning).
+	SendBufferBytes, ReceiveBufferBytes int
 
 	// Logger receives connection events: a connection's first throttle at
 	// Info and later ones at Debug, breaks at Warn (a broker's first break
@@ -171,9 +192,11 @@ func (cfg *Config) setDefaults() {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 30 * time.Second
 	}
+	if cfg.DialTimeoutMax < cfg.DialTimeout {
+		cfg.DialTimeoutMax = cfg.DialTimeout
+	}
 	if cfg.Dialer == nil {
-		var d net.Dialer
-		cfg.Dialer = d.DialContext
+		cfg.Dialer = dialEachAddr
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -234,7 +257,8 @@ func putPending(p *pending) {
 }
 
 // Dial connects to addr, negotiates versions with ApiVersions and starts the
-// connection's reader and writer goroutines. ctx and Config.DialTimeout bound
+// connection's reader and writer goroutines. ctx and Config.DialTimeout (or
+// the longer timeout Config.Setups gives an address after failures) bound
 // the whole setup; ctx has no effect once Dial returns.
 //
 // A connection that cannot be set up fails with an error that names the
@@ -247,10 +271,23 @@ func putPending(p *pending) {
 // with an error wrapping kerr.UnsupportedVersion.
 func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 	cfg.setDefaults()
-	dctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+	c, err := dialSetup(ctx, addr, cfg, cfg.Setups.timeout(addr, cfg.DialTimeout, cfg.DialTimeoutMax))
+	if err == nil || ctx.Err() == nil { // the caller's giving up is no failed setup
+		cfg.Setups.done(addr, err == nil)
+	}
+	return c, err
+}
+
+func dialSetup(ctx context.Context, addr string, cfg Config, timeout time.Duration) (*Conn, error) {
+	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
 	nc, err := dialNet(dctx, addr, cfg)
+	if err == nil {
+		if err = setBuffers(nc, &cfg); err != nil {
+			_ = nc.Close()
+		}
+	}
 	if err != nil {
 		return nil, endedErr(ctx, dctx, cfg.DialTimeout, connectErr(addr, err))
 	}

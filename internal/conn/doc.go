@@ -2,10 +2,17 @@
 //
 // # Connecting
 //
-// Dial opens the connection (Config.Dialer, for TLS or tests) and runs the
+// Dial opens the connection (Config.Dialer, for a proxy, TLS or tests; by
+// default each address the host resolves to is tried in turn, Java's
+// client.dns.lookup=use_all_dns_ips), sets the socket's buffer sizes when
+// asked (Config.SendBufferBytes, ReceiveBufferBytes) and runs the
 // ApiVersions handshake (v4 first; on UNSUPPORTED_VERSION with a v0 body it
 // retries once with the highest version the broker lists, as KIP-511 says).
-// Config.DialTimeout bounds both steps. From then on MaxVersion reports, per
+// Config.DialTimeout bounds both steps; with Config.Setups, an address's
+// consecutive failed setups double it, with jitter, up to
+// Config.DialTimeoutMax (Java's socket.connection.setup.timeout.max.ms).
+// CanonicalAddrs gives the bootstrap addresses of Java's
+// resolve_canonical_bootstrap_servers_only (dial.go). From then on MaxVersion reports, per
 // API key, the highest version kmsg and the broker both support, and Send
 // uses it. Dial refuses brokers without Produce v3 (Kafka 0.11).
 //
