@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"runtime/debug"
@@ -214,7 +215,8 @@ type Conn struct {
 	cfg      Config
 	nc       net.Conn
 	format   *kmsg.RequestFormatter
-	versions []int16 // negotiated version per key, -1 if unusable
+	versions []int16  // negotiated version per key, -1 if unusable
+	features Features // the broker's finalized features, from ApiVersions
 
 	mu       sync.Mutex
 	queue    fifo // sent, not yet written; owned by the writer
@@ -370,6 +372,24 @@ func (c *Conn) MaxVersion(key int16) int16 {
 	return c.versions[key]
 }
 
+// Features are a broker's finalized feature levels (KIP-584), read from
+// its ApiVersions answer (v3+; Kafka 2.7+). Epoch is the answer's
+// FinalizedFeaturesEpoch, which grows with every change of a level: of two
+// connections' Features, the one with the higher Epoch is the newer. A
+// broker that reports no finalized features has Epoch -1 and no Levels.
+type Features struct {
+	Epoch  int64
+	Levels map[string]int16 // the finalized max version level per feature name
+}
+
+// Level returns the finalized level of feature name, 0 when the broker
+// finalizes none.
+func (f Features) Level(name string) int16 { return f.Levels[name] }
+
+// Features returns the finalized features of the broker's ApiVersions
+// answer when the connection was set up. The map must not be modified.
+func (c *Conn) Features() Features { return c.features }
+
 // Done returns a channel closed once the connection is broken or closed.
 func (c *Conn) Done() <-chan struct{} { return c.done }
 
@@ -419,7 +439,18 @@ func (c *Conn) ThrottledUntil() time.Time {
 // done must not block for long and must not call Close. The caller bounds the
 // number of requests in flight; Send itself does not.
 func (c *Conn) Send(req kmsg.Request, done func(kmsg.Response, error)) {
+	c.SendMax(req, math.MaxInt16, done)
+}
+
+// SendMax is Send with req's version at most max, for a request whose
+// version is a choice of the caller (a transactional producer picks
+// Produce v11 or v12, EndTxn v4 or v5, by the cluster's transaction
+// version). A max below 0 sends at MaxVersion.
+func (c *Conn) SendMax(req kmsg.Request, max int16, done func(kmsg.Response, error)) {
 	v := c.MaxVersion(req.Key())
+	if max >= 0 && v > max {
+		v = max
+	}
 	if v < 0 {
 		done(nil, fmt.Errorf("conn: %s: %w: the broker does not support %s", c.addr, kerr.UnsupportedVersion, kmsg.NameForKey(req.Key())))
 		return
@@ -462,8 +493,13 @@ type result struct {
 // the wire and the broker may still process it: Kafka cannot cancel a request.
 // A Produce request with Acks 0 returns (nil, nil) once written.
 func (c *Conn) Do(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	return c.DoMax(ctx, req, math.MaxInt16)
+}
+
+// DoMax is Do with req's version at most max (see SendMax).
+func (c *Conn) DoMax(ctx context.Context, req kmsg.Request, max int16) (kmsg.Response, error) {
 	ch := make(chan result, 1)
-	c.Send(req, func(resp kmsg.Response, err error) { ch <- result{resp, err} })
+	c.SendMax(req, max, func(resp kmsg.Response, err error) { ch <- result{resp, err} })
 	select {
 	case r := <-ch:
 		return r.resp, r.err

@@ -92,6 +92,7 @@ func (c *Conn) negotiate(secure bool) error {
 			return fmt.Errorf("conn: %s: ApiVersions handshake (v%d): %w", c.addr, version, err)
 		}
 		c.versions = negotiatedVersions(resp.ApiKeys, c.cfg.MaxVersions)
+		c.features = finalizedFeatures(resp)
 		return nil
 	}
 }
@@ -104,6 +105,23 @@ func (c *Conn) handshakeErr(err error) error { return ioErr(c.addr, "ApiVersions
 // size that is over 352 MB, more than any Kafka response.
 func looksLikeTLS(b []byte) bool {
 	return len(b) >= 3 && (b[0] == 0x15 || b[0] == 0x16) && b[1] == 0x03 && b[2] <= 0x04
+}
+
+// finalizedFeatures returns the finalized features of an ApiVersions
+// answer: none (Epoch -1) before v3 or when the broker reports none.
+func finalizedFeatures(resp *kmsg.ApiVersionsResponse) Features {
+	f := Features{Epoch: -1}
+	if resp.Version < 3 || resp.FinalizedFeaturesEpoch < 0 {
+		return f
+	}
+	f.Epoch = resp.FinalizedFeaturesEpoch
+	for _, ff := range resp.FinalizedFeatures {
+		if f.Levels == nil {
+			f.Levels = make(map[string]int16, len(resp.FinalizedFeatures))
+		}
+		f.Levels[ff.Name] = ff.MaxVersionLevel
+	}
+	return f
 }
 
 // negotiatedVersions returns, per API key, the highest version that kmsg and

@@ -50,6 +50,58 @@ func TestAgainstTestbroker(t *testing.T) {
 	}
 }
 
+// TestFinalizedFeaturesAndSendMax: a connection keeps the broker's
+// finalized features (transaction.version, KIP-890) and their epoch from
+// the ApiVersions handshake, and SendMax/DoMax cap a request's version
+// below the negotiated one.
+func TestFinalizedFeaturesAndSendMax(t *testing.T) {
+	cases := []struct {
+		name  string
+		level int16
+		want  int16
+	}{
+		{"level 2", 2, 2},
+		{"level 1", 1, 1},
+		{"none", -1, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cl, err := testbroker.New(testbroker.Config{Brokers: 1, TransactionVersion: tc.level})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			c := dial(t, cl.Addrs()[0], Config{})
+			f := c.Features()
+			if got := f.Level("transaction.version"); got != tc.want || f.Epoch < 0 {
+				t.Fatalf("features %+v: transaction.version %d, want %d", f, got, tc.want)
+			}
+			if err := cl.SetTransactionVersion(1); err != nil {
+				t.Fatal(err)
+			}
+			if got := c.Features(); got.Level("transaction.version") != tc.want {
+				t.Fatalf("a connection keeps its handshake's features, got %+v", got)
+			}
+			if f2 := dial(t, cl.Addrs()[0], Config{}).Features(); f2.Level("transaction.version") != 1 || (tc.level != 1 && f2.Epoch <= f.Epoch) {
+				t.Fatalf("a new connection: %+v after %+v", f2, f)
+			}
+			for _, max := range []int16{4, 5, -1} {
+				resp, err := c.DoMax(context.Background(), kmsg.NewPtrEndTxnRequest(), max)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := min(c.MaxVersion(26), max)
+				if max < 0 {
+					want = c.MaxVersion(26)
+				}
+				if resp.GetVersion() != want {
+					t.Fatalf("DoMax(%d): EndTxn v%d, want v%d", max, resp.GetVersion(), want)
+				}
+			}
+		})
+	}
+}
+
 // Example shows a connection's lifecycle against the in-process cluster.
 func Example() {
 	cl, err := testbroker.New(testbroker.Config{Brokers: 1})

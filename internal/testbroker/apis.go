@@ -1,6 +1,8 @@
 package testbroker
 
 import (
+	"fmt"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -72,16 +74,16 @@ func newRequest(key int16) func(*conn) kmsg.Request {
 	return func(*conn) kmsg.Request { return kmsg.RequestForKey(key) }
 }
 
-// Versions of the transaction APIs: transaction version 1 (see txn.go).
-// EndTxn v5 and TxnOffsetCommit v5 belong to KIP-890 part 2's transaction
-// version 2, which the broker does not implement; OffsetFetch v10 names
-// topics by id.
+// Versions of the transaction APIs, the same at every transaction version
+// as in Kafka 4.4 (see txn.go): EndTxn v5 and TxnOffsetCommit v5 are
+// KIP-890 part 2's; TxnOffsetCommit v6 and OffsetFetch v10 name topics by
+// id.
 const (
 	maxInitProducerIDVersion  = 5
 	maxAddPartitionsVersion   = 5
 	maxAddOffsetsVersion      = 4
-	maxEndTxnVersion          = 4
-	maxTxnOffsetCommitVersion = 4
+	maxEndTxnVersion          = 5
+	maxTxnOffsetCommitVersion = 5
 	maxOffsetFetchVersion     = 9
 	// OffsetCommit v9 is KIP-848's (member epochs), v10 names topics by
 	// id.
@@ -148,10 +150,41 @@ func apiVersionsKeys() []kmsg.ApiVersionsResponseApiKey {
 	return keys
 }
 
-func handleAPIVersions(_ *conn, _ *reqHeader, req kmsg.Request) result {
+// transactionVersionFeature is the name of KIP-890's feature.
+const transactionVersionFeature = "transaction.version"
+
+func handleAPIVersions(cn *conn, _ *reqHeader, req kmsg.Request) result {
 	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
 	resp.ApiKeys = apiVersionsKeys()
+	if resp.Version >= 3 {
+		c := cn.c
+		sf := kmsg.NewApiVersionsResponseSupportedFeature()
+		sf.Name, sf.MinVersion, sf.MaxVersion = transactionVersionFeature, 0, 2
+		resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
+		resp.FinalizedFeaturesEpoch = c.featuresEpoch.Load()
+		if v := int16(c.txnVersion.Load()); v > 0 {
+			ff := kmsg.NewApiVersionsResponseFinalizedFeature()
+			ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = transactionVersionFeature, v, v
+			resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
+		}
+	}
 	return result{resp: resp}
+}
+
+// SetTransactionVersion changes the cluster's finalized transaction.version
+// at run time (1, 2, or -1 for none), as FeatureCommand upgrade or
+// downgrade does in Kafka: ApiVersions answers from now on report it with
+// a higher FinalizedFeaturesEpoch. Connections are not told; a client
+// learns it from its next ApiVersions. It returns an error wrapping
+// ErrInvalidConfig for another level.
+func (c *Cluster) SetTransactionVersion(v int16) error {
+	if v != -1 && v != 1 && v != 2 {
+		return fmt.Errorf("%w: transaction version %d is not 1, 2 or -1 (none)", ErrInvalidConfig, v)
+	}
+	if c.txnVersion.Swap(int32(v)) != int32(v) {
+		c.featuresEpoch.Add(1)
+	}
+	return nil
 }
 
 // unsupportedAPIVersions is the v0 answer to an ApiVersions request of a

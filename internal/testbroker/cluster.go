@@ -141,6 +141,20 @@ type Config struct {
 	// CONCURRENT_TRANSACTIONS. 0 (the default) writes the markers before
 	// EndTxn answers.
 	TransactionMarkerDelay time.Duration
+	// TransactionVersion is the cluster's finalized transaction.version
+	// feature (KIP-890), which ApiVersions v3+ answers report with a
+	// FinalizedFeaturesEpoch: 2 (the default, as a new Kafka 4.4
+	// cluster), 1, or -1 for none reported (a cluster that never set it,
+	// or a broker before Kafka 4.0). As in Kafka, the coordinator follows
+	// each request's version, whatever the level: a transactional Produce
+	// v12+ adds its partition to the transaction itself, TxnOffsetCommit
+	// v5+ its group, and EndTxn v5+ bumps the producer epoch and answers
+	// it (a new producer id at epoch 0 once the epoch is exhausted); the
+	// level tells clients which versions to send. A transaction the
+	// coordinator aborts after its timeout at level 2 may then be aborted
+	// by the client with EndTxn v5 and its old epoch, which gets the
+	// bumped one. SetTransactionVersion changes the level at run time.
+	TransactionVersion int16
 }
 
 func (cfg *Config) setDefaults() error {
@@ -219,6 +233,13 @@ func (cfg *Config) setDefaults() error {
 	if cfg.TransactionMaxTimeout == 0 {
 		cfg.TransactionMaxTimeout = DefaultTransactionMaxTimeout
 	}
+	switch cfg.TransactionVersion {
+	case 0:
+		cfg.TransactionVersion = 2
+	case -1, 1, 2:
+	default:
+		return fmt.Errorf("%w: TransactionVersion %d is not 1, 2 or -1 (none)", ErrInvalidConfig, cfg.TransactionVersion)
+	}
 	if cfg.TransactionMaxTimeout < 0 || cfg.TransactionMarkerDelay < 0 {
 		return fmt.Errorf("%w: TransactionMaxTimeout %v and TransactionMarkerDelay %v must be >= 0",
 			ErrInvalidConfig, cfg.TransactionMaxTimeout, cfg.TransactionMarkerDelay)
@@ -244,6 +265,11 @@ type Cluster struct {
 	pids    producerIDs
 	coord   coordinators   // coordinator placement (coordinator.go)
 	txn     txnCoordinator // transactions (txn.go)
+	// txnVersion is the finalized transaction.version (-1: none), and
+	// featuresEpoch the FinalizedFeaturesEpoch ApiVersions reports, bumped
+	// by every change of it (apis.go).
+	txnVersion    atomic.Int32
+	featuresEpoch atomic.Int64
 	offsets groupOffsets   // group offsets (txnoffsets.go)
 
 	mem       *requestMemory
@@ -298,6 +324,8 @@ func New(cfg Config) (*Cluster, error) {
 		closed:   make(chan struct{}),
 		txn:      txnCoordinator{byID: make(map[string]*txnMeta), byPID: make(map[int64]*txnMeta)},
 	}
+	c.txnVersion.Store(int32(cfg.TransactionVersion))
+	c.featuresEpoch.Store(1)
 	var err error
 	if c.mem, err = newRequestMemory(cfg.MemoryPool, cfg.QueuedMaxBytes); err != nil {
 		return nil, fmt.Errorf("%w: QueuedMaxBytes: %v", ErrInvalidConfig, err)

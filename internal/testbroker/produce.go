@@ -67,7 +67,7 @@ func handleProduce(cn *conn, h *reqHeader, kreq kmsg.Request) result {
 				}
 				var res appendResult
 				if isTransactionalBatch(p.Records) {
-					res = c.appendTransactional(tp.name, p.Partition, part.log, p.Records, now)
+					res = c.appendTransactional(tp.name, p.Partition, req.Version, req.TransactionID, part.log, p.Records, now)
 				} else {
 					res = part.log.appendBatch(p.Records, now)
 				}

@@ -10,16 +10,25 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// The transaction coordinator (KIP-98, KIP-360, KIP-588), modelled on
-// Kafka's TransactionCoordinator and TransactionMetadata, with transaction
-// version 1 only: clients add partitions with AddPartitionsToTxn and
-// offsets with AddOffsetsToTxn (KIP-890 part 2's implicit add and per
-// transaction epoch bump need the transaction.version feature, which
-// ApiVersions does not advertise).
+// The transaction coordinator (KIP-98, KIP-360, KIP-588, KIP-890),
+// modelled on Kafka's TransactionCoordinator and TransactionMetadata. It
+// serves both transaction versions, per request version as Kafka 4.4 does
+// (Config.TransactionVersion is only what ApiVersions reports):
+//
+//   - version 1: clients add partitions with AddPartitionsToTxn and offsets
+//     with AddOffsetsToTxn, and EndTxn (v0 to v4) keeps the epoch;
+//   - version 2 (KIP-890 part 2): a transactional Produce v12+ adds its
+//     partition itself and TxnOffsetCommit v5+ its group, and EndTxn v5
+//     bumps the epoch at every commit or abort (the markers carry the new
+//     epoch, which fences the old one's late batches) and answers the new
+//     producer id and epoch: a new producer id at epoch 0 once the epoch
+//     is exhausted. EndTxn v5 may also abort when no transaction is open
+//     (an empty abort, which bumps the epoch), and its retry with the
+//     epoch before the bump gets the same answer again.
 //
 // Each transactional id has a producer id, an epoch, a timeout and a state:
 //
-//	Empty ──AddPartitions/AddOffsets──▶ Ongoing ──EndTxn──▶ PrepareCommit ──markers──▶ CompleteCommit
+//	Empty ──AddPartitions/AddOffsets/Produce v12/TxnOffsetCommit v5──▶ Ongoing ──EndTxn──▶ PrepareCommit ──markers──▶ CompleteCommit
 //	                                      │                 PrepareAbort  ──markers──▶ CompleteAbort
 //	                                      └─timeout / InitProducerId: epoch bump, PrepareAbort
 //
@@ -29,7 +38,9 @@ import (
 // transaction, at once (Config.TransactionMarkerDelay 0) or after the
 // delay on a goroutine, and pending offsets are committed or dropped.
 // While a Prepare* state lasts, InitProducerId, AddPartitionsToTxn,
-// AddOffsetsToTxn and a repeated EndTxn get CONCURRENT_TRANSACTIONS.
+// AddOffsetsToTxn, a repeated EndTxn and any EndTxn v5 get
+// CONCURRENT_TRANSACTIONS, and a Produce v12 that would add a partition
+// NOT_ENOUGH_REPLICAS (Kafka's answer when it cannot add it yet).
 //
 // Fencing: every InitProducerId bumps the epoch, and the coordinator
 // answers an older epoch with PRODUCER_FENCED (INVALID_PRODUCER_EPOCH
@@ -52,6 +63,7 @@ const (
 	ecInvalidProducerIDMapping  int16 = 49
 	ecInvalidTransactionTimeout int16 = 50
 	ecConcurrentTransactions    int16 = 51
+	ecTransactionAbortable      int16 = 120
 	ecOperationNotAttempted     int16 = 55
 	ecUnstableOffsetCommit      int16 = 88
 	ecProducerFenced            int16 = 90
@@ -110,8 +122,17 @@ type txnMeta struct {
 	// lastEpoch is the epoch before the last KIP-360 bump (an
 	// InitProducerId that named the current epoch), so that a retry of
 	// that call gets the same answer; -1 otherwise.
-	lastEpoch  int16
-	timeout    time.Duration
+	lastEpoch int16
+	// v2: the last commit or abort was a transaction-version-2 one (an
+	// EndTxn v5, or the coordinator's own abort at level 2), whose retry
+	// with the epoch before its bump gets the same answer again.
+	v2 bool
+	// prevPID is the producer id before the last epoch overflow (-1 if
+	// none), so that a retry of that EndTxn v5 is recognized; nextPID is
+	// the id the transaction ending moves to once its markers are written
+	// (-1 unless the epoch overflowed).
+	prevPID, nextPID int64
+	timeout          time.Duration
 	state      txnState
 	started    time.Time // when the transaction became Ongoing
 	partitions map[topicPartition]struct{}
@@ -177,7 +198,7 @@ func (c *Cluster) initTransactional(self int32, req *kmsg.InitProducerIDRequest,
 	defer t.mu.Unlock()
 	m := t.byID[id]
 	if m == nil {
-		m = &txnMeta{id: id, pid: c.pids.allocate(), epoch: -1, lastEpoch: -1}
+		m = &txnMeta{id: id, pid: c.pids.allocate(), epoch: -1, lastEpoch: -1, prevPID: -1, nextPID: -1}
 		t.byID[id] = m
 		t.byPID[m.pid] = m
 	}
@@ -288,6 +309,14 @@ func (c *Cluster) completeLocked(m *txnMeta, commit bool) {
 	if commit {
 		m.state = txnCompleteCommit
 	}
+	if m.nextPID >= 0 {
+		// The epoch overflowed at a version 2 EndTxn: the markers carried
+		// the old id's last epoch, and the next transaction runs under
+		// the new id.
+		delete(c.txn.byPID, m.pid)
+		m.prevPID, m.pid, m.epoch, m.nextPID = m.pid, m.nextPID, 0, -1
+		c.txn.byPID[m.pid] = m
+	}
 }
 
 // reapTransactions aborts the transactions Ongoing for longer than their
@@ -310,6 +339,10 @@ func (c *Cluster) reapTransactions() {
 			if m.state == txnOngoing && now.Sub(m.started) > m.timeout {
 				c.log.Info("testbroker: aborting a timed-out transaction", "transactional.id", m.id, "producer.id", m.pid, "epoch", m.epoch)
 				c.fenceLocked(m)
+				// At level 2 the producer may end the aborted transaction
+				// with its old epoch and get the new one (Kafka aborts with
+				// the server's transaction version).
+				m.v2 = c.txnVersion.Load() >= 2
 				c.endLocked(m, false)
 			}
 		}
@@ -481,8 +514,9 @@ func handleAddOffsetsToTxn(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
 	return result{resp: resp}
 }
 
-// handleEndTxn commits or aborts a transaction (Kafka's
-// handleEndTransaction for transaction version 1).
+// handleEndTxn commits or aborts a transaction: Kafka's
+// handleEndTransaction for transaction version 1 (v0 to v4), endTxnV2 for
+// v5.
 func handleEndTxn(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
 	req := kreq.(*kmsg.EndTxnRequest)
 	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
@@ -494,12 +528,23 @@ func handleEndTxn(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
 	c.txn.mu.Lock()
 	defer c.txn.mu.Unlock()
 	m := c.txn.byID[req.TransactionalID]
+	if req.Version >= 5 {
+		resp.ErrorCode = c.endTxnV2(m, req)
+		if resp.ErrorCode == 0 {
+			resp.ProducerID, resp.ProducerEpoch = m.pid, m.epoch
+			if m.nextPID >= 0 {
+				resp.ProducerID, resp.ProducerEpoch = m.nextPID, 0
+			}
+		}
+		return result{resp: resp}
+	}
 	switch {
 	case m == nil || m.pid != req.ProducerID:
 		resp.ErrorCode = ecInvalidProducerIDMapping
 	case m.epoch != req.ProducerEpoch:
 		resp.ErrorCode = fencedCode(req.Version, 2)
 	case m.state == txnOngoing:
+		m.v2 = false
 		c.endLocked(m, req.Commit)
 	case m.state == txnPrepareCommit && req.Commit, m.state == txnPrepareAbort && !req.Commit:
 		resp.ErrorCode = ecConcurrentTransactions
@@ -511,26 +556,98 @@ func handleEndTxn(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
 	return result{resp: resp}
 }
 
-// checkTxnProduce is the coordinator's check of a transactional batch of
-// (pid, epoch) to a partition, made with c.txn.mu held for reading: the
-// partition must be in the producer's Ongoing transaction (else
-// INVALID_TXN_STATE, "partition was not added to the transaction", as
-// Kafka's verification answers), with the current epoch (else
-// INVALID_PRODUCER_EPOCH, the produce path's code for a fenced epoch).
-func (c *Cluster) checkTxnProduceLocked(topic string, partition int32, pid int64, epoch int16) (int16, string) {
-	m := c.txn.byPID[pid]
+// endTxnV2 is EndTxn v5 (KIP-890 part 2) under c.txn.mu: the commit or
+// abort bumps the epoch, and a retry of it (the epoch before the bump, or
+// the old id's last epoch after an overflow) succeeds again. By state, for
+// the current epoch and for a retry's:
+//
+//	Ongoing                 end, bump          PRODUCER_FENCED
+//	Prepare*                CONCURRENT_TRANSACTIONS (markers being written)
+//	Empty, Complete*        abort: empty abort, bump; commit: INVALID_TXN_STATE
+//	CompleteAbort (retry)   abort: success; commit: INVALID_TXN_STATE
+//	CompleteCommit (retry)  commit: success; abort: INVALID_TXN_STATE
+//	Empty (retry)           abort: PRODUCER_FENCED; commit: INVALID_TXN_STATE
+//
+// Other epochs get PRODUCER_FENCED.
+func (c *Cluster) endTxnV2(m *txnMeta, req *kmsg.EndTxnRequest) int16 {
+	if m == nil {
+		return ecInvalidProducerIDMapping
+	}
+	overflowRetry := m.v2 && m.prevPID == req.ProducerID && req.ProducerEpoch == math.MaxInt16-1 && m.epoch == 0
+	if m.pid != req.ProducerID && !overflowRetry {
+		return ecInvalidProducerIDMapping
+	}
+	if m.state == txnPrepareCommit || m.state == txnPrepareAbort {
+		return ecConcurrentTransactions
+	}
+	current := m.pid == req.ProducerID && m.epoch == req.ProducerEpoch
+	retry := overflowRetry || (m.v2 && m.pid == req.ProducerID && int32(m.epoch) == int32(req.ProducerEpoch)+1)
 	switch {
+	case current && m.state == txnOngoing, current && !req.Commit:
+		// An end, or an empty abort (Empty, Complete*): both bump.
+		c.beginLocked(m) // an empty abort: nothing to mark
+		m.v2, m.lastEpoch = true, -1
+		if epochExhausted(m.epoch) {
+			m.nextPID = c.pids.allocate()
+		}
+		if m.epoch < math.MaxInt16 {
+			m.epoch++ // the markers carry the new epoch
+		}
+		c.endLocked(m, req.Commit)
+		return 0
+	case current:
+		return ecInvalidTxnState // a commit without a transaction
+	case !retry || m.state == txnOngoing:
+		return ecProducerFenced
+	case m.state == txnCompleteCommit && req.Commit, m.state == txnCompleteAbort && !req.Commit:
+		return 0 // the retry of an end that succeeded
+	case m.state == txnEmpty && !req.Commit:
+		return ecProducerFenced
+	}
+	return ecInvalidTxnState
+}
+
+// checkTxnProduceLocked is the coordinator's check of a transactional
+// batch of (pid, epoch) to a partition, made with c.txn.mu held: the
+// partition must be in the producer's Ongoing transaction, with the
+// current epoch (else INVALID_PRODUCER_EPOCH, the produce path's code for
+// a fenced epoch). A partition not in the transaction gets what Kafka's
+// verification answers by Produce version: INVALID_TXN_STATE before v11,
+// TRANSACTION_ABORTABLE from v11 (KIP-890 part 1's error for new clients);
+// from v12 the caller adds it instead (add is then true).
+func (c *Cluster) checkTxnProduceLocked(topic string, partition int32, version int16, pid int64, epoch int16) (code int16, msg string, add bool) {
+	m := c.txn.byPID[pid]
+	notAdded := ecInvalidTxnState
+	if version >= 11 {
+		notAdded = ecTransactionAbortable
+	}
+	switch {
+	case m == nil && version >= 12:
+		// The coordinator cannot add for an id it does not know.
+		return ecInvalidProducerIDMapping, fmt.Sprintf("producer id %d has no transactional id", pid), false
 	case m == nil:
-		return ecInvalidTxnState, fmt.Sprintf("producer id %d has no transaction", pid)
+		return notAdded, fmt.Sprintf("producer id %d has no transaction", pid), false
 	case epoch != m.epoch:
-		return ecInvalidProducerEpoch, fmt.Sprintf("epoch %d of producer id %d is not the current epoch %d", epoch, pid, m.epoch)
+		return ecInvalidProducerEpoch, fmt.Sprintf("epoch %d of producer id %d is not the current epoch %d", epoch, pid, m.epoch), false
+	case m.state == txnPrepareCommit || m.state == txnPrepareAbort:
+		if version >= 12 {
+			// Kafka retries the add, then answers a retriable error.
+			return ecNotEnoughReplicas, "unable to add the partition to the transaction: CONCURRENT_TRANSACTIONS", false
+		}
+		return notAdded, fmt.Sprintf("the transaction of producer id %d is %s", pid, m.state), false
 	case m.state != txnOngoing:
-		return ecInvalidTxnState, fmt.Sprintf("the transaction of producer id %d is %s", pid, m.state)
+		if version >= 12 {
+			return 0, "", true
+		}
+		return notAdded, fmt.Sprintf("the transaction of producer id %d is %s", pid, m.state), false
 	}
 	if _, ok := m.partitions[topicPartition{topic, partition}]; !ok {
-		return ecInvalidTxnState, "partition was not added to the transaction"
+		if version >= 12 {
+			return 0, "", true
+		}
+		return notAdded, "partition was not added to the transaction", false
 	}
-	return 0, ""
+	return 0, "", false
 }
 
 // Offsets in a record batch header of the producer id and epoch.
@@ -548,18 +665,43 @@ func isTransactionalBatch(raw []byte) bool {
 		binary.BigEndian.Uint16(raw[bOffAttributes:])&attrTransactional != 0
 }
 
-// appendTransactional appends a transactional batch once the coordinator
-// has checked it, holding c.txn.mu for reading across the check and the
-// append so that no marker can come between them.
-func (c *Cluster) appendTransactional(topic string, partition int32, l *partitionLog, raw []byte, now time.Time) appendResult {
+// appendTransactional appends a transactional batch of a Produce request
+// of version (with transactionalID, v3+) once the coordinator has checked
+// it, holding c.txn.mu across the check and the append so that no marker
+// can come between them: for reading, or for writing when a Produce v12+
+// adds the partition to the transaction (KIP-890 part 2), which then needs
+// the transactional id to name the producer id of the batch.
+func (c *Cluster) appendTransactional(topic string, partition int32, version int16, transactionalID *string, l *partitionLog, raw []byte, now time.Time) appendResult {
 	pid := int64(binary.BigEndian.Uint64(raw[bOffProducerID:]))
 	epoch := int16(binary.BigEndian.Uint16(raw[bOffProducerEpoch:]))
-	c.txn.mu.RLock()
-	defer c.txn.mu.RUnlock()
-	if code, msg := c.checkTxnProduceLocked(topic, partition, pid, epoch); code != 0 {
+	fail := func(code int16, msg string) appendResult {
 		res := failed(code, "%s", msg)
 		res.LogStartOffset = l.logStartOffset()
 		return res
 	}
+	c.txn.mu.RLock()
+	code, msg, add := c.checkTxnProduceLocked(topic, partition, version, pid, epoch)
+	if code != 0 || !add {
+		defer c.txn.mu.RUnlock()
+		if code != 0 {
+			return fail(code, msg)
+		}
+		return l.appendBatch(raw, now)
+	}
+	c.txn.mu.RUnlock()
+	c.txn.mu.Lock()
+	defer c.txn.mu.Unlock()
+	if code, msg, _ = c.checkTxnProduceLocked(topic, partition, version, pid, epoch); code != 0 {
+		return fail(code, msg) // changed meanwhile
+	}
+	m := c.txn.byPID[pid]
+	if transactionalID == nil || c.txn.byID[*transactionalID] != m {
+		return fail(ecInvalidProducerIDMapping, fmt.Sprintf("producer id %d is not the transactional id's", pid))
+	}
+	c.beginLocked(m)
+	if m.partitions == nil {
+		m.partitions = make(map[topicPartition]struct{})
+	}
+	m.partitions[topicPartition{topic, partition}] = struct{}{}
 	return l.appendBatch(raw, now)
 }

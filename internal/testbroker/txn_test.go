@@ -22,14 +22,15 @@ type txnProducer struct {
 	pid   int64
 	epoch int16
 	seq   map[int32]int32
-	// version is the version of the coordinator requests (default 3).
-	version int16
+	// version is the version of the coordinator requests (default 3),
+	// produceVersion of Produce requests (default 9).
+	version, produceVersion int16
 }
 
 const txnTopic = "txn"
 
 func newTxnProducer(t *testing.T, c *Cluster, id string) *txnProducer {
-	return &txnProducer{t: t, c: c, w: dialBroker(t, c.Addrs()[0], id), id: id, pid: -1, epoch: -1, seq: map[int32]int32{}, version: 3}
+	return &txnProducer{t: t, c: c, w: dialBroker(t, c.Addrs()[0], id), id: id, pid: -1, epoch: -1, seq: map[int32]int32{}, version: 3, produceVersion: 9}
 }
 
 func (p *txnProducer) initTimeout(ms int32) int16 {
@@ -71,7 +72,9 @@ func (p *txnProducer) add(partitions ...int32) int16 {
 // produce writes a transactional batch of n records to partition.
 func (p *txnProducer) produce(partition int32, n int) int16 {
 	b := testBatch{n: n, idem: true, txn: true, pid: p.pid, epoch: p.epoch, seq: p.seq[partition]}.build(p.t)
-	resp := p.w.request(produceRequest(9, -1, txnTopic, map[int32][]byte{partition: b})).(*kmsg.ProduceResponse)
+	req := produceRequest(p.produceVersion, -1, txnTopic, map[int32][]byte{partition: b})
+	req.TransactionID = &p.id
+	resp := p.w.request(req).(*kmsg.ProduceResponse)
 	code := resp.Topics[0].Partitions[0].ErrorCode
 	if code == 0 {
 		p.seq[partition] += int32(n)
@@ -79,11 +82,18 @@ func (p *txnProducer) produce(partition int32, n int) int16 {
 	return code
 }
 
+// end sends EndTxn; at v5 a success answers the producer id and epoch of
+// the next transaction, which p adopts (its sequences start again).
 func (p *txnProducer) end(commit bool) int16 {
 	req := kmsg.NewPtrEndTxnRequest()
 	req.Version = p.version
 	req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = p.id, p.pid, p.epoch, commit
-	return p.w.request(req).(*kmsg.EndTxnResponse).ErrorCode
+	resp := p.w.request(req).(*kmsg.EndTxnResponse)
+	if resp.ErrorCode == 0 && req.Version >= 5 {
+		require.GreaterOrEqual(p.t, resp.ProducerID, int64(0), "EndTxn v5 answers the producer id")
+		p.pid, p.epoch, p.seq = resp.ProducerID, resp.ProducerEpoch, map[int32]int32{}
+	}
+	return resp.ErrorCode
 }
 
 func (p *txnProducer) addOffsets(group string) int16 {
@@ -95,7 +105,7 @@ func (p *txnProducer) addOffsets(group string) int16 {
 
 func (p *txnProducer) commitOffset(group string, generation int32, member string, partition int32, offset int64) int16 {
 	req := kmsg.NewPtrTxnOffsetCommitRequest()
-	req.Version = 3
+	req.Version = max(3, p.version)
 	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = p.id, group, p.pid, p.epoch
 	req.Generation, req.MemberID = generation, member
 	rt := kmsg.NewTxnOffsetCommitRequestTopic()
@@ -607,8 +617,8 @@ func TestTxnAPIVersions(t *testing.T) {
 		initProducerIDKey:   {0, 5},
 		addPartitionsTxnKey: {0, 5},
 		addOffsetsTxnKey:    {0, 4},
-		endTxnKey:           {0, 4},
-		txnOffsetCommitKey:  {0, 4},
+		endTxnKey:           {0, 5},
+		txnOffsetCommitKey:  {0, 5},
 	}, map[int16][2]int16{
 		offsetCommitKey:     got[offsetCommitKey],
 		joinGroupKey:        got[joinGroupKey],

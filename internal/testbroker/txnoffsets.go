@@ -97,11 +97,13 @@ func (c *Cluster) CommittedOffset(group, topic string, partition int32) (int64, 
 }
 
 // handleTxnOffsetCommit stores offsets of a transaction as pending, on the
-// group coordinator. The transaction must be Ongoing with the group added
-// by AddOffsetsToTxn (INVALID_TXN_STATE otherwise, as Kafka's KIP-890
-// verification answers), with the producer's current epoch
-// (INVALID_PRODUCER_EPOCH), and the generation and member must match the
-// group's (see SetGroupGeneration).
+// group coordinator. Before v5 the transaction must be Ongoing with the
+// group added by AddOffsetsToTxn (else INVALID_TXN_STATE, or from v4
+// TRANSACTION_ABORTABLE, as Kafka's KIP-890 verification answers); v5+
+// adds the group itself (KIP-890 part 2; CONCURRENT_TRANSACTIONS while the
+// last transaction's markers are written). The producer's epoch must be
+// the current one (INVALID_PRODUCER_EPOCH), and the generation and member
+// must match the group's (see SetGroupGeneration).
 func handleTxnOffsetCommit(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
 	req := kreq.(*kmsg.TxnOffsetCommitRequest)
 	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
@@ -124,19 +126,32 @@ func (c *Cluster) txnOffsetCommit(self int32, req *kmsg.TxnOffsetCommitRequest) 
 	if !c.isCoordinator(self, CoordinatorGroup, req.Group) {
 		return ecNotCoordinator
 	}
-	c.txn.mu.RLock()
-	defer c.txn.mu.RUnlock()
+	// v5+ (KIP-890 part 2) adds the group to the transaction itself:
+	// the coordinator's state changes, under its lock for writing.
+	implicit := req.Version >= 5
+	if implicit {
+		c.txn.mu.Lock()
+		defer c.txn.mu.Unlock()
+	} else {
+		c.txn.mu.RLock()
+		defer c.txn.mu.RUnlock()
+	}
 	m := c.txn.byID[req.TransactionalID]
-	switch {
-	case m == nil || m.pid != req.ProducerID:
-		return ecInvalidTxnState
-	case m.epoch != req.ProducerEpoch:
-		return ecInvalidProducerEpoch
-	case m.state != txnOngoing:
+	notAdded := ecInvalidTxnState
+	if req.Version >= 4 {
+		notAdded = ecTransactionAbortable // KIP-890 part 1's error for new clients
+	}
+	if m == nil || m.pid != req.ProducerID {
 		return ecInvalidTxnState
 	}
-	if _, ok := m.groups[req.Group]; !ok {
-		return ecInvalidTxnState
+	_, added := m.groups[req.Group]
+	switch {
+	case m.epoch != req.ProducerEpoch:
+		return ecInvalidProducerEpoch
+	case implicit && (m.state == txnPrepareCommit || m.state == txnPrepareAbort):
+		return ecConcurrentTransactions
+	case !implicit && (m.state != txnOngoing || !added):
+		return notAdded
 	}
 	g := &c.offsets
 	g.mu.Lock()
@@ -146,6 +161,13 @@ func (c *Cluster) txnOffsetCommit(self int32, req *kmsg.TxnOffsetCommitRequest) 
 		if code := s.checkMember(req.MemberID, req.Generation, true); code != 0 {
 			return code
 		}
+	}
+	if implicit && (m.state != txnOngoing || !added) {
+		c.beginLocked(m)
+		if m.groups == nil {
+			m.groups = make(map[string]struct{})
+		}
+		m.groups[req.Group] = struct{}{}
 	}
 	if s.pending == nil {
 		s.pending = make(map[int64]map[topicPartition]committedOffset)
