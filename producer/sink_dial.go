@@ -82,6 +82,9 @@ func (s *sink) handleDial(d dialResult) {
 	}
 	br.failures, br.lastErr = 0, nil
 	br.conn = d.conn
+	if s.txn != nil {
+		s.p.txn.client.features.observe(d.conn) // transaction.version
+	}
 	s.observeDial(br, d.took, nil)
 }
 

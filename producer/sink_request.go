@@ -96,7 +96,11 @@ func (s *sink) sendOne(br *ioBroker) bool {
 	s.p.rec.requestWritten(br.stats)
 	pr.sentAt = s.now
 	c, batches := br.conn, pr.batches
-	c.Send(req, func(resp kmsg.Response, err error) {
+	max := int16(-1)
+	if s.txn != nil {
+		max = s.txn.produceMax() // v11 or v12: the transaction version's flow
+	}
+	c.SendMax(req, max, func(resp kmsg.Response, err error) {
 		s.respMu.Lock()
 		s.respQ = append(s.respQ, produceResponse{broker: br, conn: c, req: pr, batches: batches, resp: resp, err: err})
 		s.respMu.Unlock()

@@ -142,19 +142,21 @@ func TestCloseFinishesCommitDespiteRefusedSends(t *testing.T) {
 // it, then aborts the transaction it leaves open (it used to skip the
 // abort, leaving the coordinator Ongoing).
 func TestCloseDuringSendOffsetsAbortsAfterIt(t *testing.T) {
-	bg := context.Background()
-	c, p := beginTxn(t, Config{}, true)
-	_, err := p.Send(bg, &Record{Topic: "t", Value: []byte("rec")}).Wait(bg)
-	require.NoError(t, err)
-	arrived := requestArrived(c, 25, 500*time.Millisecond)
-	so := make(chan error, 1)
-	go func() {
-		so <- p.SendOffsetsToTransaction(bg, map[string]map[int32]TxnOffset{"t": {0: {Offset: 1, LeaderEpoch: -1}}}, GroupMetadata{GroupID: "g"})
-	}()
-	require.Eventually(t, arrived, 5*time.Second, time.Millisecond)
-	cerr := p.Close(bg)
-	t.Logf("Close: %v; SendOffsets: %v; coordinator: %q", cerr, <-so, coordinatorState(c))
-	require.Equal(t, "CompleteAbort", coordinatorState(c))
+	forEachTxnVersion(t, func(t *testing.T, level int16) {
+		bg := context.Background()
+		c, p := beginTxnAt(t, level, Config{}, true)
+		_, err := p.Send(bg, &Record{Topic: "t", Value: []byte("rec")}).Wait(bg)
+		require.NoError(t, err)
+		arrived := requestArrived(c, addsGroupKey(level), 500*time.Millisecond)
+		so := make(chan error, 1)
+		go func() {
+			so <- p.SendOffsetsToTransaction(bg, map[string]map[int32]TxnOffset{"t": {0: {Offset: 1, LeaderEpoch: -1}}}, GroupMetadata{GroupID: "g"})
+		}()
+		require.Eventually(t, arrived, 5*time.Second, time.Millisecond)
+		cerr := p.Close(bg)
+		t.Logf("Close: %v; SendOffsets: %v; coordinator: %q", cerr, <-so, coordinatorState(c))
+		require.Equal(t, "CompleteAbort", coordinatorState(c))
+	})
 }
 
 // Close while CommitTransaction waits for EndTxn on another goroutine
@@ -175,12 +177,13 @@ func TestCloseDuringCommitWaitsForEndTxn(t *testing.T) {
 	require.NoError(t, cmErr)
 }
 
-// Close with a coordinator that keeps answering AddPartitionsToTxn with a
-// retriable error returns by TransactionTimeout, not only when its ctx
+// Close with a coordinator that keeps answering AddPartitionsToTxn
+// (transaction version 1) with a retriable error returns by
+// TransactionTimeout, not only when its ctx
 // ends (the abort would wait for the add forever), and says why.
 func TestCloseBoundedByTransactionTimeout(t *testing.T) {
 	bg := context.Background()
-	c, p := beginTxn(t, Config{RequestTimeout: time.Second, DeliveryTimeout: 2 * time.Second, TransactionTimeout: 1500 * time.Millisecond}, false)
+	c, p := beginTxnAt(t, 1, Config{RequestTimeout: time.Second, DeliveryTimeout: 2 * time.Second, TransactionTimeout: 1500 * time.Millisecond}, false)
 	var adds atomic.Int32
 	c.Intercept(testbroker.Interceptor{Keys: []int16{24}, ErrorCode: 14, // AddPartitionsToTxn: COORDINATOR_LOAD_IN_PROGRESS, forever
 		Match: func(int32, kmsg.Request) bool { adds.Add(1); return true }})
@@ -248,7 +251,14 @@ func TestCloseAbortsACommitThatCannotSucceed(t *testing.T) {
 // otherwise); begin opens its transaction.
 func beginTxn(t *testing.T, cfg Config, begin bool) (*testbroker.Cluster, *Producer) {
 	t.Helper()
-	c := newCluster(t, testbroker.Config{Brokers: 1})
+	return beginTxnAt(t, 0, cfg, begin)
+}
+
+// beginTxnAt is beginTxn with the cluster at transaction version level (0:
+// the test broker's default, 2).
+func beginTxnAt(t *testing.T, level int16, cfg Config, begin bool) (*testbroker.Cluster, *Producer) {
+	t.Helper()
+	c := newCluster(t, testbroker.Config{Brokers: 1, TransactionVersion: level})
 	require.NoError(t, c.CreateTopic("t", 1))
 	cfg.TransactionalID = "tx"
 	if cfg.Linger == 0 {

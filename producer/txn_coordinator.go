@@ -33,16 +33,18 @@ const (
 const concurrentTxnBackoff = 20 * time.Millisecond
 
 // txnMaxVersions caps the versions a transactional producer uses, on its
-// Produce connections and the coordinators': the explicit
-// AddPartitionsToTxn flow of transaction version 1 works with every
-// broker, and TxnOffsetCommit names topics. Produce v12 and EndTxn v5 would opt into KIP-890's transaction
-// version 2 (implicit adds, an epoch bump per transaction), and
-// AddPartitionsToTxn v4+ is for brokers only.
+// Produce connections and the coordinators'. Each request of the
+// transaction flows is then sent at its flow's version (txn_version.go):
+// Produce v12, EndTxn v5 and TxnOffsetCommit v5 opt into KIP-890's
+// transaction version 2 (implicit adds, an epoch bump per transaction), so
+// a producer of version 1 sends v11, v4 and v4. AddPartitionsToTxn v4+ is
+// for brokers only; Produce v13 and TxnOffsetCommit v6 name topics by id
+// (KIP-516).
 var txnMaxVersions = map[int16]int16{
-	0:  11, // Produce
-	24: 3,  // AddPartitionsToTxn
-	26: 4,  // EndTxn
-	28: 5,  // TxnOffsetCommit: v6 names topics by id (KIP-516)
+	0:  produceMaxV2,         // Produce
+	24: 3,                    // AddPartitionsToTxn
+	26: endTxnMaxV2,          // EndTxn
+	28: txnOffsetCommitMaxV2, // TxnOffsetCommit
 }
 
 // Kafka error codes the transaction protocol reads that kerr has no name
@@ -123,6 +125,10 @@ type txnClient struct {
 	coords map[coordKey]string // coordinator address
 	conns  map[string]*conn.Conn
 	closed bool
+
+	// features is the cluster's transaction.version, from every
+	// connection of the producer (txn_version.go).
+	features *txnFeatures
 }
 
 type coordKey struct {
@@ -131,7 +137,7 @@ type coordKey struct {
 }
 
 func newTxnClient(p *Producer, cfg conn.Config) *txnClient {
-	return &txnClient{p: p, cfg: cfg, coords: map[coordKey]string{}, conns: map[string]*conn.Conn{}}
+	return &txnClient{p: p, cfg: cfg, coords: map[coordKey]string{}, conns: map[string]*conn.Conn{}, features: newTxnFeatures()}
 }
 
 // close closes the coordinator connections (Producer.Close).
@@ -187,8 +193,9 @@ func (c *txnClient) forget(k coordKey) {
 	c.mu.Unlock()
 }
 
-// do sends req to k's coordinator once.
-func (c *txnClient) do(ctx context.Context, k coordKey, req kmsg.Request) (kmsg.Response, error) {
+// conn returns the connection to k's coordinator, finding it and dialing
+// it first if needed.
+func (c *txnClient) conn(ctx context.Context, k coordKey) (*conn.Conn, error) {
 	addr, err := c.coordinator(ctx, k)
 	if err != nil {
 		return nil, err
@@ -199,26 +206,37 @@ func (c *txnClient) do(ctx context.Context, k coordKey, req kmsg.Request) (kmsg.
 	if closed {
 		return nil, ErrClosed
 	}
-	if cn == nil {
-		if cn, err = conn.Dial(ctx, addr, c.cfg); err != nil {
-			c.forget(k)
-			return nil, err
-		}
-		c.mu.Lock()
-		switch old := c.conns[addr]; {
-		case c.closed:
-			c.mu.Unlock()
-			cn.Close()
-			return nil, ErrClosed
-		case old != nil:
-			defer cn.Close()
-			cn = old
-		default:
-			c.conns[addr] = cn
-		}
-		c.mu.Unlock()
+	if cn != nil {
+		return cn, nil
 	}
-	resp, err := cn.Do(ctx, req)
+	if cn, err = conn.Dial(ctx, addr, c.cfg); err != nil {
+		c.forget(k)
+		return nil, err
+	}
+	c.features.observe(cn)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch old := c.conns[addr]; {
+	case c.closed:
+		cn.Close()
+		return nil, ErrClosed
+	case old != nil:
+		cn.Close()
+		return old, nil
+	}
+	c.conns[addr] = cn
+	return cn, nil
+}
+
+// do sends req to k's coordinator once, at most at version max (-1: the
+// highest both sides serve).
+func (c *txnClient) do(ctx context.Context, k coordKey, req kmsg.Request, max int16) (kmsg.Response, error) {
+	cn, err := c.conn(ctx, k)
+	if err != nil {
+		return nil, err
+	}
+	addr := cn.Addr()
+	resp, err := cn.DoMax(ctx, req, max)
 	if err != nil && cn.Err() != nil {
 		c.mu.Lock()
 		if c.conns[addr] == cn {
@@ -231,14 +249,14 @@ func (c *txnClient) do(ctx context.Context, k coordKey, req kmsg.Request) (kmsg.
 	return resp, err
 }
 
-// call sends the request build makes (afresh per attempt) to k's
-// coordinator until code, reading its answer, returns nil or an error
+// call sends the request build makes (afresh per attempt, at most at
+// version max; -1: the highest both sides serve) to k's coordinator until code, reading its answer, returns nil or an error
 // classifyTxn does not retry, or ctx ends. Coordinator moves find the
 // coordinator again; CONCURRENT_TRANSACTIONS retries after 20 ms, other
 // retriable errors with the producer's backoff.
-func (c *txnClient) call(ctx context.Context, what string, k coordKey, build func() kmsg.Request, code func(kmsg.Response) error) error {
+func (c *txnClient) call(ctx context.Context, what string, k coordKey, max int16, build func() kmsg.Request, code func(kmsg.Response) error) error {
 	for attempt := 1; ; attempt++ {
-		resp, err := c.do(ctx, k, build())
+		resp, err := c.do(ctx, k, build(), max)
 		if err == nil {
 			err = code(resp)
 		}
@@ -286,7 +304,7 @@ func (c *txnClient) txnCoord() coordKey { return coordKey{txnKey, c.p.cfg.Transa
 func (c *txnClient) initProducerID(ctx context.Context, pid int64, epoch int16) (int64, int16, error) {
 	var id int64
 	var ep int16
-	err := c.call(ctx, "InitProducerId", c.txnCoord(), func() kmsg.Request {
+	err := c.call(ctx, "InitProducerId", c.txnCoord(), -1, func() kmsg.Request {
 		req := kmsg.NewPtrInitProducerIDRequest()
 		tid := c.p.cfg.TransactionalID
 		req.TransactionalID = &tid
@@ -313,13 +331,17 @@ type txnInfo struct {
 	pid     int64
 	epoch   int16
 	started bool
-	maybe   bool  // not started, but an AddOffsetsToTxn's outcome is unknown (txnIO.maybeStarted)
+	maybe   bool  // not started, but an AddOffsetsToTxn's or TxnOffsetCommit's outcome is unknown (txnIO.maybeStarted)
+	v2      bool  // the transaction runs transaction version 2 (txnIO.v2)
 	err     error // the producer could not get an id (fatal)
 }
 
 // end ends the transaction with EndTxn (commit or abort) when the
-// coordinator knows of it, and then tells the IO goroutine it ended. It runs
-// on the caller of CommitTransaction or AbortTransaction.
+// coordinator knows of it, and then tells the IO goroutine it ended, with
+// the producer id and epoch an EndTxn v5 answered (transaction version 2:
+// every commit or abort bumps the epoch, or gives a new producer id once
+// the epoch is exhausted). It runs on the caller of CommitTransaction or
+// AbortTransaction.
 func (c *txnClient) end(ctx context.Context, p *Producer, commit bool) error {
 	s := p.txnSink
 	info, err := s.txnQuery(ctx, false, true)
@@ -329,22 +351,32 @@ func (c *txnClient) end(ctx context.Context, p *Producer, commit bool) error {
 	if info.err != nil {
 		return info.err
 	}
+	next := producerIDEpoch{id: -1, epoch: -1}
 	if info.started || info.maybe {
 		what := "EndTxn(abort)"
 		if commit {
 			what = "EndTxn(commit)"
 		}
-		err = c.call(ctx, what, c.txnCoord(), func() kmsg.Request {
+		max := endTxnMaxV1
+		if info.v2 {
+			max = endTxnMaxV2
+		}
+		err = c.call(ctx, what, c.txnCoord(), max, func() kmsg.Request {
 			req := kmsg.NewPtrEndTxnRequest()
 			req.TransactionalID = c.p.cfg.TransactionalID
 			req.ProducerID, req.ProducerEpoch, req.Commit = info.pid, info.epoch, commit
 			return req
 		}, func(r kmsg.Response) error {
-			err := kerr.ForCode(r.(*kmsg.EndTxnResponse).ErrorCode)
+			resp := r.(*kmsg.EndTxnResponse)
+			err := kerr.ForCode(resp.ErrorCode)
 			if err != nil && !info.started && hasCode(err, codeInvalidTxnState) {
 				// Only maybe started: the coordinator never got the
-				// AddOffsetsToTxn, and has no transaction to end.
+				// AddOffsetsToTxn (or TxnOffsetCommit), and has no
+				// transaction to end.
 				return nil
+			}
+			if err == nil && resp.Version >= 5 && resp.ProducerID >= 0 {
+				next = producerIDEpoch{id: resp.ProducerID, epoch: resp.ProducerEpoch}
 			}
 			return err
 		})
@@ -352,7 +384,14 @@ func (c *txnClient) end(ctx context.Context, p *Producer, commit bool) error {
 			return err
 		}
 	}
-	return s.callIO(ctx, func() { s.txnEnded() })
+	c.refreshFeatures(ctx)
+	return s.callIO(ctx, func() { s.txnEnded(next) })
+}
+
+// producerIDEpoch is a producer id and epoch; id -1 for none.
+type producerIDEpoch struct {
+	id    int64
+	epoch int16
 }
 
 // sendOffsets adds the group to the transaction (AddOffsetsToTxn), then
@@ -367,7 +406,23 @@ func (c *txnClient) sendOffsets(ctx context.Context, p *Producer, offsets map[st
 		return info.err
 	}
 	tid := c.p.cfg.TransactionalID
-	err = c.call(ctx, "AddOffsetsToTxn", c.txnCoord(), func() kmsg.Request {
+	if info.v2 {
+		// Transaction version 2: TxnOffsetCommit v5 adds the group
+		// itself (Java skips AddOffsetsToTxn too). Its outcome is unknown
+		// until it answers: the transaction then may have begun.
+		if len(offsets) == 0 {
+			return nil
+		}
+		if err := s.callIO(context.WithoutCancel(ctx), func() { s.txn.maybeStarted = true }); err != nil {
+			return err
+		}
+		err := c.txnOffsetCommit(ctx, offsets, g, info)
+		if err == nil {
+			err = s.callIO(context.WithoutCancel(ctx), func() { s.txn.started = true })
+		}
+		return err
+	}
+	err = c.call(ctx, "AddOffsetsToTxn", c.txnCoord(), -1, func() kmsg.Request {
 		req := kmsg.NewPtrAddOffsetsToTxnRequest()
 		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group = tid, info.pid, info.epoch, g.GroupID
 		return req
@@ -387,10 +442,25 @@ func (c *txnClient) sendOffsets(ctx context.Context, p *Producer, offsets map[st
 	// The coordinator knows of the transaction now: it must be ended, so
 	// this is recorded even if ctx just ended (else a Commit would skip
 	// EndTxn and the coordinator keep the transaction open).
-	if err := s.callIO(context.WithoutCancel(ctx), func() { s.txn.started = true }); err != nil || len(offsets) == 0 {
+	if err := s.callIO(context.WithoutCancel(ctx), func() { s.txn.started = true }); err != nil {
 		return err
 	}
-	return c.call(ctx, "TxnOffsetCommit", coordKey{groupKey, g.GroupID}, func() kmsg.Request {
+	return c.txnOffsetCommit(ctx, offsets, g, info)
+}
+
+// txnOffsetCommit sends the offsets to the group coordinator: v5 at
+// transaction version 2, which adds the group to the transaction, else at
+// most v4 after AddOffsetsToTxn. Without offsets it sends nothing.
+func (c *txnClient) txnOffsetCommit(ctx context.Context, offsets map[string]map[int32]TxnOffset, g GroupMetadata, info txnInfo) error {
+	if len(offsets) == 0 {
+		return nil
+	}
+	tid := c.p.cfg.TransactionalID
+	max := txnOffsetCommitMaxV1
+	if info.v2 {
+		max = txnOffsetCommitMaxV2
+	}
+	return c.call(ctx, "TxnOffsetCommit", coordKey{groupKey, g.GroupID}, max, func() kmsg.Request {
 		req := kmsg.NewPtrTxnOffsetCommitRequest()
 		req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = tid, g.GroupID, info.pid, info.epoch
 		req.Generation, req.MemberID = g.GenerationID, g.MemberID
@@ -444,9 +514,13 @@ type txnIO struct {
 	// (INVALID_TXN_STATE then means there was none), and no epoch bump
 	// goes meanwhile.
 	maybeStarted bool
-	waiters      []txnWaiter // txnQuery callers, answered once no add is in flight
-	gen          uint64      // transactions ended (txnEnded): an add answered after its transaction ended adds nothing
-	sweep        []*batch    // scratch for failing buffered batches
+	// v2: the transaction runs transaction version 2 (KIP-890): no
+	// AddPartitionsToTxn, Produce v12 adds each partition, and EndTxn v5
+	// bumps the epoch. Chosen between transactions (txnPickVersion).
+	v2      bool
+	waiters []txnWaiter // txnQuery callers, answered once no add is in flight
+	gen     uint64      // transactions ended (txnEnded): an add answered after its transaction ended adds nothing
+	sweep   []*batch    // scratch for failing buffered batches
 }
 
 func newTxnIO(t *txnManager) *txnIO {
@@ -456,11 +530,18 @@ func newTxnIO(t *txnManager) *txnIO {
 // txnGate is the transactional part of the send gate (mayDrain): a
 // partition's batches go out only while a transaction is open or
 // committing, and only once the partition is in the transaction; until
-// then it waits for the next AddPartitionsToTxn, which lists it again.
+// then it waits for the next AddPartitionsToTxn, which lists it again. At
+// transaction version 2 the Produce request adds the partition itself: the
+// batch goes, and the transaction counts as started (the coordinator may
+// add the partition even if the batch then fails), so that EndTxn is sent.
 func (s *sink) txnGate(ip *ioPart) bool {
 	x := s.txn
 	if st := x.t.load(); st != txnInTxn && st != txnCommitting {
 		return false
+	}
+	if x.v2 {
+		x.started = true
+		return true
 	}
 	if _, ok := x.added[ip]; ok {
 		return true
@@ -475,7 +556,7 @@ func (s *sink) txnGate(ip *ioPart) bool {
 // the add then overlaps the batch's linger instead of delaying its send.
 func (s *sink) txnWant(ip *ioPart) {
 	x := s.txn
-	if ip == nil {
+	if ip == nil || x.v2 {
 		return
 	}
 	if st := x.t.load(); st != txnInTxn && st != txnCommitting {
@@ -543,7 +624,7 @@ func (s *sink) txnSweep(err error) {
 // itself.
 func (s *sink) txnAddPartitions() {
 	x := s.txn
-	if len(x.adding) > 0 || len(x.pending) == 0 || !s.idem.canSend() || s.idem.needBump {
+	if len(x.adding) > 0 || len(x.pending) == 0 || x.v2 || !s.idem.canSend() || s.idem.needBump {
 		return
 	}
 	if st := x.t.load(); st != txnInTxn && st != txnCommitting {
@@ -558,7 +639,7 @@ func (s *sink) txnAddPartitions() {
 	nAsked := len(x.adding) // x is the IO goroutine's: the request's goroutine reads only copies
 	c := s.p.txn.client
 	go func() {
-		err := c.call(s.p.closing, "AddPartitionsToTxn", c.txnCoord(), func() kmsg.Request {
+		err := c.call(s.p.closing, "AddPartitionsToTxn", c.txnCoord(), -1, func() kmsg.Request {
 			req := kmsg.NewPtrAddPartitionsToTxnRequest()
 			req.TransactionalID, req.ProducerID, req.ProducerEpoch = tid, pid, epoch
 			for topic, parts := range byTopic {
@@ -681,7 +762,7 @@ func (s *sink) txnAnswer() {
 	if len(x.waiters) == 0 || len(x.adding) > 0 {
 		return
 	}
-	info := txnInfo{pid: s.idem.producerID, epoch: s.idem.epoch, started: x.started, maybe: x.maybeStarted}
+	info := txnInfo{pid: s.idem.producerID, epoch: s.idem.epoch, started: x.started, maybe: x.maybeStarted, v2: x.v2}
 	fatal := x.t.load() == txnFatal
 	if fatal {
 		info.err = x.t.lastErr()
@@ -704,10 +785,22 @@ func (s *sink) txnAnswer() {
 // none was needed), and makes the producer ready for the next one. The
 // transition runs here, on the IO goroutine, between two steps: a step
 // that read the state as aborting (and fails what is buffered) never
-// overlaps the next transaction's Sends. A pending epoch bump may go now
-// (txnMayBump).
-func (s *sink) txnEnded() {
+// overlaps the next transaction's Sends. An EndTxn v5 answered the next
+// producer id and epoch (next.id >= 0): the producer adopts them, with
+// sequences from 0, which is all an epoch bump asked for meanwhile would
+// give. Then the next transaction's version is chosen (txnPickVersion). A
+// pending epoch bump may go now (txnMayBump).
+func (s *sink) txnEnded(next producerIDEpoch) {
 	x := s.txn
+	if id := s.idem; next.id >= 0 {
+		if next.id != id.producerID || next.epoch != id.epoch {
+			s.p.log.Debug("EndTxn bumped the producer epoch", "id", next.id, "epoch", next.epoch, "previous_id", id.producerID, "previous_epoch", id.epoch)
+		}
+		id.producerID, id.epoch = next.id, next.epoch
+		id.needBump, id.needNewID = false, false
+		s.resetSequences()
+	}
+	s.txnPickVersion(false)
 	x.t.ended()
 	clear(x.added)
 	clear(x.queued)
@@ -800,6 +893,9 @@ func (s *sink) txnProducerID(pid int64, epoch int16, err error) {
 	bumped := id.producerID >= 0
 	id.producerID, id.epoch = pid, epoch
 	id.needBump, id.needNewID, id.failures, id.lastErr = false, false, 0, nil
+	if !bumped {
+		s.txnPickVersion(true)
+	}
 	if x := s.txn; bumped {
 		// The coordinator knows of no transaction under the new epoch:
 		// partitions are added again. A bump never runs inside a
@@ -838,7 +934,9 @@ func (s *sink) txnProduceError(br *ioBroker, ip *ioPart, b *batch, err error) bo
 	case errors.Is(err, kerr.InvalidProducerEpoch), errors.Is(err, kerr.TransactionAbortable),
 		hasCode(err, codeUnknownProducerID), isSequenceError(err):
 		te = &txnError{err: fmt.Errorf("%s: %w", where, err)}
-		s.idem.needBump = true
+		// At transaction version 2 the abort's EndTxn bumps the epoch
+		// (Java asks no bump of its own then either).
+		s.idem.needBump = s.idem.needBump || !s.txn.v2
 	default:
 		return false
 	}

@@ -29,7 +29,7 @@ import (
 // transaction, read_committed consumers stalled behind it. Java adds only
 // the partitions of the answer (AddPartitionsToTxnHandler: partitionsInTransaction.addAll(errors.keySet())).
 func TestAddPartitionsMissingFromAnswerAreNotAdded(t *testing.T) {
-	c := newCluster(t, testbroker.Config{Brokers: 1})
+	c := newCluster(t, testbroker.Config{Brokers: 1, TransactionVersion: 1}) // AddPartitionsToTxn's flow
 	require.NoError(t, c.CreateTopic("t", 2))
 	var mu sync.Mutex
 	var events []string
@@ -80,30 +80,51 @@ func TestAddPartitionsMissingFromAnswerAreNotAdded(t *testing.T) {
 }
 
 // TestSendOffsetsTimeoutStillEndsCoordinatorTxn: SendOffsetsToTransaction
-// whose ctx ends while AddOffsetsToTxn is in flight returns ctx.Err(), but
-// the coordinator may have added the group and opened the transaction
-// (Ongoing). The outcome is unknown, so the producer records that the
-// transaction may have started (txnIO.maybeStarted) and its Commit or
-// Abort sends EndTxn. It used to record the start only after a successful
-// answer, so a Commit of that transaction without records skipped EndTxn
-// and returned nil while the coordinator kept it Ongoing until
-// TransactionTimeout, whose abort then fenced the next transaction.
+// whose ctx ends while AddOffsetsToTxn (transaction version 1) or
+// TxnOffsetCommit (version 2, which adds the group itself) is in flight
+// returns ctx.Err(), but the coordinator may have added the group and
+// opened the transaction (Ongoing). The outcome is unknown, so the
+// producer records that the transaction may have started
+// (txnIO.maybeStarted) and its Commit or Abort sends EndTxn. It used to
+// record the start only after a successful answer, so a Commit of that
+// transaction without records skipped EndTxn and returned nil while the
+// coordinator kept it Ongoing until TransactionTimeout, whose abort then
+// fenced the next transaction.
 func TestSendOffsetsTimeoutStillEndsCoordinatorTxn(t *testing.T) {
-	c, p := beginTxn(t, Config{TransactionTimeout: time.Second}, false)
-	ctx := testCtx(t)
-	sendOffsetsTimesOut(t, c, p, ctx, testbroker.Interceptor{Keys: []int16{25}, After: true, Times: 1, Delay: 400 * time.Millisecond},
-		map[string]map[int32]TxnOffset{"t": {0: {Offset: 1, LeaderEpoch: -1}}})
-	time.Sleep(500 * time.Millisecond) // the coordinator has handled AddOffsetsToTxn
-	t.Logf("coordinator after the timed-out SendOffsets: %s", coordinatorState(c))
-	require.NoError(t, p.CommitTransaction(ctx))
-	require.NotEqual(t, "Ongoing", coordinatorState(c), "CommitTransaction returned nil but the coordinator's transaction is still open (no EndTxn)")
+	forEachTxnVersion(t, func(t *testing.T, level int16) {
+		c, p := beginTxnAt(t, level, Config{TransactionTimeout: time.Second}, false)
+		ctx := testCtx(t)
+		sendOffsetsTimesOut(t, c, p, ctx, testbroker.Interceptor{Keys: []int16{addsGroupKey(level)}, After: true, Times: 1, Delay: 400 * time.Millisecond})
+		time.Sleep(500 * time.Millisecond) // the coordinator has handled it
+		t.Logf("coordinator after the timed-out SendOffsets: %s", coordinatorState(c))
+		require.NoError(t, p.CommitTransaction(ctx))
+		require.NotEqual(t, "Ongoing", coordinatorState(c), "CommitTransaction returned nil but the coordinator's transaction is still open (no EndTxn)")
+	})
+}
+
+// forEachTxnVersion runs f as a subtest at transaction versions 1 and 2
+// (the test broker's finalized transaction.version).
+func forEachTxnVersion(t *testing.T, f func(t *testing.T, level int16)) {
+	for _, level := range []int16{1, 2} {
+		t.Run(fmt.Sprintf("transaction version %d", level), func(t *testing.T) { f(t, level) })
+	}
+}
+
+// addsGroupKey is the API key of the request that adds a group to the
+// transaction at a transaction version: AddOffsetsToTxn (25), or at 2
+// TxnOffsetCommit (28) itself.
+func addsGroupKey(level int16) int16 {
+	if level >= 2 {
+		return 28
+	}
+	return 25
 }
 
 // sendOffsetsTimesOut commits a first transaction (the producer gets its
 // id), then, with intercept set, begins a second one whose
-// SendOffsetsToTransaction of offsets (for group "g") ends by its ctx,
-// 100 ms in, while AddOffsetsToTxn is out.
-func sendOffsetsTimesOut(t *testing.T, c *testbroker.Cluster, p *Producer, ctx context.Context, intercept testbroker.Interceptor, offsets map[string]map[int32]TxnOffset) {
+// SendOffsetsToTransaction (for group "g") ends by its ctx, 100 ms in,
+// while the request adding the group is out.
+func sendOffsetsTimesOut(t *testing.T, c *testbroker.Cluster, p *Producer, ctx context.Context, intercept testbroker.Interceptor) {
 	t.Helper()
 	require.NoError(t, p.BeginTransaction())
 	_, err := p.Send(ctx, &Record{Topic: "t", Value: []byte("v")}).Wait(ctx)
@@ -114,7 +135,7 @@ func sendOffsetsTimesOut(t *testing.T, c *testbroker.Cluster, p *Producer, ctx c
 	require.NoError(t, p.BeginTransaction())
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
-	err = p.SendOffsetsToTransaction(short, offsets, GroupMetadata{GroupID: "g"})
+	err = p.SendOffsetsToTransaction(short, map[string]map[int32]TxnOffset{"t": {0: {Offset: 1, LeaderEpoch: -1}}}, GroupMetadata{GroupID: "g"})
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 }
 
@@ -130,18 +151,20 @@ func testCtx(t *testing.T) context.Context {
 // at the coordinator would time out there, be aborted with an epoch bump,
 // and fence the producer's next transaction.
 func TestSendOffsetsTimeoutDoesNotFenceNextTransaction(t *testing.T) {
-	c, p := beginTxn(t, Config{TransactionTimeout: time.Second, RequestTimeout: time.Second, DeliveryTimeout: 3 * time.Second}, false)
-	ctx := testCtx(t)
-	sendOffsetsTimesOut(t, c, p, ctx, testbroker.Interceptor{Keys: []int16{25}, After: true, Times: 1, Delay: 400 * time.Millisecond}, nil)
-	require.NoError(t, p.AbortTransaction(ctx))
-	time.Sleep(1500 * time.Millisecond) // past TransactionTimeout: the coordinator aborts with a bump
-	require.NoError(t, p.BeginTransaction())
-	_, err := p.Send(ctx, &Record{Topic: "t", Value: []byte("next")}).Wait(ctx)
-	cerr := p.CommitTransaction(ctx)
-	t.Logf("next transaction: record %v; commit %v (fatal %v)", err, cerr, IsFatal(cerr))
-	require.NoError(t, err, "the next transaction's record")
-	require.False(t, errors.Is(cerr, ErrProducerFenced), "fenced: %v", cerr)
-	require.NoError(t, cerr)
+	forEachTxnVersion(t, func(t *testing.T, level int16) {
+		c, p := beginTxnAt(t, level, Config{TransactionTimeout: time.Second, RequestTimeout: time.Second, DeliveryTimeout: 3 * time.Second}, false)
+		ctx := testCtx(t)
+		sendOffsetsTimesOut(t, c, p, ctx, testbroker.Interceptor{Keys: []int16{addsGroupKey(level)}, After: true, Times: 1, Delay: 400 * time.Millisecond})
+		require.NoError(t, p.AbortTransaction(ctx))
+		time.Sleep(1500 * time.Millisecond) // past TransactionTimeout: the coordinator aborts with a bump
+		require.NoError(t, p.BeginTransaction())
+		_, err := p.Send(ctx, &Record{Topic: "t", Value: []byte("next")}).Wait(ctx)
+		cerr := p.CommitTransaction(ctx)
+		t.Logf("next transaction: record %v; commit %v (fatal %v)", err, cerr, IsFatal(cerr))
+		require.NoError(t, err, "the next transaction's record")
+		require.False(t, errors.Is(cerr, ErrProducerFenced), "fenced: %v", cerr)
+		require.NoError(t, cerr)
+	})
 }
 
 // TestAbortWithSendBlockedOnMemoryKeepsPoolUsable: with BufferMemory equal
@@ -183,12 +206,16 @@ func TestAbortWithSendBlockedOnMemoryKeepsPoolUsable(t *testing.T) {
 // no transaction (INVALID_TXN_STATE), which means there is nothing to end:
 // Commit succeeds and the producer goes on.
 func TestSendOffsetsTimeoutBeforeTheCoordinatorCommitsCleanly(t *testing.T) {
-	c, p := beginTxn(t, Config{}, false)
+	forEachTxnVersion(t, testSendOffsetsTimeoutBeforeTheCoordinatorCommitsCleanly)
+}
+
+func testSendOffsetsTimeoutBeforeTheCoordinatorCommitsCleanly(t *testing.T, level int16) {
+	c, p := beginTxnAt(t, level, Config{}, false)
 	ctx := testCtx(t)
 	// Held before the coordinator sees it, then dropped: never handled.
-	sendOffsetsTimesOut(t, c, p, ctx, testbroker.Interceptor{Keys: []int16{25}, Times: 1, Delay: 400 * time.Millisecond, ErrorCode: 15}, nil)
+	sendOffsetsTimesOut(t, c, p, ctx, testbroker.Interceptor{Keys: []int16{addsGroupKey(level)}, Times: 1, Delay: 400 * time.Millisecond, ErrorCode: 15})
 	time.Sleep(500 * time.Millisecond)
-	require.NotEqual(t, "Ongoing", coordinatorState(c), "the AddOffsetsToTxn must not have reached the coordinator")
+	require.NotEqual(t, "Ongoing", coordinatorState(c), "the request adding the group must not have reached the coordinator")
 	// Kafka answers an EndTxn without a transaction open INVALID_TXN_STATE
 	// (or, the same as the last one ended, success: a retry), here forced.
 	var ends atomic.Int32

@@ -78,23 +78,31 @@ func TestTxnGapAfterAbortBumpsEpoch(t *testing.T) {
 // A gap found once no transaction is open (as the late answer of a batch
 // of an aborted transaction would leave) bumps the epoch before the next
 // transaction adds a partition, and that transaction then sends: the bump
-// used to be decided only when the abort ended.
+// used to be decided only when the abort ended. At transaction version 2
+// the commits bump the epoch too (EndTxn v5), and nothing is added
+// explicitly.
 func TestTxnBumpAfterLateGap(t *testing.T) {
-	c := newCluster(t, testbroker.Config{Brokers: 1})
-	require.NoError(t, c.CreateTopic("t", 1))
-	epochs := recordTxnEpochs(c)
-	p := newProducer(t, c, Config{TransactionalID: "tx", Linger: -1, RequestTimeout: time.Second, DeliveryTimeout: 3 * time.Second})
-	ctx := context.Background()
-	for i := range 2 {
-		if i == 1 {
-			require.NoError(t, p.txnSink.callIO(ctx, func() { p.txnSink.idem.needBump = true }))
-		}
-		require.NoError(t, p.BeginTransaction())
-		_, err := p.Send(ctx, &Record{Topic: "t", Value: []byte("v")}).Wait(ctx)
-		require.NoError(t, err, "transaction %d", i)
-		require.NoError(t, p.CommitTransaction(ctx))
+	want := map[int16][]string{
+		1: {"InitProducerId(-1)", "AddPartitionsToTxn(0)", "InitProducerId(0)", "AddPartitionsToTxn(1)"},
+		2: {"InitProducerId(-1)", "InitProducerId(1)"},
 	}
-	require.Equal(t, []string{"InitProducerId(-1)", "AddPartitionsToTxn(0)", "InitProducerId(0)", "AddPartitionsToTxn(1)"}, epochs())
+	forEachTxnVersion(t, func(t *testing.T, level int16) {
+		c := newCluster(t, testbroker.Config{Brokers: 1, TransactionVersion: level})
+		require.NoError(t, c.CreateTopic("t", 1))
+		epochs := recordTxnEpochs(c)
+		p := newProducer(t, c, Config{TransactionalID: "tx", Linger: -1, RequestTimeout: time.Second, DeliveryTimeout: 3 * time.Second})
+		ctx := context.Background()
+		for i := range 2 {
+			if i == 1 {
+				require.NoError(t, p.txnSink.callIO(ctx, func() { p.txnSink.idem.needBump = true }))
+			}
+			require.NoError(t, p.BeginTransaction())
+			_, err := p.Send(ctx, &Record{Topic: "t", Value: []byte("v")}).Wait(ctx)
+			require.NoError(t, err, "transaction %d", i)
+			require.NoError(t, p.CommitTransaction(ctx))
+		}
+		require.Equal(t, want[level], epochs())
+	})
 }
 
 // A callback of a record Send refuses runs on Send's goroutine, counted in
@@ -154,27 +162,45 @@ func TestTxnBumpBeforeNextTxnAdds(t *testing.T) {
 // bump (InitProducerId with the current epoch) would have made the
 // coordinator abort the transaction and fence the producer.
 func TestTxnAddWaitsForDeferredBump(t *testing.T) {
-	c := newCluster(t, testbroker.Config{Brokers: 1})
-	require.NoError(t, c.CreateTopic("t", 1))
-	epochs := recordTxnEpochs(c)
-	p := newProducer(t, c, Config{TransactionalID: "tx", Linger: -1, RequestTimeout: time.Second, DeliveryTimeout: 3 * time.Second})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, p.BeginTransaction())
-	_, err := p.Send(ctx, &Record{Topic: "t", Value: []byte("v")}).Wait(ctx)
-	require.NoError(t, err)
-	require.NoError(t, p.CommitTransaction(ctx))
-	s := p.txnSink
-	require.NoError(t, s.callIO(ctx, func() { s.idem.needBump = true; s.inflight++ }))
-	require.NoError(t, p.BeginTransaction())
-	f := p.Send(ctx, &Record{Topic: "t", Value: []byte("v")})
-	time.Sleep(300 * time.Millisecond)
-	require.Equal(t, []string{"InitProducerId(-1)", "AddPartitionsToTxn(0)"}, epochs(), "nothing is added while the bump waits")
-	require.NoError(t, s.callIO(ctx, func() { s.inflight-- }))
-	_, err = f.Wait(ctx)
-	require.NoError(t, err)
-	require.NoError(t, p.CommitTransaction(ctx))
-	require.Equal(t, []string{"InitProducerId(-1)", "AddPartitionsToTxn(0)", "InitProducerId(0)", "AddPartitionsToTxn(1)"}, epochs())
+	type want struct{ waiting, after []string }
+	wants := map[int16]want{
+		1: {[]string{"InitProducerId(-1)", "AddPartitionsToTxn(0)"}, []string{"InitProducerId(-1)", "AddPartitionsToTxn(0)", "InitProducerId(0)", "AddPartitionsToTxn(1)"}},
+		// No explicit add; the commit's EndTxn v5 bumped to 1.
+		2: {[]string{"InitProducerId(-1)"}, []string{"InitProducerId(-1)", "InitProducerId(1)"}},
+	}
+	forEachTxnVersion(t, func(t *testing.T, level int16) {
+		c := newCluster(t, testbroker.Config{Brokers: 1, TransactionVersion: level})
+		require.NoError(t, c.CreateTopic("t", 1))
+		epochs := recordTxnEpochs(c)
+		p := newProducer(t, c, Config{TransactionalID: "tx", Linger: -1, RequestTimeout: time.Second, DeliveryTimeout: 3 * time.Second})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, p.BeginTransaction())
+		_, err := p.Send(ctx, &Record{Topic: "t", Value: []byte("v")}).Wait(ctx)
+		require.NoError(t, err)
+		require.NoError(t, p.CommitTransaction(ctx))
+		s := p.txnSink
+		require.NoError(t, s.callIO(ctx, func() { s.idem.needBump = true; s.inflight++ }))
+		var faked atomic.Bool
+		faked.Store(true)
+		unfake := func() error {
+			if !faked.Swap(false) {
+				return nil
+			}
+			return s.callIO(ctx, func() { s.inflight-- })
+		}
+		t.Cleanup(func() { _ = unfake() }) // before Close, which waits for it
+		require.NoError(t, p.BeginTransaction())
+		f := p.Send(ctx, &Record{Topic: "t", Value: []byte("v")})
+		time.Sleep(300 * time.Millisecond)
+		t.Logf("waiting: %v", epochs())
+		require.Equal(t, wants[level].waiting, epochs(), "nothing is added while the bump waits")
+		require.NoError(t, unfake())
+		_, err = f.Wait(ctx)
+		require.NoError(t, err)
+		require.NoError(t, p.CommitTransaction(ctx))
+		require.Equal(t, wants[level].after, epochs())
+	})
 }
 
 // The abort fails a record parked for a topic the cluster does not have,

@@ -215,8 +215,8 @@ type Conn struct {
 	cfg      Config
 	nc       net.Conn
 	format   *kmsg.RequestFormatter
-	versions []int16  // negotiated version per key, -1 if unusable
-	features Features // the broker's finalized features, from ApiVersions
+	versions []int16                  // negotiated version per key, -1 if unusable
+	features atomic.Pointer[Features] // the broker's finalized features, from ApiVersions
 
 	mu       sync.Mutex
 	queue    fifo // sent, not yet written; owned by the writer
@@ -386,9 +386,36 @@ type Features struct {
 // finalizes none.
 func (f Features) Level(name string) int16 { return f.Levels[name] }
 
-// Features returns the finalized features of the broker's ApiVersions
-// answer when the connection was set up. The map must not be modified.
-func (c *Conn) Features() Features { return c.features }
+// Features returns the finalized features of the broker's last
+// ApiVersions answer on this connection: the handshake's, or
+// ReadFeatures'. The map must not be modified.
+func (c *Conn) Features() Features {
+	if f := c.features.Load(); f != nil {
+		return *f
+	}
+	return Features{Epoch: -1}
+}
+
+// ReadFeatures asks the broker its finalized features again with an
+// ApiVersions request on this connection (Kafka answers one at any time),
+// keeps them for Features, and returns them. A broker changes them at run
+// time (FeatureCommand upgrade or downgrade) without telling its
+// connections.
+func (c *Conn) ReadFeatures(ctx context.Context) (Features, error) {
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.ClientSoftwareName, req.ClientSoftwareVersion = c.cfg.SoftwareName, c.cfg.SoftwareVersion
+	resp, err := c.Do(ctx, req)
+	if err != nil {
+		return Features{Epoch: -1}, err
+	}
+	r := resp.(*kmsg.ApiVersionsResponse)
+	if err := kerr.ForCode(r.ErrorCode); err != nil {
+		return Features{Epoch: -1}, fmt.Errorf("conn: %s: ApiVersions: %w", c.addr, err)
+	}
+	f := finalizedFeatures(r)
+	c.features.Store(&f)
+	return f, nil
+}
 
 // Done returns a channel closed once the connection is broken or closed.
 func (c *Conn) Done() <-chan struct{} { return c.done }

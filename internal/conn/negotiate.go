@@ -92,7 +92,8 @@ func (c *Conn) negotiate(secure bool) error {
 			return fmt.Errorf("conn: %s: ApiVersions handshake (v%d): %w", c.addr, version, err)
 		}
 		c.versions = negotiatedVersions(resp.ApiKeys, c.cfg.MaxVersions)
-		c.features = finalizedFeatures(resp)
+		f := finalizedFeatures(resp)
+		c.features.Store(&f)
 		return nil
 	}
 }

@@ -85,6 +85,10 @@ func TestFinalizedFeaturesAndSendMax(t *testing.T) {
 			if f2 := dial(t, cl.Addrs()[0], Config{}).Features(); f2.Level("transaction.version") != 1 || (tc.level != 1 && f2.Epoch <= f.Epoch) {
 				t.Fatalf("a new connection: %+v after %+v", f2, f)
 			}
+			f3, err := c.ReadFeatures(context.Background())
+			if err != nil || f3.Level("transaction.version") != 1 || c.Features().Level("transaction.version") != 1 {
+				t.Fatalf("ReadFeatures: %+v, %v; then Features %+v", f3, err, c.Features())
+			}
 			for _, max := range []int16{4, 5, -1} {
 				resp, err := c.DoMax(context.Background(), kmsg.NewPtrEndTxnRequest(), max)
 				if err != nil {
