@@ -164,6 +164,27 @@ func (c *Cluster) TransactionState(transactionalID string) (state string, produc
 	return m.state.String(), m.pid, m.epoch, true
 }
 
+// SetProducerEpoch sets the epoch of a transactional id's producer (making
+// the id known, with a new producer id, if it is not), for tests of epoch
+// exhaustion: the next InitProducerId bumps from it, and an EndTxn v5 at
+// epoch 32766 moves the producer to a new id. The id's transaction must
+// not be Ongoing or being completed.
+func (c *Cluster) SetProducerEpoch(transactionalID string, epoch int16) error {
+	c.txn.mu.Lock()
+	defer c.txn.mu.Unlock()
+	m := c.txn.byID[transactionalID]
+	if m == nil {
+		m = &txnMeta{id: transactionalID, pid: c.pids.allocate(), lastEpoch: -1, prevPID: -1, nextPID: -1, timeout: time.Minute}
+		c.txn.byID[transactionalID] = m
+		c.txn.byPID[m.pid] = m
+	}
+	if m.state != txnEmpty && m.state != txnCompleteCommit && m.state != txnCompleteAbort {
+		return fmt.Errorf("testbroker: transactional id %q is %s", transactionalID, m.state)
+	}
+	m.epoch, m.lastEpoch = epoch, -1
+	return nil
+}
+
 // fencedCode is PRODUCER_FENCED, or INVALID_PRODUCER_EPOCH for versions
 // before KIP-588's.
 func fencedCode(version, since int16) int16 {
