@@ -265,12 +265,12 @@ type Cluster struct {
 	pids    producerIDs
 	coord   coordinators   // coordinator placement (coordinator.go)
 	txn     txnCoordinator // transactions (txn.go)
+	offsets groupOffsets   // group offsets (txnoffsets.go)
 	// txnVersion is the finalized transaction.version (-1: none), and
 	// featuresEpoch the FinalizedFeaturesEpoch ApiVersions reports, bumped
 	// by every change of it (apis.go).
 	txnVersion    atomic.Int32
 	featuresEpoch atomic.Int64
-	offsets groupOffsets   // group offsets (txnoffsets.go)
 
 	mem       *requestMemory
 	icpt      interceptors

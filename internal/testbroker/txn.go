@@ -133,10 +133,10 @@ type txnMeta struct {
 	// (-1 unless the epoch overflowed).
 	prevPID, nextPID int64
 	timeout          time.Duration
-	state      txnState
-	started    time.Time // when the transaction became Ongoing
-	partitions map[topicPartition]struct{}
-	groups     map[string]struct{}
+	state            txnState
+	started          time.Time // when the transaction became Ongoing
+	partitions       map[topicPartition]struct{}
+	groups           map[string]struct{}
 }
 
 // txnCoordinator is the cluster's transaction state, shared by the
