@@ -218,3 +218,44 @@ func awaitAll(b *testing.B, ctx context.Context, fs []*Future) {
 	}
 	clear(fs)
 }
+
+// BenchmarkTransaction measures transactions of 1 and 100 records of 100
+// bytes, each begun, sent and committed in turn, against a three-broker
+// test broker at transaction versions 1 and 2 (KIP-890 part 2: no
+// AddPartitionsToTxn round trip before a partition's first Produce, and an
+// epoch bump per commit). It reports transactions and records per second.
+func BenchmarkTransaction(b *testing.B) {
+	for _, level := range []int16{1, 2} {
+		for _, size := range []int{1, 100} {
+			b.Run(fmt.Sprintf("version=%d/records=%d", level, size), func(b *testing.B) {
+				c := newCluster(b, testbroker.Config{Sink: true, TransactionVersion: level})
+				if err := c.CreateTopic("bench", 12); err != nil {
+					b.Fatal(err)
+				}
+				p := newProducer(b, c, Config{TransactionalID: "bench", Linger: time.Millisecond})
+				ctx := context.Background()
+				noop := func(RecordMetadata, error) {}
+				txn := func() {
+					if err := p.BeginTransaction(); err != nil {
+						b.Fatal(err)
+					}
+					for range size {
+						p.SendCallback(ctx, &Record{Topic: "bench", Value: benchValue}, noop)
+					}
+					if err := p.CommitTransaction(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+				txn() // the producer id and the connections
+				b.ReportAllocs()
+				b.ResetTimer()
+				for b.Loop() {
+					txn()
+				}
+				s := b.Elapsed().Seconds()
+				b.ReportMetric(float64(b.N)/s, "txn/s")
+				b.ReportMetric(float64(b.N*size)/s, "records/s")
+			})
+		}
+	}
+}
