@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -43,19 +44,43 @@ type txnCluster struct {
 	name   string
 	start  func(t *testing.T, topics ...string) []string
 	unique func(string) string
+	// dialer, if set, opens the samsa producers' connections (a test
+	// counting the requests on the wire).
+	dialer func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
-// txnClusters: kfake and samsa's own test broker, three brokers each (real
-// Kafka: realkafka_txn_test.go).
+// producer is newSamsaProducer with the cluster's dialer.
+func (cl txnCluster) producer(t *testing.T, addrs []string, cfg producer.Config) *producer.Producer {
+	t.Helper()
+	cfg.Dialer = cl.dialer
+	return newSamsaProducer(t, addrs, cfg)
+}
+
+// txnProducer is newTxnProducer with the cluster's dialer.
+func (cl txnCluster) txnProducer(t *testing.T, addrs []string, id string) *producer.Producer {
+	t.Helper()
+	return cl.producer(t, addrs, producer.Config{TransactionalID: id, Linger: 2 * time.Millisecond})
+}
+
+// txnClusters: kfake and samsa's own test broker at transaction versions 2
+// (its default, as Kafka 4.4) and 1, three brokers each (real Kafka:
+// realkafka_txn_test.go).
 var txnClusters = []txnCluster{
-	{"kfake", func(t *testing.T, topics ...string) []string { return startKfakeTxn(t, topics...).ListenAddrs() }, same},
-	{"testbroker", func(t *testing.T, topics ...string) []string {
+	{name: "kfake", start: func(t *testing.T, topics ...string) []string { return startKfakeTxn(t, topics...).ListenAddrs() }, unique: same},
+	{name: "testbroker", start: func(t *testing.T, topics ...string) []string {
 		c := startCluster(t, testbroker.Config{})
 		for _, topic := range topics {
 			require.NoError(t, c.CreateTopic(topic, 3))
 		}
 		return c.Addrs()
-	}, same},
+	}, unique: same},
+	{name: "testbroker-v1", start: func(t *testing.T, topics ...string) []string {
+		c := startCluster(t, testbroker.Config{TransactionVersion: 1})
+		for _, topic := range topics {
+			require.NoError(t, c.CreateTopic(topic, 3))
+		}
+		return c.Addrs()
+	}, unique: same},
 }
 
 func same(name string) string { return name }
@@ -112,7 +137,7 @@ func TestSamsaTransactions(t *testing.T) {
 func testSamsaTransactions(t *testing.T, cl txnCluster) {
 	topic := cl.unique("txn")
 	addrs := cl.start(t, topic)
-	p := newTxnProducer(t, addrs, cl.unique("samsa-txn-1"))
+	p := cl.txnProducer(t, addrs, cl.unique("samsa-txn-1"))
 	ctx := testContext(t)
 
 	// Outside a transaction a record fails, and takes nothing.
@@ -176,8 +201,11 @@ func order(t *testing.T, v string) int {
 
 // TestSamsaTransactionFencing: a second samsa producer with the same
 // transactional id fences the first, whose next transaction fails with
-// ErrProducerFenced, a fatal error; its records fail too. Against kfake
-// and against the test broker.
+// ErrProducerFenced, a fatal error; its records fail too. At transaction
+// version 1 its AddPartitionsToTxn is fenced, so the commit is; at
+// version 2 its Produce is refused (INVALID_PRODUCER_EPOCH: abortable, as
+// in Java) and the abort is fenced. Against kfake and against the test
+// broker at both versions.
 func TestSamsaTransactionFencing(t *testing.T) {
 	for _, cl := range txnClusters {
 		t.Run(cl.name, func(t *testing.T) { testSamsaTransactionFencing(t, cl) })
@@ -189,19 +217,29 @@ func testSamsaTransactionFencing(t *testing.T, cl txnCluster) {
 	addrs := cl.start(t, topic)
 	ctx := testContext(t)
 
-	p1 := newTxnProducer(t, addrs, id)
+	p1 := cl.txnProducer(t, addrs, id)
 	commitOne(ctx, t, p1, topic, "first")
-	commitOne(ctx, t, newTxnProducer(t, addrs, id), topic, "second")
+	commitOne(ctx, t, cl.txnProducer(t, addrs, id), topic, "second")
 
 	require.NoError(t, p1.BeginTransaction())
 	f3 := p1.Send(ctx, &producer.Record{Topic: topic, Value: []byte("zombie")})
 	err := p1.CommitTransaction(ctx)
-	require.ErrorIs(t, err, producer.ErrProducerFenced)
-	require.True(t, producer.IsFatal(err), "fenced is fatal: %v", err)
-	require.False(t, producer.IsAbortable(err))
 	_, ferr := f3.Wait(ctx)
 	require.Error(t, ferr)
-	require.True(t, producer.IsFatal(ferr), "the zombie's record fails with the fatal error: %v", ferr)
+	if !errors.Is(err, producer.ErrProducerFenced) {
+		// Transaction version 2: no AddPartitionsToTxn asks the
+		// coordinator first; the partition refuses the old epoch
+		// (INVALID_PRODUCER_EPOCH, abortable, as in Java), and the
+		// coordinator fences the abort.
+		require.True(t, producer.IsAbortable(err), "the zombie's commit: %v", err)
+		require.True(t, producer.IsAbortable(ferr), "the zombie's record: %v", ferr)
+		err = p1.AbortTransaction(ctx)
+		require.ErrorIs(t, err, producer.ErrProducerFenced)
+	} else {
+		require.True(t, producer.IsFatal(ferr), "the zombie's record fails with the fatal error: %v", ferr)
+	}
+	require.True(t, producer.IsFatal(err), "fenced is fatal: %v", err)
+	require.False(t, producer.IsAbortable(err))
 	require.ErrorIs(t, p1.BeginTransaction(), producer.ErrProducerFenced)
 	require.ErrorIs(t, p1.AbortTransaction(ctx), producer.ErrProducerFenced)
 
@@ -632,7 +670,7 @@ func testSamsaCloseAbortsOpenTransaction(t *testing.T, cl txnCluster) {
 	addrs := cl.start(t, topic)
 	ctx := testContext(t)
 	key := []byte("same-partition")
-	a := newSamsaProducer(t, addrs, producer.Config{TransactionalID: cl.unique("close-a"), Linger: 2 * time.Millisecond, TransactionTimeout: time.Minute})
+	a := cl.producer(t, addrs, producer.Config{TransactionalID: cl.unique("close-a"), Linger: 2 * time.Millisecond, TransactionTimeout: time.Minute})
 	require.NoError(t, a.BeginTransaction())
 	for i := range 10 {
 		_, err := a.Send(ctx, &producer.Record{Topic: topic, Key: key, Value: []byte(fmt.Sprint("open-", i))}).Wait(ctx)
@@ -640,7 +678,7 @@ func testSamsaCloseAbortsOpenTransaction(t *testing.T, cl txnCluster) {
 	}
 	require.NoError(t, a.Close(ctx))
 
-	b := newTxnProducer(t, addrs, cl.unique("close-b"))
+	b := cl.txnProducer(t, addrs, cl.unique("close-b"))
 	require.NoError(t, b.BeginTransaction())
 	f := b.Send(ctx, &producer.Record{Topic: topic, Key: key, Value: []byte("after")})
 	require.NoError(t, b.CommitTransaction(ctx))

@@ -2,7 +2,7 @@
 # start.sh: starts a real Apache Kafka KRaft cluster on 127.0.0.1 from the
 # Maven Central jars (see README.md in this directory).
 #
-#   start.sh [-brokers 1|3] [-dir DIR] [-sasl-ssl] [-quota] [-acl] [-no-auto-create]
+#   start.sh [-brokers 1|3] [-dir DIR] [-sasl-ssl] [-quota] [-acl] [-no-auto-create] [-txn-version 1|2]
 #
 # Prints the PLAINTEXT bootstrap list as the last line of stdout and writes
 # DIR/env (shell-sourceable KEY=VALUE lines). Progress goes to stderr. On
@@ -12,11 +12,11 @@ set -euo pipefail
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
 
 usage() {
-	echo "usage: $0 [-brokers 1|3] [-dir DIR] [-sasl-ssl] [-quota] [-acl] [-no-auto-create]" >&2
+	echo "usage: $0 [-brokers 1|3] [-dir DIR] [-sasl-ssl] [-quota] [-acl] [-no-auto-create] [-txn-version 1|2]" >&2
 	exit 2
 }
 
-nodes=1 dir="" sasl_ssl=0 quota=0 acl=0 auto_create=1
+nodes=1 dir="" sasl_ssl=0 quota=0 acl=0 auto_create=1 txn_version=""
 while (($# > 0)); do
 	case $1 in
 	-brokers | --brokers)
@@ -33,6 +33,11 @@ while (($# > 0)); do
 	-quota | --quota) quota=1 ;;
 	-acl | --acl) acl=1 ;;
 	-no-auto-create | --no-auto-create) auto_create=0 ;;
+	-txn-version | --txn-version)
+		(($# >= 2)) || usage
+		txn_version=$2
+		shift
+		;;
 	-h | -help | --help) usage ;;
 	*)
 		echo "kafka: unknown option $1" >&2
@@ -42,6 +47,7 @@ while (($# > 0)); do
 	shift
 done
 [[ $nodes == 1 || $nodes == 3 ]] || die "-brokers must be 1 or 3, not $nodes"
+[[ -z $txn_version || $txn_version == 1 || $txn_version == 2 ]] || die "-txn-version must be 1 or 2, not $txn_version"
 if ((sasl_ssl)); then
 	command -v openssl >/dev/null 2>&1 || die "-sasl-ssl needs openssl"
 fi
@@ -263,6 +269,9 @@ if ((sasl_ssl)); then
 		done
 	done
 fi
+# The transaction.version feature (KIP-890): Kafka 4.4 finalizes 2 unless
+# told otherwise at format time.
+[[ -z $txn_version ]] || fmt_args+=(--feature "transaction.version=$txn_version")
 declare -a configs=()
 for ((n = 0; n < nodes; n++)); do
 	configs+=("$dir/node-$n/server.properties")
@@ -301,6 +310,7 @@ done
 	echo "SAMSA_KAFKA_BROKERS=$brokers"
 	echo "SAMSA_KAFKA_NODES=$nodes"
 	echo "SAMSA_KAFKA_VERSION=$KAFKA_VERSION"
+	echo "SAMSA_KAFKA_TXN_VERSION=${txn_version:-2}"
 	if ((sasl_ssl)); then
 		echo "SAMSA_KAFKA_SASL_SSL_BROKERS=$sasl_brokers"
 		echo "SAMSA_KAFKA_CA=$dir/ca.pem"
