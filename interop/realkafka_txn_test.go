@@ -148,13 +148,17 @@ func testRealKafkaTxnEpochs(t *testing.T, c *realCluster, level int16) {
 		o, ok := off.Lookup(topic, 0)
 		return err == nil && ok && o.At == 12
 	})
+	// Three of each at least: a fresh group coordinator may ask for
+	// retries.
 	n := wire.counts()
 	if level >= 2 {
-		require.Equal(t, 3, n[apiVersion{txnOffsetCommitKey, 5}], "%v", n)
+		require.GreaterOrEqual(t, n[apiVersion{txnOffsetCommitKey, 5}], 3, "%v", n)
+		require.Equal(t, n.keys(txnOffsetCommitKey), n[apiVersion{txnOffsetCommitKey, 5}], "every TxnOffsetCommit at v5: %v", n)
 		require.Zero(t, n.keys(addOffsetsToTxnKey), "%v", n)
 	} else {
-		require.Equal(t, 3, n[apiVersion{txnOffsetCommitKey, 4}], "%v", n)
-		require.Equal(t, 3, n.keys(addOffsetsToTxnKey), "%v", n)
+		require.GreaterOrEqual(t, n[apiVersion{txnOffsetCommitKey, 4}], 3, "%v", n)
+		require.Equal(t, n.keys(txnOffsetCommitKey), n[apiVersion{txnOffsetCommitKey, 4}], "every TxnOffsetCommit at v4: %v", n)
+		require.GreaterOrEqual(t, n.keys(addOffsetsToTxnKey), 3, "%v", n)
 	}
 }
 
