@@ -125,11 +125,12 @@ func TestKgoTransactionsAgainstTestBroker(t *testing.T) {
 
 // TestKgoTransactionsUnderCoordinatorFaults: kgo's transactions still
 // commit exactly the committed records when the coordinator writes its
-// markers late (CONCURRENT_TRANSACTIONS for the next transaction), moves
-// to another broker between transactions (NOT_COORDINATOR), or answers
-// with a retriable error once.
+// markers late (CONCURRENT_TRANSACTIONS for the next transaction's
+// AddPartitionsToTxn at transaction version 1, NOT_ENOUGH_REPLICAS for
+// its first Produce at version 2), moves to another broker between
+// transactions (NOT_COORDINATOR), or answers with a retriable error once;
+// at both transaction versions (kgo reads transaction.version too).
 func TestKgoTransactionsUnderCoordinatorFaults(t *testing.T) {
-	const partitions = 2
 	const txnID = "kgo-txn-faults"
 	cases := []struct {
 		name    string
@@ -147,7 +148,9 @@ func TestKgoTransactionsUnderCoordinatorFaults(t *testing.T) {
 			}
 		}},
 		{"errors once per API", testbroker.Config{}, func(c *testbroker.Cluster, i int) {
-			// COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR, CONCURRENT_TRANSACTIONS.
+			// COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR,
+			// CONCURRENT_TRANSACTIONS, on AddPartitionsToTxn (only
+			// sent at transaction version 1) and EndTxn.
 			keys := []int16{24, 26, 24, 26}
 			codes := []int16{14, 16, 51, 51}
 			if i < len(keys) {
@@ -155,32 +158,57 @@ func TestKgoTransactionsUnderCoordinatorFaults(t *testing.T) {
 			}
 		}},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			c := startCluster(t, tc.cfg)
-			topic := "kgo-txn-" + strings.ReplaceAll(tc.name, " ", "-")
-			require.NoError(t, c.CreateTopic(topic, partitions))
-			var concurrent atomic.Int64 // AddPartitionsToTxn answers with CONCURRENT_TRANSACTIONS
-			c.Intercept(testbroker.Interceptor{Keys: []int16{24}, After: true, Rewrite: func(resp kmsg.Response) {
-				for _, rt := range resp.(*kmsg.AddPartitionsToTxnResponse).Topics {
-					for _, rp := range rt.Partitions {
-						if rp.ErrorCode == 51 {
-							concurrent.Add(1)
-						}
+	for _, level := range []int16{1, 2} {
+		for _, tc := range cases {
+			t.Run(fmt.Sprintf("transaction.version %d/%s", level, tc.name), func(t *testing.T) {
+				cfg := tc.cfg
+				cfg.TransactionVersion = level
+				testKgoTransactionsUnderCoordinatorFaults(t, cfg, level, tc.name, tc.between)
+			})
+		}
+	}
+}
+
+func testKgoTransactionsUnderCoordinatorFaults(t *testing.T, cfg testbroker.Config, level int16, name string, between0 func(c *testbroker.Cluster, i int)) {
+	const partitions = 2
+	const txnID = "kgo-txn-faults"
+	c := startCluster(t, cfg)
+	topic := "kgo-txn-" + strings.ReplaceAll(name, " ", "-")
+	require.NoError(t, c.CreateTopic(topic, partitions))
+	// The answers that say the last transaction is still being
+	// completed: AddPartitionsToTxn's CONCURRENT_TRANSACTIONS at
+	// version 1, a Produce's NOT_ENOUGH_REPLICAS at version 2
+	// (the broker could not add the partition yet).
+	var concurrent atomic.Int64
+	c.Intercept(testbroker.Interceptor{Keys: []int16{0, 24}, After: true, Rewrite: func(resp kmsg.Response) {
+		switch r := resp.(type) {
+		case *kmsg.AddPartitionsToTxnResponse:
+			for _, rt := range r.Topics {
+				for _, rp := range rt.Partitions {
+					if rp.ErrorCode == 51 {
+						concurrent.Add(1)
 					}
 				}
-			}})
-			var between func(int)
-			if tc.between != nil {
-				between = func(i int) { tc.between(c, i) }
 			}
-			committed, all := produceTransactionsWith(t, c, topic, partitions, 8, func(i int) bool { return i%2 == 0 }, txnID, between)
-			assert.Equal(t, committed, consumeUntilEnds(t, c, topic, partitions, kgo.FetchIsolationLevel(kgo.ReadCommitted())), "read_committed")
-			assert.Equal(t, all, consumeUntilEnds(t, c, topic, partitions), "read_uncommitted")
-			if tc.cfg.TransactionMarkerDelay > 0 {
-				assert.Positive(t, concurrent.Load(), "kgo met CONCURRENT_TRANSACTIONS and retried")
+		case *kmsg.ProduceResponse:
+			for _, rt := range r.Topics {
+				for _, rp := range rt.Partitions {
+					if rp.ErrorCode == 19 {
+						concurrent.Add(1)
+					}
+				}
 			}
-		})
+		}
+	}})
+	var between func(int)
+	if between0 != nil {
+		between = func(i int) { between0(c, i) }
+	}
+	committed, all := produceTransactionsWith(t, c, topic, partitions, 8, func(i int) bool { return i%2 == 0 }, txnID, between)
+	assert.Equal(t, committed, consumeUntilEnds(t, c, topic, partitions, kgo.FetchIsolationLevel(kgo.ReadCommitted())), "read_committed")
+	assert.Equal(t, all, consumeUntilEnds(t, c, topic, partitions), "read_uncommitted")
+	if cfg.TransactionMarkerDelay > 0 {
+		assert.Positive(t, concurrent.Load(), "kgo met the last transaction's completion and retried (level %d)", level)
 	}
 }
 

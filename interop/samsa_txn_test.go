@@ -35,6 +35,24 @@ func startKfakeTxn(t *testing.T, topics ...string) *kfake.Cluster {
 	return c
 }
 
+// setKfakeTxnVersion finalizes kfake's transaction.version at level (its
+// default is 2, as Kafka 4.4's), with UpdateFeatures, before a producer
+// connects.
+func setKfakeTxnVersion(t *testing.T, c *kfake.Cluster, level int16) {
+	t.Helper()
+	adm := kadm.NewClient(newKgoClient(t, c.ListenAddrs()))
+	res, err := adm.UpdateFeatures(testContext(t), false, kadm.FeatureUpdate{Feature: "transaction.version", MaxVersionLevel: level, UpgradeType: 2})
+	require.NoError(t, err)
+	require.NoError(t, res.Error())
+}
+
+// forEachTxnVersion runs f as a subtest at transaction versions 1 and 2.
+func forEachTxnVersion(t *testing.T, f func(t *testing.T, level int16)) {
+	for _, level := range []int16{1, 2} {
+		t.Run(fmt.Sprintf("transaction.version %d", level), func(t *testing.T) { f(t, level) })
+	}
+}
+
 // txnCluster is a cluster the main transaction tests run against. start
 // returns the bootstrap addresses of a cluster with the given topics, of 3
 // partitions (closed by the test's cleanup, if the test started it); unique
@@ -320,12 +338,18 @@ func TestSamsaSendOffsetsToTransactionKfake(t *testing.T) {
 
 // TestSamsaTransactionCoordinatorErrorsKfake: the coordinator answers
 // COORDINATOR_LOAD_IN_PROGRESS to InitProducerId, CONCURRENT_TRANSACTIONS
-// to AddPartitionsToTxn, and NOT_COORDINATOR then CONCURRENT_TRANSACTIONS
-// to EndTxn, once each: the producer retries (finding the coordinator
-// again), and the transaction commits.
+// to AddPartitionsToTxn (transaction version 1; at 2 none is sent), and
+// NOT_COORDINATOR then CONCURRENT_TRANSACTIONS to EndTxn, once each: the
+// producer retries (finding the coordinator again), and the transaction
+// commits.
 func TestSamsaTransactionCoordinatorErrorsKfake(t *testing.T) {
+	forEachTxnVersion(t, testSamsaTransactionCoordinatorErrorsKfake)
+}
+
+func testSamsaTransactionCoordinatorErrorsKfake(t *testing.T, level int16) {
 	const topic = "txn-coord"
 	c := startKfakeTxn(t, topic)
+	setKfakeTxnVersion(t, c, level)
 	addrs := c.ListenAddrs()
 	ctx := testContext(t)
 	seen := map[string]int{}
@@ -382,8 +406,12 @@ func TestSamsaTransactionCoordinatorErrorsKfake(t *testing.T) {
 		_, err := f.Wait(ctx)
 		require.NoError(t, err)
 	}
+	want := map[string]int{"init": 1, "add": 1, "end": 2}
+	if level >= 2 {
+		delete(want, "add") // the Produce requests add the partitions
+	}
 	mu.Lock()
-	require.Equal(t, map[string]int{"init": 1, "add": 1, "end": 2}, seen, "each injected error was answered once")
+	require.Equal(t, want, seen, "each injected error was answered once")
 	mu.Unlock()
 	require.Len(t, allValues(readValues(t, addrs, topic, 20, kgo.ReadCommitted())), 20)
 }
@@ -423,20 +451,43 @@ func TestSamsaTransactionTimeoutKfake(t *testing.T) {
 	require.Equal(t, []string{"after"}, vals)
 }
 
-// TestSamsaTransactionAbortableGroupErrorKfake: AddOffsetsToTxn answered
-// GROUP_AUTHORIZATION_FAILED is abortable; the abort needs no EndTxn (the
-// coordinator never heard of the transaction), and the next transaction
-// commits.
+// TestSamsaTransactionAbortableGroupErrorKfake: the request adding the
+// group (AddOffsetsToTxn at transaction version 1, TxnOffsetCommit at 2)
+// answered GROUP_AUTHORIZATION_FAILED is abortable; the coordinator never
+// heard of the transaction, and the next transaction commits.
 func TestSamsaTransactionAbortableGroupErrorKfake(t *testing.T) {
+	forEachTxnVersion(t, testSamsaTransactionAbortableGroupErrorKfake)
+}
+
+func testSamsaTransactionAbortableGroupErrorKfake(t *testing.T, level int16) {
 	const topic = "txn-group-auth"
 	c := startKfakeTxn(t, topic)
+	setKfakeTxnVersion(t, c, level)
 	addrs := c.ListenAddrs()
 	ctx := testContext(t)
-	c.ControlKey(int16(kmsg.AddOffsetsToTxn), func(kr kmsg.Request) (kmsg.Response, error, bool) {
-		resp := kr.(*kmsg.AddOffsetsToTxnRequest).ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
-		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
-		return resp, nil, true
-	})
+	if level >= 2 {
+		c.ControlKey(int16(kmsg.TxnOffsetCommit), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+			req := kr.(*kmsg.TxnOffsetCommitRequest)
+			resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+			for _, rt := range req.Topics {
+				st := kmsg.NewTxnOffsetCommitResponseTopic()
+				st.Topic = rt.Topic
+				for _, rp := range rt.Partitions {
+					sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+					sp.Partition, sp.ErrorCode = rp.Partition, kerr.GroupAuthorizationFailed.Code
+					st.Partitions = append(st.Partitions, sp)
+				}
+				resp.Topics = append(resp.Topics, st)
+			}
+			return resp, nil, true
+		})
+	} else {
+		c.ControlKey(int16(kmsg.AddOffsetsToTxn), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+			resp := kr.(*kmsg.AddOffsetsToTxnRequest).ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
+			resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			return resp, nil, true
+		})
+	}
 	p := newTxnProducer(t, addrs, "samsa-group-auth")
 	require.NoError(t, p.BeginTransaction())
 	err := p.SendOffsetsToTransaction(ctx, map[string]map[int32]producer.TxnOffset{topic: {0: {Offset: 1, LeaderEpoch: -1}}},
@@ -560,12 +611,17 @@ func TestSamsaTransactionChaosKfake(t *testing.T) {
 
 // TestSamsaTransactionEpochBumpKfake: Produce answered
 // INVALID_PRODUCER_EPOCH once is abortable; the abort ends the transaction
-// and then bumps the epoch with InitProducerId carrying the current id
-// and epoch (KIP-360), and the next transaction commits under the new
-// epoch.
+// and then, at transaction version 1, bumps the epoch with InitProducerId
+// carrying the current id and epoch (KIP-360); at version 2 the abort's
+// EndTxn bumps it. The next transaction commits under the new epoch.
 func TestSamsaTransactionEpochBumpKfake(t *testing.T) {
+	forEachTxnVersion(t, testSamsaTransactionEpochBumpKfake)
+}
+
+func testSamsaTransactionEpochBumpKfake(t *testing.T, level int16) {
 	const topic = "txn-bump"
 	c := startKfakeTxn(t, topic)
+	setKfakeTxnVersion(t, c, level)
 	addrs := c.ListenAddrs()
 	ctx := testContext(t)
 	var inits []*kmsg.InitProducerIDRequest
@@ -593,9 +649,13 @@ func TestSamsaTransactionEpochBumpKfake(t *testing.T) {
 	commitOne(ctx, t, p, topic, "three")
 
 	mu.Lock()
-	require.Len(t, inits, 2, "the first id, then one bump")
+	if level >= 2 {
+		require.Len(t, inits, 1, "the first id; EndTxn bumps the epoch")
+	} else {
+		require.Len(t, inits, 2, "the first id, then one bump")
+		require.GreaterOrEqual(t, inits[1].ProducerID, int64(0), "the bump names the current id (KIP-360)")
+	}
 	require.Equal(t, int64(-1), inits[0].ProducerID)
-	require.GreaterOrEqual(t, inits[1].ProducerID, int64(0), "the bump names the current id (KIP-360)")
 	mu.Unlock()
 	vals := allValues(readValues(t, addrs, topic, 1, kgo.ReadCommitted()))
 	require.Equal(t, []string{"three"}, vals)
