@@ -261,8 +261,9 @@ type Config struct {
 	MaxInFlight int
 
 	// MetadataMaxAge is how often metadata is refreshed even without a
-	// reason (metadata.max.age.ms). 0 means the default, 5m; a negative
-	// value (NoWait included) is an error.
+	// reason (metadata.max.age.ms), and how often a transactional producer
+	// reads the cluster's transaction.version again. 0 means the default,
+	// 5m; a negative value (NoWait included) is an error.
 	MetadataMaxAge time.Duration
 
 	// MetadataMaxIdle is how long a topic not produced to stays in the
@@ -282,6 +283,16 @@ type Config struct {
 	// and a new producer with the same id fences this one
 	// (ErrProducerFenced). Empty (the default): no transactions. It
 	// requires idempotence (DisableIdempotence false).
+	//
+	// The producer runs the transaction version the cluster finalizes
+	// (transaction.version, KIP-890; Kafka 4.4 finalizes 2 on a new
+	// cluster), as Java's producer does: at 2 a partition joins the
+	// transaction with its first Produce (no AddPartitionsToTxn round
+	// trip), and every commit or abort bumps the producer epoch, which
+	// fences a zombie's late records; at 1, or with a broker that reports
+	// no level, the explicit flow of KIP-98. The level is read from the
+	// producer's connections, and again from the transaction coordinator
+	// once per MetadataMaxAge; a change applies from the next transaction.
 	TransactionalID string
 
 	// TransactionTimeout is how long the transaction coordinator lets a

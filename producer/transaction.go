@@ -70,9 +70,17 @@ func (e *txnError) Unwrap() error { return e.err }
 // TOPIC_AUTHORIZATION_FAILED and GROUP_AUTHORIZATION_FAILED from the
 // coordinators, a group generation that moved on (ILLEGAL_GENERATION,
 // UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID from TxnOffsetCommit),
-// INVALID_PRODUCER_EPOCH, TRANSACTION_ABORTABLE and INVALID_TXN_STATE on
-// Produce (a transaction the coordinator timed out; after
-// INVALID_PRODUCER_EPOCH the abort also bumps the epoch, KIP-360/KIP-588).
+// TRANSACTION_ABORTABLE from any request (KIP-890: Kafka's answer when it
+// cannot verify that a partition is in the transaction), and
+// INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE and sequence errors on Produce
+// (a transaction the coordinator timed out). After INVALID_PRODUCER_EPOCH
+// the abort also bumps the epoch: with InitProducerId at transaction
+// version 1 (KIP-360/KIP-588), with its own EndTxn at version 2 (KIP-890),
+// where the abort of a transaction the coordinator timed out succeeds and
+// the producer goes on. At version 2 a zombie (a producer whose epoch a
+// newer one with the same TransactionalID fenced) learns it first from an
+// abortable INVALID_PRODUCER_EPOCH on Produce; its AbortTransaction then
+// returns ErrProducerFenced.
 func IsAbortable(err error) bool {
 	var te *txnError
 	return errors.As(err, &te) && !te.fatal
