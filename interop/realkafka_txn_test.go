@@ -181,20 +181,12 @@ func testRealKafkaTxnVersionSwitch(t *testing.T, c *realCluster, from, to int16)
 		1: {"AddPartitionsToTxn v3", "Produce v11", "EndTxn v4"},
 		2: {"Produce v12", "EndTxn v5"},
 	}
-	commit := func(v string) {
-		t.Helper()
-		require.NoError(t, p.BeginTransaction())
-		f := p.Send(ctx, &producer.Record{Topic: topic, Value: []byte(v)})
-		require.NoError(t, p.CommitTransaction(ctx))
-		_, err := f.Wait(ctx)
-		require.NoError(t, err)
-	}
-	commit("before")
+	commitOne(ctx, t, p, topic, "before")
 	time.Sleep(1100 * time.Millisecond) // the producer read the level at the end of "before"
 	setTxnVersion(t, c, to)
-	commit("during") // begun before the change; its end reads it
-	commit("after")
-	commit("after again")
+	commitOne(ctx, t, p, topic, "during") // begun before the change; its end reads it
+	commitOne(ctx, t, p, topic, "after")
+	commitOne(ctx, t, p, topic, "after again")
 	// The requests of the transaction flows, in order; a retry (of
 	// InitProducerId or EndTxn answered CONCURRENT_TRANSACTIONS while the
 	// last markers are written, of a Produce answered NOT_ENOUGH_REPLICAS
