@@ -72,7 +72,9 @@ func (d *trackingDialer) asked() []string {
 // CreateTopics, Produce and the transaction coordinator's. The cluster
 // counts the connections open to it; all of them are the Dialer's.
 func TestDialerOpensEveryConnection(t *testing.T) {
-	c := newCluster(t, testbroker.Config{Brokers: 2})
+	// Transaction version 1: AddPartitionsToTxn too goes to the
+	// coordinator.
+	c := newCluster(t, testbroker.Config{Brokers: 2, TransactionVersion: 1})
 	d := &trackingDialer{}
 	p := newProducer(t, c, Config{Dialer: d.dial, TransactionalID: "dialer-tx", AutoCreateTopics: true, AutoCreatePartitions: 4})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
