@@ -53,8 +53,7 @@ func (s *sink) expire() {
 		if missing && t.failing == notFailing {
 			// New Sends fail at once while the topic stays missing,
 			// instead of taking pool memory for MaxBlock each.
-			s.setFailing(t, failMissing, fmt.Errorf("%w: topic %q not present in metadata: records parked for it failed after %s, and Sends fail at once until metadata lists it: %w",
-				ErrDeliveryTimeout, t.name, s.limitName(limit), cause))
+			s.setFailing(t, failMissing, s.missingErr(t, cause))
 		}
 		if t.ts.acc.OldestParked().IsZero() {
 			s.unpark(t, records, bytes, err)
@@ -125,10 +124,18 @@ func (s *sink) expirePart(ip *ioPart, deadline time.Time) {
 
 // parkLimit returns how long t's records may stay parked: while t has no
 // partitions, MaxBlock (at most DeliveryTimeout), as Java's send waits for
-// metadata; once it has (its records wait for memory to move into a
-// batch), DeliveryTimeout.
+// metadata, whatever the metadata requests are doing; once it has (its
+// records wait for memory to move into a batch), DeliveryTimeout.
+//
+// MaxBlock NoWait (0 here) asks Send never to block, not to fail every
+// record of a topic whose metadata was not there yet at its Send: those
+// wait for the first answer or failed fetch without the topic (at most
+// DeliveryTimeout).
 func (s *sink) parkLimit(t *ioTopic) time.Duration {
 	if len(t.parts) > 0 {
+		return s.cfg.DeliveryTimeout
+	}
+	if s.cfg.MaxBlock == 0 && t.err == nil && s.p.meta.Err() == nil {
 		return s.cfg.DeliveryTimeout
 	}
 	return min(s.cfg.MaxBlock, s.cfg.DeliveryTimeout)
@@ -149,6 +156,13 @@ func (s *sink) parkedErr(t *ioTopic, waited, limit time.Duration, cause error) e
 		return fmt.Errorf("%w: topic %q not present in metadata after %v (%s): %w", ErrDeliveryTimeout, t.name, waited, s.limitName(limit), cause)
 	}
 	return fmt.Errorf("%w: topic %q: record still parked after %v (%s; no buffer memory to move it into a batch)", ErrDeliveryTimeout, t.name, waited, s.limitName(limit))
+}
+
+// missingErr is the error Sends to t fail with at once once its parked
+// records failed for want of metadata, while it stays missing.
+func (s *sink) missingErr(t *ioTopic, cause error) error {
+	return fmt.Errorf("%w: topic %q not present in metadata: records parked for it failed after %s, and Sends fail at once until metadata lists it: %w",
+		ErrDeliveryTimeout, t.name, s.limitName(s.parkLimit(t)), cause)
 }
 
 // missingCause says why t, without partitions, is not in metadata: the

@@ -123,9 +123,13 @@ func testTopicFailsAtOnce(t *testing.T, code *kerr.Error) {
 func TestMissingTopicFailsAfterMaxBlock(t *testing.T) {
 	c := newCluster(t, testbroker.Config{}) // does not auto-create
 	require.NoError(t, c.CreateTopic("healthy", 1))
-	p := newProducer(t, c, Config{MaxBlock: 300 * time.Millisecond, DeliveryTimeout: 2 * time.Minute})
+	// MaxBlock bounds the wait for the first answer too: long enough for
+	// it on a loaded machine, so that the records fail with its code.
+	p := newProducer(t, c, Config{MaxBlock: time.Second, DeliveryTimeout: 2 * time.Minute})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	_, err := p.Send(ctx, &Record{Topic: "healthy", Value: []byte("warm")}).Wait(ctx)
+	require.NoError(t, err)
 
 	var fs []*Future
 	for range 100 {
@@ -136,10 +140,10 @@ func TestMissingTopicFailsAfterMaxBlock(t *testing.T) {
 		require.NoError(t, ctx.Err(), "records of the missing topic waited for DeliveryTimeout")
 		require.ErrorIs(t, err, ErrDeliveryTimeout)
 		require.ErrorIs(t, err, kerr.UnknownTopicOrPartition)
-		require.GreaterOrEqual(t, statedWait(t, err, "missing"), 300*time.Millisecond)
-		require.Contains(t, err.Error(), "(MaxBlock 300ms)")
+		require.GreaterOrEqual(t, statedWait(t, err, "missing"), time.Second)
+		require.Contains(t, err.Error(), "(MaxBlock 1s)")
 	}
-	_, err := p.Send(ctx, &Record{Topic: "healthy", Value: []byte("v")}).Wait(ctx)
+	_, err = p.Send(ctx, &Record{Topic: "healthy", Value: []byte("v")}).Wait(ctx)
 	require.NoError(t, err)
 	require.Zero(t, p.Stats().BufferUsed, "the missing topic holds no pool memory")
 
@@ -166,7 +170,7 @@ func TestUnreachableClusterErrorNamesTheCause(t *testing.T) {
 
 	var logs testutil.SyncBuffer
 	p, err := New(Config{
-		Brokers: []string{addr}, MaxBlock: 500 * time.Millisecond,
+		Brokers: []string{addr}, MaxBlock: time.Second, // a refused dial comes well before
 		RetryBackoff: 10 * time.Millisecond, RetryBackoffMax: 50 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
@@ -241,23 +245,24 @@ func TestParkedRecordsFailAtMaxBlockWithoutMetadataAnswer(t *testing.T) {
 	const maxBlock = 2 * time.Second
 	cases := []struct {
 		name  string
-		setup func(t *testing.T) (addr string)
+		// setup returns the broker's address and, if it can, a function
+		// that makes it answer.
+		setup func(t *testing.T) (addr string, answer func())
 		cause string // followed by the broker's address
 	}{
-		{"Metadata never answered", func(t *testing.T) string {
+		{"Metadata never answered", func(t *testing.T) (string, func()) {
 			c := newCluster(t, testbroker.Config{})
-			c.Intercept(testbroker.Interceptor{Keys: []int16{3}, Stall: true})
-			return c.Addrs()[0]
+			return c.Addrs()[0], c.Intercept(testbroker.Interceptor{Keys: []int16{3}, Stall: true})
 		}, "no Metadata answer from broker "},
-		{"handshake never answered", func(t *testing.T) string {
+		{"handshake never answered", func(t *testing.T) (string, func()) {
 			b := newHostileBroker(t, 18, "silence") // not even ApiVersions
 			t.Cleanup(b.close)
-			return b.addr()
+			return b.addr(), nil
 		}, "still connecting to broker "},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			addr := tc.setup(t)
+			addr, answer := tc.setup(t)
 			p, err := New(Config{Brokers: []string{addr}, MaxBlock: maxBlock,
 				RequestTimeout: 20 * time.Second, DialTimeout: 20 * time.Second})
 			require.NoError(t, err)
@@ -282,6 +287,14 @@ func TestParkedRecordsFailAtMaxBlockWithoutMetadataAnswer(t *testing.T) {
 				if f == fs[0] {
 					t.Logf("after %v: %v", time.Since(start), err)
 				}
+			}
+			if answer != nil {
+				// Sends fail at once meanwhile; once an answer says why, with it.
+				answer()
+				require.Eventually(t, func() bool {
+					_, err := p.Send(ctx, &Record{Topic: "t", Value: []byte("v")}).Wait(ctx)
+					return errors.Is(err, kerr.UnknownTopicOrPartition)
+				}, 10*time.Second, 20*time.Millisecond, "Sends do not fail with the topic's code once it is known")
 			}
 		})
 	}
