@@ -244,7 +244,7 @@ func TestParkedTopicWithErrorDoesNotSpin(t *testing.T) {
 func TestParkedRecordsFailAtMaxBlockWithoutMetadataAnswer(t *testing.T) {
 	const maxBlock = 2 * time.Second
 	cases := []struct {
-		name  string
+		name string
 		// setup returns the broker's address and, if it can, a function
 		// that makes it answer.
 		setup func(t *testing.T) (addr string, answer func())
