@@ -89,6 +89,19 @@ func BenchmarkCompressLZ4Batch(b *testing.B) {
 	}
 }
 
+// BenchmarkCompressPayloads compresses a 16-record batch (16.5 KiB, about
+// batch.size's default) of 1 KiB values of each payload of the comparison
+// with the Java client, at each codec's default level: random letters
+// (ProducerPerformance's), JSON events, log lines, digits and random bytes.
+func BenchmarkCompressPayloads(b *testing.B) {
+	for _, codec := range []compression.Type{compression.Gzip, compression.Snappy, compression.LZ4, compression.Zstd} {
+		for _, payload := range []string{"letters", "json", "logs", "digits", "random"} {
+			src := payloadBatch(payload, 1, 16)
+			b.Run(codec.String()+"/"+payload, func(b *testing.B) { benchCompress(b, mustCompressor(b, codec, 0), src) })
+		}
+	}
+}
+
 // benchCompress compresses src with c once per op, reporting MB/s of
 // uncompressed input and the ratio.
 func benchCompress(b *testing.B, c *compression.Compressor, src []byte) {
