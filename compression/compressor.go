@@ -23,12 +23,14 @@ type Compressor struct {
 	t     Type
 	level int
 
-	gzipLevel int
-	lz4Level  lz4.CompressionLevel
-	pool      sync.Pool // *streamEncoder (gzip) or *lz4Encoder (lz4)
-	zstdLevel zstd.EncoderLevel
-	zstdSmall zstdClass // encoders for input up to zstdSmallWindow
-	zstdLarge zstdClass // encoders with the level's default window, for larger input
+	gzipLevel  int
+	lz4Level   lz4.CompressionLevel
+	pool       sync.Pool // *streamEncoder (gzip) or *lz4Encoder (lz4)
+	huffPool   sync.Pool // *streamEncoder: gzip's Huffman-only second pass
+	zstdLevel  zstd.EncoderLevel
+	zstdAllLit bool      // entropy-code literals of blocks without matches (levels 1 and up)
+	zstdSmall  zstdClass // encoders for input up to zstdSmallWindow
+	zstdLarge  zstdClass // encoders with the level's default window, for larger input
 }
 
 // NewCompressor returns a Compressor for codec t at the given level. Level 0
@@ -63,7 +65,9 @@ func NewCompressor(t Type, level int) (*Compressor, error) {
 	case Gzip:
 		switch {
 		case level == 0 || level == -1:
-			c.gzipLevel = gzip.DefaultCompression
+			// Not gzip.DefaultCompression, which klauspost maps to its
+			// level 5.
+			c.gzipLevel = 6
 		case level >= gzip.BestSpeed && level <= gzip.BestCompression:
 			c.gzipLevel = level
 		default:
@@ -88,6 +92,9 @@ func NewCompressor(t Type, level int) (*Compressor, error) {
 			zl = 3
 		}
 		c.zstdLevel = zstd.EncoderLevelFromZstd(zl)
+		// Negative levels trade ratio for speed: the reference zstd does
+		// not entropy-code their literals either.
+		c.zstdAllLit = zl >= 1
 		c.zstdSmall = zstdClass{window: zstdSmallWindow, free: make(chan *zstd.Encoder, runtime.GOMAXPROCS(0))}
 		c.zstdLarge = zstdClass{free: make(chan *zstd.Encoder, runtime.GOMAXPROCS(0))}
 		enc, err := c.newZstdEncoder(zstdSmallWindow)
@@ -143,10 +150,10 @@ type streamEncoder struct {
 	zw  streamWriter
 }
 
-// appendStream compresses src into dst with the Compressor's pooled stream
-// encoder, made by newWriter the first time. Errors name c's codec.
-func (c *Compressor) appendStream(dst, src []byte, newWriter func(io.Writer) (streamWriter, error)) ([]byte, error) {
-	e, _ := c.pool.Get().(*streamEncoder)
+// appendStream compresses src into dst with a stream encoder from pool,
+// made by newWriter the first time. Errors name c's codec.
+func (c *Compressor) appendStream(pool *sync.Pool, dst, src []byte, newWriter func(io.Writer) (streamWriter, error)) ([]byte, error) {
+	e, _ := pool.Get().(*streamEncoder)
 	if e == nil {
 		e = &streamEncoder{}
 		zw, err := newWriter(&e.out)
@@ -163,7 +170,7 @@ func (c *Compressor) appendStream(dst, src []byte, newWriter func(io.Writer) (st
 	}
 	out := e.out.b
 	e.out.b = nil // the pool must not keep the caller's memory alive
-	c.pool.Put(e)
+	pool.Put(e)
 	if err != nil {
 		return dst, fmt.Errorf("compression: %s: %w", c.t, err)
 	}
