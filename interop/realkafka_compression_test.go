@@ -85,7 +85,12 @@ func TestRealKafkaCompressionNoWorseThanJava(t *testing.T) {
 	cmd.WaitDelay = 5 * time.Second
 	require.NoError(t, cmd.Start())
 	javaDone := make(chan error, 1)
-	go func() { javaDone <- cmd.Wait() }()
+	var javaTime time.Duration
+	go func() {
+		err := cmd.Wait()
+		javaTime = time.Since(start)
+		javaDone <- err
+	}()
 
 	for _, codec := range compared {
 		p := newSamsaProducer(t, c.addrs, producer.Config{
@@ -111,8 +116,8 @@ func TestRealKafkaCompressionNoWorseThanJava(t *testing.T) {
 	}
 	samsaTime := time.Since(start)
 	require.NoError(t, <-javaDone, "java JavaCompressionProducer:\n%s%s", javaOut.String(), javaErr.String())
-	t.Logf("samsa produced in %v, the Java client in %v (with its JVM start)",
-		samsaTime.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	t.Logf("samsa produced in %v, the Java client in %v (with its JVM start), side by side",
+		samsaTime.Round(time.Millisecond), javaTime.Round(time.Millisecond))
 
 	sizes := c.logSizes(ctx, t, topics, partitions)
 	var table strings.Builder
