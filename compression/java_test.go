@@ -37,6 +37,9 @@ func TestCompressedSizeNoWorseThanJavaClient(t *testing.T) {
 		for _, ty := range []compression.Type{compression.Gzip, compression.Snappy, compression.LZ4, compression.Zstd} {
 			t.Run(fmt.Sprintf("%s/%s", ty, payload), func(t *testing.T) {
 				z := mustCompress(t, ty, src)
+				if out, err := compression.AppendDecompress(ty, nil, z, len(src)); err != nil || !bytes.Equal(out, src) {
+					t.Fatalf("round trip: err %v, equal %v", err, bytes.Equal(out, src))
+				}
 				stored, want := min(len(z), len(src)), java[payload][ty]
 				t.Logf("%d bytes: samsa stores %d, the Java client %d (%.3f)", len(src), stored, want, float64(stored)/float64(want))
 				if stored*100 > want*102 {
