@@ -35,7 +35,8 @@
 //
 // A producer fetches only the topics it uses, by name, with
 // AllowAutoTopicCreation as Config says (the producer sets it, as Java
-// does, unless told not to). Want(topic) adds a topic (non-blocking; no
+// does, unless told not to or unless it creates topics itself with
+// CreateTopics). Want(topic) adds a topic (non-blocking; no
 // allocation when already wanted); the refresh goroutine fetches it at
 // once, or, while other topics wait for metadata, with them (at most
 // RetryBackoff after their last fetch). A topic that is not usable yet

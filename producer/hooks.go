@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/samsa-go/samsa/compression"
+	"github.com/samsa-go/samsa/internal/logging"
 )
 
 // Hook is a value that observes the producer: it implements any subset of
@@ -28,8 +29,7 @@ import (
 // ErrClosed; Flush, CommitTransaction and AbortTransaction return an error
 // wrapping ErrFlushInCallback there. A panic in a hook is recovered: the event
 // is dropped for that hook, and the first panic of each hook and event kind
-// is logged at Error to Config.Logger (or slog's default logger when that
-// discards errors).
+// is logged at Error to Config.Logger.
 type Hook any
 
 // BrokerInfo names a broker in hook events.
@@ -408,10 +408,11 @@ func add[H any](list *[]hookEntry[H], h Hook, i int) bool {
 
 // newHooks sorts list into per-interface slices. It fails naming the index
 // of a nil hook or of one that implements no Hook* interface (for New's
-// ErrInvalidConfig). log receives panics; nil means slog's default logger.
+// ErrInvalidConfig). log receives panics; nil means the default logger
+// (logging.Default).
 func newHooks(list []Hook, log *slog.Logger) (*hooks, error) {
-	if log == nil || !log.Enabled(context.Background(), slog.LevelError) {
-		log = slog.Default()
+	if log == nil {
+		log = logging.Default()
 	}
 	hs := &hooks{log: log}
 	if len(list) == 0 {

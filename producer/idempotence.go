@@ -110,6 +110,7 @@ func (s *sink) handleProducerID(r kmsg.Response, err error) {
 			bumped := id.producerID >= 0
 			id.producerID, id.epoch = resp.ProducerID, resp.ProducerEpoch
 			id.needBump, id.needNewID, id.failures, id.lastErr = false, false, 0, nil
+			s.p.logRepeat.Reset("InitProducerId")
 			s.resetSequences()
 			s.p.log.Debug("idempotent producer id", "id", id.producerID, "epoch", id.epoch, "bumped", bumped)
 			return
@@ -122,7 +123,7 @@ func (s *sink) handleProducerID(r kmsg.Response, err error) {
 	id.failures++
 	id.lastErr = fmt.Errorf("InitProducerId failed: %w", err)
 	id.retryAt = s.now.Add(s.backoff(id.failures))
-	s.p.log.Warn("InitProducerId failed; retrying", "err", err, "attempt", id.failures)
+	s.p.log.Log(context.Background(), s.p.logRepeat.Level("InitProducerId", s.now), "InitProducerId failed; retrying", "err", err, "attempt", id.failures)
 }
 
 // resetSequences restarts every partition's sequence at 0 for a new producer

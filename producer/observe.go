@@ -28,7 +28,16 @@ import (
 // snapshot's slices and some histogram scratch), so call it per scrape, not
 // per record.
 func (p *Producer) Metrics() Metrics {
-	live := liveGauges{bufferAvailable: p.pool.Available(), bufferTotal: p.pool.Size()}
+	live := liveGauges{
+		bufferAvailable:      p.pool.Available(),
+		bufferTotal:          p.pool.Size(),
+		buffered:             p.pending[0].Load() + p.pending[1].Load(),
+		batchAcks:            p.stats.batches.Load(),
+		batchAckBytes:        p.stats.batchBytes.Load(),
+		batchAckUncompressed: p.stats.uncompressed.Load(),
+		batchRetries:         p.stats.retries.Load(),
+		throttled:            time.Duration(p.stats.throttled.Load()),
+	}
 	return p.rec.snapshot(time.Now(), live)
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/samsa-go/samsa/bufferpool"
 	"github.com/samsa-go/samsa/compression"
 	"github.com/samsa-go/samsa/internal/conn"
+	"github.com/samsa-go/samsa/internal/logging"
 	"github.com/samsa-go/samsa/internal/recordbatch"
 	"github.com/samsa-go/samsa/metadata"
 )
@@ -67,6 +68,14 @@ type Producer struct {
 	ioDone    chan struct{}
 	ioGoid    atomic.Uint64 // the IO goroutine's id (see ownGoroutine)
 	completer *completer
+
+	// logRepeat rates the Warn of failures that last (dials,
+	// InitProducerId, CreateTopics): once per key and minute.
+	logRepeat logging.Repeat
+
+	// connCfg is the connection config of every broker connection, for
+	// Ping (the IO goroutine and the metadata client have their own).
+	connCfg conn.Config
 
 	txn     *txnManager // nil without Config.TransactionalID (transaction.go)
 	txnSink *sink       // the IO goroutine, for the transaction methods' requests to it
@@ -122,18 +131,27 @@ func New(cfg Config) (*Producer, error) {
 	connCfg := conn.Config{
 		ClientID:       cfg.ClientID,
 		DialTimeout:    cfg.DialTimeout,
+		DialTimeoutMax: cfg.DialTimeoutMax,
+		Setups:         &conn.SetupTimeouts{}, // Produce and coordinator connections; metadata keeps its own
+		Dialer:         cfg.Dialer,
 		RequestTimeout: cfg.RequestTimeout,
 		Logger:         cfg.Logger,
 		TLS:            cfg.TLS,
 		SASL:           cfg.SASL,
+
+		SendBufferBytes:    cfg.SendBufferBytes,
+		ReceiveBufferBytes: cfg.ReceiveBufferBytes,
 		OnThrottle: func(addr string, d time.Duration) {
 			p.stats.throttled.Add(int64(d)) // the connection logs it
 		},
 	}
+	p.connCfg = connCfg
 	p.meta, err = metadata.New(metadata.Config{
 		Bootstrap:       cfg.Brokers,
 		ClientID:        connCfg.ClientID,
 		DialTimeout:     connCfg.DialTimeout,
+		DialTimeoutMax:  connCfg.DialTimeoutMax,
+		Dialer:          connCfg.Dialer,
 		RequestTimeout:  connCfg.RequestTimeout,
 		TLS:             connCfg.TLS,
 		SASL:            connCfg.SASL,
@@ -145,7 +163,13 @@ func New(cfg Config) (*Producer, error) {
 		RetryBackoffMax: cfg.RetryBackoffMax,
 		Logger:          cfg.Logger,
 
-		AllowAutoTopicCreation: !cfg.DisableAutoTopicCreation,
+		// A producer that creates its topics itself (AutoCreateTopics)
+		// never lets a Metadata request create them first: a broker
+		// would use its num.partitions, not AutoCreatePartitions.
+		AllowAutoTopicCreation:    !cfg.DisableAutoTopicCreation && !cfg.AutoCreateTopics,
+		ResolveCanonicalBootstrap: cfg.ClientDNSLookup == DNSResolveCanonicalBootstrapServersOnly,
+		SendBufferBytes:           cfg.SendBufferBytes,
+		ReceiveBufferBytes:        cfg.ReceiveBufferBytes,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
@@ -389,14 +413,10 @@ func (p *Producer) recoverCallback(c *completion) {
 }
 
 // logPanic logs a recovered callback panic at Error, with its stack, to
-// Config.Logger, or to slog.Default when that one would drop it (no Logger
-// set): a swallowed panic must not go unseen.
+// Config.Logger (by default slog's default logger): a swallowed panic must
+// not go unseen.
 func (p *Producer) logPanic(v any, args ...any) {
-	l := p.log
-	if !l.Enabled(context.Background(), slog.LevelError) {
-		l = slog.Default()
-	}
-	l.Error("producer: a record's callback panicked; the panic was recovered",
+	p.log.Error("producer: a record's callback panicked; the panic was recovered",
 		append([]any{"panic", fmt.Sprint(v), "stack", string(debug.Stack())}, args...)...)
 }
 
@@ -664,8 +684,10 @@ func (p *Producer) whenIdle() <-chan struct{} {
 // closed, and the producer's goroutines exit before Close returns. Send
 // after Close fails with ErrClosed. When ctx ends, Close stops waiting
 // (for Flush, and for the callbacks): every record still buffered fails
-// with ErrClosed and Close returns ctx.Err(), after the outcomes already
-// decided are delivered, as long as callbacks keep returning. A callback
+// with ErrClosed and Close returns an error wrapping ctx.Err() that says
+// how many ("producer: close: ctx ended with 3 records still buffered;
+// they failed with ErrClosed: context deadline exceeded"), after the
+// outcomes already decided are delivered, as long as callbacks keep returning. A callback
 // that blocks (none returned for 100 ms after ctx ended) is not waited for:
 // the completion goroutine delivers the outcomes queued behind it once it
 // returns, and then exits, after Close has returned. Close is safe to call
@@ -717,9 +739,23 @@ func (p *Producer) Close(ctx context.Context) error {
 		if err := p.meta.Close(); err != nil && flushErr == nil {
 			flushErr = err
 		}
+		if cerr := ctx.Err(); cerr != nil && errors.Is(flushErr, cerr) {
+			flushErr = closeCtxErr(p.txnSink.closedFailed, cerr)
+		}
 		p.closeErr = flushErr
 	})
 	return p.closeErr
+}
+
+// closeCtxErr is Close's error when its ctx ended before everything was
+// delivered: how many records the shutdown failed with ErrClosed, wrapping
+// ctx's error.
+func closeCtxErr(n int64, ctxErr error) error {
+	records := "records"
+	if n == 1 {
+		records = "record"
+	}
+	return fmt.Errorf("producer: close: ctx ended with %d %s still buffered; they failed with ErrClosed: %w", n, records, ctxErr)
 }
 
 // ownGoroutine names the producer's goroutine the caller runs on, or
@@ -743,6 +779,14 @@ func (p *Producer) ownGoroutine() string {
 }
 
 // Stats is a snapshot of the producer's state, for progress reports.
+//
+// Deprecated: use Producer.Metrics, whose ProducerMetrics carries every
+// value of Stats: Buffered is BufferedRecords, BufferUsed is
+// BufferTotalBytes - BufferAvailableBytes, BufferSize is BufferTotalBytes,
+// InFlight is RequestsInFlight, Batches, BatchBytes and UncompressedBytes
+// are BatchAckTotal, BatchAckBytesTotal and
+// BatchAckUncompressedBytesTotal, Retries is BatchRetryTotal, Throttled is
+// ThrottleTimeTotal.
 type Stats struct {
 	// Buffered is the number of records accepted and not yet completed.
 	Buffered int64
@@ -768,6 +812,9 @@ type counters struct {
 
 // Stats returns a snapshot of the producer's counters. It is cheap and safe
 // to call from any goroutine, for example for a progress bar.
+//
+// Deprecated: use Metrics, which carries every value of Stats (see Stats
+// for the names) with the rest of the producer's metrics.
 func (p *Producer) Stats() Stats {
 	return Stats{
 		Buffered:          p.pending[0].Load() + p.pending[1].Load(),

@@ -9,9 +9,13 @@ import (
 // broker rejected the SASL credentials (SASL_AUTHENTICATION_FAILED), does
 // not enable the SASL mechanism, or a mechanism failed on the client; or
 // the TLS handshake failed on the broker's certificate (unknown CA, wrong
-// host name, expired), on a TLS alert from the broker, or because the
-// port does not speak TLS. The error names the broker and the cause, and
-// never a password or token.
+// host name, expired) or on a TLS alert from the broker; or the listener
+// does not speak the client's protocol, as Java reports a failed TLS
+// handshake (SslAuthenticationException): a plaintext client on a TLS
+// listener ("the listener speaks TLS ... set security.protocol=SSL or
+// SASL_SSL"), a TLS client on a plaintext one ("the listener does not speak
+// TLS ... set security.protocol=PLAINTEXT or SASL_PLAINTEXT"). The error
+// names the broker and the cause, and never a password or token.
 //
 // These failures are not retried: records waiting for that broker, and
 // records waiting for metadata while no broker can be reached, fail within

@@ -70,7 +70,12 @@ type sink struct {
 	now     time.Time
 
 	dialing sync.WaitGroup // dial goroutines; Close waits for them
-	debug   bool           // the logger takes Debug records: per-batch logs are built only then
+
+	// closedFailed counts the records the shutdown failed with ErrClosed
+	// (sink.fail, failBuffered): Close's error says how many when its ctx
+	// ended first. Read by Close once the IO goroutine has exited.
+	closedFailed int64
+	debug        bool // the logger takes Debug records: per-batch logs are built only then
 
 	// Idempotence (nil state when disabled).
 	idem *idempotence
@@ -108,6 +113,7 @@ type ioTopic struct {
 	err      error     // last metadata error
 	creating bool      // CreateTopics in progress
 	createAt time.Time // next CreateTopics attempt
+	sized    bool      // its partition count was compared with AutoCreatePartitions (checkPartitionCount)
 	failing  failKind  // why Sends fail fast (accumulator.Topic.SetFailing), if they do
 	parkedAt time.Time // when it started parking, for HookTopicUnparked; zero while not parked
 }

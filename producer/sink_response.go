@@ -21,6 +21,9 @@ import (
 // leaveGap).
 func (s *sink) fail(ip *ioPart, b *batch, err error) {
 	s.leaveGap(ip, b)
+	if errors.Is(err, ErrClosed) {
+		s.closedFailed += int64(b.NumRecords())
+	}
 	if b.IO.ambiguous && !errors.Is(err, ErrOutcomeUnknown) {
 		err = fmt.Errorf("%w (%w)", err, ErrOutcomeUnknown)
 	}

@@ -6,7 +6,6 @@ package producer
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"runtime/debug"
 	"time"
 )
@@ -114,11 +113,7 @@ func (s *sink) closeContext() context.Context {
 // A panic goes on after shutdown (and crashes the program, as any
 // unrecovered panic).
 func (s *sink) unwinding() {
-	l := s.p.log
-	if !l.Enabled(context.Background(), slog.LevelError) {
-		l = slog.Default()
-	}
-	l.Error("producer: the IO goroutine stopped without Close (a panic or runtime.Goexit on it, in user code such as a hook, partitioner, OnDataLoss, BufferPool or Logger); buffered records fail with ErrClosed",
+	s.p.log.Error("producer: the IO goroutine stopped without Close (a panic or runtime.Goexit on it, in user code such as a hook, partitioner, OnDataLoss, BufferPool or Logger); buffered records fail with ErrClosed",
 		"stack", string(debug.Stack()))
 	s.p.closed.Store(true)
 	s.p.stopWaits()
@@ -131,6 +126,7 @@ func (s *sink) failBuffered() {
 	s.p.topics.Range(func(k, v any) bool {
 		ts := v.(*topicState)
 		ts.acc.FailParked(func(c completion) {
+			s.closedFailed++
 			s.p.completer.push(outcome{single: &c, md: RecordMetadata{Topic: ts.acc.Name, Partition: -1, Offset: -1}, err: closedErr})
 		})
 		for _, ap := range ts.acc.KnownPartitions() {
@@ -141,6 +137,7 @@ func (s *sink) failBuffered() {
 			ip.retry = nil
 			all = ap.TakeAll(all[:0])
 			for _, b := range all {
+				s.closedFailed += int64(b.NumRecords())
 				s.p.completer.push(outcome{batch: b, baseOffset: -1, appendTime: -1, err: closedErr})
 			}
 		}

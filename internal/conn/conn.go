@@ -20,6 +20,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-go/samsa/internal/logging"
 	"github.com/samsa-go/samsa/kerr"
 	"github.com/samsa-go/samsa/sasl"
 )
@@ -77,15 +78,39 @@ type Config struct {
 	// written yet and do not time out.
 	RequestTimeout time.Duration
 
-	// Dialer opens the network connection. Default: a net.Dialer. Use it
-	// for TLS (return a *tls.Conn) or tests. A panic of it is recovered
-	// and logged at Error: Dial fails with an error wrapping
-	// kerr.NetworkException and naming the panic, as for a Dialer error.
+	// Dialer opens the network connection. Default: a net.Dialer that
+	// resolves the host with Resolver and tries each address in turn
+	// (dial.go). Use it for a proxy, TLS (return a *tls.Conn) or tests. A
+	// panic of it is recovered and logged at Error: Dial fails with an
+	// error wrapping kerr.NetworkException and naming the panic, as for a
+	// Dialer error.
 	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
 
+	// DialTimeoutMax caps the setup timeout that Setups grows after failed
+	// attempts (socket.connection.setup.timeout.max.ms). Default, or below
+	// DialTimeout: DialTimeout (no growth).
+	DialTimeoutMax time.Duration
+
+	// Setups, if not nil, counts each address's consecutive failed dials:
+	// the next dial to it gets DialTimeout doubled per failure, with ±20%
+	// jitter, up to DialTimeoutMax. Share one among a client's
+	// connections. Default nil: every dial gets DialTimeout.
+	Setups *SetupTimeouts
+
+	// SendBufferBytes and ReceiveBufferBytes, when positive, set the
+	// socket's SO_SNDBUF and SO_RCVBUF right after the Dialer returns
+	// (send.buffer.bytes, receive.buffer.bytes), also under a connection
+	// with a NetConn method (a *tls.Conn); a connection without such
+	// buffers is left as it is.
+	// Default 0: the operating system's (with Linux's autotuning).
+	SendBufferBytes, ReceiveBufferBytes int
+
 	// Logger receives connection events: a connection's first throttle at
-	// Info and later ones at Debug, breaks at Warn, dials at Debug; nothing
-	// per request above Debug. Default: discard.
+	// Info and later ones at Debug, breaks at Warn (a broker's first break
+	// in the process, then at most once per logging.RepeatEvery, at Debug
+	// in between: its producer and metadata connections, which break
+	// together, log once), dials at Debug; nothing per request above
+	// Debug. Default: discard.
 	Logger *slog.Logger
 
 	// OnThrottle, if set, is called from the reader goroutine each time a
@@ -167,9 +192,11 @@ func (cfg *Config) setDefaults() {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 30 * time.Second
 	}
+	if cfg.DialTimeoutMax < cfg.DialTimeout {
+		cfg.DialTimeoutMax = cfg.DialTimeout
+	}
 	if cfg.Dialer == nil {
-		var d net.Dialer
-		cfg.Dialer = d.DialContext
+		cfg.Dialer = dialEachAddr
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -230,41 +257,53 @@ func putPending(p *pending) {
 }
 
 // Dial connects to addr, negotiates versions with ApiVersions and starts the
-// connection's reader and writer goroutines. ctx and Config.DialTimeout bound
+// connection's reader and writer goroutines. ctx and Config.DialTimeout (or
+// the longer timeout Config.Setups gives an address after failures) bound
 // the whole setup; ctx has no effect once Dial returns.
 //
+// A connection that cannot be set up fails with an error that names the
+// broker and the cause ("cannot connect to broker 127.0.0.1:9: connection
+// refused (nothing is listening there)", "... no such host \"kafka.invalid\"",
+// "... timed out after 10s"; dialerr.go) and wraps kerr.NetworkException,
+// except trust failures and listener mismatches (a plaintext client on a TLS
+// listener, a TLS client on a plaintext one), which wrap ErrAuthentication.
 // Dial fails if the broker does not support Produce v3 or later (Kafka 0.11),
 // with an error wrapping kerr.UnsupportedVersion.
 func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 	cfg.setDefaults()
-	dctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+	c, err := dialSetup(ctx, addr, cfg, cfg.Setups.timeout(addr, cfg.DialTimeout, cfg.DialTimeoutMax))
+	if err == nil || ctx.Err() == nil { // the caller's giving up is no failed setup
+		cfg.Setups.done(addr, err == nil)
+	}
+	return c, err
+}
+
+func dialSetup(ctx context.Context, addr string, cfg Config, timeout time.Duration) (*Conn, error) {
+	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
 	nc, err := dialNet(dctx, addr, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("conn: dial %s: %w: %w", addr, kerr.NetworkException, err)
-	}
-	if cfg.TLS != nil {
-		if nc, err = tlsClient(dctx, nc, addr, cfg.TLS); err != nil {
-			return nil, err
+	if err == nil {
+		if err = setBuffers(nc, &cfg); err != nil {
+			_ = nc.Close()
 		}
 	}
-	c := &Conn{
-		addr:   addr,
-		cfg:    cfg,
-		nc:     nc,
-		format: kmsg.NewRequestFormatter(kmsg.FormatterClientID(cfg.ClientID)),
-		wake:   make(chan struct{}, 1),
-		done:   make(chan struct{}),
-		timed:  cfg.OnWrite != nil || cfg.OnRead != nil,
+	if err != nil {
+		return nil, endedErr(ctx, dctx, cfg.DialTimeout, connectErr(addr, err))
 	}
+	if cfg.TLS != nil {
+		if nc, err = tlsClient(dctx, nc, addr, cfg); err != nil {
+			return nil, endedErr(ctx, dctx, cfg.DialTimeout, err)
+		}
+	}
+	c := newConn(nc, addr, cfg)
 
 	// A cancelled ctx interrupts the handshake by expiring the deadline.
 	stop := context.AfterFunc(dctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
 	if dl, ok := dctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)
 	}
-	err = alertErr(addr, c.negotiate())
+	err = alertErr(addr, c.negotiate(cfg.TLS != nil))
 	if err == nil && cfg.SASL != nil {
 		err = c.authenticate(dctx)
 	}
@@ -273,16 +312,7 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 	}
 	if err != nil {
 		_ = nc.Close()
-		cerr := dctx.Err()
-		if dl, ok := dctx.Deadline(); cerr == nil && ok && !time.Now().Before(dl) {
-			// The socket deadline (set to dctx's) can fire just
-			// before dctx's own timer.
-			cerr = context.DeadlineExceeded
-		}
-		if cerr != nil && !errors.Is(err, cerr) {
-			err = fmt.Errorf("%w (%w)", err, cerr)
-		}
-		return nil, err
+		return nil, endedErr(ctx, dctx, cfg.DialTimeout, err)
 	}
 	_ = nc.SetDeadline(time.Time{})
 	if v := c.MaxVersion(produceKey); v < 3 {
@@ -295,6 +325,20 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 	go c.writeLoop()
 	go c.readLoop()
 	return c, nil
+}
+
+// newConn returns the Conn of nc before its handshakes, its goroutines not
+// started.
+func newConn(nc net.Conn, addr string, cfg Config) *Conn {
+	return &Conn{
+		addr:   addr,
+		cfg:    cfg,
+		nc:     nc,
+		format: kmsg.NewRequestFormatter(kmsg.FormatterClientID(cfg.ClientID)),
+		wake:   make(chan struct{}, 1),
+		done:   make(chan struct{}),
+		timed:  cfg.OnWrite != nil || cfg.OnRead != nil,
+	}
 }
 
 // dialNet runs cfg.Dialer, user code: a panic of it is recovered (and
@@ -452,9 +496,14 @@ func (c *Conn) fail(err error) {
 	c.mu.Unlock()
 	_ = c.nc.Close()
 	if !errors.Is(err, ErrClosed) {
-		c.cfg.Logger.Warn("broker connection broken", "addr", c.addr, "err", err)
+		level := breaks.Level(c.addr, time.Now())
+		c.cfg.Logger.Log(context.Background(), level, "broker connection broken", "addr", c.addr, "err", err)
 	}
 }
+
+// breaks rates the Warn of broken connections per broker address, for
+// every connection of the process (see Config.Logger).
+var breaks logging.Repeat
 
 // brokenErr returns the error to report for an I/O error: the error that
 // already broke the connection if any (so Close reports ErrClosed, not "use
