@@ -66,6 +66,10 @@ type Producer struct {
 	stopWaits context.CancelFunc
 	ioDone    chan struct{}
 	ioGoid    atomic.Uint64 // the IO goroutine's id (see ownGoroutine)
+	// stopSteps counts the steps of Close's teardown and of the IO
+	// goroutine's shutdown: once Close's context has ended, Close waits
+	// for them only while they move (stopGoroutines).
+	stopSteps atomic.Uint64
 	completer *completer
 
 	txn     *txnManager // nil without Config.TransactionalID (transaction.go)
@@ -662,15 +666,24 @@ func (p *Producer) whenIdle() <-chan struct{} {
 
 // Close flushes (as Flush does, bounded by ctx), then stops the producer:
 // records still buffered when ctx ends fail with ErrClosed, connections are
-// closed, and the producer's goroutines exit before Close returns. Send
-// after Close fails with ErrClosed. When ctx ends, Close stops waiting
-// (for Flush, and for the callbacks): every record still buffered fails
-// with ErrClosed and Close returns ctx.Err(), after the outcomes already
-// decided are delivered, as long as callbacks keep returning. A callback
-// that blocks (none returned for 100 ms after ctx ended) is not waited for:
-// the completion goroutine delivers the outcomes queued behind it once it
-// returns, and then exits, after Close has returned. Close is safe to call
-// more than once; later calls return the first call's result.
+// closed, and every goroutine of the producer (its connections' and
+// short-lived ones included) has exited when Close returns nil. Send after
+// Close fails with ErrClosed. When ctx ends, Close stops waiting (for
+// Flush, and for the callbacks): every record still buffered fails with
+// ErrClosed and Close returns an error wrapping ctx.Err(), after the
+// outcomes already decided are delivered, as long as callbacks keep
+// returning. Close returns by ctx's end, plus 100 ms without progress, even
+// when user code blocks one of its goroutines: a callback that blocks (none
+// returned for 100 ms after ctx ended) is not waited for: the completion
+// goroutine delivers the outcomes queued behind it once it returns, and then
+// exits, after Close has returned. Likewise a hook, partitioner or
+// OnDataLoss blocking the IO goroutine (HookBatchWritten, say), or a hook
+// blocking a connection's or the metadata goroutine: user code cannot be
+// interrupted, so that goroutine exits once it returns, after Close; the
+// records it still holds then fail with ErrClosed (with ErrOutcomeUnknown
+// for those in flight), each future exactly once, and the rest of the
+// producer's goroutines stop after it. Close is safe to call more than
+// once; later calls return the first call's result.
 //
 // Called from a callback (on the completion goroutine), or from a hook,
 // partitioner or OnDataLoss running on another of the producer's goroutines
@@ -710,13 +723,7 @@ func (p *Producer) Close(ctx context.Context) error {
 		p.stopWaits() // Sends still waiting for memory fail with ErrClosed
 		p.closeCtx = ctx
 		close(p.quit)
-		<-p.ioDone
-		p.completer.stop(ctx)
-		if p.txn != nil {
-			p.txn.client.close()
-		}
-		p.clock.stop()
-		if err := p.meta.Close(); err != nil && flushErr == nil {
+		if err := p.stopGoroutines(ctx); err != nil && flushErr == nil {
 			flushErr = err
 		}
 		p.closeErr = flushErr

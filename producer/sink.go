@@ -69,8 +69,13 @@ type sink struct {
 	scratch []byte
 	now     time.Time
 
-	dialing sync.WaitGroup // dial goroutines; Close waits for them
-	debug   bool           // the logger takes Debug records: per-batch logs are built only then
+	// background tracks the IO goroutine's short-lived goroutines: dials,
+	// connection closes, InitProducerId, CreateTopics and
+	// AddPartitionsToTxn requests. Each ends once Close cancels
+	// p.closing (a connection's close once its goroutines have exited),
+	// and shutdown waits for them all.
+	background sync.WaitGroup
+	debug      bool // the logger takes Debug records: per-batch logs are built only then
 
 	// Idempotence (nil state when disabled).
 	idem *idempotence

@@ -19,7 +19,7 @@ func (s *sink) dial(br *ioBroker) {
 	}
 	br.dialing = true
 	addr, cfg := br.addr, s.brokerConn(br)
-	s.dialing.Go(func() {
+	s.background.Go(func() {
 		// Close ends the dial at once (closing is canceled before quit).
 		ctx, cancel := context.WithTimeout(s.p.closing, cfg.DialTimeout+time.Second)
 		defer cancel()

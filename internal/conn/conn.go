@@ -282,7 +282,13 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 	c.wire.nc = nc
 
 	// A cancelled ctx interrupts the handshake by expiring the deadline.
-	stop := context.AfterFunc(dctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
+	// The interrupting goroutine, if it started, is waited for: Dial
+	// leaves nothing running when it fails.
+	interrupted := make(chan struct{})
+	stop := context.AfterFunc(dctx, func() {
+		defer close(interrupted)
+		_ = nc.SetDeadline(time.Unix(1, 0))
+	})
 	if dl, ok := dctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)
 	}
@@ -290,8 +296,11 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 	if err == nil && cfg.SASL != nil {
 		err = c.authenticate(dctx)
 	}
-	if !stop() && err == nil {
-		err = dctx.Err()
+	if !stop() {
+		<-interrupted
+		if err == nil {
+			err = dctx.Err()
+		}
 	}
 	if err != nil {
 		_ = nc.Close()
