@@ -2,6 +2,7 @@ package producer
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"runtime"
 	"strings"
@@ -15,7 +16,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 
+	"github.com/samsa-go/samsa/internal/lifetime"
 	"github.com/samsa-go/samsa/internal/testbroker"
+	"github.com/samsa-go/samsa/sasl"
 )
 
 // Tests of Close: it returns, from anywhere, leaves no goroutine or
@@ -379,4 +382,24 @@ func TestCloseReturnsByItsContextWhileAHookBlocks(t *testing.T) {
 				"goroutines left after the hook returned: %v", goleak.Find(before))
 		})
 	}
+}
+
+// TestOwnedMechanismPrintsAsItsMechanism: the producer's wrapper of
+// Config.SASL, which makes token refreshes the producer's (Close ends
+// them), prints exactly as the user's mechanism does: redacted.
+func TestOwnedMechanismPrintsAsItsMechanism(t *testing.T) {
+	g := lifetime.NewGroup()
+	defer g.Close()
+	for _, m := range []sasl.Mechanism{
+		sasl.Plain("user", "pw-XYZZY"),
+		sasl.OAuthBearer(func(context.Context) (sasl.Token, error) { return sasl.Token{Value: "tok-XYZZY"}, nil }),
+	} {
+		owned := ownMechanism(m, g)
+		require.Equal(t, m.Name(), owned.Name())
+		for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q"} {
+			require.Equal(t, fmt.Sprintf(verb, m), fmt.Sprintf(verb, owned), verb)
+			require.NotContains(t, fmt.Sprintf(verb, owned), "XYZZY", verb)
+		}
+	}
+	require.Nil(t, ownMechanism(nil, g))
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/samsa-go/samsa/bufferpool"
 	"github.com/samsa-go/samsa/compression"
 	"github.com/samsa-go/samsa/internal/conn"
+	"github.com/samsa-go/samsa/internal/lifetime"
 	"github.com/samsa-go/samsa/internal/recordbatch"
 	"github.com/samsa-go/samsa/metadata"
 )
@@ -70,6 +71,10 @@ type Producer struct {
 	// goroutine's shutdown: once Close's context has ended, Close waits
 	// for them only while they move (stopGoroutines).
 	stopSteps atomic.Uint64
+	// owned holds the goroutines started on the producer's behalf through
+	// the contexts it hands its SASL mechanism (ownedMechanism: a token
+	// refresh); Close ends them and waits for them, last.
+	owned     *lifetime.Group
 	completer *completer
 
 	txn     *txnManager // nil without Config.TransactionalID (transaction.go)
@@ -121,6 +126,7 @@ func New(cfg Config) (*Producer, error) {
 		rec:        newRecorder(),
 		quit:       make(chan struct{}),
 		ioDone:     make(chan struct{}),
+		owned:      lifetime.NewGroup(),
 	}
 	logIgnoredProperties(p.log, cfg.ignoredProps)
 	connCfg := conn.Config{
@@ -129,7 +135,7 @@ func New(cfg Config) (*Producer, error) {
 		RequestTimeout: cfg.RequestTimeout,
 		Logger:         cfg.Logger,
 		TLS:            cfg.TLS,
-		SASL:           cfg.SASL,
+		SASL:           ownMechanism(cfg.SASL, p.owned),
 		OnThrottle: func(addr string, d time.Duration) {
 			p.stats.throttled.Add(int64(d)) // the connection logs it
 		},

@@ -158,7 +158,8 @@ func (s *sink) failBuffered() {
 
 // stopGoroutines stops what remains once quit is closed: it waits for the
 // IO goroutine's shutdown, then stops the completion goroutine, the
-// coordinator connections, the clock and the metadata client, in that order,
+// coordinator connections, the clock, the metadata client and the
+// goroutines started on the producer's behalf (p.owned), in that order,
 // on a goroutine of its own. Until ctx ends it waits for all of it. Once
 // ctx has ended it waits only while they make progress (p.stopSteps, the
 // outcomes delivered): after stuckAfter without any, user code blocks one of
@@ -179,6 +180,7 @@ func (p *Producer) stopGoroutines(ctx context.Context) error {
 		}
 		p.clock.stop()
 		err = p.meta.Close()
+		p.owned.Close() // no connection is left to start a token refresh
 	}()
 	select {
 	case <-done:
