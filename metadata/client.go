@@ -1059,7 +1059,8 @@ func (c *Client) connTo(ctx context.Context, addr, key string) (*conn.Conn, erro
 		c.connMu.Unlock()
 		return nil, ErrClosed
 	}
-	if cn := c.conns[key]; cn != nil {
+	cn := c.conns[key]
+	if cn != nil {
 		select {
 		case <-cn.Done():
 			delete(c.conns, key)
@@ -1069,22 +1070,33 @@ func (c *Client) connTo(ctx context.Context, addr, key string) (*conn.Conn, erro
 		}
 	}
 	c.connMu.Unlock()
+	if cn != nil {
+		// Broken: Close waits for its goroutines, which are ending, so
+		// that none outlives the client's Close.
+		_ = cn.Close()
+	}
 
 	cn, err := conn.Dial(ctx, addr, c.connCfg)
 	if err != nil {
 		return nil, err
 	}
 	c.connMu.Lock()
-	defer c.connMu.Unlock()
 	if c.closed {
+		c.connMu.Unlock()
 		_ = cn.Close()
 		return nil, ErrClosed
 	}
-	if other := c.conns[key]; other != nil && other.Err() == nil {
+	other := c.conns[key]
+	if other != nil && other.Err() == nil {
+		c.connMu.Unlock()
 		_ = cn.Close() // lost a dial race
 		return other, nil
 	}
 	c.conns[key] = cn
+	c.connMu.Unlock()
+	if other != nil {
+		_ = other.Close() // broken meanwhile
+	}
 	return cn, nil
 }
 

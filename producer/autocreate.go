@@ -57,12 +57,13 @@ func (s *sink) maybeCreateTopic(t *ioTopic) {
 	}
 	s.creatingTopics = true
 	timeout := s.cfg.RequestTimeout
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	s.background.Go(func() {
+		// Close ends it (closing is canceled before quit).
+		ctx, cancel := context.WithTimeout(s.p.closing, timeout)
 		defer cancel()
 		resp, err := s.p.meta.DoController(ctx, req)
 		s.post(func() { s.handleCreateTopics(batch, resp, err) })
-	}()
+	})
 }
 
 // handleCreateTopics settles each topic of one CreateTopics request.
