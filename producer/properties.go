@@ -86,7 +86,9 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 // (a password, the JAAS line) never appears in an error:
 //
 //	security.protocol                       PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL: sets TLS and SASL
-//	sasl.mechanism (sasl.mechanisms)        PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, AWS_MSK_IAM
+//	sasl.mechanism (sasl.mechanisms)        PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, AWS_MSK_IAM;
+//	                                        GSSAPI and any other mechanism whose module registered a
+//	                                        sasl.MechanismFactory (below)
 //	sasl.username, sasl.password            the credentials (librdkafka)
 //	sasl.jaas.config                        the credentials (Java): PlainLoginModule or ScramLoginModule
 //	                                        with username and password options; OAuthBearerLoginModule
@@ -142,7 +144,19 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 // sasl.OAuthBearer(...) or the mechanism of the module
 // github.com/samsa-go/samsa/sasl/awsmskiam. The sasl.login.* and
 // sasl.oauthbearer.* keys above are logged as ignored when they configure
-// no login. Accepted and ignored:
+// no login.
+//
+// GSSAPI (Kerberos) lives in the module
+// github.com/samsa-go/samsa/sasl/kerberos, which registers a
+// sasl.MechanismFactory when imported (import _ "github.com/samsa-go/samsa/sasl/kerberos"):
+// ConfigFromProperties then builds it from sasl.jaas.config
+// (Krb5LoginModule), sasl.kerberos.* and the keys that module documents,
+// and, as in Java, takes GSSAPI when sasl.mechanism is not set. Without the
+// import, GSSAPI is an error saying so. A factory registered for another
+// name (not PLAIN, SCRAM or OAUTHBEARER) builds that mechanism the same
+// way, with every property, and the keys it declares are accepted.
+//
+// Accepted and ignored:
 // ssl.truststore.password and ssl.keystore.password (PEM files have none),
 // client.dns.lookup (every address of a host is tried anyway),
 // session.timeout.ms (a consumer setting that Confluent Cloud's templates
@@ -152,7 +166,8 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 // The rest of the Java producer's documented keys (Apache Kafka 4.x: for
 // example connections.max.idle.ms, reconnect.backoff.ms,
 // reconnect.backoff.max.ms, send.buffer.bytes, receive.buffer.bytes,
-// metadata.recovery.strategy, the metrics.* keys, sasl.kerberos.*,
+// metadata.recovery.strategy, the metrics.* keys, sasl.kerberos.* (but
+// with GSSAPI from a registered factory),
 // the sasl.oauthbearer.assertion.* and broker-side keys, ssl.cipher.suites) are
 // accepted and ignored: samsa has no setting for them, and none changes
 // what is delivered. New logs them once, at
@@ -452,7 +467,9 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 			}
 		}
 	}
+	sec.props = props
 	ignored = append(ignored, sec.apply(&c, fail)...)
+	ignored = slices.DeleteFunc(ignored, sec.usedByFactory)
 
 	if genericLevelSet && genericLevel != -1 {
 		if _, ok := levels[c.Compression]; ok {
