@@ -13,6 +13,7 @@ require (
 require (
 	github.com/jcmturner/gofork v1.7.6
 	github.com/stretchr/testify v1.12.1
+	go.uber.org/goleak v1.3.0
 )
 
 require (
