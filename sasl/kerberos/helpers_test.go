@@ -109,8 +109,8 @@ func startKDC(t *testing.T) *testKDC {
 	k.env = append(os.Environ(), "KRB5_CONFIG="+k.conf, "KRB5_KDC_PROFILE="+kdcConf)
 	require.NoError(t, os.WriteFile(k.conf, []byte(krb5ConfText(fmt.Sprintf("127.0.0.1:%d", port))), 0o600))
 	require.NoError(t, os.WriteFile(kdcConf, []byte(fmt.Sprintf(`[kdcdefaults]
-  kdc_ports = %[1]d
-  kdc_tcp_ports = %[1]d
+  kdc_listen = 127.0.0.1:%[1]d
+  kdc_tcp_listen = 127.0.0.1:%[1]d
 [realms]
   %[2]s = {
     database_name = %[3]s/principal

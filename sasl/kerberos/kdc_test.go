@@ -66,6 +66,11 @@ func TestKeytabLoginAgainstKDC(t *testing.T) {
 	require.NotNil(t, m.tgt)
 	assert.Equal(t, "keytab", m.tgt.source)
 	assert.Len(t, m.tickets, 1, "one service principal: kafka/localhost")
+	// One login shared by the four exchanges; a service ticket for each.
+	kdcLog, err := os.ReadFile(filepath.Join(k.dir, "kdc.log"))
+	require.NoError(t, err)
+	assert.Equal(t, 1, strings.Count(string(kdcLog), "client@SAMSA.TEST for krbtgt/SAMSA.TEST@SAMSA.TEST"), "AS exchanges:\n%s", kdcLog)
+	assert.Equal(t, 4, strings.Count(string(kdcLog), "client@SAMSA.TEST for kafka/localhost@SAMSA.TEST"), "TGS exchanges:\n%s", kdcLog)
 
 	// No verb prints a key: neither the keytab's nor a session key.
 	kt, err := keytab.Load(k.clientKeytab)

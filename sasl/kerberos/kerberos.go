@@ -170,7 +170,7 @@ type mechanism struct {
 
 	mu         sync.Mutex
 	tgt        *tgt                     // nil before the first login
-	refreshing chan struct{}            // closed when the login under way ends; nil if none
+	refreshing *loginFlight             // the login under way, if any
 	lastLogin  time.Time                // the last login attempt's start
 	tickets    map[string]serviceTicket // the last service ticket per principal, for KDC outages
 }

@@ -49,6 +49,12 @@ func (t *tgt) goodUntil() time.Time {
 	return t.end.Add(-min(t.end.Sub(t.start)/10, time.Minute))
 }
 
+// loginFlight is a login under way; err is set before done is closed.
+type loginFlight struct {
+	done chan struct{}
+	err  error
+}
+
 // serviceTicket is a service ticket and its session key.
 type serviceTicket struct {
 	ticket messages.Ticket
@@ -77,13 +83,16 @@ func (m *mechanism) currentTGT(ctx context.Context) (*tgt, error) {
 			m.mu.Unlock()
 			return t, nil
 		}
-		if ch := m.refreshing; ch != nil {
+		if fl := m.refreshing; fl != nil {
 			m.mu.Unlock()
 			if good {
 				return t, nil // another exchange is replacing it
 			}
 			select {
-			case <-ch:
+			case <-fl.done:
+				if fl.err != nil {
+					return nil, fl.err // that login's failure is this exchange's too
+				}
 				continue
 			case <-ctx.Done():
 				return nil, ctx.Err()
@@ -93,8 +102,8 @@ func (m *mechanism) currentTGT(ctx context.Context) (*tgt, error) {
 			m.mu.Unlock()
 			return t, nil
 		}
-		ch := make(chan struct{})
-		m.refreshing, m.lastLogin = ch, now
+		fl := &loginFlight{done: make(chan struct{})}
+		m.refreshing, m.lastLogin = fl, now
 		m.mu.Unlock()
 
 		nt, err := m.login(t)
@@ -103,8 +112,9 @@ func (m *mechanism) currentTGT(ctx context.Context) (*tgt, error) {
 		if err == nil {
 			m.tgt = nt
 		}
+		fl.err = err
 		m.refreshing = nil
-		close(ch)
+		close(fl.done)
 		m.mu.Unlock()
 		switch {
 		case err == nil:
