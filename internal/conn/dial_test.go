@@ -257,3 +257,27 @@ func TestDefaultDialerKeepsTheCause(t *testing.T) {
 	}
 }
 
+// A timeout's text names the timeout the dial had: after failed attempts
+// that is the grown one (Config.Setups), not DialTimeout.
+func TestTimeoutTextNamesTheGrownTimeout(t *testing.T) {
+	const base = 20 * time.Millisecond
+	setups := &SetupTimeouts{}
+	setups.done("a:1", false)
+	setups.done("a:1", false) // the next timeout: 4 × base, ±20%
+	blocking := func(ctx context.Context, _, _ string) (net.Conn, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	_, err := Dial(context.Background(), "a:1", Config{DialTimeout: base, DialTimeoutMax: time.Minute, Setups: setups, Dialer: blocking})
+	if err == nil {
+		t.Fatal("Dial succeeded")
+	}
+	text, ok := strings.CutPrefix(err.Error(), "cannot connect to broker a:1: timed out after ")
+	if !ok {
+		t.Fatalf("Dial error %q", err)
+	}
+	d, perr := time.ParseDuration(text)
+	if perr != nil || d < 64*time.Millisecond || d > 96*time.Millisecond {
+		t.Fatalf("Dial error %q names %v, want the grown timeout, in [64ms, 96ms]", err, d)
+	}
+}
