@@ -3,6 +3,7 @@ package producer
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"runtime"
 	"strings"
@@ -402,4 +403,41 @@ func TestOwnedMechanismPrintsAsItsMechanism(t *testing.T) {
 		}
 	}
 	require.Nil(t, ownMechanism(nil, g))
+}
+
+// TestCloseErrorWhileAHookBlocksCountsRecordsNotCompleted: when Close
+// returns because user code blocks the IO goroutine, its error says so and
+// counts the records not completed yet (they complete once the hook
+// returns), rather than claiming that none were left, or that those
+// counted have already failed.
+func TestCloseErrorWhileAHookBlocksCountsRecordsNotCompleted(t *testing.T) {
+	c := newCluster(t, testbroker.Config{})
+	require.NoError(t, c.CreateTopic("t", 1))
+	h := &blockingHook{kind: "batch", entered: make(chan struct{}), release: make(chan struct{})}
+	t.Cleanup(h.unblock)
+	p, err := New(Config{Brokers: c.Addrs(), Hooks: []Hook{h}, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	const records = 20
+	fs := []*Future{p.Send(context.Background(), &Record{Topic: "t", Value: []byte("v")})}
+	select {
+	case <-h.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the hook was not called")
+	}
+	for range records - 1 {
+		fs = append(fs, p.Send(context.Background(), &Record{Topic: "t", Value: []byte("v")}))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	err = p.Close(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Contains(t, err.Error(), "20 records not completed")
+	require.Contains(t, err.Error(), "user code")
+	h.unblock()
+	for i, f := range fs {
+		_, ferr := f.Wait(context.Background())
+		if i > 0 {
+			require.ErrorIs(t, ferr, ErrClosed, "record %d", i)
+		}
+	}
 }

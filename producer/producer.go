@@ -709,6 +709,9 @@ func (p *Producer) whenIdle() <-chan struct{} {
 // exits once it returns, after Close; the records it still holds then fail
 // with ErrClosed (with ErrOutcomeUnknown for those in flight), each future
 // exactly once, and the rest of the producer's goroutines stop after it.
+// Close's error then says so and counts the records not completed yet
+// ("producer: close: ctx ended while user code (a hook, a callback) blocks
+// one of the producer's goroutines, with 20 records not completed; ...").
 // Close is safe to call more than once; later calls return the first call's
 // result.
 //
@@ -750,10 +753,15 @@ func (p *Producer) Close(ctx context.Context) error {
 		p.stopWaits() // Sends still waiting for memory fail with ErrClosed
 		p.closeCtx = ctx
 		close(p.quit)
-		if err := p.stopGoroutines(ctx); err != nil && flushErr == nil {
+		blocked, err := p.stopGoroutines(ctx)
+		switch cerr := ctx.Err(); {
+		case blocked:
+			// The shutdown has not finished: what it has failed so far
+			// is no count of what is left.
+			flushErr = blockedCloseErr(p.pending[0].Load()+p.pending[1].Load(), cerr)
+		case err != nil && flushErr == nil:
 			flushErr = err
-		}
-		if cerr := ctx.Err(); cerr != nil && errors.Is(flushErr, cerr) {
+		case cerr != nil && errors.Is(flushErr, cerr):
 			flushErr = closeCtxErr(p.txnSink.closedFailed.Load(), cerr)
 		}
 		p.closeErr = flushErr
@@ -770,6 +778,17 @@ func closeCtxErr(n int64, ctxErr error) error {
 		records = "record"
 	}
 	return fmt.Errorf("producer: close: ctx ended with %d %s still buffered; they failed with ErrClosed: %w", n, records, ctxErr)
+}
+
+// blockedCloseErr is Close's error when it returns while user code blocks
+// one of the producer's goroutines (stopGoroutines): n records are not
+// completed yet, and complete once that code returns.
+func blockedCloseErr(n int64, ctxErr error) error {
+	records := "records"
+	if n == 1 {
+		records = "record"
+	}
+	return fmt.Errorf("producer: close: ctx ended while user code (a hook, a callback) blocks one of the producer's goroutines, with %d %s not completed; they complete (those still buffered fail with ErrClosed) once it returns: %w", n, records, ctxErr)
 }
 
 // ownGoroutine names the producer's goroutine the caller runs on, or

@@ -310,11 +310,11 @@ func dialSetup(ctx context.Context, addr string, cfg Config, timeout time.Durati
 		}
 	}
 	if err != nil {
-		return nil, endedErr(ctx, dctx, cfg.DialTimeout, connectErr(addr, err))
+		return nil, endedErr(ctx, dctx, timeout, connectErr(addr, err))
 	}
 	if cfg.TLS != nil {
 		if nc, err = tlsClient(dctx, nc, addr, cfg); err != nil {
-			return nil, endedErr(ctx, dctx, cfg.DialTimeout, err)
+			return nil, endedErr(ctx, dctx, timeout, err)
 		}
 	}
 	c := newConn(nc, addr, cfg)
@@ -342,7 +342,7 @@ func dialSetup(ctx context.Context, addr string, cfg Config, timeout time.Durati
 	}
 	if err != nil {
 		_ = nc.Close()
-		return nil, endedErr(ctx, dctx, cfg.DialTimeout, err)
+		return nil, endedErr(ctx, dctx, timeout, err)
 	}
 	_ = nc.SetDeadline(time.Time{})
 	if v := c.MaxVersion(produceKey); v < 3 {
