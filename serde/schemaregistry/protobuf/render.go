@@ -9,6 +9,10 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	// The options of a file's descriptor are built lazily, as
+	// descriptorpb messages: this import makes sure they can be.
+	_ "google.golang.org/protobuf/types/descriptorpb"
 )
 
 // Render returns the .proto source of fd, as a registry stores a Protobuf
