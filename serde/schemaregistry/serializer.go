@@ -299,6 +299,16 @@ func (r *Registrations[C]) Get(topic string) (*Registration[C], error) {
 	return nil, fmt.Errorf("%w: topic %q", ErrTopicNotRegistered, topic)
 }
 
+// SchemaID returns the schema id written for topic, or an error wrapping
+// ErrTopicNotRegistered.
+func (r *Registrations[C]) SchemaID(topic string) (int, error) {
+	reg, err := r.Get(topic)
+	if err != nil {
+		return 0, err
+	}
+	return reg.ID, nil
+}
+
 // Topics returns the topics registered, sorted (none under
 // RecordNameStrategy, which serves every topic).
 func (r *Registrations[C]) Topics() []string {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-	"time"
 
 	hamba "github.com/hamba/avro/v2"
 	"github.com/stretchr/testify/assert"
@@ -53,11 +52,8 @@ func backward(_, _ string, existing []fakeregistry.Schema, candidate fakeregistr
 
 func setup(t *testing.T) (*fakeregistry.Registry, *sr.Client) {
 	t.Helper()
-	fake := fakeregistry.New(t)
+	fake, c := fakeregistry.Setup(t)
 	fake.Compatible = backward
-	c, err := sr.NewClient(sr.Config{URLs: []string{fake.URL()}, RetryBackoff: time.Millisecond})
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
 	return fake, c
 }
 
@@ -143,15 +139,10 @@ func TestIncompatibleSchemaFailsConstruction(t *testing.T) {
 }
 
 func TestRegistryDownFailsConstructionWithinItsContext(t *testing.T) {
-	fake, _ := setup(t)
-	fake.Close()
-	c, err := sr.NewClient(sr.Config{URLs: []string{fake.URL()}, MaxRetries: 1000, RetryBackoff: 10 * time.Millisecond, RetryBackoffMax: 10 * time.Millisecond})
-	require.NoError(t, err)
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	_, err = avro.NewSerializer[Order](ctx, c, orderSchema, sr.SerializerConfig{Topics: []string{"orders"}})
-	require.ErrorIs(t, err, context.DeadlineExceeded)
+	fakeregistry.RequireBoundedByContext(t, func(ctx context.Context, c *sr.Client) error {
+		_, err := avro.NewSerializer[Order](ctx, c, orderSchema, sr.SerializerConfig{Topics: []string{"orders"}})
+		return err
+	})
 }
 
 // TestSendsKeepGoingWithRegistryDown: once constructed, a serializer never

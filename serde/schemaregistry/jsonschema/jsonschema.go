@@ -97,9 +97,9 @@ func recordName(schema string) (string, error) {
 	return "", nil
 }
 
-// Register resolves the current schema for more topics, so that records
-// for them can be serialized: call it before sending to a topic not in
-// SerializerConfig.Topics. Under RecordNameStrategy it does nothing.
+// Register resolves the schema for more topics (Registrations.Add), so
+// that records for them can be serialized; call it, outside Send, before
+// sending to a topic not in SerializerConfig.Topics.
 func (s *Serializer[T]) Register(ctx context.Context, topics ...string) error {
 	if err := s.reg.Add(ctx, topics...); err != nil {
 		return fmt.Errorf("jsonschema: %w", err)
@@ -107,15 +107,9 @@ func (s *Serializer[T]) Register(ctx context.Context, topics ...string) error {
 	return nil
 }
 
-// SchemaID returns the schema id written for topic, or an error wrapping
-// sr.ErrTopicNotRegistered.
-func (s *Serializer[T]) SchemaID(topic string) (int, error) {
-	reg, err := s.reg.Get(topic)
-	if err != nil {
-		return 0, err
-	}
-	return reg.ID, nil
-}
+// SchemaID returns the schema id written for topic
+// (Registrations.SchemaID).
+func (s *Serializer[T]) SchemaID(topic string) (int, error) { return s.reg.SchemaID(topic) }
 
 // Serialize returns v in Confluent's wire format for topic. It fails with
 // an error wrapping sr.ErrTopicNotRegistered for a topic whose schema id

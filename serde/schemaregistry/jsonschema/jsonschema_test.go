@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -30,14 +29,7 @@ var (
 	_ producer.AppendSerializer[Order] = (*jsonschema.Serializer[Order])(nil)
 )
 
-func setup(t *testing.T) (*fakeregistry.Registry, *sr.Client) {
-	t.Helper()
-	fake := fakeregistry.New(t)
-	c, err := sr.NewClient(sr.Config{URLs: []string{fake.URL()}, RetryBackoff: time.Millisecond})
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	return fake, c
-}
+func setup(t *testing.T) (*fakeregistry.Registry, *sr.Client) { return fakeregistry.Setup(t) }
 
 func TestWireBytesAndRoundTrip(t *testing.T) {
 	ctx := context.Background()
@@ -166,15 +158,10 @@ func TestIncompatibleSchemaFailsConstruction(t *testing.T) {
 }
 
 func TestRegistryDownFailsConstructionWithinItsContext(t *testing.T) {
-	fake, _ := setup(t)
-	fake.Close()
-	c, err := sr.NewClient(sr.Config{URLs: []string{fake.URL()}, MaxRetries: 1000, RetryBackoff: 10 * time.Millisecond, RetryBackoffMax: 10 * time.Millisecond})
-	require.NoError(t, err)
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	_, err = jsonschema.NewSerializer[Order](ctx, c, orderSchema, sr.SerializerConfig{Topics: []string{"orders"}})
-	require.ErrorIs(t, err, context.DeadlineExceeded)
+	fakeregistry.RequireBoundedByContext(t, func(ctx context.Context, c *sr.Client) error {
+		_, err := jsonschema.NewSerializer[Order](ctx, c, orderSchema, sr.SerializerConfig{Topics: []string{"orders"}})
+		return err
+	})
 }
 
 // TestSendsKeepGoingWithRegistryDown: validation included, a ready
