@@ -33,7 +33,9 @@ type Serializer[T proto.Message] struct {
 // topic of cfg.Topics (or once, under RecordNameStrategy, whose subject
 // is T's full name): registered by default, looked up with
 // cfg.DisableAutoRegister (the imports too), or the subject's latest with
-// cfg.UseLatestVersion (imports untouched). ctx bounds every registry
+// cfg.UseLatestVersion (imports untouched; the message-index array is
+// still T's place in its own file, so the latest schema must keep T's
+// file layout). ctx bounds every registry
 // call; a registry that is down, an incompatible schema (an *sr.Error with
 // Code 409), or a file that cannot be rendered fails the constructor.
 //
