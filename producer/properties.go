@@ -195,6 +195,13 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 // validation, and transaction.two.phase.commit.enable. javaIgnoredKeys
 // lists them.
 //
+// The Schema Registry serializers' keys (schema.registry.*, basic.auth.*,
+// bearer.auth.*, auto.register.schemas, use.latest.version,
+// key.subject.name.strategy, value.subject.name.strategy and the others of
+// module github.com/samsa-go/samsa/serde/schemaregistry) are accepted
+// without a word, so that one properties file serves both: that module's
+// ConfigFromProperties reads them, and reports their typos.
+//
 // Any other key is an error, naming the nearest known key when it looks like a typo
 // ("lingr.ms (did you mean linger.ms?)"). The returned error wraps
 // ErrInvalidConfig and lists every problem: all unknown keys, sorted, then
@@ -518,6 +525,8 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 				fail(key, "%s", refusedKeys[key])
 			case javaIgnoredKeys[key]:
 				ignored = append(ignored, key)
+			case serdeKey(key):
+				// Read by serde/schemaregistry from the same file.
 			case !sec.take(key, v):
 				unknown = append(unknown, unknownKey(key))
 			}

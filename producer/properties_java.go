@@ -70,6 +70,37 @@ var javaIgnoredKeys = map[string]bool{
 	"ssl.trustmanager.algorithm":                          true,
 }
 
+// serdeKeys are the keys of the Schema Registry serializers (module
+// github.com/samsa-go/samsa/serde/schemaregistry, after Java's
+// AbstractKafkaSchemaSerDeConfig) outside the prefixes of serdeKey.
+var serdeKeys = map[string]bool{
+	"auto.register.schemas":       true,
+	"use.latest.version":          true,
+	"latest.compatibility.strict": true,
+	"key.subject.name.strategy":   true,
+	"value.subject.name.strategy": true,
+	"normalize.schemas":           true,
+	"json.fail.invalid.schema":    true,
+	"max.retries":                 true,
+	"retries.wait.ms":             true,
+	"retries.max.wait.ms":         true,
+	"http.connect.timeout.ms":     true,
+	"http.read.timeout.ms":        true,
+	"max.schemas.per.subject":     true,
+}
+
+// serdeKey reports whether key belongs to the Schema Registry
+// serializers, which read the producer's properties file too: the
+// producer accepts it silently and leaves it to them.
+func serdeKey(key string) bool {
+	for _, p := range []string{"schema.registry.", "basic.auth.", "bearer.auth."} {
+		if strings.HasPrefix(key, p) {
+			return true
+		}
+	}
+	return serdeKeys[key]
+}
+
 // refusedKeys are Java producer keys that would silently change semantics
 // samsa does not honour, with the reason ConfigFromProperties gives.
 var refusedKeys = map[string]string{}

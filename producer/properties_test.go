@@ -400,6 +400,27 @@ func TestConfigFromPropertiesJavaKeys(t *testing.T) {
 	}
 }
 
+// TestConfigFromPropertiesLeavesSerdeKeys: a Java producer's properties
+// file also holds its Schema Registry serializer's keys; the producer
+// accepts them silently (serde/schemaregistry reads them).
+func TestConfigFromPropertiesLeavesSerdeKeys(t *testing.T) {
+	cfg, err := ConfigFromProperties(map[string]string{
+		"bootstrap.servers":                       "k1:9092",
+		"schema.registry.url":                     "https://sr:8081",
+		"schema.registry.ssl.truststore.location": "/nonexistent/ca.pem",
+		"basic.auth.credentials.source":           "USER_INFO",
+		"basic.auth.user.info":                    "u:p",
+		"bearer.auth.logical.cluster":             "lsrc-1",
+		"auto.register.schemas":                   "false",
+		"use.latest.version":                      "true",
+		"value.subject.name.strategy":             "io.confluent.kafka.serializers.subject.RecordNameStrategy",
+		"max.retries":                             "3",
+	})
+	require.NoError(t, err)
+	assert.Nil(t, cfg.TLS, "schema.registry.ssl.* is not the producer's ssl.*")
+	assert.Empty(t, cfg.ignoredProps)
+}
+
 func TestEditDistance(t *testing.T) {
 	cases := []struct {
 		a, b string
