@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-go/samsa/internal/conn"
 	"github.com/samsa-go/samsa/internal/recordbatch"
 	"github.com/samsa-go/samsa/kerr"
 )
@@ -229,8 +230,8 @@ func (s *sink) handlePartition(br *ioBroker, ip *ioPart, b *batch, rp *kmsg.Prod
 		}
 	}
 	msg := ""
-	if rp.ErrorMessage != nil {
-		msg = ": " + *rp.ErrorMessage
+	if rp.ErrorMessage != nil && *rp.ErrorMessage != "" {
+		msg = ": " + conn.BrokerText(s.cfg.SASL, *rp.ErrorMessage) // bounded, escaped, no secret
 	}
 	err = fmt.Errorf("%s[%d] on broker %d: %w%s", ip.topic.name, ip.acc.ID, br.id, err, msg)
 	if kerr.IsRetriable(err) || isSequenceError(err) {
