@@ -428,7 +428,7 @@ func (c *txnClient) sendOffsets(ctx context.Context, p *Producer, offsets map[st
 		for _, rt := range r.(*kmsg.TxnOffsetCommitResponse).Topics {
 			for _, rp := range rt.Partitions {
 				if err := kerr.ForCode(rp.ErrorCode); err != nil {
-					return fmt.Errorf("%s[%d]: %w", rt.Topic, rp.Partition, err)
+					return fmt.Errorf("%s[%d]: %w", conn.BrokerText(c.cfg.SASL, rt.Topic), rp.Partition, err) // the broker's echo
 				}
 			}
 		}
@@ -599,7 +599,7 @@ func (s *sink) txnAddPartitions() {
 					if err == nil {
 						continue
 					}
-					err = fmt.Errorf("%s[%d]: %w", rt.Topic, rp.Partition, err)
+					err = fmt.Errorf("%s[%d]: %w", conn.BrokerText(c.cfg.SASL, rt.Topic), rp.Partition, err) // the broker's echo
 					if classifyTxn("", err) != nil {
 						return err
 					}
