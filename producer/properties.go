@@ -2,6 +2,7 @@ package producer
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/samsa-go/samsa/compression"
+	"github.com/samsa-go/samsa/internal/safetext"
 )
 
 // javaIntMs are the millisecond keys that Java's ProducerConfig defines as
@@ -160,9 +162,12 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 // interceptor.classes is accepted only empty.
 //
 // Any other key is an error, naming the nearest known key when it looks like a typo
-// ("lingr.ms (did you mean linger.ms?)"). The returned error wraps
-// ErrInvalidConfig and lists every problem: all unknown keys, sorted, then
-// every bad value.
+// (`"lingr.ms" (did you mean linger.ms?)`). The returned error wraps
+// ErrInvalidConfig and lists every problem: the unknown keys, sorted (the
+// first 10, then how many more), then every bad value. Keys and values are
+// quoted in it as strconv.Quote does, each cut at 256 bytes, so that
+// neither a newline nor a megabyte in the input reaches an error or a log
+// line. Its time is linear in the size of props.
 // ConfigFromProperties does not apply defaults or check settings against
 // each other; New does.
 func ConfigFromProperties(props map[string]string) (Config, error) {
@@ -185,6 +190,16 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 		sec         securityProps // TLS and SASL keys (properties_security.go)
 	)
 	fail := func(key, format string, args ...any) {
+		for i, a := range args {
+			// Values (and errors that quote them) are the input's:
+			// bounded and escaped in the error (untrusted).
+			switch v := a.(type) {
+			case string:
+				args[i] = untrusted(v)
+			case error:
+				args[i] = untrusted(v.Error())
+			}
+		}
 		bad = append(bad, key+": "+fmt.Sprintf(format, args...))
 	}
 	// claim reports whether key may set field: false (with an error) when
@@ -444,11 +459,11 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 		default:
 			switch {
 			case refusedKeys[key] != "":
-				fail(key, "%s", refusedKeys[key])
+				bad = append(bad, key+": "+refusedKeys[key])
 			case javaIgnoredKeys[key]:
 				ignored = append(ignored, key)
 			case !sec.take(key, v):
-				unknown = append(unknown, unknownKey(key))
+				unknown = append(unknown, key)
 			}
 		}
 	}
@@ -473,11 +488,24 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 	}
 
 	if len(unknown) > 0 {
-		bad = append([]string{"unknown properties: " + strings.Join(unknown, ", ")}, bad...)
+		bad = append([]string{unknownKeys(unknown)}, bad...)
 	}
 	if len(bad) > 0 {
 		return Config{}, fmt.Errorf("%w: %s", ErrInvalidConfig, strings.Join(bad, "; "))
 	}
 	c.ignoredProps = ignored
 	return c, nil
+}
+
+// untrusted is text from ConfigFromProperties' input printed in an error:
+// %q quotes it as strconv.Quote does, other verbs escape it, both bounded
+// to 256 bytes (a cut text ends with "… (N bytes)").
+type untrusted string
+
+func (u untrusted) Format(f fmt.State, verb rune) {
+	if verb == 'q' {
+		io.WriteString(f, safetext.Quote(string(u)))
+		return
+	}
+	io.WriteString(f, safetext.Bound(string(u)))
 }
