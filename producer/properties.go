@@ -191,13 +191,9 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 	)
 	fail := func(key, format string, args ...any) {
 		for i, a := range args {
-			// Values (and errors that quote them) are the input's:
-			// bounded and escaped in the error (untrusted).
-			switch v := a.(type) {
-			case string:
+			// Values are printed with %q: bounded (untrusted).
+			if v, ok := a.(string); ok {
 				args[i] = untrusted(v)
-			case error:
-				args[i] = untrusted(v.Error())
 			}
 		}
 		bad = append(bad, key+": "+fmt.Sprintf(format, args...))
@@ -497,9 +493,10 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 	return c, nil
 }
 
-// untrusted is text from ConfigFromProperties' input printed in an error:
-// %q quotes it as strconv.Quote does, other verbs escape it, both bounded
-// to 256 bytes (a cut text ends with "… (N bytes)").
+// untrusted is a string argument of an error of ConfigFromProperties:
+// with %q, as every value of the input is printed, it is quoted as
+// strconv.Quote does and cut at 256 bytes (safetext.Quote); other verbs
+// print it as is (names and hints of our own).
 type untrusted string
 
 func (u untrusted) Format(f fmt.State, verb rune) {
@@ -507,5 +504,5 @@ func (u untrusted) Format(f fmt.State, verb rune) {
 		io.WriteString(f, safetext.Quote(string(u)))
 		return
 	}
-	io.WriteString(f, safetext.Bound(string(u)))
+	io.WriteString(f, string(u))
 }

@@ -56,7 +56,8 @@ func TestParsePropertiesLongLineNamesItsLine(t *testing.T) {
 // TestUnknownPropertiesInLinearTime: a megabyte-long unknown key, or
 // hundreds of thousands of them, are reported quickly (suggestions only
 // for keys that can be near a known one, and a bounded list), in an error
-// of a few hundred bytes that quotes them.
+// of a few hundred bytes that quotes them; a megabyte-long bad value is
+// quoted bounded too.
 func TestUnknownPropertiesInLinearTime(t *testing.T) {
 	many := map[string]string{}
 	for i := range 200_000 {
@@ -74,6 +75,7 @@ func TestUnknownPropertiesInLinearTime(t *testing.T) {
 		{"1 MiB unknown key", map[string]string{strings.Repeat("k", 1<<20): "1"}, []string{`unknown properties: "kkkk`, `… (1048576 bytes)`}},
 		{"200 000 unknown keys", many, []string{`unknown properties: "unknown.key.000000", "unknown.key.000001"`, "and 199990 more"}},
 		{"200 000 typos", typos, []string{`"linger.m0" (did you mean linger.ms?)`, "and 199990 more"}},
+		{"1 MiB bad value", map[string]string{"linger.ms": strings.Repeat("v", 1<<20)}, []string{`linger.ms: "vvvv`, `"… (1048576 bytes) is not a number`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
