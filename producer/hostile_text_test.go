@@ -81,33 +81,9 @@ func liveHeap() uint64 {
 	return ms.HeapAlloc
 }
 
-// hostileTextCluster is a one-broker cluster with a PLAINTEXT and a
-// SASL_SSL listener (PLAIN alice, SCRAM-SHA-512 carol, OAUTHBEARER dave)
-// and a topic "t" of one partition.
-func hostileTextCluster(t *testing.T) (*testbroker.Cluster, *testbroker.TestCA) {
-	t.Helper()
-	ca, err := testbroker.NewTestCA()
-	require.NoError(t, err)
-	srv, err := ca.ServerConfig("127.0.0.1")
-	require.NoError(t, err)
-	cl, err := testbroker.New(testbroker.Config{Security: &testbroker.Security{
-		Listeners: []testbroker.Listener{{Protocol: testbroker.Plaintext}, {Protocol: testbroker.SASLSSL}},
-		TLS:       srv,
-		Users: []testbroker.User{
-			{Mechanism: testbroker.MechPlain, Name: "alice", Password: "alice-secret"},
-			{Mechanism: testbroker.MechScramSHA512, Name: "carol", Password: "carol-secret"},
-			{Mechanism: testbroker.MechOAuthBearer, Name: "dave", Password: "dave-secret-token"},
-		},
-	}})
-	require.NoError(t, err)
-	t.Cleanup(func() { cl.Close() })
-	require.NoError(t, cl.CreateTopic("t", 1))
-	return cl, ca
-}
-
-// produceAgainst sends 10 records through a producer configured by cfg
-// (brokers, TLS, SASL set by the caller) and returns their errors, the
-// error of Close, and the producer's log lines and record count.
+// produceAgainst sends 10 records to secureCluster's topic through a
+// producer configured by cfg (brokers, TLS, SASL set by the caller),
+// logging to logs, and returns their errors and the error of Close.
 func produceAgainst(t *testing.T, cfg producer.Config, logs *rawLines) (errs []error, closeErr error) {
 	t.Helper()
 	cfg.Logger = slog.New(logs)
@@ -123,7 +99,7 @@ func produceAgainst(t *testing.T, cfg producer.Config, logs *rawLines) (errs []e
 	defer cancel()
 	futures := make([]*producer.Future, 10)
 	for i := range futures {
-		futures[i] = p.Send(ctx, &producer.Record{Topic: "t", Value: []byte("v")})
+		futures[i] = p.Send(ctx, &producer.Record{Topic: "secure", Value: []byte("v")})
 	}
 	for _, f := range futures {
 		_, err := f.Wait(ctx)
@@ -143,7 +119,7 @@ func produceAgainst(t *testing.T, cfg producer.Config, logs *rawLines) (errs []e
 // and about 450 MiB of heap growth, and a 24 MB SaslAuthenticate message
 // 72 MB of logs.
 func TestBrokerTextStaysBounded(t *testing.T) {
-	cl, ca := hostileTextCluster(t)
+	cl, ca := secureCluster(t, 0)
 	const forged = "\nERROR forged line"
 	mechs := make([]string, 1<<20) // 24 MiB of names
 	for i := range mechs {
@@ -231,7 +207,7 @@ func TestBrokerTextStaysBounded(t *testing.T) {
 // scrubbed of them. Before, the password was in all 10 record errors and 2
 // log lines.
 func TestBrokerTextNeverShowsSecrets(t *testing.T) {
-	cl, ca := hostileTextCluster(t)
+	cl, ca := secureCluster(t, 0)
 	plainMsg := "\x00alice\x00alice-secret"
 	cases := []struct {
 		name   string
@@ -281,7 +257,7 @@ func TestBrokerTextNeverShowsSecrets(t *testing.T) {
 // cluster id are bounded too. The records wait for a leader and fail at
 // DeliveryTimeout.
 func TestBrokerHostsFromMetadataAreChecked(t *testing.T) {
-	cl, _ := hostileTextCluster(t)
+	cl, _ := secureCluster(t, 0)
 	const forged = "\nERROR forged line"
 	host := "broker" + forged + strings.Repeat("h", 1<<20)
 	rack := "rack" + forged + strings.Repeat("r", 1<<20)
