@@ -1,11 +1,13 @@
-# Every Go module in the repository: the library at the root, and the
-# modules that hold interop tests and peer benchmarks (their dependencies
-# never reach the library's users).
+# Every Go module in the repository: the library at the root, the adapter
+# modules (observe/samsaprom, observe/samsaotel, sasl/awsmskiam), and the
+# modules that hold interop tests, peer benchmarks and the release check
+# (their dependencies never reach the library's users). go.work at the
+# root joins them, so each builds against this checkout.
 MODULES := $(patsubst %/go.mod,%,$(shell find . -name go.mod -not -path './.git/*' | sort))
 
 GO ?= go
 
-.PHONY: test test-modules vet fmt-check bench
+.PHONY: test test-modules vet fmt-check bench release-check
 
 # test runs every test of every module with the race detector, with two
 # real Apache Kafka clusters up when java and mvn are on PATH (a 1-node one
@@ -32,3 +34,11 @@ fmt-check:
 # bench runs the library's micro-benchmarks once; see README for benchstat.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# release-check builds a module proxy from the work tree (the root module
+# and each public submodule at v0.1.0, or VERSION=...) and, as a user
+# outside the repository, go-gets every public module from it and builds
+# the README's Quick start and a program per adapter; it fails on a
+# replace or exclude in a published go.mod. See RELEASING.md.
+release-check:
+	@scripts/release-check.sh

@@ -35,4 +35,6 @@ require (
 	golang.org/x/text v0.42.0 // indirect
 )
 
+// Never published: the replace serves GOWORK=off builds; in the workspace
+// (go.work) the root module is used as it is (RELEASING.md).
 replace github.com/samsa-go/samsa => ../

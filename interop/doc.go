@@ -77,7 +77,11 @@
 //     and a wrong password failing fast with ErrAuthentication;
 //     transactions (realkafka_txn_test.go): committed and aborted ones read
 //     back by kgo at read_committed and read_uncommitted, and fencing by a
-//     second producer with the same transactional id.
+//     second producer with the same transactional id; and the bytes the
+//     broker stores for each codec and payload (random letters, JSON,
+//     random bytes) no more than 2 % above what the Java client stores for
+//     the same batches (realkafka_compression_test.go, with
+//     kafka/JavaCompressionProducer.java run from Kafka's jars).
 //
 // Every test but the real-Kafka ones starts its own in-process cluster on
 // random loopback ports, closes it, and is bounded by timeouts; the

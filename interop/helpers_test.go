@@ -2,6 +2,7 @@ package interop
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +18,9 @@ import (
 // TestMain fails the package if a test leaves a goroutine behind: every
 // cluster and client a test starts must be closed by its cleanup.
 func TestMain(m *testing.M) {
+	// Producers without a Logger log Warn and above to slog.Default():
+	// the tests' deliberate failures stay out of the output.
+	slog.SetDefault(slog.New(slog.DiscardHandler))
 	goleak.VerifyTestMain(m)
 }
 

@@ -142,8 +142,8 @@ func TestRealKafkaUnknownTopicFailsFast(t *testing.T) {
 // 1-node cluster started with -quota, whose controller mutation rate for
 // SAMSA_KAFKA_QUOTA_CLIENT_ID is a few partitions per second): a producer
 // with that client id and AutoCreateTopics sends to many new topics at
-// once, creating them itself with CreateTopics (DisableAutoTopicCreation
-// keeps the broker from creating them through Metadata). The broker
+// once, creating them itself with CreateTopics (with AutoCreateTopics its
+// Metadata requests never let the broker create them). The broker
 // answers THROTTLING_QUOTA_EXCEEDED to most of them; samsa must retry each
 // no sooner than the throttle time the broker gave (checked in the
 // producer's log), and in the end every topic exists with the requested

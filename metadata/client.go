@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-go/samsa/internal/conn"
+	"github.com/samsa-go/samsa/internal/logging"
 	"github.com/samsa-go/samsa/kerr"
 	"github.com/samsa-go/samsa/sasl"
 )
@@ -70,9 +71,33 @@ type Config struct {
 	// tried on the next broker, so one huge throttle_time_ms cannot freeze
 	// metadata.
 	RequestTimeout time.Duration
-	// Dialer opens the network connection to a broker (for a proxy, or in
-	// tests). Default: a net.Dialer.
+	// DialTimeoutMax caps the setup timeout of a broker whose last setups
+	// failed: each consecutive failure doubles DialTimeout for the next
+	// attempt, with ±20% jitter, up to DialTimeoutMax; a success starts
+	// again from DialTimeout (socket.connection.setup.timeout.max.ms).
+	// Default (or below DialTimeout): DialTimeout, no growth.
+	DialTimeoutMax time.Duration
+	// Dialer opens the network connection to a broker (for a proxy, your
+	// own name resolution, or tests), with the address as given
+	// ("host:port"). Default: a net.Dialer that resolves the host and tries
+	// each address in turn until one connects, within the setup timeout
+	// (the Java client's client.dns.lookup=use_all_dns_ips). A panic of it
+	// is recovered and logged at Error, and fails that connection.
 	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+	// ResolveCanonicalBootstrap makes each Bootstrap address, when it is
+	// used, stand for the canonical names of the addresses its host
+	// resolves to (each looked up in reverse; an address without a name
+	// stays an address), with its port: the Java client's
+	// client.dns.lookup=resolve_canonical_bootstrap_servers_only, for
+	// Kerberos. The Dialer then gets those names. Default false: the
+	// addresses as given.
+	ResolveCanonicalBootstrap bool
+	// SendBufferBytes and ReceiveBufferBytes, when positive, set each
+	// connection's socket send and receive buffers (SO_SNDBUF, SO_RCVBUF;
+	// send.buffer.bytes, receive.buffer.bytes), also under TLS, when the
+	// connection is a TCP one. Default 0 (or negative): the operating
+	// system's, which Linux tunes to each connection.
+	SendBufferBytes, ReceiveBufferBytes int
 	// TLS, if not nil, makes every connection use TLS. Certificates are
 	// verified; a config without ServerName verifies each broker's
 	// certificate against the host it is dialed by. Default nil:
@@ -104,7 +129,12 @@ type Config struct {
 	// retry.backoff.max.ms). Topics that are not usable yet retry faster
 	// at first: 10ms, doubled per attempt, up to RetryBackoffMax.
 	RetryBackoff, RetryBackoffMax time.Duration
-	// Logger receives refresh and connection events. Default: discard.
+	// Logger receives refresh and connection events. Default:
+	// slog.Default() (the logger set when a line is logged) at Warn and
+	// above only; silence it with slog.New(slog.DiscardHandler). A failed
+	// fetch, and a broken connection, is logged at Warn when it starts and
+	// then at most once a minute (per broker, for connections) while it
+	// lasts, at Debug in between.
 	Logger *slog.Logger
 	// AllowAutoTopicCreation sets the flag of the same name in every
 	// Metadata request: a broker with auto.create.topics.enable=true then
@@ -163,7 +193,7 @@ func (cfg *Config) validate() error {
 		return fmt.Errorf("%w: RetryBackoffMax %v is below RetryBackoff %v", ErrInvalidConfig, cfg.RetryBackoffMax, cfg.RetryBackoff)
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+		cfg.Logger = logging.Default()
 	}
 	return nil
 }
@@ -174,11 +204,16 @@ func (cfg *Config) connConfig() conn.Config {
 		ClientID:       cfg.ClientID,
 		DialTimeout:    cfg.DialTimeout,
 		RequestTimeout: cfg.RequestTimeout,
+		DialTimeoutMax: cfg.DialTimeoutMax,
+		Setups:         &conn.SetupTimeouts{},
 		Dialer:         cfg.Dialer,
 		Logger:         cfg.Logger,
 		OnThrottle:     cfg.OnThrottle,
 		TLS:            cfg.TLS,
 		SASL:           cfg.SASL,
+
+		SendBufferBytes:    cfg.SendBufferBytes,
+		ReceiveBufferBytes: cfg.ReceiveBufferBytes,
 	}
 }
 
@@ -206,6 +241,8 @@ type topicState struct {
 type Client struct {
 	cfg     Config
 	connCfg conn.Config
+	// logRepeat rates the Warn of failed fetches.
+	logRepeat logging.Repeat
 
 	snap   atomic.Pointer[Snapshot]
 	err    atomic.Pointer[error]           // why the last fetch failed; nil after a success
@@ -537,17 +574,16 @@ func (c *Client) maybeFetch(now time.Time) {
 			c.trigger.Store(true) // still owed
 		}
 		c.err.Store(&err)
-		// Once at Warn per outage (Err keeps the cause for whoever
-		// fails a record over it), then at Debug while it lasts.
-		level := slog.LevelDebug
-		if c.failures == 1 {
-			level = slog.LevelWarn
-		}
+		// At Warn when the outage starts and once a minute while it
+		// lasts (Err keeps the cause for whoever fails a record over
+		// it), at Debug in between.
+		level := c.logRepeat.Level("fetch", now)
 		c.cfg.Logger.Log(context.Background(), level, "metadata fetch failed", "topics", names, "err", err, "retry_in", wait, "failures", c.failures)
 		c.notify()
 		return
 	}
 	if c.failures > 0 {
+		c.logRepeat.Reset("fetch")
 		c.cfg.Logger.Info("metadata fetch succeeded again", "failures", c.failures)
 	}
 	c.failures, c.retryAt = 0, time.Time{}
@@ -759,86 +795,137 @@ func (c *Client) joinCtx(ctx context.Context) (context.Context, func()) {
 	return ctx, func() { stop(); cancel() }
 }
 
-// candidates lists the addresses to try, in order, without duplicates.
-func (c *Client) candidates(prefer int32) []string {
+// candidates lists the addresses to try, in order, without duplicates:
+// the known brokers (prefer's first, then the last that answered, then the
+// rest in random order), then the bootstrap addresses in random order
+// (before ResolveCanonicalBootstrap expands them).
+func (c *Client) candidates(prefer int32) (known, boot []string) {
 	snap := c.Snapshot()
-	var out []string
 	seen := map[string]bool{}
-	add := func(a string) {
+	add := func(out []string, a string) []string {
 		if a != "" && !seen[a] {
 			seen[a] = true
 			out = append(out, a)
 		}
+		return out
 	}
 	if b, ok := snap.Brokers[prefer]; ok && prefer >= 0 {
-		add(b.Addr())
+		known = add(known, b.Addr())
 	}
 	c.connMu.Lock()
-	add(c.lastGood)
+	known = add(known, c.lastGood)
 	skipKnown := c.rebootstrap
 	c.rebootstrap = false
 	c.connMu.Unlock()
-	known := make([]string, 0, len(snap.Brokers))
+	others := make([]string, 0, len(snap.Brokers))
 	for _, b := range snap.Brokers {
 		if !skipKnown {
-			known = append(known, b.Addr())
+			others = append(others, b.Addr())
 		}
 	}
-	rand.Shuffle(len(known), func(i, j int) { known[i], known[j] = known[j], known[i] })
-	for _, a := range known {
-		add(a)
+	rand.Shuffle(len(others), func(i, j int) { others[i], others[j] = others[j], others[i] })
+	for _, a := range others {
+		known = add(known, a)
 	}
-	boot := append([]string(nil), c.cfg.Bootstrap...)
-	rand.Shuffle(len(boot), func(i, j int) { boot[i], boot[j] = boot[j], boot[i] })
-	for _, a := range boot {
-		add(a)
+	shuffled := append([]string(nil), c.cfg.Bootstrap...)
+	rand.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+	for _, a := range shuffled {
+		boot = add(boot, a)
 	}
-	return out
+	return known, boot
 }
 
 func (c *Client) do(ctx context.Context, req kmsg.Request, prefer int32, admin bool) (kmsg.Response, error) {
 	var errs []error
-	for _, addr := range c.candidates(prefer) {
-		key := connKey(addr, admin)
-		cn, err := c.connTo(ctx, addr, key)
-		if err == nil {
-			if until := cn.ThrottledUntil(); time.Until(until) > c.cfg.RequestTimeout {
-				// A throttle longer than a request may wait (a
-				// buggy broker's MaxInt32 ms): a fresh connection
-				// rather than no metadata for days.
-				c.cfg.Logger.Warn("broker throttles the connection for longer than RequestTimeout: reconnecting", "addr", addr, "throttled_until", until, "request_timeout", c.cfg.RequestTimeout)
-				c.dropConn(addr, key, cn)
-				cn, err = c.connTo(ctx, addr, key)
+	known, boot := c.candidates(prefer)
+	tried := map[string]bool{}
+	try := func(addr string) (kmsg.Response, bool, error) {
+		if tried[addr] {
+			return nil, false, nil
+		}
+		tried[addr] = true
+		resp, done, err := c.tryAddr(ctx, req, addr, admin)
+		if !done && err != nil {
+			errs = append(errs, err)
+		}
+		return resp, done, err
+	}
+	for _, addr := range known {
+		if resp, done, err := try(addr); done {
+			return resp, err
+		}
+	}
+	for _, b := range boot {
+		addrs := []string{b}
+		if c.cfg.ResolveCanonicalBootstrap {
+			var err error
+			if addrs, err = conn.CanonicalAddrs(ctx, b); err != nil {
+				if done, cerr := c.ended(ctx); done {
+					return nil, cerr
+				}
+				errs = append(errs, fmt.Errorf("metadata: resolving bootstrap %s: %w", b, err))
+				continue
 			}
 		}
-		if err == nil {
-			var resp kmsg.Response
-			resp, err = c.attempt(ctx, cn, req)
-			if err == nil {
-				c.connMu.Lock()
-				c.lastGood = addr
-				c.connMu.Unlock()
-				return resp, nil
-			}
-			if ctx.Err() == nil && cn.Err() == nil {
-				// Not the connection's fault (a decode error,
-				// an unsupported API): another broker would
-				// not do better.
-				return nil, err
-			}
-			if ctx.Err() == nil {
-				c.dropConn(addr, key, cn)
+		for _, addr := range addrs {
+			if resp, done, err := try(addr); done {
+				return resp, err
 			}
 		}
-		if cerr := ctx.Err(); cerr != nil {
-			if c.ctx.Err() != nil {
-				return nil, ErrClosed
-			}
-			return nil, cerr
-		}
-		errs = append(errs, err)
 	}
 	return nil, fmt.Errorf("%w: %w", ErrNoBroker, joinedErrs(errs))
+}
+
+// tryAddr sends req to addr. done is true when do must return resp and err
+// as they are: an answer, an error another broker would not do better with,
+// or the end of ctx or of the client; otherwise err is why addr failed.
+func (c *Client) tryAddr(ctx context.Context, req kmsg.Request, addr string, admin bool) (resp kmsg.Response, done bool, err error) {
+	key := connKey(addr, admin)
+	cn, err := c.connTo(ctx, addr, key)
+	if err == nil {
+		if until := cn.ThrottledUntil(); time.Until(until) > c.cfg.RequestTimeout {
+			// A throttle longer than a request may wait (a
+			// buggy broker's MaxInt32 ms): a fresh connection
+			// rather than no metadata for days.
+			c.cfg.Logger.Warn("broker throttles the connection for longer than RequestTimeout: reconnecting", "addr", addr, "throttled_until", until, "request_timeout", c.cfg.RequestTimeout)
+			c.dropConn(addr, key, cn)
+			cn, err = c.connTo(ctx, addr, key)
+		}
+	}
+	if err == nil {
+		resp, err = c.attempt(ctx, cn, req)
+		if err == nil {
+			c.connMu.Lock()
+			c.lastGood = addr
+			c.connMu.Unlock()
+			return resp, true, nil
+		}
+		if ctx.Err() == nil && cn.Err() == nil {
+			// Not the connection's fault (a decode error,
+			// an unsupported API): another broker would
+			// not do better.
+			return nil, true, err
+		}
+		if ctx.Err() == nil {
+			c.dropConn(addr, key, cn)
+		}
+	}
+	if done, cerr := c.ended(ctx); done {
+		return nil, true, cerr
+	}
+	return nil, false, err
+}
+
+// ended reports whether ctx or the client ended, with the error do returns
+// then: ErrClosed after Close, else ctx's error.
+func (c *Client) ended(ctx context.Context) (bool, error) {
+	if cerr := ctx.Err(); cerr != nil {
+		if c.ctx.Err() != nil {
+			return true, ErrClosed
+		}
+		return true, cerr
+	}
+	return false, nil
 }
 
 // errNoAnswer is the error of an attempt that got no answer within twice
@@ -886,7 +973,8 @@ func (c *Client) connTo(ctx context.Context, addr, key string) (*conn.Conn, erro
 		c.connMu.Unlock()
 		return nil, ErrClosed
 	}
-	if cn := c.conns[key]; cn != nil {
+	cn := c.conns[key]
+	if cn != nil {
 		select {
 		case <-cn.Done():
 			delete(c.conns, key)
@@ -896,22 +984,33 @@ func (c *Client) connTo(ctx context.Context, addr, key string) (*conn.Conn, erro
 		}
 	}
 	c.connMu.Unlock()
+	if cn != nil {
+		// Broken: Close waits for its goroutines, which are ending, so
+		// that none outlives the client's Close.
+		_ = cn.Close()
+	}
 
 	cn, err := conn.Dial(ctx, addr, c.connCfg)
 	if err != nil {
 		return nil, err
 	}
 	c.connMu.Lock()
-	defer c.connMu.Unlock()
 	if c.closed {
+		c.connMu.Unlock()
 		_ = cn.Close()
 		return nil, ErrClosed
 	}
-	if other := c.conns[key]; other != nil && other.Err() == nil {
+	other := c.conns[key]
+	if other != nil && other.Err() == nil {
+		c.connMu.Unlock()
 		_ = cn.Close() // lost a dial race
 		return other, nil
 	}
 	c.conns[key] = cn
+	c.connMu.Unlock()
+	if other != nil {
+		_ = other.Close() // broken meanwhile
+	}
 	return cn, nil
 }
 

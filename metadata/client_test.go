@@ -3,6 +3,7 @@ package metadata
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math"
 	"net"
 	"strings"
@@ -18,7 +19,12 @@ import (
 	"github.com/samsa-go/samsa/kerr"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// Clients without a Logger log Warn and above to slog.Default(): the
+	// tests' deliberate failures stay out of the output.
+	slog.SetDefault(slog.New(slog.DiscardHandler))
+	goleak.VerifyTestMain(m)
+}
 
 func newCluster(t testing.TB, brokers int) *testbroker.Cluster {
 	t.Helper()

@@ -35,7 +35,8 @@
 //
 // A producer fetches only the topics it uses, by name, with
 // AllowAutoTopicCreation as Config says (the producer sets it, as Java
-// does, unless told not to). Want(topic) adds a topic (non-blocking; no
+// does, unless told not to or unless it creates topics itself with
+// CreateTopics). Want(topic) adds a topic (non-blocking; no
 // allocation when already wanted); the refresh goroutine fetches it at
 // once. A topic that is not usable yet (UNKNOWN_TOPIC_OR_PARTITION, no
 // partitions, LEADER_NOT_AVAILABLE) stays wanted and is fetched again after

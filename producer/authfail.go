@@ -20,7 +20,7 @@ func (s *sink) checkAuth() {
 	for _, t := range s.topics {
 		switch {
 		case auth && t.failing == notFailing:
-			terr := fmt.Errorf("topic %q: cannot authenticate to the cluster: %w", t.name, err)
+			terr := fmt.Errorf("topic %q: cannot connect to the cluster: %w", t.name, err)
 			s.failTopic(t, failAuth, terr)
 			for _, ip := range t.parts {
 				s.failWaiting(ip, terr)
@@ -31,15 +31,14 @@ func (s *sink) checkAuth() {
 	}
 }
 
-// authFailed runs when a dial to br failed: on an authentication failure
-// the batches waiting for br fail at once instead of being retried until
+// authFailed runs when a dial to br failed (handleDial logs it): on an
+// authentication failure or a listener mismatch the batches waiting for br fail at once instead of being retried until
 // DeliveryTimeout (the dial itself is retried with backoff, for new
 // batches, so that fixed credentials are picked up).
 func (s *sink) authFailed(br *ioBroker, err error) {
 	if !errors.Is(err, ErrAuthentication) {
 		return
 	}
-	s.p.log.Error("cannot authenticate to broker: failing its records", "broker", br.id, "addr", br.addr, "err", err)
 	berr := fmt.Errorf("broker %d (%s): %w", br.id, br.addr, err)
 	for _, ip := range br.ready {
 		if ip.leader == br.id {

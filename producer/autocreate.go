@@ -1,5 +1,6 @@
 // Topic auto-creation (Config.AutoCreateTopics): CreateTopics for topics the
-// cluster does not know, batched, one request in flight, KIP-599 throttles.
+// cluster does not know, batched, one request in flight, KIP-599 throttles;
+// a topic found with another partition count than asked is logged once.
 
 package producer
 
@@ -57,12 +58,13 @@ func (s *sink) maybeCreateTopic(t *ioTopic) {
 	}
 	s.creatingTopics = true
 	timeout := s.cfg.RequestTimeout
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	s.background.Go(func() {
+		// Close ends it (closing is canceled before quit).
+		ctx, cancel := context.WithTimeout(s.p.closing, timeout)
 		defer cancel()
 		resp, err := s.p.meta.DoController(ctx, req)
 		s.post(func() { s.handleCreateTopics(batch, resp, err) })
-	}()
+	})
 }
 
 // handleCreateTopics settles each topic of one CreateTopics request.
@@ -94,6 +96,7 @@ func (s *sink) handleCreateTopics(batch []*ioTopic, r kmsg.Response, err error) 
 		switch {
 		case terr == nil, errors.Is(terr, kerr.TopicAlreadyExists):
 			s.p.log.Info("created topic", "topic", t.name)
+			s.p.logRepeat.Reset("create " + t.name)
 			s.p.meta.Want(t.name)
 			created = true
 			// Metadata may lag the creation for a moment: do not ask
@@ -104,11 +107,28 @@ func (s *sink) handleCreateTopics(batch []*ioTopic, r kmsg.Response, err error) 
 			s.p.stats.throttled.Add(int64(wait))
 		default:
 			wait = s.backoff(3)
-			s.p.log.Warn("cannot create topic", "topic", t.name, "err", fmt.Errorf("%w", terr))
+			s.p.log.Log(context.Background(), s.p.logRepeat.Level("create "+t.name, s.now), "cannot create topic", "topic", t.name, "err", fmt.Errorf("%w", terr))
 		}
 		t.createAt = s.now.Add(wait)
 	}
 	if created {
 		s.p.meta.Trigger()
+	}
+}
+
+// checkPartitionCount warns, once per topic, when the producer would create
+// t with Config.AutoCreatePartitions partitions but found it with n: it
+// existed already (made by someone else, by a broker's auto-creation, or
+// before the count changed), and the count asked for does not apply. It
+// runs when metadata first shows t's partitions; a topic growing later is
+// not reported.
+func (s *sink) checkPartitionCount(t *ioTopic, n int) {
+	if t.sized {
+		return
+	}
+	t.sized = true
+	if asked := s.cfg.AutoCreatePartitions; s.cfg.AutoCreateTopics && asked > 0 && int32(n) != asked {
+		s.p.log.Warn("topic exists with a partition count other than AutoCreatePartitions: producing to its partitions",
+			"topic", t.name, "partitions", n, "asked", asked)
 	}
 }

@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/samsa-go/samsa/bufferpool"
 	"github.com/samsa-go/samsa/compression"
+	"github.com/samsa-go/samsa/internal/logging"
 	"github.com/samsa-go/samsa/sasl"
 )
 
@@ -80,6 +82,21 @@ func (a Acks) String() string {
 	}
 }
 
+// DNSLookup is how broker host names are resolved: Config.ClientDNSLookup,
+// the Java client's client.dns.lookup, whose values it takes.
+type DNSLookup string
+
+const (
+	// DNSUseAllIPs resolves a host at each connection attempt and tries
+	// each of its addresses in turn until one connects: the default
+	// (use_all_dns_ips). The zero value means it too.
+	DNSUseAllIPs DNSLookup = "use_all_dns_ips"
+	// DNSResolveCanonicalBootstrapServersOnly replaces each bootstrap host
+	// with the canonical names of its addresses (reverse lookups), for
+	// Kerberos (resolve_canonical_bootstrap_servers_only).
+	DNSResolveCanonicalBootstrapServersOnly DNSLookup = "resolve_canonical_bootstrap_servers_only"
+)
+
 // Default values, the Java producer's (Kafka 4.x) unless stated.
 const (
 	defaultClientID        = "samsa"
@@ -96,6 +113,7 @@ const (
 	defaultMetadataMaxAge  = 5 * time.Minute
 	defaultMetadataMaxIdle = 5 * time.Minute
 	defaultDialTimeout     = 10 * time.Second // socket.connection.setup.timeout.ms
+	defaultDialTimeoutMax  = 30 * time.Second // socket.connection.setup.timeout.max.ms
 
 	// maxDefaultCompressionConcurrency caps the default of
 	// CompressionConcurrency (ours, no Java equivalent).
@@ -280,31 +298,102 @@ type Config struct {
 	// default) creates a missing topic with its num.partitions and
 	// default.replication.factor. A broker that does not auto-create
 	// answers UNKNOWN_TOPIC_OR_PARTITION either way; see AutoCreateTopics
-	// for that case.
+	// for that case. With AutoCreateTopics set, Metadata requests never
+	// allow auto-creation, whatever this field says.
 	DisableAutoTopicCreation bool
 
 	// AutoCreateTopics makes the producer create a topic that does not
-	// exist itself, with CreateTopics, for brokers that do not auto-create
-	// topics (auto.create.topics.enable=false); see AutoCreatePartitions
-	// and AutoCreateReplicationFactor. Default false: records for an
-	// unknown topic wait up to MaxBlock for it to appear, and then fail
-	// naming the topic.
+	// exist itself, with CreateTopics (AutoCreatePartitions partitions,
+	// AutoCreateReplicationFactor replicas), on every broker: those that
+	// auto-create topics (auto.create.topics.enable=true, Kafka's
+	// default) and those that do not. Its Metadata requests then never
+	// allow auto-creation (as if DisableAutoTopicCreation were set, even
+	// when the counts are the broker's defaults), so that a broker cannot
+	// create the topic with its own num.partitions before the
+	// CreateTopics request arrives. A failed creation is logged at Warn
+	// and retried with backoff; the records wait for the topic up to
+	// MaxBlock. Default false: records for an unknown topic wait up to
+	// MaxBlock for it to appear (created by the broker unless
+	// DisableAutoTopicCreation), and then fail naming the topic.
 	AutoCreateTopics bool
 
-	// AutoCreatePartitions is the partition count of auto-created topics.
-	// Default (0) or -1: the broker's num.partitions (needs Kafka 2.4+,
-	// CreateTopics v4; older brokers get 1).
+	// AutoCreatePartitions is the partition count of the topics that
+	// AutoCreateTopics creates. Default (0) or -1: the broker's
+	// num.partitions (needs Kafka 2.4+, CreateTopics v4; older brokers
+	// get 1). It applies only to a topic the producer creates: a topic
+	// that exists already keeps its partitions, and when their count
+	// differs from a positive AutoCreatePartitions the producer logs it
+	// once per topic at Warn (topic, partitions, asked) and produces to
+	// the partitions the topic has. Without AutoCreateTopics it is unused.
 	AutoCreatePartitions int32
 
-	// AutoCreateReplicationFactor is the replication factor of auto-created
-	// topics. Default (0) or -1: the broker's default.replication.factor
-	// (needs Kafka 2.4+; older brokers get 1).
+	// AutoCreateReplicationFactor is the replication factor of the topics
+	// that AutoCreateTopics creates. Default (0) or -1: the broker's
+	// default.replication.factor (needs Kafka 2.4+; older brokers get
+	// 1). Like AutoCreatePartitions, it applies only to a topic the
+	// producer creates; without AutoCreateTopics it is unused.
 	AutoCreateReplicationFactor int16
 
-	// DialTimeout bounds connecting to a broker, including the ApiVersions
-	// handshake (socket.connection.setup.timeout.ms). 0 means the
-	// default, 10s; a negative value (NoWait included) is an error.
+	// DialTimeout bounds connecting to a broker, including the TLS,
+	// ApiVersions and SASL handshakes (socket.connection.setup.timeout.ms),
+	// on a first attempt and after a success. 0 means the default, 10s; a
+	// negative value (NoWait included) is an error.
 	DialTimeout time.Duration
+
+	// DialTimeoutMax caps the setup timeout of a broker whose connection
+	// attempts keep failing (socket.connection.setup.timeout.max.ms): as in
+	// the Java client, each consecutive failed attempt to an address
+	// doubles DialTimeout for the next one, with ±20% jitter, up to
+	// DialTimeoutMax, and a success starts again from DialTimeout. 0 means
+	// the default, 30s, or DialTimeout if that is larger; set below
+	// DialTimeout, it lowers DialTimeout to itself (Java's rule too). A
+	// negative value (NoWait included) is an error.
+	DialTimeoutMax time.Duration
+
+	// Dialer opens the network connection of every connection the
+	// producer makes (bootstrap and metadata, Produce, the transaction
+	// and group coordinators, CreateTopics): for a proxy, a tunnel or your
+	// own name resolution. It gets network "tcp" and the address as given
+	// ("host:port", from Brokers or from metadata), resolved by nothing
+	// before it, unless ClientDNSLookup is
+	// DNSResolveCanonicalBootstrapServersOnly, which hands it the
+	// bootstrap brokers' canonical names instead of Brokers; TLS, when set,
+	// runs over the connection it returns, and SendBufferBytes and
+	// ReceiveBufferBytes are set on it when it is a *net.TCPConn or has a
+	// NetConn method returning one (as a *tls.Conn has). Its context
+	// carries the setup timeout. Default
+	// nil: a net.Dialer that tries each address the host resolves to (see
+	// ClientDNSLookup). It is user code: a panic is recovered and logged
+	// at Error, and fails that connection attempt as an error does (it is
+	// retried with backoff).
+	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+
+	// ClientDNSLookup says how broker host names are resolved
+	// (client.dns.lookup). DNSUseAllIPs, the default (also the zero
+	// value): a host is resolved at each connection attempt, and each of
+	// its addresses is tried in turn until one connects, sharing the setup
+	// timeout (DialTimeout). DNSResolveCanonicalBootstrapServersOnly: each
+	// bootstrap host (Brokers) is resolved when the bootstrap brokers are
+	// needed, each address looked up in reverse, and its canonical host
+	// name used as a bootstrap broker with the same port (an address
+	// without a name is used as it is); Kerberos (GSSAPI) needs this when
+	// Brokers name an alias or a load balancer. Brokers learned from
+	// metadata are used as advertised either way. Any other value is an
+	// error from New.
+	ClientDNSLookup DNSLookup
+
+	// SendBufferBytes and ReceiveBufferBytes set each broker connection's
+	// socket send and receive buffers, SO_SNDBUF and SO_RCVBUF
+	// (send.buffer.bytes, receive.buffer.bytes). 0, the default, or -1
+	// (Java's spelling) keeps the operating system's: unlike Java, whose
+	// defaults are 131072 and 32768, samsa sets no size unless asked,
+	// because a fixed size turns off Linux's buffer autotuning
+	// (net.ipv4.tcp_rmem, tcp_wmem), which grows each connection's buffers
+	// to its bandwidth-delay product: a fixed 32 KiB receive buffer caps a
+	// connection with 10 ms of round trip near 3 MiB/s. Set them for a
+	// link autotuning serves badly. Linux caps them at net.core.rmem_max
+	// and wmem_max. Other negative values are an error.
+	SendBufferBytes, ReceiveBufferBytes int
 
 	// Partitioner chooses each record's partition. Default
 	// DefaultPartitioner(): murmur2 of the key like the Java client, and
@@ -331,27 +420,35 @@ type Config struct {
 	// Unreserve or Hold is dropped (the memory it was to free stays
 	// taken), and a panicking Size, Available or IsOutOfMemory reports
 	// the Size read by New, 0 and true. The first panic of each method is
-	// logged at Error, with its stack, to Logger (or slog's default logger
-	// when Logger drops errors).
+	// logged at Error, with its stack, to Logger.
 	BufferPool bufferpool.Pool
 
-	// Logger receives the producer's logs. Default: none (a discarding
-	// logger). Nothing is logged per record or per request above Debug:
-	//   - Error: a panicking callback, hook or BufferPool (also to slog's
-	//     default logger when Logger drops errors; a hook's once per hook
-	//     and event kind, a pool's once per method), a broker without
-	//     Produce v3+, an authentication failure;
-	//   - Warn: a broker connection that broke or cannot be set up (once
-	//     per outage), a failed metadata fetch (once per outage), a topic
-	//     that fails its records fast, a failed CreateTopics or
-	//     InitProducerId, a fenced producer id, acknowledged records gone
-	//     from the log (see OnDataLoss), Close leaving a blocked callback,
-	//     Java properties ignored, a pool buffer leaked;
-	//   - Info: a connection's first KIP-219 throttle, a topic created or
-	//     its creation throttled, a topic usable again, metadata working
-	//     again after failures, a topic whose metadata is not usable yet
-	//     (its 1st, 10th, 20th... attempt), an epoch bump and the sequence
-	//     error that caused it;
+	// Logger receives the producer's logs. Default: slog.Default() (the
+	// logger set when a line is logged) at Warn and above only, so that a
+	// first failure (a broker that cannot be reached, a listener that does
+	// not speak the client's protocol) is seen at once; Info and Debug
+	// lines are dropped even if slog.Default() enables them. Silence it
+	// with a discarding logger: slog.New(slog.DiscardHandler). Nothing is
+	// logged per record or per request above Debug, and a failure that
+	// lasts is logged at Warn (or Error) when it starts and then at most
+	// once a minute per broker (or topic) while it lasts, at Debug in
+	// between:
+	//   - Error: a panicking callback, hook or BufferPool (a hook's once
+	//     per hook and event kind, a pool's once per method), a broker
+	//     without Produce v3+, an authentication failure or listener
+	//     mismatch;
+	//   - Warn: a broker connection that broke or cannot be set up, with
+	//     its cause (connection refused, no such host, timed out), a
+	//     failed metadata fetch, a topic that fails its records fast, a
+	//     failed CreateTopics or InitProducerId, a fenced producer id,
+	//     acknowledged records gone from the log (see OnDataLoss), Close
+	//     leaving a blocked callback, Java properties ignored, a pool
+	//     buffer leaked;
+	//   - Info: a broker reachable again, a connection's first KIP-219
+	//     throttle, a topic created or its creation throttled, a topic
+	//     usable again, metadata working again after failures, a topic
+	//     whose metadata is not usable yet (its 1st, 10th, 20th...
+	//     attempt), an epoch bump and the sequence error that caused it;
 	//   - Debug: everything per batch or request (sent, acked, retried),
 	//     later throttles, dials.
 	Logger *slog.Logger
@@ -385,8 +482,9 @@ type Config struct {
 	// SASL, if not nil, authenticates every broker connection with this
 	// mechanism (package sasl: Plain, ScramSHA256, ScramSHA512,
 	// OAuthBearer, or your own), and re-authenticates before the broker's
-	// session ends (KIP-368). Use it with TLS. Default nil: no SASL. It
-	// never prints its secrets, so %v of a Config is safe to log.
+	// session ends (KIP-368). Use it with TLS. Default nil: no SASL. A
+	// Config prints it by its mechanism's name only, and TLS as enabled or
+	// disabled (see Config.String), so %v of a Config is safe to log.
 	SASL sasl.Mechanism
 
 	// ignoredProps are the properties ConfigFromProperties accepted without
@@ -505,7 +603,26 @@ func (c Config) withDefaults() (Config, error) {
 		fail("AutoCreateReplicationFactor", "must be positive, or -1 for the broker's default, got %d",
 			c.AutoCreateReplicationFactor)
 	}
-	c.DialTimeout = duration("DialTimeout", c.DialTimeout, defaultDialTimeout, false, fail)
+	c.DialTimeoutMax = duration("DialTimeoutMax", c.DialTimeoutMax, max(defaultDialTimeoutMax, c.DialTimeout), false, fail)
+	c.DialTimeout = duration("DialTimeout", c.DialTimeout, min(defaultDialTimeout, c.DialTimeoutMax), false, fail)
+	if c.DialTimeoutMax > 0 && c.DialTimeout > c.DialTimeoutMax {
+		c.DialTimeout = c.DialTimeoutMax
+	}
+	switch c.ClientDNSLookup {
+	case "":
+		c.ClientDNSLookup = DNSUseAllIPs
+	case DNSUseAllIPs, DNSResolveCanonicalBootstrapServersOnly:
+	default:
+		fail("ClientDNSLookup", "%q is not %s or %s", string(c.ClientDNSLookup), DNSUseAllIPs, DNSResolveCanonicalBootstrapServersOnly)
+	}
+	for _, f := range []struct {
+		name string
+		n    int
+	}{{"SendBufferBytes", c.SendBufferBytes}, {"ReceiveBufferBytes", c.ReceiveBufferBytes}} {
+		if f.n < -1 {
+			fail(f.name, "must be positive, or 0 or -1 for the operating system's size, got %d", f.n)
+		}
+	}
 
 	if len(bad) > 0 {
 		return Config{}, fmt.Errorf("%w: %s", ErrInvalidConfig, strings.Join(bad, "; "))
@@ -515,7 +632,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Partitioner = DefaultPartitioner()
 	}
 	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
+		c.Logger = logging.Default()
 	}
 	if c.BufferPool == nil {
 		pool, err := bufferpool.New(bufferpool.Options{

@@ -91,6 +91,10 @@ func TestConfigDefaults(t *testing.T) {
 	assert.Equal(t, int32(-1), c.AutoCreatePartitions)
 	assert.Equal(t, int16(-1), c.AutoCreateReplicationFactor)
 	assert.Equal(t, 10*time.Second, c.DialTimeout)
+	assert.Equal(t, 30*time.Second, c.DialTimeoutMax)
+	assert.Equal(t, DNSUseAllIPs, c.ClientDNSLookup)
+	assert.Zero(t, c.SendBufferBytes, "the operating system's")
+	assert.Zero(t, c.ReceiveBufferBytes, "the operating system's")
 	assert.Equal(t, DefaultPartitioner(), c.Partitioner)
 	require.NotNil(t, c.Logger)
 	require.NotNil(t, c.BufferPool)
@@ -117,6 +121,7 @@ func TestConfigDurationRule(t *testing.T) {
 		{"MetadataMaxAge", func(c *Config) *time.Duration { return &c.MetadataMaxAge }, 5 * time.Minute, false},
 		{"MetadataMaxIdle", func(c *Config) *time.Duration { return &c.MetadataMaxIdle }, 5 * time.Minute, false},
 		{"DialTimeout", func(c *Config) *time.Duration { return &c.DialTimeout }, 10 * time.Second, false},
+		{"DialTimeoutMax", func(c *Config) *time.Duration { return &c.DialTimeoutMax }, 30 * time.Second, false},
 		{"TransactionTimeout", func(c *Config) *time.Duration { return &c.TransactionTimeout }, 60 * time.Second, false},
 	}
 	// A Config's duration fields, by reflection, must all be in the table.
@@ -223,6 +228,36 @@ func TestConfigAdjustments(t *testing.T) {
 			},
 		},
 		{
+			"dial timeout above the default max raises the max",
+			Config{DialTimeout: time.Minute},
+			func(t *testing.T, c Config) {
+				assert.Equal(t, time.Minute, c.DialTimeout)
+				assert.Equal(t, time.Minute, c.DialTimeoutMax)
+			},
+		},
+		{
+			"dial timeout max below the dial timeout lowers it (Java's ExponentialBackoff)",
+			Config{DialTimeout: 20 * time.Second, DialTimeoutMax: 5 * time.Second},
+			func(t *testing.T, c Config) {
+				assert.Equal(t, 5*time.Second, c.DialTimeout)
+				assert.Equal(t, 5*time.Second, c.DialTimeoutMax)
+			},
+		},
+		{
+			"dial timeout max below the default dial timeout",
+			Config{DialTimeoutMax: 3 * time.Second},
+			func(t *testing.T, c Config) { assert.Equal(t, 3*time.Second, c.DialTimeout) },
+		},
+		{
+			"canonical bootstrap names and socket buffers kept",
+			Config{ClientDNSLookup: DNSResolveCanonicalBootstrapServersOnly, SendBufferBytes: 131072, ReceiveBufferBytes: -1},
+			func(t *testing.T, c Config) {
+				assert.Equal(t, DNSResolveCanonicalBootstrapServersOnly, c.ClientDNSLookup)
+				assert.Equal(t, 131072, c.SendBufferBytes)
+				assert.Equal(t, -1, c.ReceiveBufferBytes)
+			},
+		},
+		{
 			"ipv6 broker",
 			Config{Brokers: []string{"[::1]:9092"}},
 			func(t *testing.T, c Config) { assert.Equal(t, []string{"[::1]:9092"}, c.Brokers) },
@@ -270,6 +305,11 @@ func TestConfigInvalid(t *testing.T) {
 		{"bad partitions", Config{AutoCreatePartitions: -2}, []string{"AutoCreatePartitions: must be positive, or -1"}},
 		{"bad replication", Config{AutoCreateReplicationFactor: -3}, []string{"AutoCreateReplicationFactor"}},
 		{"negative dial timeout", Config{DialTimeout: -1}, []string{"DialTimeout"}},
+		{"negative dial timeout max", Config{DialTimeoutMax: -1}, []string{"DialTimeoutMax"}},
+		{"unknown DNS lookup", Config{ClientDNSLookup: "default"}, []string{`ClientDNSLookup: "default" is not use_all_dns_ips or resolve_canonical_bootstrap_servers_only`}},
+		{"DNS lookup in capitals", Config{ClientDNSLookup: "USE_ALL_DNS_IPS"}, []string{"ClientDNSLookup: "}},
+		{"send buffer below -1", Config{SendBufferBytes: -2}, []string{"SendBufferBytes: must be positive, or 0 or -1"}},
+		{"receive buffer below -1", Config{ReceiveBufferBytes: -100}, []string{"ReceiveBufferBytes: must be positive, or 0 or -1"}},
 		{
 			"every problem at once",
 			Config{Brokers: []string{}, BatchSize: -1, MaxInFlight: 9},

@@ -71,6 +71,20 @@
 // completes futures and runs callbacks. Each broker connection has a reader
 // and a writer goroutine. Close stops them all.
 //
+// # When the cluster cannot be reached
+//
+// New does no network I/O. The first failure to reach a broker is logged at
+// once at Warn to Config.Logger (by default slog.Default(), Warn and above
+// only), naming the broker and the cause: "cannot connect to broker
+// 127.0.0.1:9: connection refused (nothing is listening there)", a host
+// with no address, "timed out after 10s"; while it lasts, once a minute.
+// Records wait for MaxBlock or DeliveryTimeout, as in Java (a refused
+// connection may be a broker restarting), and then fail with that cause.
+// A listener that does not speak the client's protocol (TLS on one side
+// only) fails records at once with ErrAuthentication, saying which
+// security.protocol to set. Ping checks the cluster at start-up or in a
+// readiness probe and returns the same causes at once.
+//
 // # Errors
 //
 // Futures fail with errors that match the sentinels of this package with

@@ -93,7 +93,11 @@ var (
 
 	// ErrOutcomeUnknown qualifies the error of a record that may or may not
 	// have been written (the error wraps both): a request timed out or a
-	// connection broke after the batch was sent, or the broker's answer
+	// connection broke after the batch was written to it, in whole or in
+	// part (a request the connection failed before writing a byte of it,
+	// held behind a throttle or a KIP-368 re-authentication, was not: its
+	// records are retried as never sent, and their error at the deadline
+	// says "the request was not sent"), or the broker's answer
 	// left its partition out, and no later attempt settled it; a batch
 	// still in flight when its DeliveryTimeout passed (it fails at the
 	// deadline); or a batch in flight when Close gave up and closed its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -213,4 +214,32 @@ func ExampleParseAcks() {
 	// -1 -> all -1 <nil>
 	// 1 -> leader 1 <nil>
 	// 0 -> none 0 <nil>
+}
+
+// Ping checks at start-up, or in a readiness probe, that the cluster can
+// be reached with the producer's settings, and says at once why not.
+func ExampleProducer_Ping() {
+	cluster, err := samsatest.NewCluster(samsatest.Config{Brokers: 1})
+	if err != nil {
+		panic(err)
+	}
+	defer cluster.Close()
+	addr := cluster.Addrs()[0]
+
+	p, err := producer.New(producer.Config{Brokers: []string{addr}})
+	if err != nil {
+		panic(err)
+	}
+	defer p.Close(context.Background())
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	fmt.Println("ping:", p.Ping(ctx))
+
+	_ = cluster.StopBroker(0)
+	err = p.Ping(ctx)
+	fmt.Println("after the broker stopped:", strings.TrimPrefix(err.Error(), "producer: ping: cannot connect to broker "+addr+": "))
+	// Output:
+	// ping: <nil>
+	// after the broker stopped: connection refused (nothing is listening there)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/samsa-go/samsa/compression"
+	"github.com/samsa-go/samsa/internal/logging"
 )
 
 // Hook is a value that observes the producer: it implements any subset of
@@ -22,14 +23,17 @@ import (
 // Hooks run on the producer's own goroutines, which each interface names,
 // and samsa holds no lock while calling one; but a slow hook delays the work
 // of that goroutine (a HookBatchWritten that blocks stalls every broker), so
-// hooks should record and return. A hook running on one of the producer's
+// hooks should record and return. A hook cannot be interrupted: Close(ctx)
+// does not wait for one that blocks past ctx's end (it returns an error
+// wrapping ctx.Err()), and the goroutine the hook runs on finishes its work
+// and exits once the hook returns, completing every record it still holds
+// exactly once. A hook running on one of the producer's
 // own goroutines may call Close: it cannot wait for the goroutine it runs
 // on, so it closes in the background and returns at once an error wrapping
 // ErrClosed; Flush, CommitTransaction and AbortTransaction return an error
 // wrapping ErrFlushInCallback there. A panic in a hook is recovered: the event
 // is dropped for that hook, and the first panic of each hook and event kind
-// is logged at Error to Config.Logger (or slog's default logger when that
-// discards errors).
+// is logged at Error to Config.Logger.
 type Hook any
 
 // BrokerInfo names a broker in hook events.
@@ -408,10 +412,11 @@ func add[H any](list *[]hookEntry[H], h Hook, i int) bool {
 
 // newHooks sorts list into per-interface slices. It fails naming the index
 // of a nil hook or of one that implements no Hook* interface (for New's
-// ErrInvalidConfig). log receives panics; nil means slog's default logger.
+// ErrInvalidConfig). log receives panics; nil means the default logger
+// (logging.Default).
 func newHooks(list []Hook, log *slog.Logger) (*hooks, error) {
-	if log == nil || !log.Enabled(context.Background(), slog.LevelError) {
-		log = slog.Default()
+	if log == nil {
+		log = logging.Default()
 	}
 	hs := &hooks{log: log}
 	if len(list) == 0 {

@@ -73,12 +73,13 @@ func (s *sink) ensureProducerID() {
 		req.ProducerID, req.ProducerEpoch = -1, -1
 	}
 	timeout := s.cfg.RequestTimeout
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	s.background.Go(func() {
+		// Close ends it (closing is canceled before quit).
+		ctx, cancel := context.WithTimeout(s.p.closing, timeout)
 		defer cancel()
 		resp, err := s.p.meta.Do(ctx, req)
 		s.post(func() { s.handleProducerID(resp, err) })
-	}()
+	})
 }
 
 // unresolved reports whether a partition without a sequence gap still has a
@@ -110,6 +111,7 @@ func (s *sink) handleProducerID(r kmsg.Response, err error) {
 			bumped := id.producerID >= 0
 			id.producerID, id.epoch = resp.ProducerID, resp.ProducerEpoch
 			id.needBump, id.needNewID, id.failures, id.lastErr = false, false, 0, nil
+			s.p.logRepeat.Reset("InitProducerId")
 			s.resetSequences()
 			s.p.log.Debug("idempotent producer id", "id", id.producerID, "epoch", id.epoch, "bumped", bumped)
 			return
@@ -122,7 +124,7 @@ func (s *sink) handleProducerID(r kmsg.Response, err error) {
 	id.failures++
 	id.lastErr = fmt.Errorf("InitProducerId failed: %w", err)
 	id.retryAt = s.now.Add(s.backoff(id.failures))
-	s.p.log.Warn("InitProducerId failed; retrying", "err", err, "attempt", id.failures)
+	s.p.log.Log(context.Background(), s.p.logRepeat.Level("InitProducerId", s.now), "InitProducerId failed; retrying", "err", err, "attempt", id.failures)
 }
 
 // resetSequences restarts every partition's sequence at 0 for a new producer

@@ -105,6 +105,26 @@ type ProducerMetrics struct {
 	// count the ones set up and closed (connection-creation-total,
 	// connection-close-total).
 	ConnectionCount, ConnectionCreationTotal, ConnectionCloseTotal int64
+	// BufferedRecords is the number of records Send accepted that have not
+	// completed yet: parked, batched or in flight (buffered-records;
+	// samsa's own).
+	BufferedRecords int64
+	// BatchAckTotal counts the batches their leader acknowledged (with
+	// AcksNone: written to the connection), BatchAckBytesTotal their
+	// bytes on the wire and BatchAckUncompressedBytesTotal their bytes
+	// before compression (batch-ack-total, batch-ack-bytes-total,
+	// batch-ack-uncompressed-bytes-total; samsa's own).
+	// CompressionRateAvg compares the same sizes over every batch first
+	// sent.
+	BatchAckTotal, BatchAckBytesTotal, BatchAckUncompressedBytesTotal int64
+	// BatchRetryTotal counts batches sent again after a retriable error,
+	// once per resend (batch-retry-total; samsa's own; RecordRetryTotal
+	// counts their records).
+	BatchRetryTotal int64
+	// ThrottleTimeTotal is the total throttle time brokers asked for on
+	// every connection of the producer, Metadata and CreateTopics answers
+	// included (throttle-time-total; samsa's own).
+	ThrottleTimeTotal time.Duration
 }
 
 // TopicMetrics are one topic's metrics (Java's producer-topic-metrics
@@ -184,8 +204,8 @@ type MetricInfo struct {
 	// Help is a one-line description.
 	Help string
 	// Unit is the unit of the values Each reports: "seconds" (durations,
-	// whatever Java uses), "bytes", "records", "requests", "connections" or
-	// "ratio".
+	// whatever Java uses), "bytes", "records", "batches", "requests",
+	// "connections" or "ratio".
 	Unit  string
 	Kind  MetricKind
 	Scope MetricScope
@@ -251,6 +271,12 @@ var (
 		gaugeEntry(ScopeProducer, "connection-count", "connections", "Open broker connections.", func(m *ProducerMetrics) float64 { return float64(m.ConnectionCount) }),
 		counterEntry(ScopeProducer, "connection-creation-total", "connections", "Broker connections set up.", func(m *ProducerMetrics) float64 { return float64(m.ConnectionCreationTotal) }),
 		counterEntry(ScopeProducer, "connection-close-total", "connections", "Broker connections closed.", func(m *ProducerMetrics) float64 { return float64(m.ConnectionCloseTotal) }),
+		gaugeEntry(ScopeProducer, "buffered-records", "records", "Records accepted and not yet completed.", func(m *ProducerMetrics) float64 { return float64(m.BufferedRecords) }),
+		counterEntry(ScopeProducer, "batch-ack-total", "batches", "Batches acknowledged.", func(m *ProducerMetrics) float64 { return float64(m.BatchAckTotal) }),
+		counterEntry(ScopeProducer, "batch-ack-bytes-total", "bytes", "Wire bytes of the batches acknowledged.", func(m *ProducerMetrics) float64 { return float64(m.BatchAckBytesTotal) }),
+		counterEntry(ScopeProducer, "batch-ack-uncompressed-bytes-total", "bytes", "Uncompressed bytes of the batches acknowledged.", func(m *ProducerMetrics) float64 { return float64(m.BatchAckUncompressedBytesTotal) }),
+		counterEntry(ScopeProducer, "batch-retry-total", "batches", "Batches sent again.", func(m *ProducerMetrics) float64 { return float64(m.BatchRetryTotal) }),
+		counterEntry(ScopeProducer, "throttle-time-total", "seconds", "Throttle time brokers asked for, on every connection.", func(m *ProducerMetrics) float64 { return metricSecs(m.ThrottleTimeTotal) }),
 	}
 	topicMetricTable = []metricEntry[TopicMetrics]{
 		counterEntry(ScopeTopic, "record-send-total", "records", "Records sent to brokers, once each.", func(m *TopicMetrics) float64 { return float64(m.RecordSendTotal) }),
@@ -524,9 +550,15 @@ func (r *recorder) disconnected(bs *brokerStats) {
 func (r *recorder) metadataRefreshed(t time.Time) { r.metadataAt.Store(t.UnixNano()) }
 
 // liveGauges are the values the recorder does not keep, read by
-// Producer.Metrics from their owners (the buffer pool) when it snapshots.
+// Producer.Metrics from their owners (the buffer pool, the producer's
+// pending counts and its counters) when it snapshots.
 type liveGauges struct {
 	bufferAvailable, bufferTotal int64
+	buffered                     int64
+	batchAcks, batchAckBytes     int64
+	batchAckUncompressed         int64
+	batchRetries                 int64
+	throttled                    time.Duration
 }
 
 func metricRatio(num, den uint64) float64 {
@@ -577,6 +609,11 @@ func (r *recorder) snapshot(now time.Time, live liveGauges) Metrics {
 	p.CompressionRateAvg = metricRatio(r.wireBytes.Load(), r.uncompressedBytes.Load())
 	p.BufferAvailableBytes = live.bufferAvailable
 	p.BufferTotalBytes = live.bufferTotal
+	p.BufferedRecords = live.buffered
+	p.BatchAckTotal, p.BatchAckBytesTotal = live.batchAcks, live.batchAckBytes
+	p.BatchAckUncompressedBytesTotal = live.batchAckUncompressed
+	p.BatchRetryTotal = live.batchRetries
+	p.ThrottleTimeTotal = live.throttled
 	p.BufferPoolWaitTimeTotal = time.Duration(r.bufferWait.Load())
 	p.BufferExhaustedTotal = int64(r.bufferExhausted.Load())
 	if at := r.metadataAt.Load(); at != 0 {

@@ -1,11 +1,19 @@
 package producer
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"reflect"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/samsa-go/samsa/compression"
+	"github.com/samsa-go/samsa/internal/testbroker"
 )
 
 // TestMetricTablesCoverEveryField guards Each against drift: every numeric
@@ -82,7 +90,7 @@ func TestMetricInfos(t *testing.T) {
 		t.Fatalf("%d infos", len(infos))
 	}
 	seen := map[string]bool{}
-	units := map[string]bool{"seconds": true, "bytes": true, "records": true, "requests": true, "connections": true, "ratio": true}
+	units := map[string]bool{"seconds": true, "bytes": true, "records": true, "batches": true, "requests": true, "connections": true, "ratio": true}
 	for _, in := range infos {
 		key := fmt.Sprint(in.Scope, in.Name)
 		if seen[key] {
@@ -272,4 +280,39 @@ func BenchmarkRecorderRecordSizeParallel(b *testing.B) {
 			r.recordSize(100)
 		}
 	})
+}
+
+// Stats is deprecated for Metrics: every value of Stats is in
+// ProducerMetrics, under the names Stats's doc gives, on a run with
+// retries (a retriable error on the first Produce answers) and throttles
+// (on Produce and on Metadata answers).
+func TestMetricsCarryEveryStatsValue(t *testing.T) {
+	c := newCluster(t, testbroker.Config{})
+	require.NoError(t, c.CreateTopic("stats", 2))
+	c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Times: 2, ErrorCode: 6}) // NOT_LEADER_OR_FOLLOWER
+	c.Intercept(testbroker.Interceptor{Keys: []int16{0, 3}, Times: 4, After: true, Throttle: 5 * time.Millisecond})
+	p := newProducer(t, c, Config{Compression: compression.Gzip})
+	fs := make([]*Future, 200)
+	for i := range fs {
+		fs[i] = p.Send(context.Background(), &Record{Topic: "stats", Key: []byte{byte(i)}, Value: bytes.Repeat([]byte("v"), 100)})
+	}
+	pending := p.Metrics().Producer.BufferedRecords
+	assert.Positive(t, pending, "records still buffered right after Send")
+	waitAll(t, fs)
+
+	st, m := p.Stats(), p.Metrics().Producer
+	assert.Zero(t, m.BufferedRecords)
+	assert.Equal(t, st.Buffered, m.BufferedRecords)
+	assert.Equal(t, st.BufferUsed, m.BufferTotalBytes-m.BufferAvailableBytes)
+	assert.Equal(t, st.BufferSize, m.BufferTotalBytes)
+	assert.Equal(t, st.InFlight, m.RequestsInFlight)
+	assert.Equal(t, st.Batches, m.BatchAckTotal)
+	assert.Equal(t, st.BatchBytes, m.BatchAckBytesTotal)
+	assert.Equal(t, st.UncompressedBytes, m.BatchAckUncompressedBytesTotal)
+	assert.Equal(t, st.Retries, m.BatchRetryTotal)
+	assert.Equal(t, st.Throttled, m.ThrottleTimeTotal)
+	assert.Positive(t, m.BatchAckTotal)
+	assert.Less(t, m.BatchAckBytesTotal, m.BatchAckUncompressedBytesTotal, "gzip made the batches smaller")
+	assert.GreaterOrEqual(t, m.BatchRetryTotal, int64(1), "the NOT_LEADER answers were retried")
+	assert.GreaterOrEqual(t, m.ThrottleTimeTotal, 5*time.Millisecond, "the throttles were seen")
 }

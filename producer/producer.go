@@ -14,6 +14,8 @@ import (
 	"github.com/samsa-go/samsa/bufferpool"
 	"github.com/samsa-go/samsa/compression"
 	"github.com/samsa-go/samsa/internal/conn"
+	"github.com/samsa-go/samsa/internal/lifetime"
+	"github.com/samsa-go/samsa/internal/logging"
 	"github.com/samsa-go/samsa/internal/recordbatch"
 	"github.com/samsa-go/samsa/metadata"
 )
@@ -66,7 +68,23 @@ type Producer struct {
 	stopWaits context.CancelFunc
 	ioDone    chan struct{}
 	ioGoid    atomic.Uint64 // the IO goroutine's id (see ownGoroutine)
+	// stopSteps counts the steps of Close's teardown and of the IO
+	// goroutine's shutdown: once Close's context has ended, Close waits
+	// for them only while they move (stopGoroutines).
+	stopSteps atomic.Uint64
+	// owned holds the goroutines started on the producer's behalf through
+	// the contexts it hands its SASL mechanism (ownedMechanism: a token
+	// refresh); Close ends them and waits for them, last.
+	owned     *lifetime.Group
 	completer *completer
+
+	// logRepeat rates the Warn of failures that last (dials,
+	// InitProducerId, CreateTopics): once per key and minute.
+	logRepeat logging.Repeat
+
+	// connCfg is the connection config of every broker connection, for
+	// Ping (the IO goroutine and the metadata client have their own).
+	connCfg conn.Config
 
 	txn     *txnManager // nil without Config.TransactionalID (transaction.go)
 	txnSink *sink       // the IO goroutine, for the transaction methods' requests to it
@@ -117,23 +135,33 @@ func New(cfg Config) (*Producer, error) {
 		rec:        newRecorder(),
 		quit:       make(chan struct{}),
 		ioDone:     make(chan struct{}),
+		owned:      lifetime.NewGroup(),
 	}
 	logIgnoredProperties(p.log, cfg.ignoredProps)
 	connCfg := conn.Config{
 		ClientID:       cfg.ClientID,
 		DialTimeout:    cfg.DialTimeout,
+		DialTimeoutMax: cfg.DialTimeoutMax,
+		Setups:         &conn.SetupTimeouts{}, // Produce and coordinator connections; metadata keeps its own
+		Dialer:         cfg.Dialer,
 		RequestTimeout: cfg.RequestTimeout,
 		Logger:         cfg.Logger,
 		TLS:            cfg.TLS,
-		SASL:           cfg.SASL,
+		SASL:           ownMechanism(cfg.SASL, p.owned),
+
+		SendBufferBytes:    cfg.SendBufferBytes,
+		ReceiveBufferBytes: cfg.ReceiveBufferBytes,
 		OnThrottle: func(addr string, d time.Duration) {
 			p.stats.throttled.Add(int64(d)) // the connection logs it
 		},
 	}
+	p.connCfg = connCfg
 	p.meta, err = metadata.New(metadata.Config{
 		Bootstrap:       cfg.Brokers,
 		ClientID:        connCfg.ClientID,
 		DialTimeout:     connCfg.DialTimeout,
+		DialTimeoutMax:  connCfg.DialTimeoutMax,
+		Dialer:          connCfg.Dialer,
 		RequestTimeout:  connCfg.RequestTimeout,
 		TLS:             connCfg.TLS,
 		SASL:            connCfg.SASL,
@@ -145,7 +173,13 @@ func New(cfg Config) (*Producer, error) {
 		RetryBackoffMax: cfg.RetryBackoffMax,
 		Logger:          cfg.Logger,
 
-		AllowAutoTopicCreation: !cfg.DisableAutoTopicCreation,
+		// A producer that creates its topics itself (AutoCreateTopics)
+		// never lets a Metadata request create them first: a broker
+		// would use its num.partitions, not AutoCreatePartitions.
+		AllowAutoTopicCreation:    !cfg.DisableAutoTopicCreation && !cfg.AutoCreateTopics,
+		ResolveCanonicalBootstrap: cfg.ClientDNSLookup == DNSResolveCanonicalBootstrapServersOnly,
+		SendBufferBytes:           cfg.SendBufferBytes,
+		ReceiveBufferBytes:        cfg.ReceiveBufferBytes,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
@@ -390,14 +424,10 @@ func (p *Producer) recoverCallback(c *completion) {
 }
 
 // logPanic logs a recovered callback panic at Error, with its stack, to
-// Config.Logger, or to slog.Default when that one would drop it (no Logger
-// set): a swallowed panic must not go unseen.
+// Config.Logger (by default slog's default logger): a swallowed panic must
+// not go unseen.
 func (p *Producer) logPanic(v any, args ...any) {
-	l := p.log
-	if !l.Enabled(context.Background(), slog.LevelError) {
-		l = slog.Default()
-	}
-	l.Error("producer: a record's callback panicked; the panic was recovered",
+	p.log.Error("producer: a record's callback panicked; the panic was recovered",
 		append([]any{"panic", fmt.Sprint(v), "stack", string(debug.Stack())}, args...)...)
 }
 
@@ -662,15 +692,26 @@ func (p *Producer) whenIdle() <-chan struct{} {
 
 // Close flushes (as Flush does, bounded by ctx), then stops the producer:
 // records still buffered when ctx ends fail with ErrClosed, connections are
-// closed, and the producer's goroutines exit before Close returns. Send
-// after Close fails with ErrClosed. When ctx ends, Close stops waiting
-// (for Flush, and for the callbacks): every record still buffered fails
-// with ErrClosed and Close returns ctx.Err(), after the outcomes already
-// decided are delivered, as long as callbacks keep returning. A callback
-// that blocks (none returned for 100 ms after ctx ended) is not waited for:
-// the completion goroutine delivers the outcomes queued behind it once it
-// returns, and then exits, after Close has returned. Close is safe to call
-// more than once; later calls return the first call's result.
+// closed, and every goroutine of the producer (its connections' and
+// short-lived ones included) has exited when Close returns nil. Send after
+// Close fails with ErrClosed. When ctx ends, Close stops waiting (for
+// Flush, and for the callbacks): every record still buffered fails with
+// ErrClosed and Close returns an error wrapping ctx.Err() that says how many
+// ("producer: close: ctx ended with 3 records still buffered; they failed
+// with ErrClosed: context deadline exceeded"), after the outcomes already
+// decided are delivered, as long as callbacks keep returning. Close returns
+// by ctx's end, plus 100 ms without progress, even when user code blocks one
+// of its goroutines: a callback that blocks (none returned for 100 ms after
+// ctx ended) is not waited for: the completion goroutine delivers the
+// outcomes queued behind it once it returns, and then exits, after Close has
+// returned. Likewise a hook, partitioner or OnDataLoss blocking the IO
+// goroutine (HookBatchWritten, say), or a hook blocking a connection's or
+// the metadata goroutine: user code cannot be interrupted, so that goroutine
+// exits once it returns, after Close; the records it still holds then fail
+// with ErrClosed (with ErrOutcomeUnknown for those in flight), each future
+// exactly once, and the rest of the producer's goroutines stop after it.
+// Close is safe to call more than once; later calls return the first call's
+// result.
 //
 // Called from a callback (on the completion goroutine), or from a hook,
 // partitioner or OnDataLoss running on another of the producer's goroutines
@@ -710,18 +751,26 @@ func (p *Producer) Close(ctx context.Context) error {
 		p.stopWaits() // Sends still waiting for memory fail with ErrClosed
 		p.closeCtx = ctx
 		close(p.quit)
-		<-p.ioDone
-		p.completer.stop(ctx)
-		if p.txn != nil {
-			p.txn.client.close()
-		}
-		p.clock.stop()
-		if err := p.meta.Close(); err != nil && flushErr == nil {
+		if err := p.stopGoroutines(ctx); err != nil && flushErr == nil {
 			flushErr = err
+		}
+		if cerr := ctx.Err(); cerr != nil && errors.Is(flushErr, cerr) {
+			flushErr = closeCtxErr(p.txnSink.closedFailed.Load(), cerr)
 		}
 		p.closeErr = flushErr
 	})
 	return p.closeErr
+}
+
+// closeCtxErr is Close's error when its ctx ended before everything was
+// delivered: how many records the shutdown failed with ErrClosed, wrapping
+// ctx's error.
+func closeCtxErr(n int64, ctxErr error) error {
+	records := "records"
+	if n == 1 {
+		records = "record"
+	}
+	return fmt.Errorf("producer: close: ctx ended with %d %s still buffered; they failed with ErrClosed: %w", n, records, ctxErr)
 }
 
 // ownGoroutine names the producer's goroutine the caller runs on, or
@@ -745,6 +794,14 @@ func (p *Producer) ownGoroutine() string {
 }
 
 // Stats is a snapshot of the producer's state, for progress reports.
+//
+// Deprecated: use Producer.Metrics, whose ProducerMetrics carries every
+// value of Stats: Buffered is BufferedRecords, BufferUsed is
+// BufferTotalBytes - BufferAvailableBytes, BufferSize is BufferTotalBytes,
+// InFlight is RequestsInFlight, Batches, BatchBytes and UncompressedBytes
+// are BatchAckTotal, BatchAckBytesTotal and
+// BatchAckUncompressedBytesTotal, Retries is BatchRetryTotal, Throttled is
+// ThrottleTimeTotal.
 type Stats struct {
 	// Buffered is the number of records accepted and not yet completed.
 	Buffered int64
@@ -770,6 +827,9 @@ type counters struct {
 
 // Stats returns a snapshot of the producer's counters. It is cheap and safe
 // to call from any goroutine, for example for a progress bar.
+//
+// Deprecated: use Metrics, which carries every value of Stats (see Stats
+// for the names) with the rest of the producer's metrics.
 func (p *Producer) Stats() Stats {
 	return Stats{
 		Buffered:          p.pending[0].Load() + p.pending[1].Load(),

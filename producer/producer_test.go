@@ -21,6 +21,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// Producers without a Logger log Warn and above to slog.Default():
+	// the tests' deliberate failures stay out of the output.
+	slog.SetDefault(slog.New(slog.DiscardHandler))
 	goleak.VerifyTestMain(m)
 }
 

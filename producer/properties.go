@@ -60,6 +60,11 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 //	enable.idempotence                               DisableIdempotence, inverted
 //	allow.auto.create.topics                         DisableAutoTopicCreation, inverted
 //	socket.connection.setup.timeout.ms               DialTimeout
+//	socket.connection.setup.timeout.max.ms           DialTimeoutMax
+//	client.dns.lookup                                ClientDNSLookup: use_all_dns_ips or
+//	                                                 resolve_canonical_bootstrap_servers_only
+//	send.buffer.bytes, receive.buffer.bytes          SendBufferBytes, ReceiveBufferBytes; -1 is the
+//	                                                 operating system's size (samsa's default)
 //	transactional.id                                 TransactionalID (not empty, as in Java)
 //	transaction.timeout.ms                           TransactionTimeout
 //	partitioner.class                                Java's RoundRobinPartitioner, DefaultPartitioner
@@ -76,13 +81,20 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 // transaction.timeout.ms are ints (at most 2147483647), the others longs,
 // where Long.MAX_VALUE (or anything past 73 years) means 73 years.
 //
-// Keys it accepts and ignores, because samsa has no such knob:
-// key.serializer and value.serializer (use TypedProducer); retries (but
-// for 0, above) and message.send.max.retries (samsa retries until
-// DeliveryTimeout);
-// batch.num.messages and queue.buffering.max.messages (batches and the
-// buffer are bounded in bytes, by batch.size and buffer.memory);
-// partitioner.adaptive.partitioning.enable=true (always on).
+// partitioner.adaptive.partitioning.enable=true is accepted (samsa's sticky
+// partitioner is always adaptive), and interceptor.classes only empty.
+//
+// Keys it accepts without a setting to map them to are reported: they are
+// listed by Config.IgnoredProperties, and New logs them once, at Warn, to
+// Config.Logger (set Logger on the returned Config to see it). They are,
+// with why:
+// key.serializer and value.serializer (Java classes: Go code serializes,
+// see TypedProducer); retries and message.send.max.retries unless
+// 2147483647 (samsa retries until DeliveryTimeout, as Java does by
+// default; retries=0 still turns idempotence off, above);
+// batch.num.messages and queue.buffering.max.messages (librdkafka's:
+// batches and the buffer are bounded in bytes, by batch.size and
+// buffer.memory); and the keys named below.
 //
 // TLS and SASL keys (properties_security.go, properties_oauth.go). A value of a secret key
 // (a password, the JAAS line) never appears in an error:
@@ -143,23 +155,32 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 // connection with a message saying so; replace it with
 // sasl.OAuthBearer(...) or the mechanism of the module
 // github.com/samsa-go/samsa/sasl/awsmskiam. The sasl.login.* and
-// sasl.oauthbearer.* keys above are logged as ignored when they configure
-// no login. Accepted and ignored:
+// sasl.oauthbearer.* keys above are reported as ignored when they
+// configure no login. Also reported as ignored:
 // ssl.truststore.password and ssl.keystore.password (PEM files have none),
-// client.dns.lookup (every address of a host is tried anyway),
 // session.timeout.ms (a consumer setting that Confluent Cloud's templates
-// include), sasl.client.callback.handler.class, and
-// sasl.login.callback.handler.class without a token endpoint.
+// include), sasl.client.callback.handler.class (Java classes cannot be
+// loaded), and sasl.login.callback.handler.class without a token endpoint.
 //
-// The rest of the Java producer's documented keys (Apache Kafka 4.x: for
-// example connections.max.idle.ms, reconnect.backoff.ms,
-// reconnect.backoff.max.ms, send.buffer.bytes, receive.buffer.bytes,
-// metadata.recovery.strategy, the metrics.* keys, sasl.kerberos.*,
-// the sasl.oauthbearer.assertion.* and broker-side keys, ssl.cipher.suites) are
-// accepted and ignored: samsa has no setting for them, and none changes
-// what is delivered. New logs them once, at
-// Warn, to Config.Logger (set Logger on the returned Config to see it).
-// interceptor.classes is accepted only empty.
+// The rest of the Java producer's documented keys (Apache Kafka 4.x) are
+// reported as ignored too, because samsa has no setting for them and none
+// changes what is delivered: connections.max.idle.ms (samsa keeps its
+// broker connections while it runs), reconnect.backoff.ms and
+// reconnect.backoff.max.ms (reconnections wait RetryBackoff, doubled up to
+// RetryBackoffMax), metadata.recovery.strategy and
+// metadata.recovery.rebootstrap.trigger.ms (samsa always goes back to the
+// bootstrap brokers when no known broker answers), bootstrap.resolve.timeout.ms,
+// metadata.cluster.check.enable, partitioner.availability.timeout.ms
+// (the adaptive partitioner weighs queues instead), the metrics keys
+// (metric.reporters, metrics.*, auto.include.jmx.reporter,
+// enable.metrics.push: see Producer.Metrics and Hooks), the Java security
+// plumbing (security.providers, ssl.provider, ssl.cipher.suites,
+// ssl.engine.factory.class, ssl.keymanager.algorithm,
+// ssl.trustmanager.algorithm, ssl.secure.random.implementation,
+// sasl.login.class), sasl.kerberos.* (no GSSAPI in samsa), the
+// sasl.oauthbearer.* keys of JWT assertions and of the broker's token
+// validation, and transaction.two.phase.commit.enable. javaIgnoredKeys
+// lists them.
 //
 // Any other key is an error, naming the nearest known key when it looks like a typo
 // (`"lingr.ms" (did you mean linger.ms?)`). The returned error wraps
@@ -395,6 +416,30 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 			}
 		case "socket.connection.setup.timeout.ms":
 			positiveMs(key, v, "DialTimeout", &c.DialTimeout)
+		case "socket.connection.setup.timeout.max.ms":
+			positiveMs(key, v, "DialTimeoutMax", &c.DialTimeoutMax)
+		case "client.dns.lookup":
+			// Java's ConfigDef: these two values, exactly (3.0 removed
+			// "default").
+			switch l := DNSLookup(v); l {
+			case DNSUseAllIPs, DNSResolveCanonicalBootstrapServersOnly:
+				c.ClientDNSLookup = l
+			default:
+				fail(key, "%q is not %s or %s", v, DNSUseAllIPs, DNSResolveCanonicalBootstrapServersOnly)
+			}
+		case "send.buffer.bytes", "receive.buffer.bytes":
+			// Java: at least -1, the OS default; 0 passes its ConfigDef
+			// but fails every connection (Socket refuses a 0 size).
+			n, ok := integer(key, v, -1, math.MaxInt32)
+			if ok && n == 0 {
+				fail(key, "0 is not a buffer size: give a positive size, or -1 for the operating system's")
+				continue
+			}
+			if ok && key == "send.buffer.bytes" {
+				c.SendBufferBytes = int(n)
+			} else if ok {
+				c.ReceiveBufferBytes = int(n)
+			}
 		case "transactional.id":
 			if v == "" {
 				// Java: NonEmptyString (leave the key out for none).
@@ -435,19 +480,30 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 			if b, ok := boolean(key, v); ok && !b {
 				fail(key, "false is not supported: the sticky partitioner is always adaptive")
 			}
-		case "retries":
+		case "retries", "message.send.max.retries":
 			// Retries run until DeliveryTimeout whatever the count (as
-			// Java, which recommends delivery.timeout.ms over retries),
-			// but 0 asks for no idempotence, as in Java.
-			if n, ok := integer(key, v, 0, math.MaxInt32); ok && n == 0 {
+			// Java's default, 2147483647, does; Java recommends
+			// delivery.timeout.ms over retries): another count is
+			// reported as ignored. 0 also asks for no idempotence, as in
+			// Java.
+			n, ok := integer(key, v, 0, math.MaxInt32)
+			if ok && n == 0 {
 				retriesZero = true
 			}
-		case "message.send.max.retries", "batch.num.messages", "queue.buffering.max.messages":
-			// Accepted and ignored (see the doc comment), once the value
-			// parses, so that a typo does not pass silently.
-			integer(key, v, 0, math.MaxInt32)
+			if ok && n != math.MaxInt32 {
+				ignored = append(ignored, key)
+			}
+		case "batch.num.messages", "queue.buffering.max.messages":
+			// Accepted and reported as ignored (see the doc comment),
+			// once the value parses, so that a typo does not pass
+			// silently.
+			if _, ok := integer(key, v, 0, math.MaxInt32); ok {
+				ignored = append(ignored, key)
+			}
 		case "key.serializer", "value.serializer":
-			// Java class names: ignored; Go code uses TypedProducer.
+			// Java class names: reported as ignored; Go code uses
+			// TypedProducer.
+			ignored = append(ignored, key)
 		case "interceptor.classes":
 			if v != "" {
 				fail(key, "%q cannot be loaded in Go, and interceptors may change what is sent: wrap Send instead", v)
@@ -489,8 +545,18 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 	if len(bad) > 0 {
 		return Config{}, fmt.Errorf("%w: %s", ErrInvalidConfig, strings.Join(bad, "; "))
 	}
-	c.ignoredProps = ignored
+	slices.Sort(ignored)
+	c.ignoredProps = slices.Compact(ignored)
 	return c, nil
+}
+
+// IgnoredProperties returns the keys that ConfigFromProperties accepted
+// without a setting to map them to (its doc lists them, with why), sorted,
+// so that a program can check or print them; New also logs them once at
+// Warn. It is empty for a Config not built by ConfigFromProperties, or
+// built from keys that all map. The slice is the caller's.
+func (c Config) IgnoredProperties() []string {
+	return slices.Clone(c.ignoredProps)
 }
 
 // untrusted is a string argument of an error of ConfigFromProperties:

@@ -15,10 +15,11 @@ import (
 // plugin knobs, Kerberos, the OAUTHBEARER keys samsa's client
 // credentials login has no use for (JWT assertions, the broker's
 // validation settings), and transaction tuning samsa has no setting for
-// (transaction.two.phase.commit.enable). ConfigFromProperties accepts
-// them and New logs them once at Warn. Keys that ConfigFromProperties
-// maps, or that properties_security.go and properties_oauth.go take, are
-// not listed here.
+// (transaction.two.phase.commit.enable); ConfigFromProperties's doc says
+// why for each. ConfigFromProperties accepts them and reports them
+// (Config.IgnoredProperties; New logs them once at Warn). Keys that
+// ConfigFromProperties maps, or that properties_security.go and
+// properties_oauth.go take, are not listed here.
 var javaIgnoredKeys = map[string]bool{
 	"auto.include.jmx.reporter":                           true,
 	"bootstrap.resolve.timeout.ms":                        true,
@@ -32,11 +33,8 @@ var javaIgnoredKeys = map[string]bool{
 	"metrics.recording.level":                             true,
 	"metrics.sample.window.ms":                            true,
 	"partitioner.availability.timeout.ms":                 true,
-	"receive.buffer.bytes":                                true,
 	"reconnect.backoff.max.ms":                            true,
 	"reconnect.backoff.ms":                                true,
-	"send.buffer.bytes":                                   true,
-	"socket.connection.setup.timeout.max.ms":              true,
 	"transaction.two.phase.commit.enable":                 true,
 	"sasl.kerberos.kinit.cmd":                             true,
 	"sasl.kerberos.min.time.before.relogin":               true,
@@ -91,6 +89,7 @@ var mappedKeys = []string{
 	"retry.backoff.max.ms", "max.in.flight.requests.per.connection", "max.in.flight",
 	"metadata.max.age.ms", "topic.metadata.refresh.interval.ms", "metadata.max.idle.ms",
 	"enable.idempotence", "allow.auto.create.topics", "socket.connection.setup.timeout.ms",
+	"socket.connection.setup.timeout.max.ms", "client.dns.lookup", "send.buffer.bytes", "receive.buffer.bytes",
 	"partitioner.class", "partitioner", "partitioner.ignore.keys",
 	"partitioner.adaptive.partitioning.enable", "retries", "message.send.max.retries",
 	"batch.num.messages", "queue.buffering.max.messages", "key.serializer", "value.serializer",

@@ -59,7 +59,6 @@ var securityKeys = map[string]bool{
 	"enable.ssl.certificate.verification":   false,
 	"ssl.protocol":                          false,
 	"ssl.enabled.protocols":                 false,
-	"client.dns.lookup":                     false,
 	"session.timeout.ms":                    false,
 	"sasl.login.callback.handler.class":     false,
 	"sasl.client.callback.handler.class":    false,
@@ -118,12 +117,22 @@ func (sp *securityProps) apply(c *Config, fail func(key, format string, args ...
 			c.SASL = m
 		}
 	}
+	// Accepted, without a setting: reported as ignored.
+	var ignored []string
+	for _, k := range []string{"ssl.truststore.password", "ssl.keystore.password", "session.timeout.ms", "sasl.client.callback.handler.class"} {
+		if _, set := sp.v[k]; set {
+			ignored = append(ignored, k)
+		}
+	}
 	if sp.login {
-		return nil
+		return ignored
+	}
+	if _, set := sp.v[keyLoginHandler]; set {
+		ignored = append(ignored, keyLoginHandler)
 	}
 	// Not parsed: as in Java, keys of a login that is not built are
-	// accepted whatever their values (and logged as ignored).
-	return sp.oauthIgnored()
+	// accepted whatever their values (and reported as ignored).
+	return append(ignored, sp.oauthIgnored()...)
 }
 
 func parseNonNegative(v string) (int64, error) {

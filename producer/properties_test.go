@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -45,6 +46,10 @@ func TestConfigFromProperties(t *testing.T) {
 				"metadata.max.idle.ms":                     "120000",
 				"enable.idempotence":                       "true",
 				"socket.connection.setup.timeout.ms":       "3000",
+				"socket.connection.setup.timeout.max.ms":   "20000",
+				"client.dns.lookup":                        "resolve_canonical_bootstrap_servers_only",
+				"send.buffer.bytes":                        "131072",
+				"receive.buffer.bytes":                     "-1",
 				"key.serializer":                           "org.apache.kafka.common.serialization.StringSerializer",
 				"value.serializer":                         "org.apache.kafka.common.serialization.ByteArraySerializer",
 				"retries":                                  "2147483647",
@@ -69,6 +74,14 @@ func TestConfigFromProperties(t *testing.T) {
 				MetadataMaxAge:   time.Minute,
 				MetadataMaxIdle:  2 * time.Minute,
 				DialTimeout:      3 * time.Second,
+				DialTimeoutMax:   20 * time.Second,
+				ClientDNSLookup:  DNSResolveCanonicalBootstrapServersOnly,
+				SendBufferBytes:  131072,
+				// Java's -1: the OS's size, as 0 is.
+				ReceiveBufferBytes: -1,
+				// Java classes: Go code serializes. retries=MAX_INT is
+				// what samsa does, so it is not reported.
+				ignoredProps: []string{"key.serializer", "value.serializer"},
 			},
 		},
 		{
@@ -106,6 +119,7 @@ func TestConfigFromProperties(t *testing.T) {
 				MaxInFlight:        10,
 				MetadataMaxAge:     30 * time.Second,
 				DisableIdempotence: true, // acks=1 without enable.idempotence, as Java does
+				ignoredProps:       []string{"batch.num.messages", "message.send.max.retries", "queue.buffering.max.messages"},
 			},
 		},
 		{
@@ -227,6 +241,11 @@ func TestConfigFromPropertiesErrors(t *testing.T) {
 		{"adaptive off", map[string]string{"partitioner.adaptive.partitioning.enable": "false"}, []string{"always adaptive"}},
 		{"bad protocol", map[string]string{"security.protocol": "SSH"}, []string{`security.protocol: "SSH" is not PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL`}},
 		{"ignored keys still parse", map[string]string{"retries": "many"}, []string{"retries"}},
+		{"unknown DNS lookup", map[string]string{"client.dns.lookup": "default"}, []string{`client.dns.lookup: "default" is not use_all_dns_ips or resolve_canonical_bootstrap_servers_only`}},
+		{"DNS lookup is case-sensitive, as Java's", map[string]string{"client.dns.lookup": "USE_ALL_DNS_IPS"}, []string{"client.dns.lookup: "}},
+		{"zero send buffer", map[string]string{"send.buffer.bytes": "0"}, []string{"send.buffer.bytes: 0 is not a buffer size"}},
+		{"receive buffer below -1", map[string]string{"receive.buffer.bytes": "-2"}, []string{`receive.buffer.bytes: "-2" is not an integer in [-1, 2147483647]`}},
+		{"zero setup timeout max", map[string]string{"socket.connection.setup.timeout.max.ms": "0"}, []string{"socket.connection.setup.timeout.max.ms: must be positive"}},
 		{
 			"unknown keys first, then bad values",
 			map[string]string{"nope": "1", "acks": "x", "linger.ms": "y"},
@@ -326,12 +345,23 @@ func TestConfigFromPropertiesJavaKeys(t *testing.T) {
 		"client.dns.lookup":        "use_all_dns_ips",
 		"metrics.recording.level":  "INFO",
 		"interceptor.classes":      "",
+		"key.serializer":           "org.apache.kafka.common.serialization.StringSerializer",
+		"retries":                  "3",
+		"ssl.truststore.password":  "changeit",
+		"session.timeout.ms":       "45000",
 	}
 	cfg, err := ConfigFromProperties(props)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"k1:9092"}, cfg.Brokers)
-	assert.ElementsMatch(t, []string{"connections.max.idle.ms", "reconnect.backoff.ms", "reconnect.backoff.max.ms",
-		"send.buffer.bytes", "receive.buffer.bytes", "metrics.recording.level"}, cfg.ignoredProps)
+	assert.Equal(t, 131072, cfg.SendBufferBytes)
+	assert.Equal(t, 32768, cfg.ReceiveBufferBytes)
+	assert.Equal(t, DNSUseAllIPs, cfg.ClientDNSLookup)
+	want := []string{"connections.max.idle.ms", "key.serializer", "metrics.recording.level", "reconnect.backoff.max.ms",
+		"reconnect.backoff.ms", "retries", "session.timeout.ms", "ssl.truststore.password"}
+	assert.Equal(t, want, cfg.IgnoredProperties(), "sorted")
+	cfg.IgnoredProperties()[0] = "changed"
+	assert.Equal(t, want, cfg.IgnoredProperties(), "the slice is the caller's")
+	assert.Empty(t, Config{}.IgnoredProperties())
 
 	var logs strings.Builder
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -343,7 +373,8 @@ func TestConfigFromPropertiesJavaKeys(t *testing.T) {
 	out := logs.String()
 	assert.Equal(t, 1, strings.Count(out, "are ignored"), "logged once: %s", out)
 	assert.Contains(t, out, "level=WARN")
-	assert.Contains(t, out, "connections.max.idle.ms, metrics.recording.level, receive.buffer.bytes")
+	assert.Contains(t, out, "connections.max.idle.ms, key.serializer, metrics.recording.level, reconnect.backoff.max.ms")
+	assert.NotContains(t, out, "changeit", "the value of a secret key is never logged")
 
 	cases := []struct {
 		name  string
@@ -414,4 +445,82 @@ func TestConfigFromPropertiesTransactions(t *testing.T) {
 	_, err = New(cfg)
 	require.ErrorIs(t, err, ErrInvalidConfig)
 	assert.Contains(t, err.Error(), "transactions require idempotence")
+}
+
+// Every key of the Java producer's ProducerConfig (Apache Kafka 4.x) is
+// either mapped to a setting or reported by IgnoredProperties: none is
+// unknown, none is dropped silently. The table pins which.
+func TestEveryJavaProducerKeyMapsOrIsReported(t *testing.T) {
+	const (
+		maps    = false
+		ignored = true
+	)
+	keys := []struct {
+		key, value string
+		ignored    bool
+	}{
+		{"bootstrap.servers", "k:9092", maps}, {"client.dns.lookup", "use_all_dns_ips", maps},
+		{"buffer.memory", "33554432", maps}, {"retries", "2147483647", maps}, {"retries", "5", ignored},
+		{"acks", "all", maps}, {"compression.type", "zstd", maps}, {"compression.gzip.level", "5", maps},
+		{"compression.lz4.level", "9", maps}, {"compression.zstd.level", "3", maps}, {"batch.size", "16384", maps},
+		{"partitioner.adaptive.partitioning.enable", "true", maps}, {"partitioner.availability.timeout.ms", "0", ignored},
+		{"partitioner.ignore.keys", "false", maps}, {"linger.ms", "5", maps}, {"delivery.timeout.ms", "120000", maps},
+		{"client.id", "c", maps}, {"send.buffer.bytes", "131072", maps}, {"receive.buffer.bytes", "32768", maps},
+		{"max.request.size", "1048576", maps}, {"reconnect.backoff.ms", "50", ignored}, {"reconnect.backoff.max.ms", "1000", ignored},
+		{"retry.backoff.ms", "100", maps}, {"retry.backoff.max.ms", "1000", maps}, {"enable.metrics.push", "true", ignored},
+		{"max.block.ms", "60000", maps}, {"request.timeout.ms", "30000", maps}, {"metadata.max.age.ms", "300000", maps},
+		{"metadata.max.idle.ms", "300000", maps}, {"metrics.sample.window.ms", "30000", ignored}, {"metrics.num.samples", "2", ignored},
+		{"metrics.recording.level", "INFO", ignored}, {"metric.reporters", "", ignored}, {"auto.include.jmx.reporter", "true", ignored},
+		{"max.in.flight.requests.per.connection", "5", maps},
+		{"key.serializer", "org.apache.kafka.common.serialization.StringSerializer", ignored},
+		{"value.serializer", "org.apache.kafka.common.serialization.ByteArraySerializer", ignored},
+		{"socket.connection.setup.timeout.ms", "10000", maps}, {"socket.connection.setup.timeout.max.ms", "30000", maps},
+		{"connections.max.idle.ms", "540000", ignored}, {"partitioner.class", "", maps}, {"interceptor.classes", "", maps},
+		{"enable.idempotence", "true", maps}, {"transaction.timeout.ms", "60000", maps}, {"transactional.id", "tx", maps},
+		{"transaction.two.phase.commit.enable", "false", ignored}, {"metadata.recovery.strategy", "rebootstrap", ignored},
+		{"metadata.recovery.rebootstrap.trigger.ms", "300000", ignored},
+		{"security.protocol", "PLAINTEXT", maps}, {"security.providers", "", ignored},
+		{"ssl.protocol", "TLSv1.3", maps}, {"ssl.provider", "", ignored}, {"ssl.cipher.suites", "", ignored},
+		{"ssl.enabled.protocols", "TLSv1.3", maps}, {"ssl.keystore.type", "PEM", maps}, {"ssl.keystore.location", "k.pem", maps},
+		{"ssl.keystore.password", "x", ignored}, {"ssl.key.password", "x", maps}, {"ssl.keystore.key", "x", maps},
+		{"ssl.keystore.certificate.chain", "x", maps}, {"ssl.truststore.certificates", "x", maps}, {"ssl.truststore.type", "PEM", maps},
+		{"ssl.truststore.location", "t.pem", maps}, {"ssl.truststore.password", "x", ignored},
+		{"ssl.keymanager.algorithm", "SunX509", ignored}, {"ssl.trustmanager.algorithm", "PKIX", ignored},
+		{"ssl.endpoint.identification.algorithm", "https", maps}, {"ssl.secure.random.implementation", "", ignored},
+		{"ssl.engine.factory.class", "", ignored},
+		{"sasl.kerberos.service.name", "kafka", ignored}, {"sasl.kerberos.kinit.cmd", "/usr/bin/kinit", ignored},
+		{"sasl.kerberos.ticket.renew.window.factor", "0.8", ignored}, {"sasl.kerberos.ticket.renew.jitter", "0.05", ignored},
+		{"sasl.kerberos.min.time.before.relogin", "60000", ignored},
+		{"sasl.login.refresh.window.factor", "0.8", ignored}, {"sasl.login.refresh.window.jitter", "0.05", ignored},
+		{"sasl.login.refresh.min.period.seconds", "60", ignored}, {"sasl.login.refresh.buffer.seconds", "300", ignored},
+		{"sasl.mechanism", "PLAIN", maps}, {"sasl.jaas.config", "x", maps}, {"sasl.client.callback.handler.class", "", ignored},
+		{"sasl.login.callback.handler.class", "", ignored}, {"sasl.login.class", "", ignored},
+		{"sasl.login.connect.timeout.ms", "10000", ignored}, {"sasl.login.read.timeout.ms", "10000", ignored},
+		{"sasl.login.retry.backoff.max.ms", "10000", ignored}, {"sasl.login.retry.backoff.ms", "100", ignored},
+		{"sasl.oauthbearer.scope.claim.name", "scope", ignored}, {"sasl.oauthbearer.sub.claim.name", "sub", ignored},
+		{"sasl.oauthbearer.token.endpoint.url", "https://idp/token", ignored}, {"sasl.oauthbearer.jwks.endpoint.url", "", ignored},
+		{"sasl.oauthbearer.jwks.endpoint.refresh.ms", "3600000", ignored},
+		{"sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", "10000", ignored},
+		{"sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", "100", ignored}, {"sasl.oauthbearer.clock.skew.seconds", "30", ignored},
+		{"sasl.oauthbearer.expected.audience", "", ignored}, {"sasl.oauthbearer.expected.issuer", "", ignored},
+		{"sasl.oauthbearer.header.urlencode", "false", ignored}, {"sasl.oauthbearer.jwt.retriever.class", "", ignored},
+		{"sasl.oauthbearer.jwt.validator.class", "", ignored},
+		{"sasl.oauthbearer.client.credentials.client.id", "c", ignored},
+		{"sasl.oauthbearer.client.credentials.client.secret", "s", ignored}, {"sasl.oauthbearer.scope", "kafka", ignored},
+		{"sasl.oauthbearer.assertion.algorithm", "RS256", ignored}, {"sasl.oauthbearer.assertion.claim.aud", "", ignored},
+		{"sasl.oauthbearer.assertion.claim.exp.seconds", "300", ignored}, {"sasl.oauthbearer.assertion.claim.iss", "", ignored},
+		{"sasl.oauthbearer.assertion.claim.jti.include", "false", ignored},
+		{"sasl.oauthbearer.assertion.claim.nbf.seconds", "60", ignored}, {"sasl.oauthbearer.assertion.claim.sub", "", ignored},
+		{"sasl.oauthbearer.assertion.file", "", ignored}, {"sasl.oauthbearer.assertion.private.key.file", "", ignored},
+		{"sasl.oauthbearer.assertion.private.key.passphrase", "", ignored},
+		{"sasl.oauthbearer.assertion.template.file", "", ignored},
+	}
+	for _, k := range keys {
+		cfg, err := ConfigFromProperties(map[string]string{k.key: k.value})
+		if !assert.NoError(t, err, "%s=%s", k.key, k.value) {
+			continue
+		}
+		reported := slices.Contains(cfg.IgnoredProperties(), k.key)
+		assert.Equal(t, k.ignored, reported, "%s=%s reported as ignored: %v", k.key, k.value, reported)
+	}
 }

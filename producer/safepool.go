@@ -116,17 +116,12 @@ func guardUserPool(pool bufferpool.Pool, size int64, log *slog.Logger) bufferpoo
 }
 
 // recovered logs v, a panic of the pool's method m, the first time m
-// panics, to the producer's logger or, when that one drops errors, to
-// slog's default logger.
+// panics, to the producer's logger.
 func (g *guardPool) recovered(m int, v any) {
 	if g.logged[m].Swap(true) {
 		return
 	}
-	l := g.log
-	if !l.Enabled(context.Background(), slog.LevelError) {
-		l = slog.Default()
-	}
-	l.Error("producer: the buffer pool (Config.BufferPool) panicked; the panic was recovered (later panics of the method are not logged)",
+	g.log.Error("producer: the buffer pool (Config.BufferPool) panicked; the panic was recovered (later panics of the method are not logged)",
 		"method", poolMethodNames[m], "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 }
 

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -69,8 +70,18 @@ type sink struct {
 	scratch []byte
 	now     time.Time
 
-	dialing sync.WaitGroup // dial goroutines; Close waits for them
-	debug   bool           // the logger takes Debug records: per-batch logs are built only then
+	// background tracks the IO goroutine's short-lived goroutines: dials,
+	// connection closes, InitProducerId, CreateTopics and
+	// AddPartitionsToTxn requests. Each ends once Close cancels
+	// p.closing (a connection's close once its goroutines have exited),
+	// and shutdown waits for them all.
+	background sync.WaitGroup
+
+	// closedFailed counts the records the shutdown failed with ErrClosed
+	// (sink.fail, failBuffered): Close's error says how many when its ctx
+	// ended first. Read by Close, also while a blocked hook keeps the IO goroutine from exiting.
+	closedFailed atomic.Int64
+	debug        bool // the logger takes Debug records: per-batch logs are built only then
 
 	// Idempotence (nil state when disabled).
 	idem *idempotence
@@ -108,6 +119,7 @@ type ioTopic struct {
 	err      error     // last metadata error
 	creating bool      // CreateTopics in progress
 	createAt time.Time // next CreateTopics attempt
+	sized    bool      // its partition count was compared with AutoCreatePartitions (checkPartitionCount)
 	failing  failKind  // why Sends fail fast (accumulator.Topic.SetFailing), if they do
 	parkedAt time.Time // when it started parking, for HookTopicUnparked; zero while not parked
 }

@@ -5,6 +5,7 @@ package producer
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -19,9 +20,10 @@ func (s *sink) dial(br *ioBroker) {
 	}
 	br.dialing = true
 	addr, cfg := br.addr, s.brokerConn(br)
-	s.dialing.Go(func() {
-		// Close ends the dial at once (closing is canceled before quit).
-		ctx, cancel := context.WithTimeout(s.p.closing, cfg.DialTimeout+time.Second)
+	s.background.Go(func() {
+		// Close ends the dial at once (closing is canceled before quit);
+		// conn.Dial bounds it by the setup timeout, up to DialTimeoutMax.
+		ctx, cancel := context.WithTimeout(s.p.closing, max(cfg.DialTimeout, cfg.DialTimeoutMax)+time.Second)
 		defer cancel()
 		start := time.Now()
 		c, err := conn.Dial(ctx, addr, cfg)
@@ -51,12 +53,19 @@ func (s *sink) handleDial(d dialResult) {
 		br.failures++
 		br.lastErr = d.err
 		br.backoff = time.Now().Add(s.backoff(br.failures))
-		// Once at Warn per outage; records that time out carry the error.
-		level := slog.LevelDebug
-		if br.failures == 1 {
-			level = slog.LevelWarn
+		// At Warn when the outage starts and once a minute while it
+		// lasts; records that time out carry the error. An
+		// authentication failure or listener mismatch fails the
+		// broker's records (authFailed): at Error.
+		level := s.p.logRepeat.Level("dial "+br.addr, s.now)
+		msg := "cannot connect to broker"
+		if auth := errors.Is(d.err, ErrAuthentication); auth {
+			msg = "cannot connect to broker: failing its records"
+			if level == slog.LevelWarn {
+				level = slog.LevelError
+			}
 		}
-		s.p.log.Log(context.Background(), level, "cannot connect to broker", "broker", br.id, "addr", br.addr, "err", d.err, "failures", br.failures)
+		s.p.log.Log(context.Background(), level, msg, "broker", br.id, "addr", br.addr, "err", d.err, "failures", br.failures)
 		s.p.meta.Trigger()
 		s.authFailed(br, d.err)
 		return
@@ -67,6 +76,9 @@ func (s *sink) handleDial(d dialResult) {
 		br.backoff = time.Now().Add(s.backoff(br.failures))
 		s.p.log.Error("broker does not support Produce v3+ (Kafka 0.11+ is required)", "broker", br.id, "addr", br.addr)
 		return
+	}
+	if br.failures > 0 && s.p.logRepeat.Reset("dial "+br.addr) {
+		s.p.log.Info("connected to broker again", "broker", br.id, "addr", br.addr, "failures", br.failures)
 	}
 	br.failures, br.lastErr = 0, nil
 	br.conn = d.conn

@@ -171,17 +171,18 @@ func (s *sink) lateAnswer(ip *ioPart, b *batch, written bool) {
 
 func (s *sink) timeoutErr(ip *ioPart, b *batch) error {
 	what := "no leader available"
-	var cause error
+	cause := ip.lastErr
 	if ip.leader >= 0 {
 		what = fmt.Sprintf("not acknowledged by broker %d", ip.leader)
 		if br := s.brokers[ip.leader]; br != nil && br.conn == nil && br.lastErr != nil {
-			cause = br.lastErr // it names the broker's address
+			// The broker cannot be reached now: that says more than
+			// the batch's last attempt (often the connection that
+			// broke when it went away). It names the broker's address
+			// and why (connection refused, timed out...).
+			cause = br.lastErr
 		}
-	} else {
+	} else if cause == nil {
 		cause = s.p.meta.Err()
-	}
-	if ip.lastErr != nil {
-		cause = ip.lastErr
 	}
 	if s.idem != nil && !s.idem.canSend() && s.idem.lastErr != nil {
 		cause = s.idem.lastErr // nothing goes out without a producer id; it names InitProducerId

@@ -65,6 +65,7 @@ func (s *sink) applyTopic(t *ioTopic, snap *metadata.Snapshot) {
 		return
 	}
 	t.err = nil
+	s.checkPartitionCount(t, len(mt.Partitions))
 	recreated := t.id != mt.ID && t.id != ([16]byte{}) && mt.ID != ([16]byte{})
 	if recreated {
 		// Deleted and created again: the new topic's leader epochs

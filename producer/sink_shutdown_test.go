@@ -15,6 +15,7 @@ import (
 	"github.com/samsa-go/samsa/bufferpool"
 	"github.com/samsa-go/samsa/internal/conn"
 	"github.com/samsa-go/samsa/internal/testbroker"
+	"github.com/samsa-go/samsa/internal/testutil"
 )
 
 // TestFailBufferedKeepsOutcomeUnknown: a batch waiting for its retry when
@@ -86,4 +87,46 @@ func TestIOGoroutineUnwindingWithoutCloseFailsBuffered(t *testing.T) {
 	require.ErrorIs(t, err, ErrClosed)
 	require.ErrorIs(t, p.Flush(ctx), ErrClosed)
 	require.NoError(t, p.Close(ctx))
+}
+
+// TestCloseErrorCountsFailedRecords: when Close's ctx ends first, its error
+// says how many records it failed with ErrClosed (issue 22) and still
+// wraps ctx's error; each of those records fails with ErrClosed, parked
+// (no metadata) or batched (Produce stalled: in flight when the
+// connection closes).
+func TestCloseErrorCountsFailedRecords(t *testing.T) {
+	cases := []struct {
+		name    string
+		stalled bool // a cluster whose Produce requests stall; else nothing listens
+	}{
+		{"parked", false},
+		{"in flight", true},
+	}
+	const n = 25
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			brokers := []string{testutil.RefusedAddr(t)}
+			if tc.stalled {
+				c := newCluster(t, testbroker.Config{Brokers: 1})
+				require.NoError(t, c.CreateTopic("t", 1))
+				t.Cleanup(c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Stall: true}))
+				brokers = c.Addrs()
+			}
+			p, err := New(Config{Brokers: brokers, Logger: slog.New(slog.DiscardHandler), Linger: time.Millisecond})
+			require.NoError(t, err)
+			fs := make([]*Future, n)
+			for i := range fs {
+				fs[i] = p.Send(context.Background(), &Record{Topic: "t", Value: []byte("x")})
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			err = p.Close(ctx)
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			require.Contains(t, err.Error(), "close: ctx ended with 25 records still buffered; they failed with ErrClosed")
+			for i, f := range fs {
+				_, ferr := f.Wait(context.Background())
+				require.ErrorIs(t, ferr, ErrClosed, "record %d", i)
+			}
+		})
+	}
 }

@@ -565,7 +565,7 @@ func (s *sink) txnAddPartitions() {
 	pid, epoch, tid, gen := s.idem.producerID, s.idem.epoch, s.cfg.TransactionalID, x.gen
 	nAsked := len(x.adding) // x is the IO goroutine's: the request's goroutine reads only copies
 	c := s.p.txn.client
-	go func() {
+	s.background.Go(func() {
 		err := c.call(s.p.closing, "AddPartitionsToTxn", c.txnCoord(), func() kmsg.Request {
 			req := kmsg.NewPtrAddPartitionsToTxnRequest()
 			req.TransactionalID, req.ProducerID, req.ProducerEpoch = tid, pid, epoch
@@ -616,7 +616,7 @@ func (s *sink) txnAddPartitions() {
 			return retry
 		})
 		s.post(func() { s.txnAdded(gen, err) })
-	}()
+	})
 }
 
 // txnAdded handles the end of an AddPartitionsToTxn: the partitions are in
@@ -785,10 +785,10 @@ func (s *sink) txnEnsureProducerID() {
 	}
 	id.requesting = true
 	c := s.p.txn.client
-	go func() {
+	s.background.Go(func() {
 		npid, nepoch, err := c.initProducerID(s.p.closing, pid, epoch)
 		s.post(func() { s.txnProducerID(npid, nepoch, err) })
-	}()
+	})
 }
 
 func (s *sink) txnProducerID(pid int64, epoch int16, err error) {

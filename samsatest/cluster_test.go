@@ -2,6 +2,7 @@ package samsatest_test
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -16,7 +17,12 @@ import (
 	"github.com/samsa-go/samsa/samsatest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// Producers without a Logger log Warn and above to slog.Default():
+	// the tests' deliberate failures stay out of the output.
+	slog.SetDefault(slog.New(slog.DiscardHandler))
+	goleak.VerifyTestMain(m)
+}
 
 // newProducer returns a producer on c that retries quickly, closed when
 // the test ends (before the cluster, which Start registered first).

@@ -68,7 +68,7 @@ func ExampleCluster_FailProduce() {
 
 	_, err = p.Send(ctx, &producer.Record{Topic: "events", Value: []byte("e")}).Wait(ctx)
 	hw, _ := c.HighWatermark("events", 0)
-	fmt.Println("error:", err, "- retries:", p.Stats().Retries, "- stored:", hw)
+	fmt.Println("error:", err, "- retries:", p.Metrics().Producer.BatchRetryTotal, "- stored:", hw)
 	// Output: error: <nil> - retries: 2 - stored: 1
 }
 

@@ -20,7 +20,7 @@ func TestFaults(t *testing.T) {
 		name    string
 		fault   func(c *samsatest.Cluster) func()
 		failed  bool  // the record fails
-		retries int64 // Stats().Retries at least this
+		retries int64 // Metrics().Producer.BatchRetryTotal at least this
 		stored  int   // records in the topic afterwards
 	}{
 		{"retriable code, twice", func(c *samsatest.Cluster) func() {
@@ -60,9 +60,9 @@ func TestFaults(t *testing.T) {
 			} else {
 				require.NoError(t, err)
 			}
-			assert.GreaterOrEqual(t, p.Stats().Retries, tc.retries)
+			assert.GreaterOrEqual(t, p.Metrics().Producer.BatchRetryTotal, tc.retries)
 			if tc.retries == 0 {
-				assert.Zero(t, p.Stats().Retries)
+				assert.Zero(t, p.Metrics().Producer.BatchRetryTotal)
 			}
 			recs, err := c.Records("t")
 			require.NoError(t, err)
@@ -128,7 +128,7 @@ func TestFailProduceUntilRemoved(t *testing.T) {
 	p := newProducer(t, c, producer.Config{})
 	ctx := t.Context()
 	f := p.Send(ctx, &producer.Record{Topic: "t", Value: []byte("v")})
-	require.Eventually(t, func() bool { return p.Stats().Retries >= 5 }, 10*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return p.Metrics().Producer.BatchRetryTotal >= 5 }, 10*time.Second, 5*time.Millisecond,
 		"retried while the fault stays")
 	remove()
 	_, err := f.Wait(ctx)

@@ -20,11 +20,29 @@
 //
 //	go run ./examples/producer -brokers kafka1:9092,kafka2:9092 -topic bench -records 100000
 //
-// The topic is created with -partitions partitions if it does not exist.
+// The topic is created with -partitions partitions if it does not exist,
+// also on brokers that auto-create topics (auto.create.topics.enable, with
+// their own num.partitions): the producer's AutoCreateTopics keeps its
+// Metadata requests from creating the topic first. A topic that exists
+// keeps its partitions. After the run the example reads the topic's
+// partition count from the cluster's metadata: the summary's header shows
+// it, and a "warning" line says when it is not -partitions.
 // -keys 0 sends records without keys (the sticky partitioner spreads
 // them); -compression, -acks, -linger, -batch-size and -idempotent set the
 // producer's knobs; -json prints the summary as one JSON object on stdout,
 // with no progress line. -help lists every flag with its default.
+//
+// From a Java or librdkafka properties file:
+//
+//	go run ./examples/producer -properties producer.properties -linger 20ms
+//
+// uses every producer key of the file (bootstrap.servers, the security
+// keys, compression.type, linger.ms, buffer.memory, delivery.timeout.ms...,
+// through producer.ConfigFromProperties); a flag given on the command line
+// wins over the file. The summary then says where each setting came from
+// ("compression: zstd (from producer.properties)", "linger: 20ms (flag
+// -linger)", "acks: all (default)"), names the file's other keys, and lists
+// the keys samsa has no setting for (Config.IgnoredProperties).
 //
 // In transactions:
 //
@@ -52,7 +70,7 @@
 // producer only learns that a record was written to the connection, and
 // the summary says so), payload bytes, batches and the
 // compression ratio (bytes before compression over bytes on the wire, from
-// Producer.Stats), throughput from the first Send to the end of Flush,
+// Producer.Metrics), throughput from the first Send to the end of Flush,
 // Send latency p50 and p99 (the time spent in SendCallback, one record in
 // 64) and ack latency p50, p99 and max (from SendCallback to the record's
 // callback, every record), and the verification's result.

@@ -80,28 +80,53 @@ type options struct {
 	metricsAddr string         // "": no metrics server (metrics.go)
 	txnID       string         // "": not transactional
 	txnRecords  int64          // records per transaction, with txnID
+
+	// file is the -properties file (nil without one): its Config is the
+	// base of the producer's, under the settings above (properties.go).
+	file *propertiesFile
+	// settings say where each setting came from, with a file.
+	settings []setting
 }
 
 // minRecordSize is the smallest value: it holds the record's sequence
 // number, which the verification reads back.
 const minRecordSize = 8
 
-// The producer settings the example fixes, so that the flags' bounds are
-// its own: the buffer memory and the request size (both the producer's
-// defaults), and the longest -linger that fits the producer's default
-// delivery timeout (120 s, at least linger + request timeout of 30 s).
+// The producer settings the example fixes unless a -properties file sets
+// them, so that the flags' bounds are its own: the buffer memory and the
+// request size (both the producer's defaults), and the longest -linger
+// that fits the producer's default delivery timeout (120 s, at least
+// linger + request timeout of 30 s).
 const (
 	bufferMemory   = 32 << 20
 	maxRequestSize = 1 << 20
 	maxLinger      = time.Minute
 )
 
+// bufferMemory is the producer's buffer memory: the file's buffer.memory,
+// or the example's.
+func (o options) bufferMemory() int64 {
+	if o.file != nil && o.file.cfg.BufferMemory > 0 {
+		return o.file.cfg.BufferMemory
+	}
+	return bufferMemory
+}
+
+// maxRequestSize is the producer's request size: the file's
+// max.request.size, or the example's.
+func (o options) maxRequestSize() int {
+	if o.file != nil && o.file.cfg.MaxRequestSize > 0 {
+		return o.file.cfg.MaxRequestSize
+	}
+	return maxRequestSize
+}
+
 // defaultTxnRecords is -txn-records' default: records per transaction.
 const defaultTxnRecords = 1000
 
-// effectiveBatchSize is the batch size the producer uses for -batch-size
-// n: a batch never outgrows a request.
-func effectiveBatchSize(n int) int { return min(n, maxRequestSize) }
+// effectiveBatchSize is the batch size the producer uses: a batch never
+// outgrows a request.
+func (o options) effectiveBatchSize() int { return min(o.batchSize, o.maxRequestSize()) }
 
 func parseOptions(args []string, stderr io.Writer) (options, error) {
 	var o options
@@ -115,7 +140,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	}
 	brokers := fs.String("brokers", "", "comma-separated `host:port` list of a real Kafka cluster; empty starts an embedded one (3 brokers) and reads the records back")
 	fs.StringVar(&o.topic, "topic", "samsa-example", "topic to produce to")
-	fs.IntVar(&o.partitions, "partitions", 12, "partitions of the topic when the example creates it (always on the embedded cluster; on a real one only if it does not exist)")
+	fs.IntVar(&o.partitions, "partitions", 12, "partitions of the topic when the example creates it (always on the embedded cluster; on a real one only if it does not exist, also where the brokers auto-create topics); the summary shows the topic's real count and warns when it differs")
 	fs.Int64Var(&o.records, "records", 1_000_000, "number of records to produce")
 	fs.IntVar(&o.recordSize, "record-size", 100, fmt.Sprintf("value size in `bytes` (at least %d)", minRecordSize))
 	fs.IntVar(&o.keys, "keys", 10_000, "number of distinct keys, used in turn; 0 sends records without keys")
@@ -139,15 +164,38 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		return o, usageError{msg: fmt.Sprintf("unexpected arguments: %q", fs.Args())}
 	}
 
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var bad []string
-	if *brokers != "" {
+	if security.properties != "" {
+		file, err := loadPropertiesFile(security.properties)
+		if err != nil {
+			return o, usageError{msg: "-properties: " + err.Error()}
+		}
+		o.file = file
+	}
+	src := sources{set: set, file: o.file}
+	// report notes where a setting came from, when a file is given (without
+	// one, every setting is a flag or its default, as -help says).
+	report := func(name, flagName string, from int, value any) {
+		if o.file != nil {
+			o.settings = append(o.settings, setting{Name: name, Value: settingValue(value), Source: src.describe(from, flagName)})
+		}
+	}
+
+	from := src.of("brokers", settingKeys["brokers"]...)
+	switch from {
+	case fromFlag:
 		for b := range strings.SplitSeq(*brokers, ",") {
 			if b = strings.TrimSpace(b); b != "" {
 				o.brokers = append(o.brokers, b)
 			}
 		}
+	case fromFile:
+		o.brokers = o.file.cfg.Brokers
 	}
-	bad = append(bad, security.apply(&o)...)
+	report("brokers", "brokers", from, o.brokers)
+	bad = append(bad, security.apply(&o, src, report)...)
 	if o.records <= 0 {
 		bad = append(bad, fmt.Sprintf("-records must be positive, got %d", o.records))
 	}
@@ -160,29 +208,68 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	if o.partitions <= 0 {
 		bad = append(bad, fmt.Sprintf("-partitions must be positive, got %d", o.partitions))
 	}
-	if o.linger < 0 || o.linger > maxLinger {
-		bad = append(bad, fmt.Sprintf("-linger must be in [0, %v], got %v", maxLinger, o.linger))
-	}
-	if o.batchSize <= 0 || o.batchSize > bufferMemory {
-		bad = append(bad, fmt.Sprintf("-batch-size must be in [1, %d] (the buffer memory), got %d", bufferMemory, o.batchSize))
-	}
+
 	var err error
-	if o.compression, err = compression.ParseType(*codec); err != nil {
+	from = src.of("compression", settingKeys["compression"]...)
+	if from == fromFile {
+		o.compression = o.file.cfg.Compression
+	} else if o.compression, err = compression.ParseType(*codec); err != nil {
 		bad = append(bad, fmt.Sprintf("-compression %q is not none, gzip, snappy, lz4 or zstd", *codec))
 	}
-	if o.acks, err = producer.ParseAcks(*acks); err != nil {
+	report("compression", "compression", from, o.compression)
+
+	from = src.of("acks", settingKeys["acks"]...)
+	if from == fromFile {
+		o.acks = o.file.cfg.Acks
+	} else if o.acks, err = producer.ParseAcks(*acks); err != nil {
 		bad = append(bad, fmt.Sprintf("-acks %q is not all, leader or none", *acks))
 	}
-	idemSet := false
-	fs.Visit(func(f *flag.Flag) { idemSet = idemSet || f.Name == "idempotent" })
-	if !idemSet && o.acks != producer.AcksAll {
-		o.idempotent = false // as the Java client does when acks is set alone
+	report("acks", "acks", from, o.acks)
+
+	from = src.of("linger", settingKeys["linger"]...)
+	if from == fromFile {
+		o.linger = max(o.file.cfg.Linger, 0) // NoWait: no linger
+	} else if o.linger < 0 || o.linger > maxLinger {
+		bad = append(bad, fmt.Sprintf("-linger must be in [0, %v], got %v", maxLinger, o.linger))
+	}
+	report("linger", "linger", from, o.linger)
+
+	from = src.of("batch-size", settingKeys["batch-size"]...)
+	if from == fromFile {
+		o.batchSize = o.file.cfg.BatchSize
+	} else if mem := o.bufferMemory(); o.batchSize <= 0 || int64(o.batchSize) > mem {
+		bad = append(bad, fmt.Sprintf("-batch-size must be in [1, %d] (the buffer memory), got %d", mem, o.batchSize))
+	}
+	report("batch size", "batch-size", from, o.batchSize)
+
+	// Idempotence: the flag, else the file's enable.idempotence, else as
+	// the Java client does when it is not given: off when acks is not
+	// all (or the file's retries=0 or max in flight above 5 rule it out).
+	from = src.of("idempotent", settingKeys["idempotent"]...)
+	idemSource := src.describe(from, "idempotent")
+	switch from {
+	case fromFile:
+		o.idempotent = !o.file.cfg.DisableIdempotence
+	case fromDefault:
+		switch {
+		case o.acks != producer.AcksAll:
+			o.idempotent, idemSource = false, "off: acks is not all"
+		case o.file != nil && (strings.TrimSpace(o.file.keys["retries"]) == "0" || o.file.cfg.MaxInFlight > 5):
+			o.idempotent, idemSource = false, "off: "+o.file.name+" sets retries=0 or more than 5 in flight"
+		}
+	}
+	if o.file != nil {
+		o.settings = append(o.settings, setting{Name: "idempotent", Value: fmt.Sprint(o.idempotent), Source: idemSource})
 	}
 	if o.idempotent && o.acks != producer.AcksAll {
 		bad = append(bad, fmt.Sprintf("-idempotent needs -acks all, got -acks %s (pass -idempotent=false, or leave -idempotent out)", o.acks))
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	from = src.of("transactional-id", settingKeys["transactional-id"]...)
+	if from == fromFile {
+		o.txnID = o.file.cfg.TransactionalID
+	}
+	report("transactional id", "transactional-id", from, o.txnID)
 	switch {
 	case o.txnID == "" && set["txn-records"]:
 		bad = append(bad, "-txn-records needs -transactional-id")
@@ -200,28 +287,37 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	return o, nil
 }
 
-// config returns the producer's Config for o.
+// config returns the producer's Config for o: the -properties file's
+// Config, if any (every producer key of the file), with o's settings on
+// top.
 func (o options) config(brokers []string) producer.Config {
+	var cfg producer.Config
+	if o.file != nil {
+		cfg = o.file.cfg
+		if cfg.Compression != o.compression {
+			cfg.CompressionLevel = 0 // the file's level was for its codec
+		}
+	}
+	if cfg.ClientID == "" {
+		cfg.ClientID = "samsa-example"
+	}
 	linger := o.linger
 	if linger == 0 {
 		linger = producer.NoWait // a zero Config.Linger would mean the default
 	}
-	return producer.Config{
-		Brokers:              brokers,
-		ClientID:             "samsa-example",
-		Acks:                 o.acks,
-		Linger:               linger,
-		BatchSize:            o.batchSize,
-		BufferMemory:         bufferMemory,
-		MaxRequestSize:       maxRequestSize,
-		Compression:          o.compression,
-		DisableIdempotence:   !o.idempotent,
-		AutoCreateTopics:     true,
-		AutoCreatePartitions: int32(o.partitions),
-		TLS:                  o.tls,
-		SASL:                 o.sasl,
-		TransactionalID:      o.txnID,
-	}
+	cfg.Brokers = brokers
+	cfg.Acks = o.acks
+	cfg.Linger = linger
+	cfg.BatchSize = o.batchSize
+	cfg.BufferMemory = o.bufferMemory()
+	cfg.MaxRequestSize = o.maxRequestSize()
+	cfg.Compression = o.compression
+	cfg.DisableIdempotence = !o.idempotent
+	cfg.AutoCreateTopics = true
+	cfg.AutoCreatePartitions = int32(o.partitions)
+	cfg.TLS, cfg.SASL = o.tls, o.sasl
+	cfg.TransactionalID = o.txnID
+	return cfg
 }
 
 // run is the whole program: it parses args, produces, verifies, and writes

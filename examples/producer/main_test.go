@@ -202,25 +202,60 @@ func TestRunTransactionFails(t *testing.T) {
 	assert.Empty(t, recs)
 }
 
-// A real cluster (here a test broker given with -brokers): the topic is
-// auto-created, nothing is read back, and the summary says so.
+// A real cluster (here a test broker given with -brokers): nothing is read
+// back, and the summary says so. -partitions tells the truth on every
+// broker: a missing topic is created with it, also by a broker that
+// auto-creates topics with 1 partition (issue 22: the topic had 1
+// partition), and a topic that existed keeps its count, which the summary
+// shows with a warning.
 func TestRunRealCluster(t *testing.T) {
-	c := samsatest.Start(t, samsatest.Config{Brokers: 2})
-	s, _, err := runJSON(t, t.Context(), "-brokers", strings.Join(c.Addrs(), ","), "-topic", "real", "-partitions", "3", "-records", "2000")
-	require.NoError(t, err)
-	assert.True(t, s.Verified, "%q", s.Problems)
-	assert.True(t, s.PerKeyOrderVerified)
-	assert.False(t, s.ReadBack)
-	assert.Equal(t, int64(2000), s.Records)
-	assert.Equal(t, "["+strings.Join(c.Addrs(), " ")+"]", s.Cluster)
-
-	var total int64
-	for part := range int32(3) {
-		hw, err := c.HighWatermark("real", part)
-		require.NoError(t, err)
-		total += hw
+	cases := []struct {
+		name    string
+		cluster samsatest.Config
+		want    int  // the topic's partitions after the run
+		warning bool // the summary warns that it is not -partitions
+	}{
+		{"created", samsatest.Config{Brokers: 2}, 6, false},
+		{"broker auto-creates", samsatest.Config{Brokers: 2, AutoCreateTopics: true, DefaultPartitions: 1}, 6, false},
+		{"existed", samsatest.Config{Brokers: 2, Topics: map[string]int32{"real": 2}}, 2, true},
 	}
-	assert.Equal(t, int64(2000), total, "the auto-created topic has every record")
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := samsatest.Start(t, tc.cluster)
+			s, _, err := runJSON(t, t.Context(), "-brokers", strings.Join(c.Addrs(), ","), "-topic", "real", "-partitions", "6", "-records", "2000")
+			require.NoError(t, err)
+			assert.True(t, s.Verified, "%q", s.Problems)
+			assert.True(t, s.PerKeyOrderVerified)
+			assert.False(t, s.ReadBack)
+			assert.Equal(t, int64(2000), s.Records)
+			assert.Equal(t, "["+strings.Join(c.Addrs(), " ")+"]", s.Cluster)
+			assert.Equal(t, tc.want, s.Partitions, "the topic's partitions in the summary")
+			assert.Equal(t, 6, s.PartitionsAsked)
+
+			var total int64
+			for part := range int32(tc.want) {
+				hw, err := c.HighWatermark("real", part)
+				require.NoError(t, err)
+				total += hw
+			}
+			assert.Equal(t, int64(2000), total, "the topic has every record")
+			_, err = c.HighWatermark("real", int32(tc.want))
+			assert.Error(t, err, "the topic has more than %d partitions", tc.want)
+
+			var text bytes.Buffer
+			require.NoError(t, s.writeText(&text))
+			assert.Contains(t, text.String(), fmt.Sprintf(`records to "real" ([%s], %d partitions)`, strings.Join(c.Addrs(), " "), tc.want))
+			if !tc.warning {
+				assert.Empty(t, s.Warnings)
+				assert.NotContains(t, text.String(), "warning")
+				return
+			}
+			require.Len(t, s.Warnings, 1)
+			want := `topic "real" has 2 partitions, not the 6 of -partitions`
+			assert.Contains(t, s.Warnings[0], want)
+			assert.Contains(t, text.String(), "  warning       "+want)
+		})
+	}
 }
 
 // A broker that rejects every batch for good: every record fails, the

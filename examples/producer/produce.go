@@ -41,7 +41,13 @@ func produce(ctx context.Context, o options, progressOut io.Writer) (*summary, e
 		RecordSize:  o.recordSize,
 		Sent:        o.records,
 		Linger:      o.linger,
-		BatchSize:   effectiveBatchSize(o.batchSize),
+		BatchSize:   o.effectiveBatchSize(),
+		Settings:    o.settings,
+	}
+	if o.file != nil {
+		s.PropertiesFile = o.file.name
+		s.PropertiesUsed = o.file.otherKeys()
+		s.IgnoredProperties = o.file.cfg.IgnoredProperties()
 	}
 	brokers := o.brokers
 	var cluster *samsatest.Cluster
@@ -54,7 +60,7 @@ func produce(ctx context.Context, o options, progressOut io.Writer) (*summary, e
 		defer cluster.Close()
 		brokers = cluster.Addrs()
 		s.Cluster = fmt.Sprintf("embedded, %d brokers", len(brokers))
-		s.Partitions = o.partitions
+		s.Partitions = o.partitions // read again after the run
 	} else {
 		s.Cluster = fmt.Sprint(brokers)
 	}
@@ -81,7 +87,7 @@ func produce(ctx context.Context, o options, progressOut io.Writer) (*summary, e
 
 	var bar *progressBar
 	if progressOut != nil {
-		bar = startProgress(progressOut, p.Stats, &t.acked, &t.failed, o.records, int64(o.recordSize)+avgKeyLen(keys))
+		bar = startProgress(progressOut, p.Metrics, &t.acked, &t.failed, o.records, int64(o.recordSize)+avgKeyLen(keys))
 	}
 
 	start := time.Now()
@@ -96,7 +102,7 @@ func produce(ctx context.Context, o options, progressOut io.Writer) (*summary, e
 	}
 	flushErr := p.Flush(ctx)
 	elapsed := time.Since(start)
-	stats, metrics := p.Stats(), p.Metrics()
+	metrics := p.Metrics()
 	if bar != nil {
 		bar.stop()
 	}
@@ -109,7 +115,11 @@ func produce(ctx context.Context, o options, progressOut io.Writer) (*summary, e
 	closeErr := p.Close(closeCtx)
 	cancel()
 
-	s.fill(t, stats, elapsed)
+	s.PartitionsAsked = o.partitions
+	if ctx.Err() == nil {
+		checkPartitions(ctx, s, o, brokers)
+	}
+	s.fill(t, elapsed)
 	s.fillMetrics(&metrics.Producer)
 	switch {
 	case interrupted || ctx.Err() != nil:

@@ -18,7 +18,7 @@ const progressInterval = 150 * time.Millisecond
 // stop.
 type progressBar struct {
 	w         io.Writer
-	stats     func() producer.Stats
+	metrics   func() producer.Metrics
 	acked     *atomic.Int64
 	failed    *atomic.Int64
 	total     int64
@@ -30,9 +30,10 @@ type progressBar struct {
 }
 
 // startProgress starts redrawing the progress of total records on w: done
-// is acked + failed, stats gives the producer's buffer and in-flight state.
-func startProgress(w io.Writer, stats func() producer.Stats, acked, failed *atomic.Int64, total, recBytes int64) *progressBar {
-	b := &progressBar{w: w, stats: stats, acked: acked, failed: failed, total: total, recBytes: recBytes,
+// is acked + failed, metrics gives the producer's buffer and in-flight
+// state.
+func startProgress(w io.Writer, metrics func() producer.Metrics, acked, failed *atomic.Int64, total, recBytes int64) *progressBar {
+	b := &progressBar{w: w, metrics: metrics, acked: acked, failed: failed, total: total, recBytes: recBytes,
 		start: time.Now(), done: make(chan struct{})}
 	b.wg.Go(b.loop)
 	return b
@@ -60,7 +61,7 @@ func (b *progressBar) stop() {
 }
 
 func (b *progressBar) draw() {
-	line := progressLine(b.acked.Load()+b.failed.Load(), b.total, b.recBytes, time.Since(b.start), b.stats())
+	line := progressLine(b.acked.Load()+b.failed.Load(), b.total, b.recBytes, time.Since(b.start), b.metrics().Producer)
 	// Pad over a longer previous line instead of relying on terminal
 	// escapes.
 	pad := max(b.lastWidth-len(line), 0)
@@ -74,7 +75,7 @@ const barWidth = 30
 // progressLine renders the progress of done records out of total after
 // elapsed: the bar, percent, records/s and MiB/s since the start, in-flight
 // Produce requests and buffer memory in use.
-func progressLine(done, total, recBytes int64, elapsed time.Duration, st producer.Stats) string {
+func progressLine(done, total, recBytes int64, elapsed time.Duration, m producer.ProducerMetrics) string {
 	frac := 0.0
 	if total > 0 {
 		frac = min(float64(done)/float64(total), 1)
@@ -90,7 +91,7 @@ func progressLine(done, total, recBytes int64, elapsed time.Duration, st produce
 		mbs = float64(done*recBytes) / sec / (1 << 20)
 	}
 	return fmt.Sprintf("[%s] %5.1f%%  %s rec/s  %6.1f MiB/s  in-flight %d  buffer %s/%s",
-		bar, 100*frac, humanCount(rate), mbs, st.InFlight, humanBytes(st.BufferUsed), humanBytes(st.BufferSize))
+		bar, 100*frac, humanCount(rate), mbs, m.RequestsInFlight, humanBytes(m.BufferTotalBytes-m.BufferAvailableBytes), humanBytes(m.BufferTotalBytes))
 }
 
 // humanCount writes n with a k or M suffix, in 6 columns.

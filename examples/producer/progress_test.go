@@ -13,7 +13,7 @@ import (
 )
 
 func TestProgressLine(t *testing.T) {
-	st := producer.Stats{InFlight: 3, BufferUsed: 5 << 20, BufferSize: 32 << 20}
+	st := producer.ProducerMetrics{RequestsInFlight: 3, BufferAvailableBytes: 27 << 20, BufferTotalBytes: 32 << 20}
 	cases := []struct {
 		name                  string
 		done, total, recBytes int64
@@ -53,8 +53,10 @@ type syncBuffer = testutil.SyncBuffer
 func TestProgressBarRedraws(t *testing.T) {
 	var out syncBuffer
 	var acked, failed atomic.Int64
-	stats := func() producer.Stats { return producer.Stats{BufferSize: 1 << 20} }
-	b := startProgress(&out, stats, &acked, &failed, 10, 100)
+	metrics := func() producer.Metrics {
+		return producer.Metrics{Producer: producer.ProducerMetrics{BufferTotalBytes: 1 << 20, BufferAvailableBytes: 1 << 20}}
+	}
+	b := startProgress(&out, metrics, &acked, &failed, 10, 100)
 	acked.Store(3)
 	assert.Eventually(t, func() bool { return strings.Contains(out.String(), " 30.0%") }, 5*time.Second, 10*time.Millisecond)
 	acked.Store(9)

@@ -8,7 +8,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/samsa-go/samsa/producer"
 	"github.com/samsa-go/samsa/sasl"
 )
 
@@ -31,29 +30,39 @@ func addSecurityFlags(fs *flag.FlagSet) *securityFlags {
 	fs.StringVar(&sf.mechanism, "sasl-mechanism", "", "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
 	fs.StringVar(&sf.user, "sasl-user", "", "SASL user name")
 	fs.StringVar(&sf.pwd, "sasl-password", "", "SASL password (default: $"+passwordEnv+")")
-	fs.StringVar(&sf.properties, "properties", "", "a Java or librdkafka .properties `file` (client.properties): its bootstrap.servers (unless -brokers is given), security.protocol, sasl.* and ssl.* settings are used")
+	fs.StringVar(&sf.properties, "properties", "", "a Java or librdkafka producer .properties `file` (client.properties): every producer key in it is used (bootstrap.servers, security.protocol, sasl.*, ssl.*, compression.type, linger.ms, buffer.memory...); a flag given on the command line wins over the file, and the summary says where each setting came from and which keys samsa ignores")
 	return sf
 }
 
-// apply sets o's brokers, TLS and SASL from the flags, and returns what is
-// wrong with them.
-func (sf *securityFlags) apply(o *options) []string {
+// apply sets o's TLS and SASL from the -properties file, then from the
+// flags, reports where they came from, and returns what is wrong with the
+// flags.
+func (sf *securityFlags) apply(o *options, src sources, report func(name, flagName string, from int, value any)) []string {
 	var bad []string
-	if sf.properties != "" {
-		props, err := producer.LoadProperties(sf.properties)
-		if err != nil {
-			return append(bad, "-properties: "+err.Error())
+	tlsFrom, saslFrom := fromDefault, fromDefault
+	if o.file != nil {
+		o.tls, o.sasl = o.file.cfg.TLS, o.file.cfg.SASL
+		if o.tls != nil {
+			tlsFrom = fromFile
 		}
-		cfg, err := producer.ConfigFromProperties(props)
-		if err != nil {
-			return append(bad, "-properties: "+err.Error())
+		if o.sasl != nil {
+			saslFrom = fromFile
 		}
-		if len(o.brokers) == 0 {
-			o.brokers = cfg.Brokers
-		}
-		o.tls, o.sasl = cfg.TLS, cfg.SASL
 	}
+	defer func() {
+		tlsFlag := "tls"
+		if src.set["tls-ca"] {
+			tlsFlag = "tls-ca"
+		}
+		report("tls", tlsFlag, tlsFrom, map[bool]string{true: "enabled", false: "disabled"}[o.tls != nil])
+		mech := ""
+		if o.sasl != nil {
+			mech = o.sasl.Name()
+		}
+		report("sasl", "sasl-mechanism", saslFrom, mech)
+	}()
 	if sf.tls || sf.tlsCA != "" {
+		tlsFrom = fromFlag
 		if o.tls == nil {
 			o.tls = &tls.Config{MinVersion: tls.VersionTLS12}
 		}
@@ -83,6 +92,7 @@ func (sf *securityFlags) apply(o *options) []string {
 	if sf.user == "" || pwd == "" {
 		return append(bad, "-sasl-mechanism needs -sasl-user and -sasl-password (or $"+passwordEnv+")")
 	}
+	saslFrom = fromFlag
 	switch strings.ToUpper(sf.mechanism) {
 	case "PLAIN":
 		o.sasl = sasl.Plain(sf.user, pwd)

@@ -15,18 +15,35 @@ import (
 // (-json). Durations in JSON are nanoseconds; sizes are in bytes, or in
 // MiB (2^20 bytes) where the name says so, as in the text.
 type summary struct {
-	Cluster     string `json:"cluster"`
-	Topic       string `json:"topic"`
-	Partitions  int    `json:"partitions,omitempty"` // embedded cluster only
-	Compression string `json:"compression"`
-	Acks        string `json:"acks"`
-	Idempotent  bool   `json:"idempotent"`
-	Keys        int    `json:"keys"`
-	RecordSize  int    `json:"record_size"`
+	Cluster string `json:"cluster"`
+	Topic   string `json:"topic"`
+	// Partitions is the topic's partition count as the cluster's metadata
+	// shows it after the run (on a real cluster, 0 when it could not be
+	// read: see Warnings); PartitionsAsked is -partitions, the count the
+	// example creates the topic with when it does not exist. They differ
+	// for a topic that existed before with another count, and Warnings
+	// then says so.
+	Partitions      int    `json:"partitions,omitempty"`
+	PartitionsAsked int    `json:"partitions_asked"`
+	Compression     string `json:"compression"`
+	Acks            string `json:"acks"`
+	Idempotent      bool   `json:"idempotent"`
+	Keys            int    `json:"keys"`
+	RecordSize      int    `json:"record_size"`
 	// Linger and BatchSize are the producer's effective settings: -linger
 	// (0: none) and -batch-size, capped by the producer's request size.
 	Linger    time.Duration `json:"linger_ns"`
 	BatchSize int           `json:"batch_size"`
+
+	// With -properties: PropertiesFile is the file's name; Settings say
+	// where each setting with a flag came from (the flag, the file or the
+	// flag's default); PropertiesUsed are the file's other keys, which the
+	// producer uses as they are; IgnoredProperties are the keys samsa has
+	// no setting for (producer.Config.IgnoredProperties).
+	PropertiesFile    string    `json:"properties_file,omitempty"`
+	Settings          []setting `json:"settings,omitempty"`
+	PropertiesUsed    []string  `json:"properties_used,omitempty"`
+	IgnoredProperties []string  `json:"ignored_properties,omitempty"`
 
 	// Transactional is set for a run with -transactional-id: TxnRecords
 	// records per transaction, Transactions of them committed.
@@ -42,9 +59,10 @@ type summary struct {
 	Failed  int64 `json:"failed"`
 	// Bytes is the payload (keys and values) of the acknowledged records.
 	Bytes int64 `json:"bytes"`
-	// Batches, BatchBytes and UncompressedBytes are the producer's
-	// Stats: batches sent, their bytes on the wire, and before
-	// compression; CompressionRatio is UncompressedBytes / BatchBytes.
+	// Batches, BatchBytes and UncompressedBytes are from the producer's
+	// Metrics: batches acknowledged, their bytes on the wire, and before
+	// compression; CompressionRatio is UncompressedBytes / BatchBytes;
+	// Retries counts batches sent again.
 	Batches           int64   `json:"batches"`
 	BatchBytes        int64   `json:"batch_bytes"`
 	UncompressedBytes int64   `json:"uncompressed_bytes"`
@@ -83,6 +101,9 @@ type summary struct {
 	Interrupted     bool     `json:"interrupted,omitempty"`
 	FirstError      string   `json:"first_error,omitempty"`
 	Problems        []string `json:"problems,omitempty"`
+	// Warnings are what the run found that is not a failure: the topic's
+	// partition count differs from -partitions, or could not be read.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // latency holds quantiles of a latency histogram, in nanoseconds.
@@ -99,8 +120,10 @@ func latencyOf(h *histogram) latency {
 
 func (s *summary) problem(msg string) { s.Problems = append(s.Problems, msg) }
 
-// fill copies the tracker's counts and the producer's stats into s.
-func (s *summary) fill(t *tracker, st producer.Stats, elapsed time.Duration) {
+func (s *summary) warn(msg string) { s.Warnings = append(s.Warnings, msg) }
+
+// fill copies the tracker's counts into s.
+func (s *summary) fill(t *tracker, elapsed time.Duration) {
 	s.Records = t.acked.Load()
 	s.Failed = t.failed.Load()
 	s.Bytes = s.Records * int64(s.RecordSize)
@@ -108,10 +131,6 @@ func (s *summary) fill(t *tracker, st producer.Stats, elapsed time.Duration) {
 		// Record i has key "key-<i mod keys>": count the key bytes of the
 		// acknowledged records as if they were the first ones.
 		s.Bytes += keyBytes(s.Records, s.Keys)
-	}
-	s.Batches, s.BatchBytes, s.UncompressedBytes, s.Retries = st.Batches, st.BatchBytes, st.UncompressedBytes, st.Retries
-	if st.BatchBytes > 0 {
-		s.CompressionRatio = float64(st.UncompressedBytes) / float64(st.BatchBytes)
 	}
 	s.Elapsed = elapsed
 	if sec := elapsed.Seconds(); sec > 0 {
@@ -122,9 +141,14 @@ func (s *summary) fill(t *tracker, st producer.Stats, elapsed time.Duration) {
 	s.AckLatency = latencyOf(&t.ackLat)
 }
 
-// fillMetrics copies the producer's request latency, batch size and
-// throttle time into s.
+// fillMetrics copies the producer's batch counts, request latency, batch
+// size and throttle time into s.
 func (s *summary) fillMetrics(m *producer.ProducerMetrics) {
+	s.Batches, s.BatchBytes, s.UncompressedBytes = m.BatchAckTotal, m.BatchAckBytesTotal, m.BatchAckUncompressedBytesTotal
+	s.Retries = m.BatchRetryTotal
+	if m.BatchAckBytesTotal > 0 {
+		s.CompressionRatio = float64(m.BatchAckUncompressedBytesTotal) / float64(m.BatchAckBytesTotal)
+	}
 	s.RequestLatency = latency{P50: m.RequestLatencyP50, P99: m.RequestLatencyP99, Max: m.RequestLatencyMax, Samples: uint64(m.ResponseTotal)}
 	s.BatchSizeAvg, s.BatchSizeMax = m.BatchSizeAvg, m.BatchSizeMax
 	s.ThrottleAvg, s.ThrottleMax = m.ProduceThrottleTimeAvg, m.ProduceThrottleTimeMax
@@ -174,6 +198,9 @@ func (s *summary) writeText(w io.Writer) error {
 		where += fmt.Sprintf(", %d partitions", s.Partitions)
 	}
 	fmt.Fprintf(&b, "samsa producer: %d records to %q (%s)\n", s.Sent, s.Topic, where)
+	for _, w := range s.Warnings {
+		line("warning", "%s", w)
+	}
 	keys := "no keys"
 	if s.Keys > 0 {
 		keys = fmt.Sprintf("%d keys", s.Keys)
@@ -188,6 +215,19 @@ func (s *summary) writeText(w io.Writer) error {
 	}
 	line("settings", "%d-byte values, %s, %s, acks=%s, %s", s.RecordSize, keys, s.Compression, s.Acks, idem)
 	line("", "%s, batch size %s", linger, humanBytes(int64(s.BatchSize)))
+	for i, st := range s.Settings {
+		label := ""
+		if i == 0 {
+			label = "config"
+		}
+		line(label, "%s: %s (%s)", st.Name, st.Value, st.Source)
+	}
+	if len(s.PropertiesUsed) > 0 {
+		line("", "also from %s: %s", s.PropertiesFile, strings.Join(s.PropertiesUsed, ", "))
+	}
+	if len(s.IgnoredProperties) > 0 {
+		line("ignored", "%s (in %s: samsa has no such setting)", strings.Join(s.IgnoredProperties, ", "), s.PropertiesFile)
+	}
 	if s.Acks == producer.AcksNone.String() {
 		line("records", "%d written to the connection, not acknowledged (acks=none), %d failed", s.Records, s.Failed)
 	} else {

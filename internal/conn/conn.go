@@ -20,6 +20,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-go/samsa/internal/logging"
 	"github.com/samsa-go/samsa/kerr"
 	"github.com/samsa-go/samsa/sasl"
 )
@@ -39,6 +40,15 @@ var (
 	// written the batch. Its message has no "conn:" prefix: it is always
 	// wrapped in one that names the broker and the request.
 	ErrTimeout = errors.New("request timed out")
+
+	// ErrNotSent is wrapped, beside the connection's error, by the error
+	// of a request that failed before any byte of it was written to the
+	// socket (it waited in the queue, behind a KIP-219 throttle or a
+	// re-authentication, or was being encoded when the connection broke):
+	// the broker never saw it, so sending it again is sending it for the
+	// first time. A request without it in its error was written, in whole
+	// or in part, and may have been processed.
+	ErrNotSent = errors.New("the request was not sent")
 )
 
 const (
@@ -77,15 +87,39 @@ type Config struct {
 	// written yet and do not time out.
 	RequestTimeout time.Duration
 
-	// Dialer opens the network connection. Default: a net.Dialer. Use it
-	// for TLS (return a *tls.Conn) or tests. A panic of it is recovered
-	// and logged at Error: Dial fails with an error wrapping
-	// kerr.NetworkException and naming the panic, as for a Dialer error.
+	// Dialer opens the network connection. Default: a net.Dialer that
+	// resolves the host with Resolver and tries each address in turn
+	// (dial.go). Use it for a proxy, TLS (return a *tls.Conn) or tests. A
+	// panic of it is recovered and logged at Error: Dial fails with an
+	// error wrapping kerr.NetworkException and naming the panic, as for a
+	// Dialer error.
 	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
 
+	// DialTimeoutMax caps the setup timeout that Setups grows after failed
+	// attempts (socket.connection.setup.timeout.max.ms). Default, or below
+	// DialTimeout: DialTimeout (no growth).
+	DialTimeoutMax time.Duration
+
+	// Setups, if not nil, counts each address's consecutive failed dials:
+	// the next dial to it gets DialTimeout doubled per failure, with ±20%
+	// jitter, up to DialTimeoutMax. Share one among a client's
+	// connections. Default nil: every dial gets DialTimeout.
+	Setups *SetupTimeouts
+
+	// SendBufferBytes and ReceiveBufferBytes, when positive, set the
+	// socket's SO_SNDBUF and SO_RCVBUF right after the Dialer returns
+	// (send.buffer.bytes, receive.buffer.bytes), also under a connection
+	// with a NetConn method (a *tls.Conn); a connection without such
+	// buffers is left as it is.
+	// Default 0: the operating system's (with Linux's autotuning).
+	SendBufferBytes, ReceiveBufferBytes int
+
 	// Logger receives connection events: a connection's first throttle at
-	// Info and later ones at Debug, breaks at Warn, dials at Debug; nothing
-	// per request above Debug. Default: discard.
+	// Info and later ones at Debug, breaks at Warn (a broker's first break
+	// in the process, then at most once per logging.RepeatEvery, at Debug
+	// in between: its producer and metadata connections, which break
+	// together, log once), dials at Debug; nothing per request above
+	// Debug. Default: discard.
 	Logger *slog.Logger
 
 	// OnThrottle, if set, is called from the reader goroutine each time a
@@ -167,9 +201,11 @@ func (cfg *Config) setDefaults() {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 30 * time.Second
 	}
+	if cfg.DialTimeoutMax < cfg.DialTimeout {
+		cfg.DialTimeoutMax = cfg.DialTimeout
+	}
 	if cfg.Dialer == nil {
-		var d net.Dialer
-		cfg.Dialer = d.DialContext
+		cfg.Dialer = dialEachAddr
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -197,6 +233,14 @@ type Conn struct {
 	orphans  []*pending // handed back by the writer after the break, for failPending
 	exited   int        // goroutines that have exited; the second fails what is pending
 	drained  bool       // failPending is done: Send fails new requests itself
+	notSent  error      // err with ErrNotSent, for requests never written; set with drained
+
+	// The writer's: wire counts the bytes the socket took, and queued the
+	// bytes handed to the write buffer (a request's offset in the byte
+	// stream is queued when it is written); failPending reads them once
+	// the writer has exited.
+	wire   socketWriter
+	queued int64
 
 	wake          chan struct{} // 1-buffered: Send → writer
 	done          chan struct{} // closed once err is set
@@ -216,6 +260,10 @@ type pending struct {
 	seq      uint64 // send order: pending requests are failed in this order
 	deadline time.Time
 	noResp   bool // Produce with acks=0: the broker sends nothing back
+	// placed: the writer put the request in the byte stream, at offset
+	// off; it reached the socket if the socket took a byte past off.
+	placed bool
+	off    int64
 	// queued and written are taken only with Config.OnWrite or OnRead.
 	queued, written time.Time
 }
@@ -230,59 +278,71 @@ func putPending(p *pending) {
 }
 
 // Dial connects to addr, negotiates versions with ApiVersions and starts the
-// connection's reader and writer goroutines. ctx and Config.DialTimeout bound
+// connection's reader and writer goroutines. ctx and Config.DialTimeout (or
+// the longer timeout Config.Setups gives an address after failures) bound
 // the whole setup; ctx has no effect once Dial returns.
 //
+// A connection that cannot be set up fails with an error that names the
+// broker and the cause ("cannot connect to broker 127.0.0.1:9: connection
+// refused (nothing is listening there)", "... no such host \"kafka.invalid\"",
+// "... timed out after 10s"; dialerr.go) and wraps kerr.NetworkException,
+// except trust failures and listener mismatches (a plaintext client on a TLS
+// listener, a TLS client on a plaintext one), which wrap ErrAuthentication.
 // Dial fails if the broker does not support Produce v3 or later (Kafka 0.11),
 // with an error wrapping kerr.UnsupportedVersion.
 func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 	cfg.setDefaults()
-	dctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+	c, err := dialSetup(ctx, addr, cfg, cfg.Setups.timeout(addr, cfg.DialTimeout, cfg.DialTimeoutMax))
+	if err == nil || ctx.Err() == nil { // the caller's giving up is no failed setup
+		cfg.Setups.done(addr, err == nil)
+	}
+	return c, err
+}
+
+func dialSetup(ctx context.Context, addr string, cfg Config, timeout time.Duration) (*Conn, error) {
+	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
 	nc, err := dialNet(dctx, addr, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("conn: dial %s: %w: %w", addr, kerr.NetworkException, err)
-	}
-	if cfg.TLS != nil {
-		if nc, err = tlsClient(dctx, nc, addr, cfg.TLS); err != nil {
-			return nil, err
+	if err == nil {
+		if err = setBuffers(nc, &cfg); err != nil {
+			_ = nc.Close()
 		}
 	}
-	c := &Conn{
-		addr:   addr,
-		cfg:    cfg,
-		nc:     nc,
-		format: kmsg.NewRequestFormatter(kmsg.FormatterClientID(cfg.ClientID)),
-		wake:   make(chan struct{}, 1),
-		done:   make(chan struct{}),
-		timed:  cfg.OnWrite != nil || cfg.OnRead != nil,
+	if err != nil {
+		return nil, endedErr(ctx, dctx, cfg.DialTimeout, connectErr(addr, err))
 	}
+	if cfg.TLS != nil {
+		if nc, err = tlsClient(dctx, nc, addr, cfg); err != nil {
+			return nil, endedErr(ctx, dctx, cfg.DialTimeout, err)
+		}
+	}
+	c := newConn(nc, addr, cfg)
 
 	// A cancelled ctx interrupts the handshake by expiring the deadline.
-	stop := context.AfterFunc(dctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
+	// The interrupting goroutine, if it started, is waited for: Dial
+	// leaves nothing running when it fails.
+	interrupted := make(chan struct{})
+	stop := context.AfterFunc(dctx, func() {
+		defer close(interrupted)
+		_ = nc.SetDeadline(time.Unix(1, 0))
+	})
 	if dl, ok := dctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)
 	}
-	err = alertErr(addr, c.negotiate())
+	err = alertErr(addr, c.negotiate(cfg.TLS != nil))
 	if err == nil && cfg.SASL != nil {
 		err = c.authenticate(dctx)
 	}
-	if !stop() && err == nil {
-		err = dctx.Err()
+	if !stop() {
+		<-interrupted
+		if err == nil {
+			err = dctx.Err()
+		}
 	}
 	if err != nil {
 		_ = nc.Close()
-		cerr := dctx.Err()
-		if dl, ok := dctx.Deadline(); cerr == nil && ok && !time.Now().Before(dl) {
-			// The socket deadline (set to dctx's) can fire just
-			// before dctx's own timer.
-			cerr = context.DeadlineExceeded
-		}
-		if cerr != nil && !errors.Is(err, cerr) {
-			err = fmt.Errorf("%w (%w)", err, cerr)
-		}
-		return nil, err
+		return nil, endedErr(ctx, dctx, cfg.DialTimeout, err)
 	}
 	_ = nc.SetDeadline(time.Time{})
 	if v := c.MaxVersion(produceKey); v < 3 {
@@ -295,6 +355,22 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 	go c.writeLoop()
 	go c.readLoop()
 	return c, nil
+}
+
+// newConn returns the Conn of nc before its handshakes, its goroutines not
+// started.
+func newConn(nc net.Conn, addr string, cfg Config) *Conn {
+	c := &Conn{
+		addr:   addr,
+		cfg:    cfg,
+		nc:     nc,
+		format: kmsg.NewRequestFormatter(kmsg.FormatterClientID(cfg.ClientID)),
+		wake:   make(chan struct{}, 1),
+		done:   make(chan struct{}),
+		timed:  cfg.OnWrite != nil || cfg.OnRead != nil,
+	}
+	c.wire.nc = nc
+	return c
 }
 
 // dialNet runs cfg.Dialer, user code: a panic of it is recovered (and
@@ -361,7 +437,8 @@ func (c *Conn) ThrottledUntil() time.Time {
 //     connection's goroutines have exited, the last of them fails every
 //     request still pending, one after the other in the order they were
 //     sent, oldest first (a request sent meanwhile, even from a callback,
-//     is failed after them by the same goroutine);
+//     is failed after them by the same goroutine); the error of a request
+//     no byte of which was written to the socket also wraps ErrNotSent;
 //   - before Send returns, on the caller's goroutine, if the connection
 //     broke and everything sent before has already been failed, or if the
 //     broker does not support req's key (an error wrapping
@@ -390,7 +467,8 @@ func (c *Conn) Send(req kmsg.Request, done func(kmsg.Response, error)) {
 		p.noResp = true
 	}
 	c.mu.Lock()
-	if err := c.err; err != nil && c.drained {
+	if c.drained {
+		err := c.notSent
 		c.mu.Unlock()
 		putPending(p)
 		done(nil, err)
@@ -429,7 +507,8 @@ func (c *Conn) Do(ctx context.Context, req kmsg.Request) (kmsg.Response, error) 
 }
 
 // Close closes the connection and fails every pending request with an error
-// wrapping ErrClosed, each exactly once. It returns after the connection's
+// wrapping ErrClosed (and ErrNotSent for those not written yet), each
+// exactly once. It returns after the connection's
 // goroutines have exited and every callback has returned. It is idempotent
 // and returns nil. It must not be called from a Send callback.
 func (c *Conn) Close() error {
@@ -452,9 +531,14 @@ func (c *Conn) fail(err error) {
 	c.mu.Unlock()
 	_ = c.nc.Close()
 	if !errors.Is(err, ErrClosed) {
-		c.cfg.Logger.Warn("broker connection broken", "addr", c.addr, "err", err)
+		level := breaks.Level(c.addr, time.Now())
+		c.cfg.Logger.Log(context.Background(), level, "broker connection broken", "addr", c.addr, "err", err)
 	}
 }
+
+// breaks rates the Warn of broken connections per broker address, for
+// every connection of the process (see Config.Logger).
+var breaks logging.Repeat
 
 // brokenErr returns the error to report for an I/O error: the error that
 // already broke the connection if any (so Close reports ErrClosed, not "use
@@ -513,7 +597,7 @@ func (c *Conn) launch(p *pending) bool {
 
 func (c *Conn) writeLoop() {
 	defer c.wg.Done()
-	bw := bufio.NewWriterSize(c.nc, bufSize)
+	bw := bufio.NewWriterSize(&c.wire, bufSize)
 	var (
 		buf       []byte
 		unflushed []*pending // acks=0 requests written since the last flush
@@ -601,12 +685,14 @@ func (c *Conn) writeLoop() {
 			if c.timed {
 				p.written = time.Now()
 			}
+			p.placed, p.off = true, c.queued
 			if p.noResp {
 				unflushed = append(unflushed, p)
 			} else if !c.launch(p) {
 				return
 			}
-			_, err := bw.Write(buf)
+			n, err := bw.Write(buf)
+			c.queued += int64(n)
 			if c.cfg.OnWrite != nil {
 				info.Write, info.Err = time.Since(start), err
 				c.cfg.OnWrite(info)
@@ -652,10 +738,18 @@ func (c *Conn) exit(held []*pending) {
 // send order, on the calling goroutine, then sets drained. Requests sent
 // while it runs (from callbacks or other goroutines) are queued, and failed
 // in a further round, after the ones before them.
+//
+// A request no byte of which reached the socket fails with an error that
+// also wraps ErrNotSent: the writer, which has exited, placed every request
+// it wrote at its offset in the byte stream, and counted the bytes the
+// socket took.
 func (c *Conn) failPending() {
+	c.mu.Lock()
+	c.notSent = fmt.Errorf("%w (%w)", c.err, ErrNotSent)
+	c.mu.Unlock()
 	for {
 		c.mu.Lock()
-		err := c.err
+		err, notSent := c.err, c.notSent
 		list := append(c.inflight.drain(), c.orphans...)
 		list = append(list, c.queue.drain()...)
 		clear(c.orphans)
@@ -670,10 +764,28 @@ func (c *Conn) failPending() {
 		// queue holds only newer ones.
 		slices.SortFunc(list, func(a, b *pending) int { return cmp.Compare(a.seq, b.seq) })
 		for _, p := range list {
-			p.fn(nil, err)
+			if p.placed && p.off < c.wire.n {
+				p.fn(nil, err)
+			} else {
+				p.fn(nil, notSent)
+			}
 			putPending(p)
 		}
 	}
+}
+
+// socketWriter is the writer's way to the socket: it counts the bytes the
+// socket took, so that a broken connection tells the requests that
+// reached it (in whole or in part) from those that never did.
+type socketWriter struct {
+	nc net.Conn
+	n  int64
+}
+
+func (w *socketWriter) Write(b []byte) (int, error) {
+	n, err := w.nc.Write(b)
+	w.n += int64(n)
+	return n, err
 }
 
 // readResponses reads responses until the connection fails, and returns the

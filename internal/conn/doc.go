@@ -2,10 +2,17 @@
 //
 // # Connecting
 //
-// Dial opens the connection (Config.Dialer, for TLS or tests) and runs the
+// Dial opens the connection (Config.Dialer, for a proxy, TLS or tests; by
+// default each address the host resolves to is tried in turn, Java's
+// client.dns.lookup=use_all_dns_ips), sets the socket's buffer sizes when
+// asked (Config.SendBufferBytes, ReceiveBufferBytes) and runs the
 // ApiVersions handshake (v4 first; on UNSUPPORTED_VERSION with a v0 body it
 // retries once with the highest version the broker lists, as KIP-511 says).
-// Config.DialTimeout bounds both steps. From then on MaxVersion reports, per
+// Config.DialTimeout bounds both steps; with Config.Setups, an address's
+// consecutive failed setups double it, with jitter, up to
+// Config.DialTimeoutMax (Java's socket.connection.setup.timeout.max.ms).
+// CanonicalAddrs gives the bootstrap addresses of Java's
+// resolve_canonical_bootstrap_servers_only (dial.go). From then on MaxVersion reports, per
 // API key, the highest version kmsg and the broker both support, and Send
 // uses it. Dial refuses brokers without Produce v3 (Kafka 0.11).
 //
@@ -24,6 +31,23 @@
 // does not verify, a TLS alert, SASL_AUTHENTICATION_FAILED, an unsupported
 // mechanism) wrap ErrAuthentication, not kerr.NetworkException; a broker
 // that closes the connection during the handshake is a network error.
+//
+// # Why a dial failed
+//
+// Dial's errors name the broker and the cause (dialerr.go): "cannot connect
+// to broker 127.0.0.1:9: connection refused (nothing is listening there)",
+// "no such host", "timed out after 10s" (and in which handshake), never
+// NETWORK_EXCEPTION's "the broker disconnected before responding". They wrap
+// kerr.NetworkException (retried) and the underlying error. Two listener
+// mismatches wrap ErrAuthentication instead, as Java reports a failed TLS
+// handshake: a plaintext client whose ApiVersions request is answered with
+// a TLS record (a Kafka broker's SSL listener sends an alert) is told that
+// the listener speaks TLS (security.protocol=SSL or SASL_SSL); a TLS client
+// whose handshake gets a non-TLS record, or that the broker closes when a
+// second, plaintext connection to it gets an ApiVersions answer (a
+// plaintext listener drops a ClientHello as an oversized request; the
+// probe tells it from a TLS broker shedding connections), is told that it
+// does not (security.protocol=PLAINTEXT or SASL_PLAINTEXT).
 //
 // # Pipelining
 //
@@ -47,7 +71,12 @@
 // hands back what it holds (a request it was encoding, acks=0 requests not
 // yet flushed), and the last of the two goroutines to exit fails everything
 // pending, oldest first, after every answer the reader delivered; a request
-// sent meanwhile is failed after them. Only acks=0 requests complete out of
+// sent meanwhile is failed after them. The writer counts the bytes the
+// socket took and notes where each request starts in that stream, so a
+// request no byte of which reached the socket (queued behind others, a
+// throttle or a re-authentication) fails with an error that also wraps
+// ErrNotSent: its owner may send it again as never sent; any other failed
+// request may have been processed. Only acks=0 requests complete out of
 // that order, when written. Done and Err tell the owner
 // that the connection is gone; reconnecting (with Backoff) is the owner's job.
 //

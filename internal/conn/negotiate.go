@@ -19,12 +19,15 @@ import (
 const maxApiVersionsVersion = 4
 
 // negotiate runs the ApiVersions handshake synchronously on c.nc, before the
-// goroutines start, and fills c.versions.
+// goroutines start, and fills c.versions. Without TLS (secure false), an
+// answer that starts like a TLS record is a TLS listener's (a Kafka broker
+// answers a plaintext request on its SSL listener with a TLS alert): the
+// error says so, and wraps ErrAuthentication.
 //
 // KIP-511: a broker that does not know our ApiVersions version answers with
 // UNSUPPORTED_VERSION in a v0 body whose key list holds at least the
 // ApiVersions versions it supports; we then retry with the highest of them.
-func (c *Conn) negotiate() error {
+func (c *Conn) negotiate(secure bool) error {
 	br := bufio.NewReaderSize(c.nc, 4096)
 	version := min(int16(maxApiVersionsVersion), (*kmsg.ApiVersionsRequest)(nil).MaxVersion())
 	for attempt := 0; ; attempt++ {
@@ -36,6 +39,11 @@ func (c *Conn) negotiate() error {
 		c.corr++
 		if _, err := c.nc.Write(c.format.AppendRequest(nil, req, corr)); err != nil {
 			return c.handshakeErr(err)
+		}
+		if !secure && attempt == 0 {
+			if head, err := br.Peek(4); err == nil && looksLikeTLS(head) {
+				return mismatch(c.addr, speaksTLS, fmt.Errorf("the answer starts with % x, a TLS record", head))
+			}
 		}
 		body, err := readFrameMax(br, smallResponseMax)
 		if err != nil {
@@ -88,8 +96,14 @@ func (c *Conn) negotiate() error {
 	}
 }
 
-func (c *Conn) handshakeErr(err error) error {
-	return fmt.Errorf("conn: %s: ApiVersions handshake: %w: %w", c.addr, kerr.NetworkException, err)
+func (c *Conn) handshakeErr(err error) error { return ioErr(c.addr, "ApiVersions handshake", err) }
+
+// looksLikeTLS reports whether the first 4 bytes of an answer are the start
+// of a TLS record rather than a response size: an alert (0x15) or a
+// handshake (0x16) record of version 3.0 to 3.4 (SSL 3.0 to TLS 1.3). As a
+// size that is over 352 MB, more than any Kafka response.
+func looksLikeTLS(b []byte) bool {
+	return len(b) >= 3 && (b[0] == 0x15 || b[0] == 0x16) && b[1] == 0x03 && b[2] <= 0x04
 }
 
 // negotiatedVersions returns, per API key, the highest version that kmsg and

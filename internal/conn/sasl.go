@@ -264,11 +264,14 @@ func (c *Conn) reauthenticate() error {
 		c.seq++
 		c.mu.Unlock()
 		buf = c.format.AppendRequest(buf[:0], req, p.corr)
+		p.placed, p.off = true, c.queued
 		if !c.launch(p) { // handed back: failPending completes it later
 			return nil, c.Err()
 		}
 		_ = c.nc.SetWriteDeadline(time.Now().Add(c.cfg.RequestTimeout))
-		if _, err := c.nc.Write(buf); err != nil {
+		n, err := c.wire.Write(buf)
+		c.queued += int64(n)
+		if err != nil {
 			c.fail(c.brokenErr(err, "write"))
 		}
 		// The reader completes p with its answer. If the connection

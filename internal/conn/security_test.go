@@ -90,9 +90,7 @@ func TestSecureDial(t *testing.T) {
 		{"mechanism fails on the client", saslSSL, ca.ClientConfig(), sasl.Plain("", ""), ErrAuthentication},
 		{"unknown CA", saslSSL, otherCA.ClientConfig(), sasl.Plain("alice", "alice-pw"), ErrAuthentication},
 		{"wrong host name", saslSSL, wrongHost, sasl.Plain("alice", "alice-pw"), ErrAuthentication},
-		// TLS to a PLAINTEXT listener: the broker reads the ClientHello
-		// as a bad request size and closes, which looks like any broken
-		// connection and is retried.
+		// Listener mismatches: TestDialErrorsNameTheirCause.
 		{"SASL to an SSL listener", tlsOnly, ca.ClientConfig(), sasl.Plain("alice", "alice-pw"), ErrAuthentication},
 	}
 	for _, tt := range tests {
@@ -226,6 +224,8 @@ func requestAfterReauth(t *testing.T, addr string, ca *testbroker.TestCA, m sasl
 	_, err = c.Do(context.Background(), metadataReq("t"))
 	require.Error(t, err)
 	assert.ErrorIs(t, err, ErrAuthentication)
+	// The request waited for the exchange and never reached the socket.
+	assert.ErrorIs(t, err, ErrNotSent)
 	<-c.Done()
 	return err
 }

@@ -89,42 +89,60 @@ func TestGoBlocks(t *testing.T) {
 	assert.ErrorContains(t, err, "line 1 is not closed")
 }
 
+// docFiles are the markdown files whose Go blocks must compile: the
+// README and every file of docs/, as paths from the repository root.
+func docFiles(root string) ([]string, error) {
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		return nil, err
+	}
+	files := []string{"README.md"}
+	for _, d := range docs {
+		files = append(files, filepath.ToSlash(filepath.Join("docs", filepath.Base(d))))
+	}
+	return files, nil
+}
+
 // TestReadmeCompiles builds and vets every complete Go block of the
-// README against this checkout.
+// README and of docs/*.md against this checkout.
 func TestReadmeCompiles(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("no go command on PATH")
 	}
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	require.NoError(t, err)
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
-	require.NoError(t, err)
-	blocks, err := goBlocks(string(readme))
+	files, err := docFiles(root)
 	require.NoError(t, err)
 
 	dir := t.TempDir()
-	complete := 0
-	for _, b := range blocks {
-		if b.skip {
-			continue
+	complete := map[string]int{}
+	for _, name := range files {
+		text, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(name)))
+		require.NoError(t, err)
+		blocks, err := goBlocks(string(text))
+		require.NoError(t, err, name)
+		for _, b := range blocks {
+			if b.skip {
+				continue
+			}
+			pkg := packageName(b.code)
+			if pkg == "" {
+				t.Errorf("%s:%d: a Go block that is not a complete file: make it one, or mark it with %s on the line before", name, b.line, skipMarker)
+				continue
+			}
+			file := "main.go"
+			if strings.HasSuffix(pkg, "_test") {
+				file = "readme_test.go"
+			}
+			sub := filepath.Join(dir, strings.NewReplacer("/", "_", ".", "_").Replace(name), fmt.Sprintf("line%d", b.line))
+			require.NoError(t, os.MkdirAll(sub, 0o755))
+			// //line keeps the compiler's positions those of the markdown file.
+			src := fmt.Sprintf("//line %s:%d\n%s", name, b.line+1, b.code)
+			require.NoError(t, os.WriteFile(filepath.Join(sub, file), []byte(src), 0o644))
+			complete[name]++
 		}
-		pkg := packageName(b.code)
-		if pkg == "" {
-			t.Errorf("README.md:%d: a Go block that is not a complete file: make it one, or mark it with %s on the line before", b.line, skipMarker)
-			continue
-		}
-		file := "main.go"
-		if strings.HasSuffix(pkg, "_test") {
-			file = "readme_test.go"
-		}
-		sub := filepath.Join(dir, fmt.Sprintf("line%d", b.line))
-		require.NoError(t, os.MkdirAll(sub, 0o755))
-		// //line keeps the compiler's positions those of README.md.
-		src := fmt.Sprintf("//line README.md:%d\n%s", b.line+1, b.code)
-		require.NoError(t, os.WriteFile(filepath.Join(sub, file), []byte(src), 0o644))
-		complete++
 	}
-	require.Positive(t, complete, "the quick start at least is a complete program")
+	require.Positive(t, complete["README.md"], "the quick start at least is a complete program")
 
 	gomod := fmt.Sprintf("module readmecheck.example\n\ngo 1.26.0\n\nrequire github.com/samsa-go/samsa v0.0.0\n\nreplace github.com/samsa-go/samsa => %s\n", root)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644))
@@ -136,9 +154,10 @@ func TestReadmeCompiles(t *testing.T) {
 		cmd := exec.Command("go", args...)
 		cmd.Dir = dir
 		// -mod=mod lets go complete the temporary go.mod from the
-		// checkout's requirements; GOWORK=off keeps a go.work out of it.
+		// checkout's requirements; GOWORK=off keeps the repository's
+		// go.work out of it.
 		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
 		out, err := cmd.CombinedOutput()
-		assert.NoError(t, err, "go %s of README.md's Go blocks:\n%s", strings.Join(args, " "), out)
+		assert.NoError(t, err, "go %s of the Go blocks of %s:\n%s", strings.Join(args, " "), strings.Join(files, ", "), out)
 	}
 }

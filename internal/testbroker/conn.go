@@ -2,6 +2,7 @@ package testbroker
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -130,6 +131,7 @@ func (cn *conn) serve() {
 }
 
 func (cn *conn) logReadError(err error) {
+	alertNonTLSClient(err)
 	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || cn.ctx.Err() != nil {
 		return
 	}
@@ -394,4 +396,31 @@ func (cn *conn) write(h *reqHeader, resp kmsg.Response, flexible bool) error {
 	}
 	cn.out = out
 	return err
+}
+
+// unexpectedMessageAlert is the TLS record a Kafka broker's SSLEngine writes
+// to a client whose first bytes are not a TLS handshake (a plaintext client
+// on an SSL listener): a fatal unexpected_message alert, record version
+// TLS 1.2. Read as a response size, its first 4 bytes say 352 518 912.
+var unexpectedMessageAlert = []byte{0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x0a}
+
+// alertNonTLSClient answers, as Kafka does, a client that does not speak
+// TLS on a TLS listener with unexpectedMessageAlert: crypto/tls only closes
+// the connection, and hands the raw connection over in the error for such
+// an answer. The rest of the client's request is read (up to 64 KiB, for a
+// second) before the connection closes: closed with unread bytes, it would
+// be reset, and the client could lose the alert.
+func alertNonTLSClient(err error) {
+	var rh tls.RecordHeaderError
+	if !errors.As(err, &rh) || rh.Conn == nil {
+		return
+	}
+	_ = rh.Conn.SetDeadline(time.Now().Add(time.Second))
+	if _, err := rh.Conn.Write(unexpectedMessageAlert); err != nil {
+		return
+	}
+	if tc, ok := rh.Conn.(interface{ CloseWrite() error }); ok {
+		_ = tc.CloseWrite()
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(rh.Conn, 64<<10))
 }

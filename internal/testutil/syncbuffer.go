@@ -4,6 +4,7 @@ package testutil
 
 import (
 	"bytes"
+	"strings"
 	"sync"
 )
 
@@ -26,4 +27,16 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// LinesWith returns the lines written so far that contain substr, each
+// with its line end.
+func (s *SyncBuffer) LinesWith(substr string) []string {
+	var lines []string
+	for line := range strings.Lines(s.String()) {
+		if strings.Contains(line, substr) {
+			lines = append(lines, line)
+		}
+	}
+	return lines
 }

@@ -2,8 +2,11 @@ module github.com/samsa-go/samsa/observe/samsaotel
 
 go 1.26.0
 
+// A published module: github.com/samsa-go/samsa is required at a released
+// version and never replaced (a user's build ignores replace directives);
+// in this repository go.work builds it against the checkout. RELEASING.md.
 require (
-	github.com/samsa-go/samsa v0.0.0
+	github.com/samsa-go/samsa v0.1.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0
@@ -26,5 +29,3 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.3.8 // indirect
 )
-
-replace github.com/samsa-go/samsa => ../..

@@ -113,7 +113,7 @@ type Source interface {
 
 // otelUnits maps MetricInfo.Unit to UCUM units.
 var otelUnits = map[string]string{
-	"seconds": "s", "bytes": "By", "records": "{record}", "requests": "{request}",
+	"seconds": "s", "bytes": "By", "records": "{record}", "batches": "{batch}", "requests": "{request}",
 	"connections": "{connection}", "ratio": "1",
 }
 

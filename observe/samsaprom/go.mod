@@ -2,9 +2,12 @@ module github.com/samsa-go/samsa/observe/samsaprom
 
 go 1.26.0
 
+// A published module: github.com/samsa-go/samsa is required at a released
+// version and never replaced (a user's build ignores replace directives);
+// in this repository go.work builds it against the checkout. RELEASING.md.
 require (
 	github.com/prometheus/client_golang v1.25.0
-	github.com/samsa-go/samsa v0.0.0
+	github.com/samsa-go/samsa v0.1.0
 )
 
 require (
@@ -23,5 +26,3 @@ require (
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
-
-replace github.com/samsa-go/samsa => ../..

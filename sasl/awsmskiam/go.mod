@@ -2,10 +2,13 @@ module github.com/samsa-go/samsa/sasl/awsmskiam
 
 go 1.26.0
 
+// A published module: github.com/samsa-go/samsa is required at a released
+// version and never replaced (a user's build ignores replace directives);
+// in this repository go.work builds it against the checkout. RELEASING.md.
 require (
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/config v1.33.18
-	github.com/samsa-go/samsa v0.0.0
+	github.com/samsa-go/samsa v0.1.0
 	github.com/stretchr/testify v1.12.1
 )
 
@@ -30,5 +33,3 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/text v0.3.8 // indirect
 )
-
-replace github.com/samsa-go/samsa => ../..

@@ -1,0 +1,133 @@
+package conn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+	"time"
+
+	"github.com/samsa-go/samsa/kerr"
+)
+
+// dialError is the error of a connection that could not be set up: the
+// connect, the TLS handshake or the ApiVersions handshake failed. Its text
+// names the broker and what happened in words a user can act on ("cannot
+// connect to broker 127.0.0.1:9: connection refused (nothing is listening
+// there)"), and it wraps its class, kerr.NetworkException (retried) or
+// ErrAuthentication (a mismatch retrying cannot fix), the underlying error
+// (errors.Is(err, syscall.ECONNREFUSED) holds), and for a dial that ran out
+// of time, the context's error.
+type dialError struct {
+	addr   string
+	what   string // what happened, after "cannot connect to broker <addr>: "
+	during string // the step, for a timeout's text: "" (the connect), " in the TLS handshake", ...
+	class  error  // kerr.NetworkException or ErrAuthentication
+	cause  error  // the error the step returned; nil when what says it all
+	ctxErr error  // the dial's context error, when it ended the dial
+}
+
+func (e *dialError) Error() string { return "cannot connect to broker " + e.addr + ": " + e.what }
+
+func (e *dialError) Unwrap() []error {
+	out := make([]error, 0, 3)
+	for _, err := range []error{e.class, e.cause, e.ctxErr} {
+		if err != nil {
+			out = append(out, err)
+		}
+	}
+	return out
+}
+
+// Texts of the listener mismatches, which both wrap ErrAuthentication.
+const (
+	speaksTLS       = "the listener speaks TLS, but the client connects in plaintext: set security.protocol=SSL or SASL_SSL (Config.TLS)"
+	doesNotSpeakTLS = "the listener does not speak TLS, but the client connects with TLS: set security.protocol=PLAINTEXT or SASL_PLAINTEXT (no Config.TLS)"
+)
+
+// connectErr names the cause of a failed connect (the Dialer's error):
+// connection refused, no such host, the Dialer's own text.
+func connectErr(addr string, err error) *dialError {
+	de := &dialError{addr: addr, class: kerr.NetworkException, cause: err}
+	var (
+		dns   *net.DNSError
+		errno syscall.Errno
+		op    *net.OpError
+	)
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		de.what = "connection refused (nothing is listening there)"
+	case errors.As(err, &dns) && dns.IsNotFound:
+		de.what = fmt.Sprintf("no such host %q", dns.Name)
+	case errors.As(err, &dns):
+		de.what = fmt.Sprintf("cannot resolve %q: %s", dns.Name, dns.Err)
+	case errors.As(err, &errno):
+		de.what = errno.Error() // "no route to host", "network is unreachable"
+	case errors.As(err, &op) && op.Err != nil:
+		de.what = op.Err.Error()
+	default:
+		de.what = err.Error() // a Dialer's own error, or its panic
+	}
+	return de
+}
+
+// ioErr names what an I/O error during the TLS or ApiVersions handshake
+// (step: "TLS handshake", "ApiVersions handshake") says happened. A
+// timeout's words are set by endedErr, which knows why the dial ended.
+func ioErr(addr, step string, err error) *dialError {
+	de := &dialError{addr: addr, during: " in the " + step, class: kerr.NetworkException, cause: err}
+	if closedByPeer(err) {
+		de.what = "the broker closed the connection during the " + step
+	} else {
+		de.what = step + ": " + err.Error()
+	}
+	return de
+}
+
+// closedByPeer reports whether err says the peer closed or reset the
+// connection.
+func closedByPeer(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// mismatch is the error of a listener that does not speak what the client
+// does (what: speaksTLS or doesNotSpeakTLS): not retried, like a failed
+// authentication (Java reports a failed TLS handshake as an
+// SslAuthenticationException).
+func mismatch(addr, what string, cause error) *dialError {
+	return &dialError{addr: addr, what: what, class: ErrAuthentication, cause: cause}
+}
+
+// endedErr returns err, a failed step of Dial, with the reason when the
+// dial's context (dctx: ctx bounded by Config.DialTimeout) ended it: a
+// network failure then says "timed out after <DialTimeout>" (in which
+// step), or the caller's ctx error, and wraps that error.
+func endedErr(ctx, dctx context.Context, timeout time.Duration, err error) error {
+	cerr := dctx.Err()
+	if dl, ok := dctx.Deadline(); cerr == nil && ok && !time.Now().Before(dl) {
+		// The socket deadline (set to dctx's) can fire just before
+		// dctx's own timer.
+		cerr = context.DeadlineExceeded
+	}
+	if cerr == nil {
+		return err
+	}
+	var de *dialError
+	if errors.As(err, &de) && de.class == kerr.NetworkException {
+		if ctx.Err() != nil {
+			cerr = ctx.Err()
+			de.what = fmt.Sprintf("stopped%s: %v", de.during, cerr)
+		} else {
+			de.what = fmt.Sprintf("timed out after %v%s", timeout, de.during)
+		}
+		de.ctxErr = cerr
+		return de
+	}
+	if !errors.Is(err, cerr) {
+		err = fmt.Errorf("%w (%w)", err, cerr)
+	}
+	return err
+}
