@@ -67,27 +67,25 @@ func QuoteList(list []string, secrets []string) string {
 	out = append(out, '[')
 	for i, item := range list {
 		q := appendBounded(nil, item, maxItemLen, true, secrets)
-		more := "… (" + strconv.Itoa(len(list)-i) + " more)]"
-		sep := 0
 		if i > 0 {
-			sep = 1
+			q = append([]byte{' '}, q...)
 		}
-		// The last item needs room for "]", the others for the
-		// marker that may follow them.
-		need := len(out) + sep + len(q) + 1
-		if i < len(list)-1 {
-			need = len(out) + sep + len(q) + len("… ("+strconv.Itoa(len(list)-i-1)+" more)]")
+		// Room for this item and what may follow it: "]" after the
+		// last one, else the marker counting the items left.
+		tail := "]"
+		if left := len(list) - i - 1; left > 0 {
+			tail = moreMarker(left)
 		}
-		if need > MaxLen {
-			return string(append(out, more...))
-		}
-		if sep == 1 {
-			out = append(out, ' ')
+		if len(out)+len(q)+len(tail) > MaxLen {
+			return string(append(out, moreMarker(len(list)-i)...))
 		}
 		out = append(out, q...)
 	}
 	return string(append(out, ']'))
 }
+
+// moreMarker ends a list cut with n items left.
+func moreMarker(n int) string { return "… (" + strconv.Itoa(n) + " more)]" }
 
 // SecretForms returns the forms in which secrets may show in a text:
 // each secret itself, its base64 encodings (standard and URL alphabets,
