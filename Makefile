@@ -1,8 +1,9 @@
 # Every Go module in the repository: the library at the root, the adapter
-# modules (observe/samsaprom, observe/samsaotel, sasl/awsmskiam), and the
-# modules that hold interop tests, peer benchmarks and the release check
-# (their dependencies never reach the library's users). go.work at the
-# root joins them, so each builds against this checkout.
+# modules (observe/samsaprom, observe/samsaotel, sasl/awsmskiam,
+# sasl/kerberos), and the modules that hold interop tests, peer benchmarks
+# and the release check (their dependencies never reach the library's
+# users). go.work at the root joins them, so each builds against this
+# checkout.
 MODULES := $(patsubst %/go.mod,%,$(shell find . -name go.mod -not -path './.git/*' | sort))
 
 GO ?= go

@@ -73,10 +73,13 @@ var (
 	// not acknowledged within Config.DeliveryTimeout of entering the
 	// producer, whatever the reason (no leader, retries that kept failing),
 	// or when its topic was not present in metadata within Config.MaxBlock
-	// (as the Java producer's send fails after max.block.ms). When a last
-	// error was seen, the error wraps it too, so errors.Is and errors.As
-	// also match that cause (UNKNOWN_TOPIC_OR_PARTITION, or the dial or
-	// metadata error of an unreachable cluster).
+	// of its Send (as the Java producer's send fails after max.block.ms),
+	// whatever the metadata requests are doing: that error says how long
+	// the record waited and why the topic is missing (its code, a failed
+	// fetch, or the broker that has not answered the request in flight).
+	// When a last error was seen, the error wraps it too, so errors.Is and
+	// errors.As also match that cause (UNKNOWN_TOPIC_OR_PARTITION, or the
+	// dial or metadata error of an unreachable cluster).
 	ErrDeliveryTimeout = errors.New("producer: delivery timeout")
 
 	// ErrInvalidRecord fails a record that cannot be produced as given: a

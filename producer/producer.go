@@ -50,7 +50,7 @@ type Producer struct {
 	// out of pool memory; the completer then wakes it when memory is freed.
 	memWanted atomic.Bool
 	stats     counters
-	clock     *clock
+	clock     *clock    // record timestamps
 	hooks     *hooks    // Config.Hooks, sorted per event (observe.go)
 	rec       *recorder // behind Metrics
 
@@ -213,14 +213,13 @@ func New(cfg Config) (*Producer, error) {
 		OnWaited: p.onBufferWaited,
 	})
 	p.completer = newCompleter(p)
+	p.clock = newClock()
 	if cfg.TransactionalID != "" {
 		connCfg.MaxVersions = txnMaxVersions
 		p.txn = newTxnManager(p, newTxnClient(p, connCfg))
 	}
-	p.clock = newClock()
 	s := newSink(p, connCfg)
 	p.txnSink = s
-	go p.clock.run()
 	go p.completer.run()
 	go func() {
 		p.ioGoid.Store(goroutineID())

@@ -100,7 +100,9 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 // (a password, the JAAS line) never appears in an error:
 //
 //	security.protocol                       PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL: sets TLS and SASL
-//	sasl.mechanism (sasl.mechanisms)        PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, AWS_MSK_IAM
+//	sasl.mechanism (sasl.mechanisms)        PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, AWS_MSK_IAM;
+//	                                        GSSAPI and any other mechanism whose module registered a
+//	                                        sasl.MechanismFactory (below)
 //	sasl.username, sasl.password            the credentials (librdkafka)
 //	sasl.jaas.config                        the credentials (Java): PlainLoginModule or ScramLoginModule
 //	                                        with username and password options; OAuthBearerLoginModule
@@ -156,7 +158,19 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 // sasl.OAuthBearer(...) or the mechanism of the module
 // github.com/samsa-go/samsa/sasl/awsmskiam. The sasl.login.* and
 // sasl.oauthbearer.* keys above are reported as ignored when they
-// configure no login. Also reported as ignored:
+// configure no login.
+//
+// GSSAPI (Kerberos) lives in the module
+// github.com/samsa-go/samsa/sasl/kerberos, which registers a
+// sasl.MechanismFactory when imported (import _ "github.com/samsa-go/samsa/sasl/kerberos"):
+// ConfigFromProperties then builds it from sasl.jaas.config
+// (Krb5LoginModule), sasl.kerberos.* and the keys that module documents,
+// and, as in Java, takes GSSAPI when sasl.mechanism is not set. Without the
+// import, GSSAPI is an error saying so. A factory registered for another
+// name (not PLAIN, SCRAM or OAUTHBEARER) builds that mechanism the same
+// way, with every property, and the keys it declares are accepted.
+//
+// Also reported as ignored:
 // ssl.truststore.password and ssl.keystore.password (PEM files have none),
 // session.timeout.ms (a consumer setting that Confluent Cloud's templates
 // include), sasl.client.callback.handler.class (Java classes cannot be
@@ -177,7 +191,8 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 // plumbing (security.providers, ssl.provider, ssl.cipher.suites,
 // ssl.engine.factory.class, ssl.keymanager.algorithm,
 // ssl.trustmanager.algorithm, ssl.secure.random.implementation,
-// sasl.login.class), sasl.kerberos.* (no GSSAPI in samsa), the
+// sasl.login.class), sasl.kerberos.* (unless GSSAPI is built by the
+// factory the sasl/kerberos module registers), the
 // sasl.oauthbearer.* keys of JWT assertions and of the broker's token
 // validation, and transaction.two.phase.commit.enable. javaIgnoredKeys
 // lists them.
@@ -519,7 +534,9 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 			}
 		}
 	}
+	sec.props = props
 	ignored = append(ignored, sec.apply(&c, fail)...)
+	ignored = slices.DeleteFunc(ignored, sec.usedByFactory)
 
 	if genericLevelSet && genericLevel != -1 {
 		if _, ok := levels[c.Compression]; ok {

@@ -394,8 +394,7 @@ func (s *sink) resetTimer() {
 	}
 	for t := range s.parked {
 		if at := t.ts.acc.OldestParked(); !at.IsZero() {
-			limit, _ := s.parkLimit(t)
-			if d := at.Add(limit); d.Before(next) {
+			if d := at.Add(s.parkLimit(t)); d.Before(next) {
 				next = d
 			}
 		}

@@ -155,9 +155,9 @@ func (s *sink) failBuffered() {
 
 // stopGoroutines stops what remains once quit is closed: it waits for the
 // IO goroutine's shutdown, then stops the completion goroutine, the
-// coordinator connections, the clock, the metadata client and the
-// goroutines started on the producer's behalf (p.owned), in that order,
-// on a goroutine of its own. Until ctx ends it waits for all of it. Once
+// coordinator connections, the metadata client and the goroutines started
+// on the producer's behalf (p.owned), in that order, on a goroutine of its
+// own. Until ctx ends it waits for all of it. Once
 // ctx has ended it waits only while they make progress (p.stopSteps, the
 // outcomes delivered): after stuckAfter without any, user code blocks one of
 // the goroutines (a hook, a callback: it cannot be interrupted), and Close
@@ -175,7 +175,6 @@ func (p *Producer) stopGoroutines(ctx context.Context) error {
 		if p.txn != nil {
 			p.txn.client.close()
 		}
-		p.clock.stop()
 		err = p.meta.Close()
 		p.owned.Close() // no connection is left to start a token refresh
 	}()

@@ -63,7 +63,7 @@ func TestDefaultDialerTriesEachAddress(t *testing.T) {
 		{"second address connects", "two.test", ""},
 		{"IP addresses are dialed as given", "127.0.0.1", ""},
 		{"every address dead", "dead.test", "no address of dead.test accepted the connection (2 resolved): "},
-		{"no address", "none.test", "no addresses"},
+		{"no address", "none.test", `no such host "none.test"`},
 		{"unknown host", "unknown.test", "no such host"},
 	}
 	for _, tc := range cases {
