@@ -289,6 +289,7 @@ type Client struct {
 	lastFetch time.Time
 	failures  int       // consecutive fetches that reached no broker
 	retryAt   time.Time // after a failure: no fetch before this
+	badHosts  int       // consecutive answers that listed a broker with an invalid host
 	// The one retry schedule of every topic waiting for metadata
 	// (topicState.waitBase > 0): each fetch asks for all of them, so
 	// the rate of Metadata requests does not grow with their number.
@@ -647,15 +648,34 @@ func (c *Client) apply(resp *kmsg.MetadataResponse, names []string, now time.Tim
 		ControllerID: resp.ControllerID,
 		At:           now,
 	}
+	// What the broker names reaches logs and errors: the cluster id and
+	// racks bounded and cleaned (conn.BrokerText), a broker whose host
+	// cannot be one left out (conn.CheckHost), as a broker missing from
+	// the answer is.
 	if resp.ClusterID != nil {
-		s.ClusterID = *resp.ClusterID
+		s.ClusterID = conn.BrokerText(c.cfg.SASL, *resp.ClusterID)
 	}
+	var badHost error
 	for _, b := range resp.Brokers {
+		if err := conn.CheckHost(b.Host); err != nil {
+			badHost = fmt.Errorf("broker %d: %w", b.NodeID, err)
+			continue
+		}
 		br := Broker{NodeID: b.NodeID, Host: b.Host, Port: b.Port}
 		if b.Rack != nil {
-			br.Rack = *b.Rack
+			br.Rack = conn.BrokerText(c.cfg.SASL, *b.Rack)
 		}
 		s.Brokers[b.NodeID] = br
+	}
+	if badHost == nil {
+		c.badHosts = 0
+	} else {
+		c.badHosts++
+		level := slog.LevelDebug
+		if c.badHosts == 1 {
+			level = slog.LevelWarn
+		}
+		c.cfg.Logger.Log(context.Background(), level, "ignoring a broker with an invalid host in a Metadata answer", "err", badHost, "answers", c.badHosts)
 	}
 	if len(s.Brokers) == 0 {
 		s.Brokers = old.Brokers // a broker that lists nobody is not believed

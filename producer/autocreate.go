@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-go/samsa/internal/conn"
 	"github.com/samsa-go/samsa/kerr"
 )
 
@@ -85,7 +86,7 @@ func (s *sink) handleCreateTopics(batch []*ioTopic, r kmsg.Response, err error) 
 				if rt.Topic != t.name {
 					continue
 				}
-				terr = kerr.ForCode(rt.ErrorCode)
+				terr = conn.BrokerError(s.cfg.SASL, rt.ErrorCode, rt.ErrorMessage)
 				if errors.Is(terr, kerr.ThrottlingQuotaExceeded) {
 					wait = time.Duration(resp.ThrottleMillis) * time.Millisecond
 				}

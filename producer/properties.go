@@ -2,6 +2,7 @@ package producer
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/samsa-go/samsa/compression"
+	"github.com/samsa-go/samsa/internal/safetext"
 )
 
 // javaIntMs are the millisecond keys that Java's ProducerConfig defines as
@@ -203,9 +205,12 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 // ConfigFromProperties reads them, and reports their typos.
 //
 // Any other key is an error, naming the nearest known key when it looks like a typo
-// ("lingr.ms (did you mean linger.ms?)"). The returned error wraps
-// ErrInvalidConfig and lists every problem: all unknown keys, sorted, then
-// every bad value.
+// (`"lingr.ms" (did you mean linger.ms?)`). The returned error wraps
+// ErrInvalidConfig and lists every problem: the unknown keys, sorted (the
+// first 10, then how many more), then every bad value. Keys and values are
+// quoted in it as strconv.Quote does, each cut at 256 bytes, so that
+// neither a newline nor a megabyte in the input reaches an error or a log
+// line. Its time is linear in the size of props.
 // ConfigFromProperties does not apply defaults or check settings against
 // each other; New does.
 func ConfigFromProperties(props map[string]string) (Config, error) {
@@ -228,6 +233,12 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 		sec         securityProps // TLS and SASL keys (properties_security.go)
 	)
 	fail := func(key, format string, args ...any) {
+		for i, a := range args {
+			// Values are printed with %q: bounded (untrusted).
+			if v, ok := a.(string); ok {
+				args[i] = untrusted(v)
+			}
+		}
 		bad = append(bad, key+": "+fmt.Sprintf(format, args...))
 	}
 	// claim reports whether key may set field: false (with an error) when
@@ -522,13 +533,13 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 		default:
 			switch {
 			case refusedKeys[key] != "":
-				fail(key, "%s", refusedKeys[key])
+				bad = append(bad, key+": "+refusedKeys[key])
 			case javaIgnoredKeys[key]:
 				ignored = append(ignored, key)
 			case serdeKey(key):
 				// Read by serde/schemaregistry from the same file.
 			case !sec.take(key, v):
-				unknown = append(unknown, unknownKey(key))
+				unknown = append(unknown, key)
 			}
 		}
 	}
@@ -555,7 +566,7 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 	}
 
 	if len(unknown) > 0 {
-		bad = append([]string{"unknown properties: " + strings.Join(unknown, ", ")}, bad...)
+		bad = append([]string{unknownKeys(unknown)}, bad...)
 	}
 	if len(bad) > 0 {
 		return Config{}, fmt.Errorf("%w: %s", ErrInvalidConfig, strings.Join(bad, "; "))
@@ -572,4 +583,18 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 // built from keys that all map. The slice is the caller's.
 func (c Config) IgnoredProperties() []string {
 	return slices.Clone(c.ignoredProps)
+}
+
+// untrusted is a string argument of an error of ConfigFromProperties:
+// with %q, as every value of the input is printed, it is quoted as
+// strconv.Quote does and cut at 256 bytes (safetext.Quote); other verbs
+// print it as is (names and hints of our own).
+type untrusted string
+
+func (u untrusted) Format(f fmt.State, verb rune) {
+	if verb == 'q' {
+		io.WriteString(f, safetext.Quote(string(u)))
+		return
+	}
+	io.WriteString(f, string(u))
 }

@@ -22,6 +22,7 @@ import (
 
 	"crypto/pbkdf2"
 
+	"github.com/samsa-go/samsa/internal/safetext"
 	"github.com/samsa-go/samsa/sasl"
 )
 
@@ -372,7 +373,7 @@ func parseJAAS(line string) (jaasConfig, error) {
 			return j, nil
 		}
 		if eq, _, _ := next(); eq != "=" {
-			return j, fmt.Errorf("option %q has no value", k)
+			return j, fmt.Errorf("option %s has no value", safetext.Quote(k))
 		}
 		v, _, err := next()
 		if err != nil {

@@ -214,7 +214,7 @@ func TestConfigFromPropertiesErrors(t *testing.T) {
 		{
 			"unknown keys listed sorted",
 			map[string]string{"zz.unknown": "1", "linger.ms": "5", "aa.unknown": "2", "lingr.ms": "5"},
-			[]string{"unknown properties: aa.unknown, lingr.ms (did you mean linger.ms?), zz.unknown"},
+			[]string{`unknown properties: "aa.unknown", "lingr.ms" (did you mean linger.ms?), "zz.unknown"`},
 		},
 		{"not a number", map[string]string{"linger.ms": "5ms"}, []string{`linger.ms: "5ms" is not a number of milliseconds`}},
 		{"negative ms", map[string]string{"request.timeout.ms": "-1"}, []string{"request.timeout.ms"}},
@@ -249,7 +249,7 @@ func TestConfigFromPropertiesErrors(t *testing.T) {
 		{
 			"unknown keys first, then bad values",
 			map[string]string{"nope": "1", "acks": "x", "linger.ms": "y"},
-			[]string{"unknown properties: nope", "acks:", "linger.ms:"},
+			[]string{`unknown properties: "nope"`, "acks:", "linger.ms:"},
 		},
 	}
 	for _, tc := range cases {
@@ -297,7 +297,7 @@ func ExampleConfigFromProperties() {
 	fmt.Println(err)
 	// Output:
 	// [localhost:9092] 10ms lz4
-	// producer: invalid config: unknown properties: lingr.ms (did you mean linger.ms?); acks: "2" is not one of all, -1, 1, 0
+	// producer: invalid config: unknown properties: "lingr.ms" (did you mean linger.ms?); acks: "2" is not one of all, -1, 1, 0
 }
 
 // Any property, known or not, with any value, gives a Config or an error
@@ -383,10 +383,10 @@ func TestConfigFromPropertiesJavaKeys(t *testing.T) {
 	}{
 		{"transaction.timeout.ms 0", map[string]string{"transaction.timeout.ms": "0"}, "transaction.timeout.ms: must be positive"},
 		{"interceptors", map[string]string{"interceptor.classes": "com.example.Audit"}, `interceptor.classes: "com.example.Audit" cannot be loaded in Go`},
-		{"typo", map[string]string{"lingr.ms": "5"}, "unknown properties: lingr.ms (did you mean linger.ms?)"},
-		{"typo in a long key", map[string]string{"reconnect.backof.max.ms": "5"}, "reconnect.backof.max.ms (did you mean reconnect.backoff.max.ms?)"},
-		{"typo in a security key", map[string]string{"security.protocl": "SSL"}, "security.protocl (did you mean security.protocol?)"},
-		{"nothing near", map[string]string{"zz": "1"}, "unknown properties: zz"},
+		{"typo", map[string]string{"lingr.ms": "5"}, `unknown properties: "lingr.ms" (did you mean linger.ms?)`},
+		{"typo in a long key", map[string]string{"reconnect.backof.max.ms": "5"}, `"reconnect.backof.max.ms" (did you mean reconnect.backoff.max.ms?)`},
+		{"typo in a security key", map[string]string{"security.protocl": "SSL"}, `"security.protocl" (did you mean security.protocol?)`},
+		{"nothing near", map[string]string{"zz": "1"}, `unknown properties: "zz"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -53,6 +53,15 @@ func (m ownedMechanism) Start(ctx context.Context, addr string) (sasl.Session, [
 	return m.Mechanism.Start(lifetime.With(ctx, m.owner), addr)
 }
 
+// Secrets passes on the wrapped mechanism's secrets (sasl.SecretHolder), so
+// that broker text is scrubbed of them.
+func (m ownedMechanism) Secrets() []string {
+	if h, ok := m.Mechanism.(sasl.SecretHolder); ok {
+		return h.Secrets()
+	}
+	return nil
+}
+
 func (m ownedMechanism) Format(f fmt.State, verb rune) {
 	fmt.Fprintf(f, fmt.FormatString(f, verb), m.Mechanism)
 }

@@ -243,8 +243,8 @@ func (s *sink) handlePartition(br *ioBroker, ip *ioPart, b *batch, rp *kmsg.Prod
 		}
 	}
 	msg := ""
-	if rp.ErrorMessage != nil {
-		msg = ": " + *rp.ErrorMessage
+	if rp.ErrorMessage != nil && *rp.ErrorMessage != "" {
+		msg = ": " + conn.BrokerText(s.cfg.SASL, *rp.ErrorMessage) // bounded, escaped, no secret
 	}
 	err = fmt.Errorf("%s[%d] on broker %d: %w%s", ip.topic.name, ip.acc.ID, br.id, err, msg)
 	if kerr.IsRetriable(err) || isSequenceError(err) {
