@@ -2,10 +2,11 @@
 // IBM/sarama, segmentio/kafka-go, confluent-kafka-go and Apache Kafka's
 // Java producer, each client in a process of its own, against one broker
 // per workload (testbroker in sink mode by default, kfake in blackhole
-// mode, or a real Kafka broker; several brokers in turn), and prints a
-// Markdown summary table of the medians (records/s, CPU ns per record,
-// wire bytes per record, peak RSS) and samsa's ratios, issue 26's
-// targets, and every broker's report in full. Run it from bench/:
+// mode, or a real Kafka broker; several brokers in turn), and prints in
+// Markdown the README's table (samsa against kgo per workload and broker:
+// records/s, CPU ns per record, wire bytes per record, peak RSS), a table
+// of every workload variant and client, issue 26's targets, and every
+// broker's report in full. Run it from bench/:
 //
 //	go run ./cmd/peerbench               # full run: 6 workloads × 1M records × 3 runs, testbroker
 //	go run ./cmd/peerbench -quick        # 100 000 records, 1 run
@@ -83,7 +84,7 @@ func run() error {
 	useTLS := flag.Bool("tls", false, "the broker (testbroker, kfake) serves TLS with a CA it generates, and the clients connect over TLS (-tls-ca)")
 	tlsCompare := flag.Bool("tls-compare", false, "with -broker testbroker: every client runs over the broker's plaintext and its TLS listener in each round (rows client+tls), and the report gives the TLS overhead; implies -tls")
 	kafkaBootstrap := flag.String("kafka-bootstrap", "", "with -broker kafka: use this running cluster instead of starting one (topics are created, the cluster is left running)")
-	summaryOnly := flag.Bool("summary", false, "print the summary table and the targets only, not every broker's report")
+	summaryOnly := flag.Bool("summary", false, "print the summary tables and the targets only, not every broker's report")
 	flag.Parse()
 
 	set := map[string]bool{}

@@ -93,9 +93,8 @@ func (s *Suite) Checks() []Check {
 	return out
 }
 
-// WriteMarkdown writes the summary table (WriteSummary), issue 26's
-// targets on every broker (WriteChecks), then each broker's report in
-// full.
+// WriteMarkdown writes the summary (WriteSummary), issue 26's targets on
+// every broker (WriteChecks), then each broker's report in full.
 func (s *Suite) WriteMarkdown(w io.Writer) error {
 	if err := s.WriteSummary(w); err != nil {
 		return err
@@ -136,12 +135,9 @@ func workloadLabel(s workload.Spec) string {
 	return s.ID + " `" + s.Name + "`"
 }
 
-// WriteSummary writes the table the README's Benchmarks section takes:
-// one row per workload (each variant), broker and client, in the order of
-// the workloads, then of the brokers, then of Clients, with the medians
-// (records/s, CPU ns per record, wire bytes per record, peak RSS) and
-// samsa's ratios to the client; a line above it says how the runs were
-// made.
+// WriteSummary writes a line that says how the runs were made, the
+// README's table (WriteReadmeTable), and the table of every variant and
+// client (WriteVariants).
 func (s *Suite) WriteSummary(w io.Writer) error {
 	var b strings.Builder
 	var brokers []string
@@ -155,6 +151,25 @@ func (s *Suite) WriteSummary(w io.Writer) error {
 			"one callback, promise or delivery channel for every record. Ratios are samsa/client: throughput > 1 and CPU < 1 favour samsa.\n\n",
 			r.Started.Format("2006-01-02"), r.CPUs, r.GoVersion, r.Runs, r.Records, strings.Join(brokers, ", "), mib(r.BufferMemory))
 	}
+	b.WriteString("samsa against kgo, each workload as its base runs it (its own values, scattered keys):\n\n")
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+	if err := s.WriteReadmeTable(w); err != nil {
+		return err
+	}
+	if _, err := io.WriteString(w, "\nEvery workload variant and client:\n\n"); err != nil {
+		return err
+	}
+	return s.WriteVariants(w)
+}
+
+// WriteVariants writes one row per workload (each variant), broker and
+// client, in the order of the workloads, then of the brokers, then of
+// Clients, with the medians (records/s, CPU ns per record, wire bytes per
+// record, peak RSS) and samsa's ratios to the client.
+func (s *Suite) WriteVariants(w io.Writer) error {
+	var b strings.Builder
 	b.WriteString("| workload | values | keys | broker | client | records/s | CPU ns/record | wire B/record | peak RSS | throughput samsa/client | CPU samsa/client |\n")
 	b.WriteString("|---|---|---|---|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, name := range s.workloadNames() {
@@ -177,6 +192,48 @@ func (s *Suite) WriteSummary(w io.Writer) error {
 						thousands(sum.RecordsPerSec), thousands(sum.CPUNsPerRecord), orDash("%.1f", sum.WireBytesPerRecord),
 						float64(sum.PeakRSSBytes)/(1<<20), orDash("%.2f", sum.ThroughputRatio), orDash("%.2f", sum.CPURatio))
 				}
+			}
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteReadmeTable writes the table the repository README's Benchmarks
+// section takes: samsa against kgo, one row per workload of issue 26 (W1,
+// W2, W2c, W3, W3c, W4, each as its base runs it: its own values,
+// scattered keys) and broker, with both clients' records/s, CPU ns per
+// record, wire bytes per record and peak RSS, and the ratios. Workloads
+// that did not run in their base form have no row (WriteSummary has every
+// variant and every client).
+func (s *Suite) WriteReadmeTable(w io.Writer) error {
+	var b strings.Builder
+	b.WriteString("| workload | broker | samsa records/s | kgo records/s | throughput samsa/kgo | samsa CPU ns/rec | kgo CPU ns/rec | CPU samsa/kgo " +
+		"| samsa wire B/rec | kgo wire B/rec | samsa peak RSS | kgo peak RSS |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	cell := func(sum *Summary, f func(*Summary) string) string {
+		if sum == nil || sum.OK == 0 {
+			return "–"
+		}
+		return f(sum)
+	}
+	rps := func(x *Summary) string { return thousands(x.RecordsPerSec) }
+	cpu := func(x *Summary) string { return thousands(x.CPUNsPerRecord) }
+	wire := func(x *Summary) string { return orDash("%.1f", x.WireBytesPerRecord) }
+	rss := func(x *Summary) string { return fmt.Sprintf("%.1f MiB", float64(x.PeakRSSBytes)/(1<<20)) }
+	for _, id := range targetIDs {
+		for _, r := range s.Reports {
+			for i := range r.Workloads {
+				wr := &r.Workloads[i]
+				base, err := workload.ByName(id, wr.Spec.Records)
+				if err != nil || wr.Spec.Name != base.Name {
+					continue
+				}
+				ours, kgo := wr.summary(Ours), wr.summary(Baseline)
+				fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", workloadLabel(wr.Spec), r.BrokerName,
+					cell(ours, rps), cell(kgo, rps), cell(kgo, func(x *Summary) string { return orDash("%.2f", x.ThroughputRatio) }),
+					cell(ours, cpu), cell(kgo, cpu), cell(kgo, func(x *Summary) string { return orDash("%.2f", x.CPURatio) }),
+					cell(ours, wire), cell(kgo, wire), cell(ours, rss), cell(kgo, rss))
 			}
 		}
 	}
