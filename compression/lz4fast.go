@@ -31,30 +31,39 @@ type lz4Fast struct {
 
 const (
 	lz4HashLog     = 13
+	lz4HashMask    = 1<<lz4HashLog - 1
 	lz4MinMatch    = 4
 	lz4MFLimit     = 12 // a match starts at least 12 bytes before the block's end
 	lz4LastLits    = 5  // and ends at least 5 bytes before it
 	lz4SkipTrigger = 6  // probes without a match before the step grows
 )
 
+// lz4BlockBound is the most an LZ4 block of n input bytes takes
+// (LZ4_compressBound): all literals, with their length's extension bytes.
+func lz4BlockBound(n int) int { return n + n/255 + 16 }
+
 func lz4Hash(seq uint32) uint32 { return (seq * 2654435761) >> (32 - lz4HashLog) }
 
 func lz4Load(src []byte, i int) uint32 { return binary.LittleEndian.Uint32(src[i:]) }
 
 // compressBlock compresses src, at most lz4Block bytes, into dst as one
-// LZ4 block and returns its length, or 0 if it does not fit in dst (the
-// caller then stores the block as is).
+// LZ4 block and returns its length, which can exceed len(src) if src does
+// not compress. dst must have room for lz4BlockBound(len(src)) bytes, the
+// most a block takes; given less, compressBlock returns 0.
 func (e *lz4Fast) compressBlock(dst, src []byte) int {
 	if len(src) > lz4Block {
 		panic("compression: lz4 block larger than 64 KiB")
 	}
-	clear(e.table[:])
-	t := &e.table
+	if len(dst) < lz4BlockBound(len(src)) {
+		return 0
+	}
 	var d, anchor int
 	if len(src) > lz4MFLimit {
+		clear(e.table[:])
+		t := &e.table
 		mfLimitPlusOne := len(src) - lz4MFLimit + 1
 		matchLimit := len(src) - lz4LastLits
-		t[lz4Hash(lz4Load(src, 0))] = 0
+		t[lz4Hash(lz4Load(src, 0))&lz4HashMask] = 0
 		ip := 1
 		forwardH := lz4Hash(lz4Load(src, ip))
 	search:
@@ -64,7 +73,7 @@ func (e *lz4Fast) compressBlock(dst, src []byte) int {
 			var match int
 			forward, step, probes := ip, 1, 1<<lz4SkipTrigger
 			for {
-				h := forwardH
+				h := forwardH & lz4HashMask
 				ip = forward
 				forward += step
 				step = probes >> lz4SkipTrigger
@@ -83,11 +92,11 @@ func (e *lz4Fast) compressBlock(dst, src []byte) int {
 				ip--
 				match--
 			}
+			// Token, literal length, literals. The output takes at
+			// least 8 more bytes after the literals (an offset, and
+			// the last literals' token and 5 bytes), so the literals
+			// are copied 8 bytes at a time, past their end.
 			lit := ip - anchor
-			// Token, literal length, literals, offset.
-			if d+1+lit/255+1+lit+2 > len(dst) {
-				return 0
-			}
 			tok := d
 			d++
 			if lit >= 15 {
@@ -96,15 +105,16 @@ func (e *lz4Fast) compressBlock(dst, src []byte) int {
 			} else {
 				dst[tok] = byte(lit << 4)
 			}
-			d += copy(dst[d:], src[anchor:ip])
+			for i := 0; i < lit; i += 8 {
+				binary.LittleEndian.PutUint64(dst[d+i:], binary.LittleEndian.Uint64(src[anchor+i:]))
+			}
+			d += lit
 			for {
+				// Offset, match length.
 				binary.LittleEndian.PutUint16(dst[d:], uint16(ip-match))
 				d += 2
 				n := lz4Count(src, ip+lz4MinMatch, match+lz4MinMatch, matchLimit)
 				ip += lz4MinMatch + n
-				if d+n/255+1 > len(dst) {
-					return 0
-				}
 				if n >= 15 {
 					dst[tok] |= 15
 					d = lz4PutLen(dst, d, n-15)
@@ -115,17 +125,14 @@ func (e *lz4Fast) compressBlock(dst, src []byte) int {
 				if ip >= mfLimitPlusOne {
 					break search
 				}
-				t[lz4Hash(lz4Load(src, ip-2))] = uint16(ip - 2)
-				h := lz4Hash(lz4Load(src, ip))
+				t[lz4Hash(lz4Load(src, ip-2))&lz4HashMask] = uint16(ip - 2)
+				h := lz4Hash(lz4Load(src, ip)) & lz4HashMask
 				match = int(t[h])
 				t[h] = uint16(ip)
 				if lz4Load(src, match) != lz4Load(src, ip) {
 					break
 				}
 				// A match right here: a sequence without literals.
-				if d+1+2 > len(dst) {
-					return 0
-				}
 				tok = d
 				dst[tok] = 0
 				d++
@@ -135,9 +142,6 @@ func (e *lz4Fast) compressBlock(dst, src []byte) int {
 		}
 	}
 	lit := len(src) - anchor
-	if d+1+lit/255+1+lit > len(dst) {
-		return 0
-	}
 	if lit >= 15 {
 		dst[d] = 15 << 4
 		d = lz4PutLen(dst, d+1, lit-15)
