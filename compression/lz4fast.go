@@ -1,8 +1,8 @@
 package compression
 
 import (
-	"encoding/binary"
 	"math/bits"
+	"unsafe"
 )
 
 // lz4Fast is LZ4's fast block compressor, written after the algorithm of
@@ -44,12 +44,19 @@ func lz4BlockBound(n int) int { return n + n/255 + 16 }
 
 func lz4Hash(seq uint32) uint32 { return (seq * 2654435761) >> (32 - lz4HashLog) }
 
-func lz4Load(src []byte, i int) uint32 { return binary.LittleEndian.Uint32(src[i:]) }
-
 // compressBlock compresses src, at most lz4Block bytes, into dst as one
 // LZ4 block and returns its length, which can exceed len(src) if src does
 // not compress. dst must have room for lz4BlockBound(len(src)) bytes, the
 // most a block takes; given less, compressBlock returns 0.
+//
+// It reads and writes through unsafe pointers, without bounds checks:
+// every position it reads is below len(src) (a match starts at most 12
+// bytes and ends at most 5 bytes before the end, and an 8-byte load
+// starts at most 8 bytes before a limit that is itself within src), and
+// it writes below lz4BlockBound(len(src)) (the literals are copied 8
+// bytes at a time, at most 7 bytes past their end, where an offset, the
+// last literals' token and at least 5 last literals follow).
+// FuzzLZ4FastBlock checks it against lz4RefBlock.
 func (e *lz4Fast) compressBlock(dst, src []byte) int {
 	if len(src) > lz4Block {
 		panic("compression: lz4 block larger than 64 KiB")
@@ -57,126 +64,162 @@ func (e *lz4Fast) compressBlock(dst, src []byte) int {
 	if len(dst) < lz4BlockBound(len(src)) {
 		return 0
 	}
+	sp := unsafe.Pointer(unsafe.SliceData(src))
+	dp := unsafe.Pointer(unsafe.SliceData(dst))
 	var d, anchor int
 	if len(src) > lz4MFLimit {
 		clear(e.table[:])
 		t := &e.table
-		mfLimitPlusOne := len(src) - lz4MFLimit + 1
+		last := len(src) - lz4MFLimit + 1 // a match starts before
 		matchLimit := len(src) - lz4LastLits
-		t[lz4Hash(lz4Load(src, 0))&lz4HashMask] = 0
+		t[lz4Hash(lz4Ld32(sp, 0))&lz4HashMask] = 0
 		ip := 1
-		forwardH := lz4Hash(lz4Load(src, ip))
-	search:
 		for {
-			// Find a match, probing further apart the longer none is
-			// found.
 			var match int
-			forward, step, probes := ip, 1, 1<<lz4SkipTrigger
-			for {
-				h := forwardH & lz4HashMask
-				ip = forward
-				forward += step
-				step = probes >> lz4SkipTrigger
-				probes++
-				if forward > mfLimitPlusOne {
-					break search
-				}
-				match = int(t[h])
-				forwardH = lz4Hash(lz4Load(src, forward))
-				t[h] = uint16(ip)
-				if lz4Load(src, match) == lz4Load(src, ip) {
-					break
-				}
+			ip, match = e.find(sp, ip, last)
+			if ip < 0 {
+				break
 			}
-			for ip > anchor && match > 0 && src[ip-1] == src[match-1] {
+			for ip > anchor && match > 0 && lz4Ld8(sp, ip-1) == lz4Ld8(sp, match-1) {
 				ip--
 				match--
 			}
-			// Token, literal length, literals. The output takes at
-			// least 8 more bytes after the literals (an offset, and
-			// the last literals' token and 5 bytes), so the literals
-			// are copied 8 bytes at a time, past their end.
+			// Token, literal length, literals.
 			lit := ip - anchor
 			tok := d
 			d++
+			var token byte
 			if lit >= 15 {
-				dst[tok] = 15 << 4
-				d = lz4PutLen(dst, d, lit-15)
+				token = 15 << 4
+				d = lz4PutLen(dp, d, lit-15)
 			} else {
-				dst[tok] = byte(lit << 4)
+				token = byte(lit << 4)
 			}
-			for i := 0; i < lit; i += 8 {
-				binary.LittleEndian.PutUint64(dst[d+i:], binary.LittleEndian.Uint64(src[anchor+i:]))
+			for i := 0; ; {
+				lz4St64(dp, d+i, lz4Ld64(sp, anchor+i))
+				if i += 8; i >= lit {
+					break
+				}
 			}
 			d += lit
 			for {
 				// Offset, match length.
-				binary.LittleEndian.PutUint16(dst[d:], uint16(ip-match))
+				lz4St16(dp, d, uint16(ip-match))
 				d += 2
-				n := lz4Count(src, ip+lz4MinMatch, match+lz4MinMatch, matchLimit)
+				var n int
+				if a, b := ip+lz4MinMatch, match+lz4MinMatch; a < matchLimit-7 {
+					if x := lz4Ld64(sp, a) ^ lz4Ld64(sp, b); x != 0 {
+						n = bits.TrailingZeros64(x) >> 3
+					} else {
+						n = 8 + lz4Count(sp, a+8, b+8, matchLimit)
+					}
+				} else {
+					n = lz4Count(sp, a, b, matchLimit)
+				}
 				ip += lz4MinMatch + n
 				if n >= 15 {
-					dst[tok] |= 15
-					d = lz4PutLen(dst, d, n-15)
+					lz4St8(dp, tok, token|15)
+					d = lz4PutLen(dp, d, n-15)
 				} else {
-					dst[tok] |= byte(n)
+					lz4St8(dp, tok, token|byte(n))
 				}
 				anchor = ip
-				if ip >= mfLimitPlusOne {
-					break search
+				if ip >= last {
+					break
 				}
-				t[lz4Hash(lz4Load(src, ip-2))&lz4HashMask] = uint16(ip - 2)
-				h := lz4Hash(lz4Load(src, ip)) & lz4HashMask
+				t[lz4Hash(lz4Ld32(sp, ip-2))&lz4HashMask] = uint16(ip - 2)
+				h := lz4Hash(lz4Ld32(sp, ip)) & lz4HashMask
 				match = int(t[h])
 				t[h] = uint16(ip)
-				if lz4Load(src, match) != lz4Load(src, ip) {
+				if lz4Ld32(sp, match) != lz4Ld32(sp, ip) {
 					break
 				}
 				// A match right here: a sequence without literals.
-				tok = d
-				dst[tok] = 0
+				tok, token = d, 0
 				d++
 			}
+			if ip >= last {
+				break
+			}
 			ip++
-			forwardH = lz4Hash(lz4Load(src, ip))
 		}
 	}
 	lit := len(src) - anchor
 	if lit >= 15 {
-		dst[d] = 15 << 4
-		d = lz4PutLen(dst, d+1, lit-15)
+		lz4St8(dp, d, 15<<4)
+		d = lz4PutLen(dp, d+1, lit-15)
 	} else {
-		dst[d] = byte(lit << 4)
+		lz4St8(dp, d, byte(lit<<4))
 		d++
 	}
 	return d + copy(dst[d:], src[anchor:])
 }
 
+// find probes the positions from ip on for a match, each put in the
+// table, further apart the longer none is found, and returns the first
+// found and the earlier position it matches, or -1 when the next probe
+// would pass last. It is a function of its own so that the compiler keeps
+// its loop's few variables in registers.
+//
+//go:noinline
+func (e *lz4Fast) find(sp unsafe.Pointer, ip, last int) (int, int) {
+	t := &e.table
+	seq := lz4Ld32(sp, ip)
+	step, probes := 1, 1<<lz4SkipTrigger
+	for {
+		next := ip + step
+		if next > last {
+			return -1, 0
+		}
+		step = probes >> lz4SkipTrigger
+		probes++
+		h := lz4Hash(seq) & lz4HashMask
+		nextSeq := lz4Ld32(sp, next)
+		match := int(t[h])
+		t[h] = uint16(ip)
+		if lz4Ld32(sp, match) == seq {
+			return ip, match
+		}
+		ip, seq = next, nextSeq
+	}
+}
+
 // lz4PutLen writes the extension bytes of a literal or match length of
-// n+15 at dst[d:] and returns the position after them.
-func lz4PutLen(dst []byte, d, n int) int {
+// n+15 at d and returns the position after them.
+func lz4PutLen(dp unsafe.Pointer, d, n int) int {
 	for ; n >= 255; n -= 255 {
-		dst[d] = 255
+		lz4St8(dp, d, 255)
 		d++
 	}
-	dst[d] = byte(n)
+	lz4St8(dp, d, byte(n))
 	return d + 1
 }
 
-// lz4Count returns how many bytes from src[a:] equal those from src[b:],
-// b < a, stopping at limit.
-func lz4Count(src []byte, a, b, limit int) int {
+// lz4Count returns how many bytes from a equal those from b, b < a,
+// stopping at limit.
+func lz4Count(sp unsafe.Pointer, a, b, limit int) int {
 	start := a
-	for a+8 <= limit {
-		if x := binary.LittleEndian.Uint64(src[a:]) ^ binary.LittleEndian.Uint64(src[b:]); x != 0 {
+	for a < limit-7 {
+		if x := lz4Ld64(sp, a) ^ lz4Ld64(sp, b); x != 0 {
 			return a - start + bits.TrailingZeros64(x)>>3
 		}
 		a += 8
 		b += 8
 	}
-	for a < limit && src[a] == src[b] {
+	for a < limit && lz4Ld8(sp, a) == lz4Ld8(sp, b) {
 		a++
 		b++
 	}
 	return a - start
 }
+
+// Loads and stores at p+i, unaligned and little-endian.
+
+func lz4Ld8(p unsafe.Pointer, i int) byte    { return *(*byte)(unsafe.Add(p, i)) }
+func lz4Ld32(p unsafe.Pointer, i int) uint32 { return *(*uint32)(unsafe.Add(p, i)) }
+func lz4Ld64(p unsafe.Pointer, i int) uint64 { return *(*uint64)(unsafe.Add(p, i)) }
+func lz4St8(p unsafe.Pointer, i int, v byte) { *(*byte)(unsafe.Add(p, i)) = v }
+func lz4St16(p unsafe.Pointer, i int, v uint16) {
+	*(*uint16)(unsafe.Add(p, i)) = v
+}
+func lz4St64(p unsafe.Pointer, i int, v uint64) { *(*uint64)(unsafe.Add(p, i)) = v }
