@@ -1,6 +1,7 @@
 package compression
 
 import (
+	"encoding/binary"
 	"math/bits"
 	"unsafe"
 )
@@ -213,13 +214,26 @@ func lz4Count(sp unsafe.Pointer, a, b, limit int) int {
 	return a - start
 }
 
-// Loads and stores at p+i, unaligned and little-endian.
+// Loads and stores at p+i, little-endian on every architecture, through
+// byte arrays: the compiler makes each one a single unaligned load or
+// store where the architecture has them, and byte accesses elsewhere.
 
-func lz4Ld8(p unsafe.Pointer, i int) byte    { return *(*byte)(unsafe.Add(p, i)) }
-func lz4Ld32(p unsafe.Pointer, i int) uint32 { return *(*uint32)(unsafe.Add(p, i)) }
-func lz4Ld64(p unsafe.Pointer, i int) uint64 { return *(*uint64)(unsafe.Add(p, i)) }
-func lz4St8(p unsafe.Pointer, i int, v byte) { *(*byte)(unsafe.Add(p, i)) = v }
-func lz4St16(p unsafe.Pointer, i int, v uint16) {
-	*(*uint16)(unsafe.Add(p, i)) = v
+func lz4Ld8(p unsafe.Pointer, i int) byte { return *(*byte)(unsafe.Add(p, i)) }
+
+func lz4Ld32(p unsafe.Pointer, i int) uint32 {
+	return binary.LittleEndian.Uint32((*[4]byte)(unsafe.Add(p, i))[:])
 }
-func lz4St64(p unsafe.Pointer, i int, v uint64) { *(*uint64)(unsafe.Add(p, i)) = v }
+
+func lz4Ld64(p unsafe.Pointer, i int) uint64 {
+	return binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(p, i))[:])
+}
+
+func lz4St8(p unsafe.Pointer, i int, v byte) { *(*byte)(unsafe.Add(p, i)) = v }
+
+func lz4St16(p unsafe.Pointer, i int, v uint16) {
+	binary.LittleEndian.PutUint16((*[2]byte)(unsafe.Add(p, i))[:], v)
+}
+
+func lz4St64(p unsafe.Pointer, i int, v uint64) {
+	binary.LittleEndian.PutUint64((*[8]byte)(unsafe.Add(p, i))[:], v)
+}
