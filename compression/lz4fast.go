@@ -70,10 +70,8 @@ func (e *lz4Fast) compressBlock(dst, src []byte) int {
 	var d, anchor int
 	if len(src) > lz4MFLimit {
 		clear(e.table[:])
-		t := &e.table
-		last := len(src) - lz4MFLimit + 1 // a match starts before
-		matchLimit := len(src) - lz4LastLits
-		t[lz4Hash(lz4Ld32(sp, 0))&lz4HashMask] = 0
+		last := len(src) - lz4MFLimit + 1 // a match starts before, ends 6 bytes after
+		e.table[lz4Hash(lz4Ld32(sp, 0))&lz4HashMask] = 0
 		ip := 1
 		for {
 			var match int
@@ -108,14 +106,14 @@ func (e *lz4Fast) compressBlock(dst, src []byte) int {
 				lz4St16(dp, d, uint16(ip-match))
 				d += 2
 				var n int
-				if a, b := ip+lz4MinMatch, match+lz4MinMatch; a < matchLimit-7 {
+				if a, b := ip+lz4MinMatch, match+lz4MinMatch; a < last-1 {
 					if x := lz4Ld64(sp, a) ^ lz4Ld64(sp, b); x != 0 {
 						n = bits.TrailingZeros64(x) >> 3
 					} else {
-						n = 8 + lz4Count(sp, a+8, b+8, matchLimit)
+						n = 8 + lz4Count(sp, a+8, b+8, last+6)
 					}
 				} else {
-					n = lz4Count(sp, a, b, matchLimit)
+					n = lz4Count(sp, a, b, last+6)
 				}
 				ip += lz4MinMatch + n
 				if n >= 15 {
@@ -128,10 +126,10 @@ func (e *lz4Fast) compressBlock(dst, src []byte) int {
 				if ip >= last {
 					break
 				}
-				t[lz4Hash(lz4Ld32(sp, ip-2))&lz4HashMask] = uint16(ip - 2)
+				e.table[lz4Hash(lz4Ld32(sp, ip-2))&lz4HashMask] = uint16(ip - 2)
 				h := lz4Hash(lz4Ld32(sp, ip)) & lz4HashMask
-				match = int(t[h])
-				t[h] = uint16(ip)
+				match = int(e.table[h])
+				e.table[h] = uint16(ip)
 				if lz4Ld32(sp, match) != lz4Ld32(sp, ip) {
 					break
 				}
