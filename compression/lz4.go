@@ -28,7 +28,11 @@ import (
 // lz4fast.go or pierrec/lz4's high-compression one; a block that would not
 // come out shorter than its input is stored as is, with the size's high
 // bit set. At the default level the frame is byte for byte the Java
-// client's (TestLZ4AsTheJavaClientWritesIt).
+// client's (TestLZ4AsTheJavaClientWritesIt). Everything around the block
+// compressor, the frame, the pool and recordbatch.Builder.Finish's copy of
+// the compressed records back into the batch, costs about 1 % of the
+// compressor's own time on W2's records from 16 KiB to 1 MiB batches (a
+// CPU profile of internal/recordbatch's BenchmarkFinishW2c).
 //
 // Why 64 KiB blocks, when franz-go writes one block per batch (4 MiB
 // blocks)? They are the Java client's, so the same compressor gives the

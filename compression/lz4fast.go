@@ -20,12 +20,25 @@ import (
 //   - after each match, the position two bytes back put in the table and
 //     the current one tried at once for the next match.
 //
-// The output is the reference's byte for byte, hence the Java client's.
-// pierrec/lz4's fast compressor hashes 6 bytes and skips faster: it misses
-// the 4- and 5-byte matches of log lines, CSV, digits or small alphabets
-// and stored 6 to 27 % more than the Java client on them (it found more
-// long matches on JSON-like text: up to 13 % fewer bytes, for 10 to 20 %
-// less CPU; see BenchmarkCompress).
+// The output is the reference's byte for byte, hence the Java client's
+// and the lz4 CLI's (TestLZ4AsTheReferenceCLIWritesIt). pierrec/lz4's fast
+// compressor hashes 6 bytes and skips faster: it misses the 4- and 5-byte
+// matches of log lines, CSV, digits or small alphabets and stored 6 to
+// 27 % more than the Java client on them (it found more long matches on
+// JSON-like text, up to 13 % fewer bytes, but took 12 to 46 % more CPU
+// than this compressor on BenchmarkLZ4Block's blocks).
+//
+// Speed: on BenchmarkLZ4Block's 64 KiB blocks of JSON-like records this
+// compressor takes 1.06 to 1.07 times the CPU time of the reference C
+// implementation (liblz4 1.9.4 as Debian builds it,
+// LZ4_compress_fast_extState on the same blocks), about 970 MB/s on
+// "json" and 510 MB/s on "w2" on the machine it was measured on. It gets
+// there by reading and writing without bounds checks (see compressBlock),
+// copying literals 8 bytes at a time, comparing 8 bytes at a time, and
+// searching in a function of its own, whose loop keeps its variables in
+// registers. What remains is the algorithm's own chains: a hash, a table
+// load, a load at the match and an unpredictable branch per probe and per
+// sequence, as in C.
 type lz4Fast struct {
 	table [1 << lz4HashLog]uint16 // 16 KiB
 }
@@ -50,7 +63,8 @@ func lz4Hash(seq uint32) uint32 { return (seq * 2654435761) >> (32 - lz4HashLog)
 // not compress. dst must have room for lz4BlockBound(len(src)) bytes, the
 // most a block takes; given less, compressBlock returns 0.
 //
-// It reads and writes through unsafe pointers, without bounds checks:
+// It reads and writes through unsafe pointers, without bounds checks
+// (lz4Ld32 and the other accessors at the end of this file):
 // every position it reads is below len(src) (a match starts at most 12
 // bytes and ends at most 5 bytes before the end, and an 8-byte load
 // starts at most 8 bytes before a limit that is itself within src), and
