@@ -28,7 +28,11 @@ import (
 // lz4fast.go or pierrec/lz4's high-compression one; a block that would not
 // come out shorter than its input is stored as is, with the size's high
 // bit set. At the default level the frame is byte for byte the Java
-// client's (TestLZ4AsTheJavaClientWritesIt).
+// client's (TestLZ4AsTheJavaClientWritesIt). Everything around the block
+// compressor, the frame, the pool and recordbatch.Builder.Finish's copy of
+// the compressed records back into the batch, costs about 1 % of the
+// compressor's own time on W2's records from 16 KiB to 1 MiB batches (a
+// CPU profile of internal/recordbatch's BenchmarkFinishW2c).
 //
 // Why 64 KiB blocks, when franz-go writes one block per batch (4 MiB
 // blocks)? They are the Java client's, so the same compressor gives the
@@ -69,27 +73,28 @@ func (c *Compressor) appendLZ4(dst, src []byte) ([]byte, error) {
 	for rest := src; len(rest) > 0; {
 		block := rest[:min(len(rest), lz4Block)]
 		rest = rest[len(block):]
-		// Room for this block stored as is, the most it takes, and the
-		// end mark: dst grows to about the compressed size plus one
-		// block, not to the input's size.
+		// Room for the block's size, the most the compressor can
+		// write (a little more than the block itself) and the end
+		// mark: dst grows to about the compressed size plus one block,
+		// not to the input's size.
 		at := len(dst)
-		dst = slices.Grow(dst, 4+len(block)+4)
-		dst = dst[:at+4+len(block)]
-		out := dst[at+4:]
-		// Given no more room than the block itself, both compressors
-		// return 0 (or an error) for a block that does not shrink.
+		dst = slices.Grow(dst, 4+lz4BlockBound(len(block))+4)
+		out := dst[at+4 : at+4+lz4BlockBound(len(block))]
 		var n int
 		var err error
 		if e.fast != nil {
 			n = e.fast.compressBlock(out, block)
 		} else {
-			n, err = e.hc.CompressBlock(block, out)
+			// Given no more room than the block itself, the HC
+			// compressor returns 0 (or an error) for a block that
+			// does not shrink.
+			n, err = e.hc.CompressBlock(block, out[:len(block)])
 		}
 		if err == nil && n > 0 && n < len(block) {
-			binary.LittleEndian.PutUint32(dst[at:], uint32(n))
+			binary.LittleEndian.PutUint32(dst[at:at+4], uint32(n))
 		} else {
 			n = copy(out, block)
-			binary.LittleEndian.PutUint32(dst[at:], uint32(n)|lz4Raw)
+			binary.LittleEndian.PutUint32(dst[at:at+4], uint32(n)|lz4Raw)
 		}
 		dst = dst[:at+4+n]
 	}
