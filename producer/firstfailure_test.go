@@ -211,7 +211,7 @@ func TestUnreachableClusterFailsWithTheCause(t *testing.T) {
 		known bool // the topic was known and its leader stops; else nothing ever listened
 		want  string
 	}{
-		{"never reached", false, "not present in metadata after 300ms"},
+		{"never reached", false, "(MaxBlock 300ms)"},
 		{"leader stopped", true, "expired after 500ms"},
 	}
 	for _, tc := range cases {
