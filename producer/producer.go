@@ -79,6 +79,8 @@ type Producer struct {
 
 	txn     *txnManager // nil without Config.TransactionalID (transaction.go)
 	txnSink *sink       // the IO goroutine, for the transaction methods' requests to it
+
+	push *pusher // the KIP-714 telemetry goroutine (telemetry.go); nil with DisableMetricsPush
 }
 
 // topicState is a topic as Send sees it.
@@ -208,10 +210,16 @@ func New(cfg Config) (*Producer, error) {
 		p.txn = newTxnManager(p, newTxnClient(p, connCfg))
 	}
 	p.clock = newClock()
+	if !cfg.DisableMetricsPush {
+		p.push = newPusher(p, time.Now())
+	}
 	s := newSink(p, connCfg)
 	p.txnSink = s
 	go p.clock.run()
 	go p.completer.run()
+	if p.push != nil {
+		go p.push.run()
+	}
 	go func() {
 		p.ioGoid.Store(goroutineID())
 		defer close(p.ioDone)
@@ -738,6 +746,9 @@ func (p *Producer) Close(ctx context.Context) error {
 			p.txn.client.close()
 		}
 		p.clock.stop()
+		if p.push != nil {
+			p.push.close(ctx) // the terminating push, with the final metrics
+		}
 		if err := p.meta.Close(); err != nil && flushErr == nil {
 			flushErr = err
 		}

@@ -1,9 +1,7 @@
 package telemetry
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math"
 	"strings"
 	"testing"
 
@@ -11,121 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// field is one decoded protobuf field: a varint or fixed64 in n, bytes in
-// b. The interop module decodes the same payloads with the real OTLP types
-// (interop/telemetry_test.go); this walker checks the structure here.
-type field struct {
-	num, wire int
-	n         uint64
-	b         []byte
-}
-
-func decode(t *testing.T, b []byte) []field {
-	t.Helper()
-	var out []field
-	for len(b) > 0 {
-		tag, l := binary.Uvarint(b)
-		require.Positive(t, l, "tag")
-		b = b[l:]
-		f := field{num: int(tag >> 3), wire: int(tag & 7)}
-		switch f.wire {
-		case wireVarint:
-			f.n, l = binary.Uvarint(b)
-			require.Positive(t, l, "varint")
-			b = b[l:]
-		case wireFixed64:
-			require.GreaterOrEqual(t, len(b), 8)
-			f.n, b = binary.LittleEndian.Uint64(b), b[8:]
-		case wireBytes:
-			n, l := binary.Uvarint(b)
-			require.Positive(t, l, "length")
-			require.LessOrEqual(t, n, uint64(len(b)-l), "length past the end")
-			f.b, b = b[l:l+int(n)], b[l+int(n):]
-		default:
-			t.Fatalf("wire type %d", f.wire)
-		}
-		out = append(out, f)
-	}
-	return out
-}
-
-func get(fs []field, num int) []field {
-	var out []field
-	for _, f := range fs {
-		if f.num == num {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
-func one(t *testing.T, fs []field, num int) field {
-	t.Helper()
-	got := get(fs, num)
-	require.Len(t, got, 1, "field %d", num)
-	return got[0]
-}
-
-// point is a decoded NumberDataPoint.
-type point struct {
-	attr      string // "key=value" or ""
-	start, at uint64
-	v         float64
-}
-
-type metric struct {
-	name        string
-	gauge       bool
-	temporality uint64
-	monotonic   bool
-	points      []point
-}
-
-// decodeMetrics returns the resource's attributes ("k=v"), the scope and
-// every metric of a MetricsData with one ResourceMetrics and one
-// ScopeMetrics.
-func decodeMetrics(t *testing.T, b []byte) (resource []string, scope string, ms []metric) {
-	t.Helper()
-	rm := decode(t, one(t, decode(t, b), fMetricsDataResourceMetrics).b)
-	kv := func(b []byte) string {
-		f := decode(t, b)
-		return string(one(t, f, fKeyValueKey).b) + "=" + string(one(t, decode(t, one(t, f, fKeyValueValue).b), fAnyString).b)
-	}
-	for _, r := range get(rm, fResourceMetricsResource) {
-		for _, a := range get(decode(t, r.b), fResourceAttributes) {
-			resource = append(resource, kv(a.b))
-		}
-	}
-	sm := decode(t, one(t, rm, fResourceMetricsScope).b)
-	sc := decode(t, one(t, sm, fScopeMetricsScope).b)
-	scope = string(one(t, sc, fScopeName).b) + "/" + string(one(t, sc, fScopeVersion).b)
-	for _, mf := range get(sm, fScopeMetricsMetrics) {
-		f := decode(t, mf.b)
-		m := metric{name: string(one(t, f, fMetricName).b)}
-		var data []field
-		if g := get(f, fMetricGauge); len(g) == 1 {
-			m.gauge = true
-			data = decode(t, g[0].b)
-		} else {
-			data = decode(t, one(t, f, fMetricSum).b)
-			m.temporality = one(t, data, fSumTemporality).n
-			m.monotonic = one(t, data, fSumMonotonic).n == 1
-		}
-		for _, pf := range get(data, fSumPoints) {
-			p := decode(t, pf.b)
-			pt := point{at: one(t, p, fPointTime).n, v: math.Float64frombits(one(t, p, fPointDouble).n)}
-			if a := get(p, fPointAttributes); len(a) == 1 {
-				pt.attr = kv(a[0].b)
-			}
-			if s := get(p, fPointStart); len(s) == 1 {
-				pt.start = s[0].n
-			}
-			m.points = append(m.points, pt)
-		}
-		ms = append(ms, m)
-	}
-	return resource, scope, ms
-}
+// The interop module decodes the encoder's payloads with the real OTLP
+// types (interop/telemetry_test.go); here Decode reads them back.
 
 func TestEncoderWritesMetricsData(t *testing.T) {
 	var e Encoder
@@ -146,17 +31,23 @@ func TestEncoderWritesMetricsData(t *testing.T) {
 		e.EndMetric()
 		e.End()
 
-		res, scope, ms := decodeMetrics(t, e.Bytes())
-		assert.Equal(t, []string{"transactional_id=tx-1"}, res, "round %d", round)
-		assert.Equal(t, "samsa/v1.2.3", scope)
-		assert.Equal(t, []metric{
-			{name: "org.apache.kafka.producer.record.send.total", temporality: temporalityDelta, monotonic: true,
-				points: []point{{start: 100, at: 200, v: 42}}},
-			{name: "org.apache.kafka.producer.node.request.latency.avg", gauge: true,
-				points: []point{{attr: "node_id=node-1", at: 200, v: 1.5}, {attr: "node_id=node-2", at: 200, v: 2.5}}},
-			{name: "org.apache.kafka.producer.connection.creation.total", temporality: temporalityCumulative, monotonic: true,
-				points: []point{{start: 50, at: 200, v: 3}}},
-		}, ms)
+		d, err := Decode(e.Bytes())
+		require.NoError(t, err)
+		require.Len(t, d.Resources, 1, "round %d", round)
+		r := d.Resources[0]
+		assert.Equal(t, []KeyValue{{"transactional_id", "tx-1"}}, r.Attributes)
+		require.Len(t, r.Scopes, 1)
+		assert.Equal(t, "samsa", r.Scopes[0].Name)
+		assert.Equal(t, "v1.2.3", r.Scopes[0].Version)
+		assert.Equal(t, []Metric{
+			{Name: "org.apache.kafka.producer.record.send.total", Kind: DeltaSum, Monotonic: true,
+				Points: []Point{{Start: 100, Time: 200, Value: 42}}},
+			{Name: "org.apache.kafka.producer.node.request.latency.avg", Kind: Gauge,
+				Points: []Point{{Attributes: []KeyValue{{"node_id", "node-1"}}, Time: 200, Value: 1.5},
+					{Attributes: []KeyValue{{"node_id", "node-2"}}, Time: 200, Value: 2.5}}},
+			{Name: "org.apache.kafka.producer.connection.creation.total", Kind: CumulativeSum, Monotonic: true,
+				Points: []Point{{Start: 50, Time: 200, Value: 3}}},
+		}, d.All())
 	}
 }
 
@@ -174,11 +65,11 @@ func TestEncoderLengthPrefixesOfEverySize(t *testing.T) {
 			e.Point(KeyValue{"topic", strings.Repeat("t", tc.value)}, 0, 7, -1)
 			e.EndMetric()
 			e.End()
-			res, _, ms := decodeMetrics(t, e.Bytes())
-			assert.Empty(t, res)
-			require.Len(t, ms, 1)
-			assert.Equal(t, name, ms[0].name)
-			assert.Equal(t, []point{{attr: "topic=" + strings.Repeat("t", tc.value), at: 7, v: -1}}, ms[0].points)
+			d, err := Decode(e.Bytes())
+			require.NoError(t, err)
+			assert.Empty(t, d.Resources[0].Attributes)
+			assert.Equal(t, []Metric{{Name: name, Kind: Gauge,
+				Points: []Point{{Attributes: []KeyValue{{"topic", strings.Repeat("t", tc.value)}}, Time: 7, Value: -1}}}}, d.All())
 		})
 	}
 }
@@ -197,4 +88,41 @@ func TestEncoderAllocatesNothingOnceWarm(t *testing.T) {
 	}
 	build()
 	assert.Zero(t, testing.AllocsPerRun(10, build))
+}
+
+func TestDecodeRefusesMalformedInput(t *testing.T) {
+	var e Encoder
+	e.Begin(nil, "samsa", "v0")
+	e.BeginMetric("m", Gauge)
+	e.Point(KeyValue{}, 0, 1, 2)
+	e.EndMetric()
+	e.End()
+	good := e.Bytes()
+	cases := map[string][]byte{
+		"truncated":     good[:len(good)-3],
+		"bad length":    {0x0a, 0x7f, 0x01},
+		"field zero":    {0x00, 0x01},
+		"wire type 3":   {0x0b},
+		"short fixed64": {0x09, 1, 2},
+	}
+	for name, b := range cases {
+		_, err := Decode(b)
+		assert.ErrorIs(t, err, errMalformed, name)
+	}
+	_, err := Decode(nil)
+	assert.NoError(t, err, "an empty MetricsData")
+}
+
+func FuzzDecode(f *testing.F) {
+	var e Encoder
+	e.Begin([]KeyValue{{"k", "v"}}, "samsa", "v0")
+	e.BeginMetric("m", DeltaSum)
+	e.Point(KeyValue{"topic", "t"}, 1, 2, 3)
+	e.EndMetric()
+	e.End()
+	f.Add(e.Bytes())
+	f.Add([]byte{0x0a, 0x00})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, _ = Decode(b) // never panics
+	})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-go/samsa/compression"
+	"github.com/samsa-go/samsa/internal/telemetry"
 )
 
 // API keys and error codes of KIP-714 client metrics.
@@ -43,8 +44,9 @@ const (
 // terminating push gets INVALID_REQUEST; a push with another subscription
 // id (SetTelemetry changes it) gets UNKNOWN_SUBSCRIPTION_ID, with a codec
 // not accepted UNSUPPORTED_COMPRESSION_TYPE, with more than MaxBytes of
-// metrics TELEMETRY_TOO_LARGE, and with metrics that do not decompress
-// INVALID_RECORD. Interceptors inject other answers (keys 71 and 72).
+// metrics TELEMETRY_TOO_LARGE, and with metrics that do not decompress or
+// are no OTLP MetricsData INVALID_RECORD (Kafka's answer when its plugin
+// fails to export them). Interceptors inject other answers (keys 71 and 72).
 type Telemetry struct {
 	// Metrics are the requested metric name prefixes: nil for none (the
 	// client then only asks again every Interval), "*" for all.
@@ -76,8 +78,8 @@ type TelemetryPush struct {
 	Terminating      bool
 	CompressionType  int8
 	// WireBytes is the size of the request's metrics, as sent; Metrics
-	// is them decompressed (an OTLP MetricsData), nil if they did not
-	// decompress.
+	// is them decompressed (an OTLP MetricsData, which
+	// internal/telemetry.Decode reads), nil if they did not decompress.
 	WireBytes int
 	Metrics   []byte
 	// ErrorCode is the broker's answer: 0 when the push was accepted.
@@ -232,12 +234,15 @@ func handlePushTelemetry(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
 		SubscriptionID: req.SubscriptionID, Terminating: req.Terminating,
 		CompressionType: req.CompressionType, WireBytes: len(req.Metrics), At: now,
 	}
+	decoded := false
 	if t := compression.Type(req.CompressionType); t >= compression.None && t <= compression.Zstd {
 		if m, err := compression.AppendDecompress(t, nil, req.Metrics, 64<<20); err == nil {
 			push.Metrics = m
+			_, err = telemetry.Decode(m)
+			decoded = err == nil
 		}
 	}
-	push.ErrorCode = c.tel.checkPush(req, push.Metrics != nil, cfg, now)
+	push.ErrorCode = c.tel.checkPush(req, decoded, cfg, now)
 	resp.ErrorCode = push.ErrorCode
 	c.tel.mu.Lock()
 	c.tel.pushes = append(c.tel.pushes, push)

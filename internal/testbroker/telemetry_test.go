@@ -9,7 +9,19 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-go/samsa/compression"
+	"github.com/samsa-go/samsa/internal/telemetry"
 )
+
+// metricsData is a small OTLP MetricsData.
+var metricsData = func() []byte {
+	var e telemetry.Encoder
+	e.Begin(nil, "test", "v0")
+	e.BeginMetric("org.apache.kafka.producer.record.send.total", telemetry.DeltaSum)
+	e.Point(telemetry.KeyValue{}, 1, 2, 3)
+	e.EndMetric()
+	e.End()
+	return e.Bytes()
+}()
 
 func advertised(t *testing.T, w *wireClient) map[int16]bool {
 	t.Helper()
@@ -62,7 +74,7 @@ func TestTelemetryFollowsKafkasRules(t *testing.T) {
 	clk := newFakeClock()
 	c := newTestCluster(t, Config{Brokers: 1, Clock: clk.Now, Telemetry: &Telemetry{
 		Metrics: []string{"org.apache.kafka.producer."}, Interval: time.Second,
-		CompressionTypes: []int8{int8(compression.Gzip)}, MaxBytes: 100,
+		CompressionTypes: []int8{int8(compression.Gzip)}, MaxBytes: 300,
 	}})
 	w := dialBroker(t, c.Addrs()[0], "tele")
 
@@ -72,13 +84,15 @@ func TestTelemetryFollowsKafkasRules(t *testing.T) {
 	assert.NotEqual(t, [16]byte{}, id, "an id is assigned")
 	assert.Equal(t, int32(1000), sub.PushIntervalMillis)
 	assert.Equal(t, []int8{1}, sub.AcceptedCompressionTypes)
-	assert.Equal(t, int32(100), sub.TelemetryMaxBytes)
+	assert.Equal(t, int32(300), sub.TelemetryMaxBytes)
 	assert.True(t, sub.DeltaTemporality)
 	assert.Equal(t, []string{"org.apache.kafka.producer."}, sub.RequestedMetrics)
 
 	gz, err := compression.NewCompressor(compression.Gzip, 0)
 	require.NoError(t, err)
-	payload, err := gz.AppendCompress(nil, []byte("metrics"))
+	payload, err := gz.AppendCompress(nil, metricsData)
+	require.NoError(t, err)
+	garbage, err := gz.AppendCompress(nil, []byte{0x0b}) // gzip, but no protobuf
 	require.NoError(t, err)
 
 	steps := []struct {
@@ -95,9 +109,10 @@ func TestTelemetryFollowsKafkasRules(t *testing.T) {
 		{"after the interval", time.Second, 0, 1, payload, false, 0},
 		{"unknown subscription", time.Second, 77, 1, payload, false, ecUnknownSubscriptionID},
 		{"codec not accepted", time.Second, 0, int8(compression.Zstd), payload, false, ecUnsupportedCompressionType},
-		{"too large", time.Second, 0, 0, make([]byte, 101), false, ecTelemetryTooLarge},
+		{"too large", time.Second, 0, 0, make([]byte, 301), false, ecTelemetryTooLarge},
 		{"not gzip", time.Second, 0, 1, []byte("garbage"), false, ecInvalidRecord},
-		{"uncompressed", time.Second, 0, 0, []byte("metrics"), false, 0},
+		{"not MetricsData", time.Second, 0, 1, garbage, false, ecInvalidRecord},
+		{"uncompressed", time.Second, 0, 0, metricsData, false, 0},
 		{"terminating, early", 0, 0, 1, payload, true, 0},
 		{"after terminating", 2 * time.Second, 0, 1, payload, false, ecInvalidRequest},
 	}
@@ -113,9 +128,9 @@ func TestTelemetryFollowsKafkasRules(t *testing.T) {
 	require.Len(t, pushes, len(steps))
 	assert.Equal(t, "tele", pushes[0].ClientID)
 	assert.Equal(t, id, pushes[0].ClientInstanceID)
-	assert.Equal(t, []byte("metrics"), pushes[0].Metrics, "decompressed")
+	assert.Equal(t, metricsData, pushes[0].Metrics, "decompressed")
 	assert.Equal(t, len(payload), pushes[0].WireBytes)
-	assert.True(t, pushes[8].Terminating)
+	assert.True(t, pushes[9].Terminating)
 	assert.Equal(t, 1, c.TelemetrySubscriptionRequests())
 }
 
@@ -138,13 +153,13 @@ func TestTelemetrySubscriptionChangeAndThrottledGets(t *testing.T) {
 
 	c.SetTelemetry(Telemetry{Metrics: []string{"org.apache.kafka.producer.record."}, Interval: 2 * time.Second})
 	clk.Advance(10 * time.Millisecond)
-	assert.Equal(t, ecUnknownSubscriptionID, telemetryPush(t, w, id, sub.SubscriptionID, 0, []byte("m"), false))
+	assert.Equal(t, ecUnknownSubscriptionID, telemetryPush(t, w, id, sub.SubscriptionID, 0, metricsData, false))
 	fresh := telemetryGet(t, w, id)
 	require.Zero(t, fresh.ErrorCode, "at once after UNKNOWN_SUBSCRIPTION_ID")
 	assert.NotEqual(t, sub.SubscriptionID, fresh.SubscriptionID)
 	assert.Equal(t, int32(2000), fresh.PushIntervalMillis)
 	assert.Equal(t, []string{"org.apache.kafka.producer.record."}, fresh.RequestedMetrics)
-	assert.Zero(t, telemetryPush(t, w, id, fresh.SubscriptionID, 0, []byte("m"), false))
+	assert.Zero(t, telemetryPush(t, w, id, fresh.SubscriptionID, 0, metricsData, false))
 }
 
 // TestTelemetryInterceptors: a test injects KIP-714's error codes and
@@ -162,5 +177,5 @@ func TestTelemetryInterceptors(t *testing.T) {
 	require.Zero(t, sub.ErrorCode)
 
 	c.Intercept(Interceptor{Keys: []int16{pushTelemetryKey}, Times: 1, After: true, ErrorCode: ecUnknownSubscriptionID})
-	assert.Equal(t, ecUnknownSubscriptionID, telemetryPush(t, w, sub.ClientInstanceID, sub.SubscriptionID, 0, []byte("m"), false))
+	assert.Equal(t, ecUnknownSubscriptionID, telemetryPush(t, w, sub.ClientInstanceID, sub.SubscriptionID, 0, metricsData, false))
 }
