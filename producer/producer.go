@@ -81,6 +81,11 @@ type Producer struct {
 	txnSink *sink       // the IO goroutine, for the transaction methods' requests to it
 
 	push *pusher // the KIP-714 telemetry goroutine (telemetry.go); nil with DisableMetricsPush
+	// metaReady is closed at the first successful metadata refresh
+	// (metaOnce): the telemetry goroutine's requests then find the
+	// metadata connection open instead of dialing one of their own.
+	metaReady chan struct{}
+	metaOnce  sync.Once
 }
 
 // topicState is a topic as Send sees it.
@@ -128,6 +133,7 @@ func New(cfg Config) (*Producer, error) {
 		rec:        newRecorder(),
 		quit:       make(chan struct{}),
 		ioDone:     make(chan struct{}),
+		metaReady:  make(chan struct{}),
 	}
 	logIgnoredProperties(p.log, cfg.ignoredProps)
 	connCfg := conn.Config{

@@ -23,7 +23,8 @@ import (
 // subscription, the payload encoder and its ledger. It sends its requests
 // through the metadata client's connection (metadata.Client.Do: a
 // connection the producer keeps anyway, idle most of the time, like the
-// least-loaded node Java picks), one at a time, and never touches the
+// least-loaded node Java picks; the first once metadata was fetched, so
+// that it finds that connection open), one at a time, and never touches the
 // Send path or the IO goroutine's state: it reads Producer.Metrics. Close
 // ends it (close): a request in flight is abandoned, then, if a
 // subscription with metrics is loaded, one terminating push goes out,
@@ -32,10 +33,14 @@ type pusher struct {
 	p  *Producer
 	do func(context.Context, kmsg.Request) (kmsg.Response, error)
 
-	ctx     context.Context // ends when Close starts: a request in flight is abandoned
-	cancel  context.CancelFunc
-	closing chan context.Context // Close's ctx, for the terminating push
-	done    chan struct{}
+	// getCtx ends when Close starts: a GetTelemetrySubscriptions in
+	// flight is abandoned (nothing is lost). pushCtx ends when Close's
+	// ctx does: a push in flight is waited for until then, so that its
+	// values are not lost to the terminating push.
+	getCtx, pushCtx       context.Context
+	cancelGet, cancelPush context.CancelFunc
+	closing               chan context.Context // Close's ctx, for the terminating push
+	done                  chan struct{}
 
 	instance [16]byte // assigned by the broker; zeros until then
 	sub      telemetry.Subscription
@@ -46,6 +51,11 @@ type pusher struct {
 	wire     []byte
 }
 
+// telemetryStartDelay is how long the first GetTelemetrySubscriptions
+// waits for the producer's first metadata fetch (its first Send), after
+// which it goes out anyway.
+const telemetryStartDelay = time.Second
+
 func newPusher(p *Producer, start time.Time) *pusher {
 	t := &pusher{
 		p:       p,
@@ -54,7 +64,8 @@ func newPusher(p *Producer, start time.Time) *pusher {
 		done:    make(chan struct{}),
 		enc:     pushEncoder{start: start.UnixNano(), version: conn.ModuleVersion()},
 	}
-	t.ctx, t.cancel = context.WithCancel(context.Background())
+	t.getCtx, t.cancelGet = context.WithCancel(context.Background())
+	t.pushCtx, t.cancelPush = context.WithCancel(context.Background())
 	if id := p.cfg.TransactionalID; id != "" {
 		// Java's ClientTelemetryProvider: the producer's own resource
 		// labels (the broker adds client_id, client_instance_id, the
@@ -65,24 +76,37 @@ func newPusher(p *Producer, start time.Time) *pusher {
 }
 
 // close asks for the terminating push and waits for the goroutine to end:
-// a request in flight is waited for, then the terminating push is sent.
-// Both are bounded by ctx: once it ends, the request in flight is
-// abandoned and no terminating push is sent.
+// a GetTelemetrySubscriptions in flight is abandoned, a push in flight is
+// waited for, then the terminating push is sent (bounded by
+// RequestTimeout). All of it is bounded by ctx: once it ends, the push
+// in flight is abandoned and no terminating push is sent.
 func (t *pusher) close(ctx context.Context) {
 	t.closing <- ctx
+	t.cancelGet()
 	select {
 	case <-t.done:
 	case <-ctx.Done():
-		t.cancel()
+		t.cancelPush()
 		<-t.done
 	}
-	t.cancel()
+	t.cancelPush()
 }
 
 func (t *pusher) run() {
 	defer close(t.done)
-	timer := time.NewTimer(0) // the first GetTelemetrySubscriptions at once
+	// The first GetTelemetrySubscriptions once metadata has been
+	// fetched, on the connection that fetched it (at once, it would dial
+	// a second one beside the metadata client's first), or after
+	// telemetryStartDelay for a producer that has sent nothing yet.
+	timer := time.NewTimer(telemetryStartDelay)
 	defer timer.Stop()
+	select {
+	case <-t.p.metaReady:
+	case <-timer.C:
+	case <-t.closing:
+		return
+	}
+	timer.Reset(0)
 	for {
 		select {
 		case <-timer.C:
@@ -119,7 +143,7 @@ func (t *pusher) step() (time.Duration, bool) {
 func (t *pusher) subscribe() (time.Duration, bool) {
 	req := kmsg.NewPtrGetTelemetrySubscriptionsRequest()
 	req.ClientInstanceID = t.instance
-	kresp, err := t.do(t.ctx, req)
+	kresp, err := t.do(t.getCtx, req)
 	if err != nil {
 		return t.failed("GetTelemetrySubscriptions", err), true
 	}
@@ -163,7 +187,7 @@ func (t *pusher) push() (time.Duration, bool) {
 		t.p.log.Debug("client metrics: building a push failed", "err", err)
 		return t.sub.Interval, true
 	}
-	kresp, err := t.do(t.ctx, req)
+	kresp, err := t.do(t.pushCtx, req)
 	if err != nil {
 		t.pushing = false // as Java: fetch the subscription again
 		return t.failed("PushTelemetry", err), true
@@ -188,6 +212,8 @@ func (t *pusher) terminate(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	ctx, cancel := context.WithTimeout(ctx, t.p.cfg.RequestTimeout)
+	defer cancel()
 	kresp, err := t.do(ctx, req)
 	if err != nil {
 		t.p.log.Debug("client metrics: the terminating push failed", "err", err)
