@@ -727,6 +727,11 @@ func (p *Producer) whenIdle() <-chan struct{} {
 // of that is bounded by ctx and by Config.TransactionTimeout, after which
 // the coordinator aborts the transaction itself. That error is Close's
 // result when the flush has none.
+//
+// When the cluster subscribed the producer to client metrics (KIP-714, see
+// Config.DisableMetricsPush), a push in flight is waited for and a last,
+// terminating push with the final metrics is sent before the connections
+// close, bounded by ctx and RequestTimeout; its failure is only logged.
 func (p *Producer) Close(ctx context.Context) error {
 	if where := p.ownGoroutine(); where != "" {
 		// Waiting here would wait for the goroutine running this very
