@@ -3,7 +3,7 @@
 # clusters up, and stops them afterwards, also when COMMAND fails or is
 # interrupted. The root Makefile's test target runs the tests this way.
 #
-#   - a 1-node cluster with -quota -acl, and -sasl-ssl when openssl is
+#   - a 1-node cluster with -quota -acl -telemetry, and -sasl-ssl when openssl is
 #     present: its DIR/env keys are exported (SAMSA_KAFKA_BROKERS, ...);
 #   - a 3-node cluster with -no-auto-create: SAMSA_KAFKA3_BROKERS,
 #     SAMSA_KAFKA3_DIR, SAMSA_KAFKA3_NODES.
@@ -33,7 +33,7 @@ if [[ -n $missing ]]; then
 	exec "$@"
 fi
 
-one_args=(-brokers 1 -quota -acl)
+one_args=(-brokers 1 -quota -acl -telemetry)
 if command -v openssl >/dev/null 2>&1; then
 	one_args+=(-sasl-ssl)
 else
