@@ -2,6 +2,8 @@ package interop
 
 import (
 	"context"
+	"encoding/base64"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -11,7 +13,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-go/samsa/compression"
+	"github.com/samsa-go/samsa/internal/telemetry"
 	"github.com/samsa-go/samsa/producer"
 )
 
@@ -102,4 +108,61 @@ func TestRealKafkaMetricsPush(t *testing.T) {
 	checkPushesAgree(t, ps, m, topic)
 	assert.EqualValues(t, 300, m.Producer.RecordSendTotal)
 	assert.Empty(t, telemetryFiles(t, dir, cfg.ClientID), "enable.metrics.push=false pushes nothing")
+}
+
+// TestRealKafkaTelemetryCodecs: a push compressed by samsa's compression
+// package with each codec is decompressed by Kafka's broker (Java's
+// ClientTelemetryUtils) into the same OTLP bytes: the codecs' framing (gzip
+// stream, snappy in xerial framing, the LZ4 frame, a zstd frame) is what
+// the broker reads. Kafka 4.4 lists zstd first, so samsa's producer only
+// ever uses zstd with it; here each codec is pushed by hand, each by a new
+// client instance (the first push after a subscription is never early).
+func TestRealKafkaTelemetryCodecs(t *testing.T) {
+	c := realKafka(t)
+	dir := realEnv(t, "SAMSA_KAFKA_TELEMETRY_DIR", "no client metrics plugin (interop/kafka/start.sh -telemetry)")
+	prefix := realEnv(t, "SAMSA_KAFKA_TELEMETRY_CLIENT_ID_PREFIX", "no client metrics subscription (interop/kafka/start.sh -telemetry)")
+	clientID := uniqueTopic(prefix + "-codecs")
+	cl := newKgoClient(t, c.addrs, kgo.ClientID(clientID))
+	ctx := testContext(t)
+
+	var e telemetry.Encoder
+	e.Begin(nil, "samsa-codec-test", "v0")
+	e.BeginMetric("org.apache.kafka.producer.record.send.total", telemetry.DeltaSum)
+	for i := range 50 {
+		e.Point(telemetry.KeyValue{Key: "topic", Value: fmt.Sprintf("topic-%d", i)}, 1, 2, float64(i))
+	}
+	e.EndMetric()
+	e.End()
+	raw := e.Bytes()
+
+	for _, codec := range []compression.Type{compression.None, compression.Gzip, compression.Snappy, compression.LZ4, compression.Zstd} {
+		t.Run(codec.String(), func(t *testing.T) {
+			get := kmsg.NewPtrGetTelemetrySubscriptionsRequest()
+			sub, err := get.RequestWith(ctx, cl)
+			require.NoError(t, err)
+			require.Zero(t, sub.ErrorCode)
+			comp, err := compression.NewCompressor(codec, 0)
+			require.NoError(t, err)
+			payload, err := comp.AppendCompress(nil, raw)
+			require.NoError(t, err)
+			push := kmsg.NewPtrPushTelemetryRequest()
+			push.ClientInstanceID, push.SubscriptionID = sub.ClientInstanceID, sub.SubscriptionID
+			push.CompressionType, push.Metrics = int8(codec), payload
+			resp, err := push.RequestWith(ctx, cl)
+			require.NoError(t, err)
+			require.Zero(t, resp.ErrorCode, "%s accepted", codec)
+			id := base64.RawURLEncoding.EncodeToString(sub.ClientInstanceID[:])
+			var got []byte
+			require.Eventually(t, func() bool {
+				for _, f := range telemetryFiles(t, dir, clientID) {
+					if strings.Contains(f, id) {
+						got, err = os.ReadFile(f)
+						return err == nil
+					}
+				}
+				return false
+			}, 10*time.Second, 20*time.Millisecond)
+			assert.Equal(t, raw, got, "%s: the broker decompressed the same OTLP bytes (%d on the wire)", codec, len(payload))
+		})
+	}
 }
