@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"time"
 
@@ -24,7 +25,9 @@ import (
 // through the metadata client's connection (metadata.Client.Do: a
 // connection the producer keeps anyway, idle most of the time, like the
 // least-loaded node Java picks; the first once metadata was fetched, so
-// that it finds that connection open), one at a time, and never touches the
+// that it finds that connection open; a request whose connection breaks
+// is tried on the next broker, which at worst refuses a push as early or
+// counts one twice), one at a time, and never touches the
 // Send path or the IO goroutine's state: it reads Producer.Metrics. Close
 // ends it (close): a request in flight is abandoned, then, if a
 // subscription with metrics is loaded, one terminating push goes out,
@@ -42,13 +45,14 @@ type pusher struct {
 	closing               chan context.Context // Close's ctx, for the terminating push
 	done                  chan struct{}
 
-	instance [16]byte // assigned by the broker; zeros until then
-	sub      telemetry.Subscription
-	pushing  bool // a subscription with metrics is loaded: the next request is a push
-	failures int  // requests in a row that got no answer, or Resubscribe
-	enc      pushEncoder
-	comp     *compression.Compressor // the subscription's codec's, made on first use
-	wire     []byte
+	instance  [16]byte // assigned by the broker; zeros until then
+	sub       telemetry.Subscription
+	pushing   bool // a subscription with metrics is loaded: the next request is a push
+	announced bool // the first subscription with metrics was logged at Info
+	failures  int  // requests in a row that got no answer, or Resubscribe
+	enc       pushEncoder
+	comp      *compression.Compressor // the subscription's codec's, made on first use
+	wire      []byte
 }
 
 // telemetryStartDelay is how long the first GetTelemetrySubscriptions
@@ -161,7 +165,6 @@ func (t *pusher) subscribe() (time.Duration, bool) {
 	if t.instance != ([16]byte{}) && t.sub.Delta != sub.Delta {
 		t.enc.ledger.Reset() // as Java: the values last pushed mean nothing now
 	}
-	first := t.instance == ([16]byte{})
 	t.instance, t.sub, t.failures = resp.ClientInstanceID, sub, 0
 	if t.comp != nil && t.comp.Type() != sub.Codec() {
 		t.comp = nil
@@ -172,10 +175,12 @@ func (t *pusher) subscribe() (time.Duration, bool) {
 		t.pushing = false
 		return max(sub.Interval, throttle), true
 	}
-	if first || !t.pushing {
-		t.p.log.Info("client metrics: pushing to the cluster", "client_instance_id", uuidString(t.instance),
-			"interval", sub.Interval, "metrics", len(resp.RequestedMetrics))
+	level := slog.LevelDebug
+	if !t.announced { // once per producer, as Java's "Client telemetry registered"
+		level, t.announced = slog.LevelInfo, true
 	}
+	t.p.log.Log(context.Background(), level, "client metrics: pushing to the cluster",
+		"client_instance_id", uuidString(t.instance), "interval", sub.Interval, "metrics", len(resp.RequestedMetrics))
 	t.pushing = true
 	return max(telemetry.Jitter(sub.Interval, rand.Float64()), throttle), true
 }
