@@ -164,9 +164,12 @@ start_node() {
 	local flags
 	flags=$(cds_opts "$dir" "$n")
 	[[ -z $flags ]] || mapfile -t cds <<<"$flags"
+	# DIR/jvm.opts: the cluster's own flags, one a line (-gssapi's krb5.conf).
+	local -a extra=()
+	[[ ! -s $dir/jvm.opts ]] || mapfile -t extra <"$dir/jvm.opts"
 	# shellcheck disable=SC2086 # NODE_JVM_OPTS is a list of flags
 	setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$pidf" \
-		"$java" $NODE_JVM_OPTS "${cds[@]}" -Dsamsa.kafka.dir="$dir" \
+		"$java" $NODE_JVM_OPTS "${cds[@]}" "${extra[@]}" -Dsamsa.kafka.dir="$dir" \
 		-Dlog4j2.configurationFile="$dir/log4j2.properties" \
 		-cp "$KAFKA_LIB/*:$KAFKA_CLASSES" kafka.Kafka "$dir/node-$n/server.properties" \
 		</dev/null >>"$log" 2>&1 &
@@ -323,3 +326,6 @@ setup_tool() {
 		return 1
 	fi
 }
+
+# shellcheck source=kdc.sh
+source "$KAFKA_HOME_DIR/kdc.sh"

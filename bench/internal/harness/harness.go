@@ -478,9 +478,10 @@ func build(ctx context.Context, o Options, buildErrs map[string]string) (goVersi
 const benchModule = "github.com/samsa-go/samsa/bench"
 
 // moduleDir returns the directory of the bench module, which the go command
-// must run in to build the clients.
+// must run in to build the clients. It names the module, since in the
+// repository's workspace (go.work) "go list -m" lists every module.
 func moduleDir(ctx context.Context) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Path}} {{.Dir}}").Output()
+	out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Path}} {{.Dir}}", benchModule).Output()
 	if err != nil {
 		return "", fmt.Errorf("go list -m (run peerbench from inside bench/): %w", err)
 	}
