@@ -344,3 +344,59 @@ func TestTransactionalIDIsAResourceAttribute(t *testing.T) {
 	ps := pushesOf(t, c, "txn-tele")
 	assert.Equal(t, []telemetry.KeyValue{{Key: "transactional_id", Value: "tx-tele"}}, ps[0].data.Resources[0].Attributes)
 }
+
+// TestPushTableNamesJavasMetrics: every metric of javaPushMetrics is one of
+// Metrics' (a renamed field would drop out of the pushes silently), and
+// the names are Java's telemetry names.
+func TestPushTableNamesJavasMetrics(t *testing.T) {
+	n := 0
+	for scope, names := range javaPushMetrics {
+		n += len(names)
+		for name := range names {
+			found := false
+			for _, pm := range pushTable {
+				found = found || (pm.scope == MetricScope(scope) && pushInfo(pm).Name == name)
+			}
+			assert.True(t, found, "scope %d: %s is not a metric of Metrics", scope, name)
+		}
+	}
+	assert.Len(t, pushTable, n)
+	names := map[string]pushMetric{}
+	for _, pm := range pushTable {
+		names[pm.name] = pm
+	}
+	cases := []struct {
+		name string
+		sum  bool
+		rate string
+	}{
+		{"org.apache.kafka.producer.record.send.total", true, "org.apache.kafka.producer.record.send.rate"},
+		{"org.apache.kafka.producer.connection.creation.total", true, "org.apache.kafka.producer.connection.creation.rate"},
+		{"org.apache.kafka.producer.bufferpool.wait.time.ns.total", true, ""},
+		{"org.apache.kafka.producer.record.queue.time.max", false, ""},
+		{"org.apache.kafka.producer.produce.throttle.time.avg", false, ""},
+		{"org.apache.kafka.producer.topic.byte.total", true, "org.apache.kafka.producer.topic.byte.rate"},
+		{"org.apache.kafka.producer.node.request.latency.avg", false, ""},
+		{"org.apache.kafka.producer.node.request.total", true, "org.apache.kafka.producer.node.request.rate"},
+	}
+	for _, tc := range cases {
+		pm, ok := names[tc.name]
+		require.True(t, ok, tc.name)
+		assert.Equal(t, tc.sum, pm.sum, tc.name)
+		assert.Equal(t, tc.rate, pm.rate, tc.name)
+	}
+	for _, own := range []string{"request.latency.p99", "parked.records", "buffered.records", "batch.ack.total", "throttle.time.total"} {
+		assert.NotContains(t, names, "org.apache.kafka.producer."+own, "samsa's own metrics stay out of Java's namespace")
+	}
+}
+
+// pushInfo is the MetricInfo of a pushed metric.
+func pushInfo(pm pushMetric) MetricInfo {
+	switch pm.scope {
+	case ScopeTopic:
+		return topicMetricTable[pm.index].info
+	case ScopeBroker:
+		return brokerMetricTable[pm.index].info
+	}
+	return producerMetricTable[pm.index].info
+}

@@ -126,13 +126,13 @@ func (s *Subscription) Wants(name string) bool {
 	return false
 }
 
-// Codec returns the first codec of the broker's accepted list that samsa
-// compresses with, or compression.None when the list names none (or is
-// empty), as Java's ClientTelemetryUtils.preferredCompressionType does.
+// Codec returns the first codec of the broker's accepted list (its order
+// of preference) that samsa knows, unknown ids skipped, or
+// compression.None when the list names none (or is empty), as Java's
+// ClientTelemetryUtils.preferredCompressionType does.
 func (s *Subscription) Codec() compression.Type {
 	for _, id := range s.Accepted {
-		t := compression.Type(id)
-		if t >= compression.Gzip && t <= compression.Zstd {
+		if t := compression.Type(id); t >= compression.None && t <= compression.Zstd {
 			return t
 		}
 	}

@@ -74,6 +74,7 @@ func TestSubscriptionIntervalAndCodec(t *testing.T) {
 		{"unknown codec skipped", 60000, []int8{9, 2}, time.Minute, compression.Snappy},
 		{"none listed", 0, nil, DefaultInterval, compression.None},
 		{"negative interval", -5, []int8{0}, DefaultInterval, compression.None},
+		{"none preferred", 1000, []int8{0, 4}, time.Second, compression.None},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
