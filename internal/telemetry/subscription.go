@@ -13,6 +13,12 @@ import (
 // use when a broker gives no push interval, or cannot be asked: 5 minutes.
 const DefaultInterval = 5 * time.Minute
 
+// MinInterval is the shortest push interval taken from a broker: Kafka's
+// own floor for a subscription's interval.ms. A shorter one (a broker
+// that does not check it) is raised to it, so that the client never
+// pushes in a loop.
+const MinInterval = 100 * time.Millisecond
+
 // Kafka error codes of GetTelemetrySubscriptions and PushTelemetry.
 const (
 	codeNone                       = 0
@@ -67,7 +73,7 @@ type Subscription struct {
 	// ID identifies the subscription; pushes carry it.
 	ID int32
 	// Interval is the push interval (DefaultInterval when the broker
-	// gave none).
+	// gave none, at least MinInterval).
 	Interval time.Duration
 	// Accepted are the codecs the broker takes, in its order of
 	// preference.
@@ -95,8 +101,11 @@ func NewSubscription(r *kmsg.GetTelemetrySubscriptionsResponse) Subscription {
 		MaxBytes:   r.TelemetryMaxBytes,
 		Delta:      r.DeltaTemporality,
 	}
-	if s.Interval <= 0 {
+	switch {
+	case s.Interval <= 0:
 		s.Interval = DefaultInterval
+	case s.Interval < MinInterval:
+		s.Interval = MinInterval
 	}
 	for _, m := range r.RequestedMetrics {
 		if m == "*" || m == "" {

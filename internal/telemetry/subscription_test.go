@@ -75,6 +75,7 @@ func TestSubscriptionIntervalAndCodec(t *testing.T) {
 		{"none listed", 0, nil, DefaultInterval, compression.None},
 		{"negative interval", -5, []int8{0}, DefaultInterval, compression.None},
 		{"none preferred", 1000, []int8{0, 4}, time.Second, compression.None},
+		{"under Kafka's floor", 1, []int8{3}, MinInterval, compression.LZ4},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
