@@ -28,10 +28,9 @@ import (
 // that it finds that connection open; a request whose connection breaks
 // is tried on the next broker, which at worst refuses a push as early or
 // counts one twice), one at a time, and never touches the
-// Send path or the IO goroutine's state: it reads Producer.Metrics. Close
-// ends it (close): a request in flight is abandoned, then, if a
-// subscription with metrics is loaded, one terminating push goes out,
-// bounded by Close's ctx.
+// Send path or the IO goroutine's state: it reads Producer.Metrics. Close's
+// teardown ends it (close) once the IO and completion goroutines are done,
+// so that the terminating push carries the final metrics.
 type pusher struct {
 	p  *Producer
 	do func(context.Context, kmsg.Request) (kmsg.Response, error)
