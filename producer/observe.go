@@ -132,6 +132,7 @@ func (p *Producer) onBufferWaited(topic string, waited time.Duration, err error)
 func (p *Producer) onMetadataRefresh(r metadata.Refresh) {
 	if r.Err == nil {
 		p.rec.metadataRefreshed(time.Now())
+		p.metaOnce.Do(func() { close(p.metaReady) })
 	}
 	if len(p.hooks.metadataRefreshed) > 0 {
 		p.hooks.onMetadataRefreshed(MetadataRefresh{

@@ -88,6 +88,13 @@ type Producer struct {
 
 	txn     *txnManager // nil without Config.TransactionalID (transaction.go)
 	txnSink *sink       // the IO goroutine, for the transaction methods' requests to it
+
+	push *pusher // the KIP-714 telemetry goroutine (telemetry.go); nil with DisableMetricsPush
+	// metaReady is closed at the first successful metadata refresh
+	// (metaOnce): the telemetry goroutine's requests then find the
+	// metadata connection open instead of dialing one of their own.
+	metaReady chan struct{}
+	metaOnce  sync.Once
 }
 
 // topicState is a topic as Send sees it.
@@ -136,6 +143,7 @@ func New(cfg Config) (*Producer, error) {
 		quit:       make(chan struct{}),
 		ioDone:     make(chan struct{}),
 		owned:      lifetime.NewGroup(),
+		metaReady:  make(chan struct{}),
 	}
 	logIgnoredProperties(p.log, cfg.ignoredProps)
 	connCfg := conn.Config{
@@ -218,9 +226,15 @@ func New(cfg Config) (*Producer, error) {
 		connCfg.MaxVersions = txnMaxVersions
 		p.txn = newTxnManager(p, newTxnClient(p, connCfg))
 	}
+	if !cfg.DisableMetricsPush {
+		p.push = newPusher(p, time.Now())
+	}
 	s := newSink(p, connCfg)
 	p.txnSink = s
 	go p.completer.run()
+	if p.push != nil {
+		go p.push.run()
+	}
 	go func() {
 		p.ioGoid.Store(goroutineID())
 		defer close(p.ioDone)
@@ -734,6 +748,11 @@ func (p *Producer) whenIdle() <-chan struct{} {
 // of that is bounded by ctx and by Config.TransactionTimeout, after which
 // the coordinator aborts the transaction itself. That error is Close's
 // result when the flush has none.
+//
+// When the cluster subscribed the producer to client metrics (KIP-714, see
+// Config.DisableMetricsPush), a push in flight is waited for and a last,
+// terminating push with the final metrics is sent before the connections
+// close, bounded by ctx and RequestTimeout; its failure is only logged.
 func (p *Producer) Close(ctx context.Context) error {
 	if where := p.ownGoroutine(); where != "" {
 		// Waiting here would wait for the goroutine running this very

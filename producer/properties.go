@@ -59,6 +59,7 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 //	metadata.max.idle.ms                             MetadataMaxIdle
 //	enable.idempotence                               DisableIdempotence, inverted
 //	allow.auto.create.topics                         DisableAutoTopicCreation, inverted
+//	enable.metrics.push                              DisableMetricsPush, inverted
 //	socket.connection.setup.timeout.ms               DialTimeout
 //	socket.connection.setup.timeout.max.ms           DialTimeoutMax
 //	client.dns.lookup                                ClientDNSLookup: use_all_dns_ips or
@@ -186,8 +187,8 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 // bootstrap brokers when no known broker answers), bootstrap.resolve.timeout.ms,
 // metadata.cluster.check.enable, partitioner.availability.timeout.ms
 // (the adaptive partitioner weighs queues instead), the metrics keys
-// (metric.reporters, metrics.*, auto.include.jmx.reporter,
-// enable.metrics.push: see Producer.Metrics and Hooks), the Java security
+// (metric.reporters, metrics.*, auto.include.jmx.reporter: see
+// Producer.Metrics and Hooks), the Java security
 // plumbing (security.providers, ssl.provider, ssl.cipher.suites,
 // ssl.engine.factory.class, ssl.keymanager.algorithm,
 // ssl.trustmanager.algorithm, ssl.secure.random.implementation,
@@ -435,6 +436,10 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 		case "allow.auto.create.topics":
 			if b, ok := boolean(key, v); ok {
 				c.DisableAutoTopicCreation = !b
+			}
+		case "enable.metrics.push":
+			if b, ok := boolean(key, v); ok {
+				c.DisableMetricsPush = !b
 			}
 		case "socket.connection.setup.timeout.ms":
 			positiveMs(key, v, "DialTimeout", &c.DialTimeout)

@@ -24,7 +24,6 @@ var javaIgnoredKeys = map[string]bool{
 	"auto.include.jmx.reporter":                           true,
 	"bootstrap.resolve.timeout.ms":                        true,
 	"connections.max.idle.ms":                             true,
-	"enable.metrics.push":                                 true,
 	"metadata.cluster.check.enable":                       true,
 	"metadata.recovery.rebootstrap.trigger.ms":            true,
 	"metadata.recovery.strategy":                          true,

@@ -158,6 +158,16 @@ func TestConfigFromProperties(t *testing.T) {
 			Config{},
 		},
 		{
+			"metrics push off",
+			map[string]string{"enable.metrics.push": "false"},
+			Config{DisableMetricsPush: true},
+		},
+		{
+			"metrics push on is the default",
+			map[string]string{"enable.metrics.push": "true"},
+			Config{},
+		},
+		{
 			"gzip's Java default level -1 is our 0",
 			map[string]string{"compression.type": "gzip", "compression.gzip.level": "-1"},
 			Config{Compression: compression.Gzip},
@@ -488,7 +498,7 @@ func TestEveryJavaProducerKeyMapsOrIsReported(t *testing.T) {
 		{"partitioner.ignore.keys", "false", maps}, {"linger.ms", "5", maps}, {"delivery.timeout.ms", "120000", maps},
 		{"client.id", "c", maps}, {"send.buffer.bytes", "131072", maps}, {"receive.buffer.bytes", "32768", maps},
 		{"max.request.size", "1048576", maps}, {"reconnect.backoff.ms", "50", ignored}, {"reconnect.backoff.max.ms", "1000", ignored},
-		{"retry.backoff.ms", "100", maps}, {"retry.backoff.max.ms", "1000", maps}, {"enable.metrics.push", "true", ignored},
+		{"retry.backoff.ms", "100", maps}, {"retry.backoff.max.ms", "1000", maps}, {"enable.metrics.push", "true", maps},
 		{"max.block.ms", "60000", maps}, {"request.timeout.ms", "30000", maps}, {"metadata.max.age.ms", "300000", maps},
 		{"metadata.max.idle.ms", "300000", maps}, {"metrics.sample.window.ms", "30000", ignored}, {"metrics.num.samples", "2", ignored},
 		{"metrics.recording.level", "INFO", ignored}, {"metric.reporters", "", ignored}, {"auto.include.jmx.reporter", "true", ignored},

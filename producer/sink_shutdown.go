@@ -175,6 +175,9 @@ func (p *Producer) stopGoroutines(ctx context.Context) (blocked bool, err error)
 		if p.txn != nil {
 			p.txn.client.close()
 		}
+		if p.push != nil {
+			p.push.close(ctx) // the terminating push, with the final metrics; bounded by ctx
+		}
 		stopErr = p.meta.Close()
 		p.owned.Close() // no connection is left to start a token refresh
 	}()

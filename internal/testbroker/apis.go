@@ -66,6 +66,10 @@ type api struct {
 	// connection's, to keep the hot path free of allocations).
 	request func(cn *conn) kmsg.Request
 	handle  func(cn *conn, h *reqHeader, req kmsg.Request) result
+	// enabled, when set, says whether the cluster serves the API: one it
+	// does not serve is left out of ApiVersions (KIP-714's, without
+	// Config.Telemetry).
+	enabled func(c *Cluster) bool
 }
 
 func newRequest(key int16) func(*conn) kmsg.Request {
@@ -117,6 +121,10 @@ var apis = map[int16]*api{
 	incrAlterConfigsKey: {min: 0, max: new(kmsg.IncrementalAlterConfigsRequest).MaxVersion(), request: newRequest(incrAlterConfigsKey), handle: handleIncrementalAlterConfigs},
 	describeQuotasKey:   {min: 0, max: new(kmsg.DescribeClientQuotasRequest).MaxVersion(), request: newRequest(describeQuotasKey), handle: handleDescribeClientQuotas},
 	alterQuotasKey:      {min: 0, max: new(kmsg.AlterClientQuotasRequest).MaxVersion(), request: newRequest(alterQuotasKey), handle: handleAlterClientQuotas},
+	getTelemetrySubscriptionsKey: {min: 0, max: new(kmsg.GetTelemetrySubscriptionsRequest).MaxVersion(),
+		request: newRequest(getTelemetrySubscriptionsKey), handle: handleGetTelemetrySubscriptions, enabled: telemetryEnabled},
+	pushTelemetryKey: {min: 0, max: new(kmsg.PushTelemetryRequest).MaxVersion(),
+		request: newRequest(pushTelemetryKey), handle: handlePushTelemetry, enabled: telemetryEnabled},
 }
 
 var apiTable [maxAPIKey + 1]*api
@@ -134,11 +142,11 @@ func lookupAPI(key int16) *api {
 	return apiTable[key]
 }
 
-// apiVersionsKeys lists the served APIs in key order.
-func apiVersionsKeys() []kmsg.ApiVersionsResponseApiKey {
+// apiVersionsKeys lists the APIs c serves, in key order.
+func apiVersionsKeys(c *Cluster) []kmsg.ApiVersionsResponseApiKey {
 	var keys []kmsg.ApiVersionsResponseApiKey
 	for k, a := range apiTable {
-		if a == nil {
+		if a == nil || (a.enabled != nil && !a.enabled(c)) {
 			continue
 		}
 		ak := kmsg.NewApiVersionsResponseApiKey()
@@ -148,19 +156,19 @@ func apiVersionsKeys() []kmsg.ApiVersionsResponseApiKey {
 	return keys
 }
 
-func handleAPIVersions(_ *conn, _ *reqHeader, req kmsg.Request) result {
+func handleAPIVersions(cn *conn, _ *reqHeader, req kmsg.Request) result {
 	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
-	resp.ApiKeys = apiVersionsKeys()
+	resp.ApiKeys = apiVersionsKeys(cn.c)
 	return result{resp: resp}
 }
 
 // unsupportedAPIVersions is the v0 answer to an ApiVersions request of a
 // version the broker does not know.
-func unsupportedAPIVersions() *kmsg.ApiVersionsResponse {
+func unsupportedAPIVersions(c *Cluster) *kmsg.ApiVersionsResponse {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.Version = 0
 	resp.ErrorCode = ecUnsupportedVersion
-	resp.ApiKeys = apiVersionsKeys()
+	resp.ApiKeys = apiVersionsKeys(c)
 	return resp
 }
 
@@ -449,6 +457,10 @@ func setErrorCode(resp kmsg.Response, code int16) {
 			}
 		}
 	case *kmsg.AddOffsetsToTxnResponse:
+		r.ErrorCode = code
+	case *kmsg.GetTelemetrySubscriptionsResponse:
+		*r = kmsg.GetTelemetrySubscriptionsResponse{Version: r.Version, ThrottleMillis: r.ThrottleMillis, ErrorCode: code}
+	case *kmsg.PushTelemetryResponse:
 		r.ErrorCode = code
 	case *kmsg.EndTxnResponse:
 		r.ErrorCode = code

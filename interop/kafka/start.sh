@@ -2,7 +2,7 @@
 # start.sh: starts a real Apache Kafka KRaft cluster on 127.0.0.1 from the
 # Maven Central jars (see README.md in this directory).
 #
-#   start.sh [-brokers 1|3] [-dir DIR] [-sasl-ssl] [-gssapi] [-quota] [-acl] [-no-auto-create]
+#   start.sh [-brokers 1|3] [-dir DIR] [-sasl-ssl] [-gssapi] [-quota] [-acl] [-no-auto-create] [-telemetry]
 #
 # Prints the PLAINTEXT bootstrap list as the last line of stdout and writes
 # DIR/env (shell-sourceable KEY=VALUE lines). Progress goes to stderr. On
@@ -12,11 +12,11 @@ set -euo pipefail
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
 
 usage() {
-	echo "usage: $0 [-brokers 1|3] [-dir DIR] [-sasl-ssl] [-gssapi] [-quota] [-acl] [-no-auto-create]" >&2
+	echo "usage: $0 [-brokers 1|3] [-dir DIR] [-sasl-ssl] [-gssapi] [-quota] [-acl] [-no-auto-create] [-telemetry]" >&2
 	exit 2
 }
 
-nodes=1 dir="" sasl_ssl=0 gssapi=0 quota=0 acl=0 auto_create=1
+nodes=1 dir="" sasl_ssl=0 gssapi=0 quota=0 acl=0 auto_create=1 telemetry=0
 while (($# > 0)); do
 	case $1 in
 	-brokers | --brokers)
@@ -34,6 +34,7 @@ while (($# > 0)); do
 	-quota | --quota) quota=1 ;;
 	-acl | --acl) acl=1 ;;
 	-no-auto-create | --no-auto-create) auto_create=0 ;;
+	-telemetry | --telemetry) telemetry=1 ;;
 	-h | -help | --help) usage ;;
 	*)
 		echo "kafka: unknown option $1" >&2
@@ -234,6 +235,12 @@ broker.session.timeout.ms=4000
 broker.heartbeat.interval.ms=500
 EOF
 		((auto_create)) || echo "auto.create.topics.enable=false"
+		if ((telemetry)); then
+			# KIP-714: the capture plugin makes the broker advertise the
+			# telemetry APIs and writes each push to DIR/telemetry.
+			echo "metric.reporters=SamsaTelemetryCapture"
+			echo "samsa.telemetry.dir=$dir/telemetry"
+		fi
 		if ((acl)); then
 			# The brokers and controllers talk to each other as
 			# User:$admin_user over SASL PLAIN, a super user; clients on
@@ -315,9 +322,17 @@ for ((n = 0; n < nodes; n++)); do
 	gssapi_brokers+="${gssapi_brokers:+,}localhost:${gport[n]}"
 done
 quota_client=samsa-quota quota_rate=2
+telemetry_match=samsa-telemetry
 denied_topic=samsa-denied
 declare -a setup_args=(--bootstrap "$brokers" --nodes "$nodes" --timeout-sec "${SAMSA_KAFKA_START_TIMEOUT:-120}")
 ((quota)) && setup_args+=(--quota-client "$quota_client" --quota-rate "$quota_rate")
+if ((telemetry)); then
+	mkdir -p "$dir/telemetry"
+	# Only clients whose id starts with samsa-telemetry are subscribed:
+	# the other tests' producers push nothing.
+	setup_args+=(--telemetry-subscription samsa-telemetry --telemetry-metrics org.apache.kafka.producer.
+		--telemetry-interval-ms 1000 --telemetry-match "client_id=$telemetry_match.*")
+fi
 if ((acl)); then
 	deny="User:ANONYMOUS"
 	((sasl_ssl)) && deny+=",User:$acl_user"
@@ -340,6 +355,10 @@ done
 		echo "SAMSA_KAFKA_SCRAM_PASSWORD=$scram_pass"
 		echo "SAMSA_KAFKA_PLAIN_USER=$plain_user"
 		echo "SAMSA_KAFKA_PLAIN_PASSWORD=$plain_pass"
+	fi
+	if ((telemetry)); then
+		echo "SAMSA_KAFKA_TELEMETRY_DIR=$dir/telemetry"
+		echo "SAMSA_KAFKA_TELEMETRY_CLIENT_ID_PREFIX=$telemetry_match"
 	fi
 	if ((gssapi)); then
 		echo "SAMSA_KAFKA_GSSAPI_BROKERS=$gssapi_brokers"

@@ -3,7 +3,7 @@
 # clusters up, and stops them afterwards, also when COMMAND fails or is
 # interrupted. The root Makefile's test target runs the tests this way.
 #
-#   - a 1-node cluster with -quota -acl, -sasl-ssl when openssl is present
+#   - a 1-node cluster with -quota -acl -telemetry, -sasl-ssl when openssl is present
 #     and -gssapi when MIT Kerberos' KDC is (krb5kdc, kdb5_util,
 #     kadmin.local): its DIR/env keys are exported (SAMSA_KAFKA_BROKERS,
 #     SAMSA_KAFKA_GSSAPI_BROKERS, SAMSA_KRB5_*, ...);
@@ -35,7 +35,7 @@ if [[ -n $missing ]]; then
 	exec "$@"
 fi
 
-one_args=(-brokers 1 -quota -acl)
+one_args=(-brokers 1 -quota -acl -telemetry)
 if command -v openssl >/dev/null 2>&1; then
 	one_args+=(-sasl-ssl)
 else
