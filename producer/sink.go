@@ -274,6 +274,15 @@ func (s *sink) run() {
 			s.applyMetadata()
 		case <-s.timer.C:
 		}
+		select {
+		case <-s.p.quit:
+			// Close has stopped waiting: what a handler above held (a
+			// hook blocked past Close's ctx, say) is not sent now, but
+			// failed by the shutdown, as Close's error said.
+			stopped = true
+			return
+		default:
+		}
 		s.step()
 	}
 }
