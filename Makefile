@@ -1,8 +1,9 @@
 # Every Go module in the repository: the library at the root, the adapter
-# modules (observe/samsaprom, observe/samsaotel, sasl/awsmskiam), and the
-# modules that hold interop tests, peer benchmarks and the release check
-# (their dependencies never reach the library's users). go.work at the
-# root joins them, so each builds against this checkout.
+# modules (observe/samsaprom, observe/samsaotel, sasl/awsmskiam,
+# sasl/kerberos), and the modules that hold interop tests, peer benchmarks
+# and the release check (their dependencies never reach the library's
+# users). go.work at the root joins them, so each builds against this
+# checkout.
 MODULES := $(patsubst %/go.mod,%,$(shell find . -name go.mod -not -path './.git/*' | sort))
 
 GO ?= go
@@ -13,9 +14,11 @@ GO ?= go
 # real Apache Kafka clusters up when java and mvn are on PATH (a 1-node one
 # with SASL_SSL, a quota and ACLs, and a 3-node one; see
 # interop/kafka/README.md); without them it says the real-Kafka tests are
-# skipped. The clusters are stopped afterwards, also on failure.
+# skipped. The clusters are stopped afterwards, also on failure. Apicurio
+# Registry runs beside them for the Schema Registry tests (see
+# interop/registry/README.md), stopped afterwards too.
 test:
-	@interop/kafka/with-clusters.sh $(MAKE) --no-print-directory test-modules
+	@interop/kafka/with-clusters.sh interop/registry/with-registry.sh $(MAKE) --no-print-directory test-modules
 
 # test-modules runs the tests without starting Kafka.
 test-modules:

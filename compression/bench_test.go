@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/samsa-go/samsa/compression"
+	"github.com/samsa-go/samsa/internal/testutil"
 )
 
 // The benchmarks compress and decompress 64 KiB of record-like JSON, a
@@ -89,8 +90,23 @@ func BenchmarkCompressLZ4Batch(b *testing.B) {
 	}
 }
 
+// BenchmarkCompressPayloads compresses a 16-record batch (16.5 KiB, about
+// batch.size's default) of 1 KiB values of each payload of the comparison
+// with the Java client, at each codec's default level: random letters
+// (ProducerPerformance's), JSON events, log lines, digits and random bytes.
+func BenchmarkCompressPayloads(b *testing.B) {
+	for _, codec := range []compression.Type{compression.Gzip, compression.Snappy, compression.LZ4, compression.Zstd} {
+		for _, payload := range []string{"letters", "json", "logs", "digits", "random"} {
+			src := payloadBatch(payload, 1, 16)
+			b.Run(codec.String()+"/"+payload, func(b *testing.B) { benchCompress(b, mustCompressor(b, codec, 0), src) })
+		}
+	}
+}
+
 // benchCompress compresses src with c once per op, reporting MB/s of
-// uncompressed input and the ratio.
+// uncompressed input, the ratio, and cpu-ns/op: the process's CPU time per
+// op, which holds better than ns/op on a machine shared with other work
+// (the loop allocates nothing, so it is the loop's own time).
 func benchCompress(b *testing.B, c *compression.Compressor, src []byte) {
 	dst, err := c.AppendCompress(nil, src)
 	if err != nil {
@@ -98,10 +114,52 @@ func benchCompress(b *testing.B, c *compression.Compressor, src []byte) {
 	}
 	b.SetBytes(int64(len(src)))
 	b.ReportAllocs()
+	cpu0 := testutil.CPUSeconds()
 	for b.Loop() {
 		if dst, err = c.AppendCompress(dst[:0], src); err != nil {
 			b.Fatal(err)
 		}
 	}
+	if cpu := testutil.CPUSeconds() - cpu0; cpu > 0 {
+		b.ReportMetric(cpu*1e9/float64(b.N), "cpu-ns/op")
+	}
 	b.ReportMetric(float64(len(src))/float64(len(dst)), "ratio")
+}
+
+// BenchmarkLZ4Block runs the fast LZ4 block compressor alone (no frame,
+// no pool) on 1 MiB of JSON-like input cut into 64 KiB blocks, as the
+// frame cuts it: "json" is records, "w2" the records section of W2's
+// 100-byte values. The reference C implementation's speed on the same
+// blocks is in the comment of lz4fast.go. The ratio is that of the frame
+// these blocks make (a block that does not shrink is stored).
+func BenchmarkLZ4Block(b *testing.B) {
+	for _, in := range []struct {
+		name string
+		src  []byte
+	}{{"json", records(1 << 20)}, {"w2", w2Batch(1 << 20)}} {
+		b.Run(in.name, func(b *testing.B) {
+			compress, bound := compression.LZ4FastBlock()
+			const block = 64 << 10
+			dst := make([]byte, bound(block))
+			frame := 0
+			b.SetBytes(int64(len(in.src)))
+			b.ReportAllocs()
+			cpu0 := testutil.CPUSeconds()
+			for b.Loop() {
+				frame = 7 + 4
+				for at := 0; at < len(in.src); at += block {
+					blk := in.src[at:min(at+block, len(in.src))]
+					n := compress(dst, blk)
+					if n == 0 || n >= len(blk) {
+						n = len(blk)
+					}
+					frame += 4 + n
+				}
+			}
+			if cpu := testutil.CPUSeconds() - cpu0; cpu > 0 {
+				b.ReportMetric(cpu*1e9/float64(b.N), "cpu-ns/op")
+			}
+			b.ReportMetric(float64(len(in.src))/float64(frame), "ratio")
+		})
+	}
 }

@@ -118,6 +118,8 @@ func TestRoundTrip(t *testing.T) {
 		{"records-1MiB", records(1 << 20)},
 		{"incompressible-1MiB", random(1 << 20)},
 		{"incompressible-100KiB", random(100 << 10)}, // not a multiple of any block size
+		{"letters", payloadBatch("letters", 1, 100)}, // gzip keeps its Huffman-only pass
+		{"digits", payloadBatch("digits", 1, 100)},   // short matches only
 	}
 	levels := map[compression.Type][]int{
 		compression.None:   {0},

@@ -14,7 +14,7 @@ import (
 // A Compressor compresses record batches with one codec at one level.
 //
 // It is safe for concurrent use and meant to live as long as the producer:
-// gzip stream encoders and lz4 block compressors are kept in a pool and
+// gzip stream encoders and lz4 block compressors are kept in pools and
 // reused, zstd keeps one encoder per concurrent caller (see appendZstd), and
 // snappy needs no state. In steady state AppendCompress allocates nothing but the
 // growth of dst and starts no goroutine. A Compressor holds no goroutine
@@ -23,12 +23,14 @@ type Compressor struct {
 	t     Type
 	level int
 
-	gzipLevel int
-	lz4Level  lz4.CompressionLevel
-	pool      sync.Pool // *streamEncoder (gzip) or *lz4Encoder (lz4)
-	zstdLevel zstd.EncoderLevel
-	zstdSmall zstdClass // encoders for input up to zstdSmallWindow
-	zstdLarge zstdClass // encoders with the level's default window, for larger input
+	gzipLevel  int
+	lz4Level   lz4.CompressionLevel
+	pool       sync.Pool // *streamEncoder (gzip) or *lz4Encoder (lz4)
+	huffPool   sync.Pool // *streamEncoder: gzip's Huffman-only second pass
+	zstdLevel  zstd.EncoderLevel
+	zstdAllLit bool      // entropy-code literals of blocks without matches (levels 1 and up)
+	zstdSmall  zstdClass // encoders for input up to zstdSmallWindow
+	zstdLarge  zstdClass // encoders with the level's default window, for larger input
 }
 
 // NewCompressor returns a Compressor for codec t at the given level. Level 0
@@ -38,12 +40,14 @@ type Compressor struct {
 //   - None and Snappy have no levels: only 0 is accepted.
 //   - Gzip: 1 (fastest) to 9 (smallest); 0 or -1 (Kafka's default) mean 6,
 //     the Deflater default that Kafka uses.
-//   - LZ4: 1 to 17 as in Kafka, where 1 is LZ4's fast compressor and 2 to 17
-//     the high-compression one. Levels 2 to 9 map to pierrec/lz4 Level2 to
-//     Level9 and 10 to 17 are capped at Level9. The default (0) is the fast
-//     compressor, like librdkafka and franz-go; Kafka 3.8+'s Java default
-//     is 9, which compresses slightly better at a fraction of the speed (see
-//     the package benchmarks).
+//   - LZ4: 1 to 17 as in Kafka. The default (0) and 9, Kafka's default, are
+//     LZ4's fast compressor, as in the Java client: Kafka 4.x runs
+//     lz4-java's fast compressor at its default level and the
+//     high-compression one at every other level. The fast compressor here
+//     is the reference implementation's algorithm (lz4fast.go), so a batch
+//     comes out byte for byte as the Java client compresses it. Levels 1 to
+//     8 map to pierrec/lz4's high-compression Level1 to Level8, and 10 to 17
+//     to Level9.
 //   - Zstd: -131072 to 22 as in Kafka; 0 means 3, Kafka's default. The
 //     pure-Go encoder has four speeds, chosen as zstd.EncoderLevelFromZstd
 //     does: below 3 fastest, 3-5 default, 6-9 better, 10 and up best.
@@ -63,7 +67,9 @@ func NewCompressor(t Type, level int) (*Compressor, error) {
 	case Gzip:
 		switch {
 		case level == 0 || level == -1:
-			c.gzipLevel = gzip.DefaultCompression
+			// Not gzip.DefaultCompression, which klauspost maps to its
+			// level 5.
+			c.gzipLevel = 6
 		case level >= gzip.BestSpeed && level <= gzip.BestCompression:
 			c.gzipLevel = level
 		default:
@@ -71,12 +77,12 @@ func NewCompressor(t Type, level int) (*Compressor, error) {
 		}
 	case LZ4:
 		switch {
-		case level == 0 || level == 1:
+		case level == 0 || level == 9:
 			c.lz4Level = lz4.Fast
-		case level >= 2 && level <= 17:
+		case level >= 1 && level <= 17:
 			c.lz4Level = lz4.Level1 << (min(level, 9) - 1)
 		default:
-			return nil, badLevel("1 to 17, or 0 for the default (fast)")
+			return nil, badLevel("1 to 17, or 0 for the default 9 (fast)")
 		}
 	case Zstd:
 		const minZstdLevel, maxZstdLevel = -131072, 22
@@ -88,6 +94,9 @@ func NewCompressor(t Type, level int) (*Compressor, error) {
 			zl = 3
 		}
 		c.zstdLevel = zstd.EncoderLevelFromZstd(zl)
+		// Negative levels trade ratio for speed: the reference zstd does
+		// not entropy-code their literals either.
+		c.zstdAllLit = zl >= 1
 		c.zstdSmall = zstdClass{window: zstdSmallWindow, free: make(chan *zstd.Encoder, runtime.GOMAXPROCS(0))}
 		c.zstdLarge = zstdClass{free: make(chan *zstd.Encoder, runtime.GOMAXPROCS(0))}
 		enc, err := c.newZstdEncoder(zstdSmallWindow)
@@ -143,10 +152,10 @@ type streamEncoder struct {
 	zw  streamWriter
 }
 
-// appendStream compresses src into dst with the Compressor's pooled stream
-// encoder, made by newWriter the first time. Errors name c's codec.
-func (c *Compressor) appendStream(dst, src []byte, newWriter func(io.Writer) (streamWriter, error)) ([]byte, error) {
-	e, _ := c.pool.Get().(*streamEncoder)
+// appendStream compresses src into dst with a stream encoder from pool,
+// made by newWriter the first time. Errors name c's codec.
+func (c *Compressor) appendStream(pool *sync.Pool, dst, src []byte, newWriter func(io.Writer) (streamWriter, error)) ([]byte, error) {
+	e, _ := pool.Get().(*streamEncoder)
 	if e == nil {
 		e = &streamEncoder{}
 		zw, err := newWriter(&e.out)
@@ -163,7 +172,7 @@ func (c *Compressor) appendStream(dst, src []byte, newWriter func(io.Writer) (st
 	}
 	out := e.out.b
 	e.out.b = nil // the pool must not keep the caller's memory alive
-	c.pool.Put(e)
+	pool.Put(e)
 	if err != nil {
 		return dst, fmt.Errorf("compression: %s: %w", c.t, err)
 	}

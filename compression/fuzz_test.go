@@ -65,6 +65,8 @@ func FuzzRoundTrip(f *testing.F) {
 	f.Add([]byte("hello, kafka"), uint8(1))
 	f.Add(records(5000), uint8(4))
 	f.Add(random(70000), uint8(3))
+	f.Add(payloadBatch("digits", 1, 70), uint8(3)) // short matches, two lz4 blocks
+	f.Add(make([]byte, 70000), uint8(3))           // long matches
 	comps := map[compression.Type]*compression.Compressor{}
 	for _, ty := range allTypes {
 		comps[ty] = mustCompressor(f, ty, 0)

@@ -9,9 +9,8 @@ import (
 	"github.com/pierrec/lz4/v4"
 )
 
-// The LZ4 frame samsa writes (LZ4 frame format 1.6), byte for byte what
-// pierrec/lz4's Writer writes with the options below, and what Kafka's
-// Java client writes but for the compressor's choice of matches:
+// The LZ4 frame samsa writes (LZ4 frame format 1.6), the one Kafka's Java
+// client writes:
 //
 //	magic 04 22 4d 18 | FLG 0x60 | BD 0x40 | HC 0x82 | blocks... | end mark 00 00 00 00
 //
@@ -24,22 +23,24 @@ import (
 // dependent blocks. BD 0x40 is 64 KiB blocks, as the Java client writes;
 // HC is the second byte of xxHash32 of FLG and BD.
 //
-// Each block is a little-endian size and the block's data, compressed by
-// pierrec/lz4 straight into dst (no block buffer, no copy); a block that
-// would not come out shorter than its input is stored as is, with the
-// size's high bit set.
+// Each block is a little-endian size and the block's data, compressed
+// straight into dst (no block buffer, no copy) by the fast compressor of
+// lz4fast.go or pierrec/lz4's high-compression one; a block that would not
+// come out shorter than its input is stored as is, with the size's high
+// bit set. At the default level the frame is byte for byte the Java
+// client's (TestLZ4AsTheJavaClientWritesIt). Everything around the block
+// compressor, the frame, the pool and recordbatch.Builder.Finish's copy of
+// the compressed records back into the batch, costs about 1 % of the
+// compressor's own time on W2's records from 16 KiB to 1 MiB batches (a
+// CPU profile of internal/recordbatch's BenchmarkFinishW2c).
 //
 // Why 64 KiB blocks, when franz-go writes one block per batch (4 MiB
-// blocks)? The fast compressor finds more matches when it can reach back
-// 64 KiB from every position, not only from the middle of a block: on the
-// benchmarks' W2 records one block per 1 MiB batch comes out 3.5 %
-// smaller, but costs about 12 % more CPU, because on such data (a short
-// match every ~10 bytes) the cost follows the number of matches. 64 KiB
-// blocks keep the CPU down and every reader's buffer small. (A
-// hand-written greedy compressor with an L1-sized hash table was no faster
-// than pierrec/lz4 at the same ratio, and the reference C implementation,
-// lz4 -b1, is only about 1.3x faster on this data, with 6 % larger output;
-// see BenchmarkCompressLZ4Batch.)
+// blocks)? They are the Java client's, so the same compressor gives the
+// same bytes, and every reader's buffer stays small. One block per 1 MiB
+// batch would find slightly more matches (a position could reach back 64
+// KiB from the middle of the batch, not only from the middle of a block)
+// at the cost of more CPU, since on record data the cost follows the
+// number of matches (see BenchmarkCompressLZ4Batch).
 const (
 	lz4Magic = 0x184D2204
 	lz4FLG   = 0x60
@@ -50,18 +51,20 @@ const (
 )
 
 // lz4Encoder is the pooled per-call state of a Compressor's lz4 encoding:
-// pierrec/lz4's fast compressor (136 KiB) or, for levels 2 and up, its HC
-// compressor (256 KiB).
+// the fast compressor of lz4fast.go (16 KiB) or, at the levels where Kafka
+// uses LZ4's high-compression one, pierrec/lz4's HC compressor (256 KiB).
 type lz4Encoder struct {
-	fast lz4.Compressor
-	hc   *lz4.CompressorHC // nil at the fast level
+	fast *lz4Fast
+	hc   *lz4.CompressorHC
 }
 
 func (c *Compressor) appendLZ4(dst, src []byte) ([]byte, error) {
 	e, _ := c.pool.Get().(*lz4Encoder)
 	if e == nil {
 		e = new(lz4Encoder)
-		if c.lz4Level != lz4.Fast {
+		if c.lz4Level == lz4.Fast {
+			e.fast = new(lz4Fast)
+		} else {
 			e.hc = &lz4.CompressorHC{Level: c.lz4Level}
 		}
 	}
@@ -70,27 +73,28 @@ func (c *Compressor) appendLZ4(dst, src []byte) ([]byte, error) {
 	for rest := src; len(rest) > 0; {
 		block := rest[:min(len(rest), lz4Block)]
 		rest = rest[len(block):]
-		// Room for this block stored as is, the most it takes, and the
-		// end mark: dst grows to about the compressed size plus one
-		// block, not to the input's size.
+		// Room for the block's size, the most the compressor can
+		// write (a little more than the block itself) and the end
+		// mark: dst grows to about the compressed size plus one block,
+		// not to the input's size.
 		at := len(dst)
-		dst = slices.Grow(dst, 4+len(block)+4)
-		dst = dst[:at+4+len(block)]
-		out := dst[at+4:]
-		// Given no more room than the block itself, both compressors
-		// return 0 (or an error) for a block that does not shrink.
+		dst = slices.Grow(dst, 4+lz4BlockBound(len(block))+4)
+		out := dst[at+4 : at+4+lz4BlockBound(len(block))]
 		var n int
 		var err error
-		if e.hc == nil {
-			n, err = e.fast.CompressBlock(block, out)
+		if e.fast != nil {
+			n = e.fast.compressBlock(out, block)
 		} else {
-			n, err = e.hc.CompressBlock(block, out)
+			// Given no more room than the block itself, the HC
+			// compressor returns 0 (or an error) for a block that
+			// does not shrink.
+			n, err = e.hc.CompressBlock(block, out[:len(block)])
 		}
 		if err == nil && n > 0 && n < len(block) {
-			binary.LittleEndian.PutUint32(dst[at:], uint32(n))
+			binary.LittleEndian.PutUint32(dst[at:at+4], uint32(n))
 		} else {
 			n = copy(out, block)
-			binary.LittleEndian.PutUint32(dst[at:], uint32(n)|lz4Raw)
+			binary.LittleEndian.PutUint32(dst[at:at+4], uint32(n)|lz4Raw)
 		}
 		dst = dst[:at+4+n]
 	}

@@ -89,6 +89,18 @@ func TestKafkaClusterAnswers(t *testing.T) {
 					}
 				}
 				require.NotNil(t, mv, "%s finalizes metadata.version (KRaft)", addr)
+				// KIP-714's APIs only with start.sh -telemetry's plugin.
+				telemetryAPIs := 0
+				for _, k := range av.ApiKeys {
+					if k.ApiKey == kmsg.GetTelemetrySubscriptions.Int16() || k.ApiKey == kmsg.PushTelemetry.Int16() {
+						telemetryAPIs++
+					}
+				}
+				wantTelemetry := 0
+				if tc.name == "first" && os.Getenv("SAMSA_KAFKA_TELEMETRY_DIR") != "" {
+					wantTelemetry = 2
+				}
+				require.Equal(t, wantTelemetry, telemetryAPIs, "%s advertises GetTelemetrySubscriptions and PushTelemetry only with a client metrics plugin", addr)
 			}
 
 			md, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)

@@ -1,11 +1,15 @@
 package interop
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -13,8 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/samsa-go/samsa/internal/testutil"
 	"github.com/samsa-go/samsa/producer"
 )
 
@@ -124,4 +130,228 @@ func TestRealKafkaListenersOfMismatchedClients(t *testing.T) {
 			require.ErrorIs(t, err, io.EOF, "the PLAINTEXT listener closes a TLS handshake without an answer")
 		}
 	})
+}
+
+// firstFailureWithin is how soon a user must see why the cluster cannot be
+// reached (issue 22): Ping's error, the first warning in the log and, for a
+// listener mismatch, a record's error.
+const firstFailureWithin = 2 * time.Second
+
+// TestRealKafkaFirstFailure is issue 22 against real Kafka: a producer set
+// up with defaults (MaxBlock 60 s, no Logger) for a cluster it cannot use
+// tells why within 2 s, in Ping's error and in one warning on slog's
+// default logger, whatever the number of records; a listener that speaks
+// another protocol also fails the records at once (ErrAuthentication),
+// while records for a refused or unresolvable broker wait, as in Java, and
+// fail after MaxBlock with the same cause.
+func TestRealKafkaFirstFailure(t *testing.T) {
+	_, l := realKafkaListeners(t)
+	refused := testutil.RefusedAddr(t)
+	const nowhere = "samsa-nowhere.invalid:9092"
+	// What the log says: the broker's outage (the metadata client's
+	// bootstrap broker), and when the records fail fast, the topic's.
+	outage := []string{"metadata fetch failed"}
+	failing := []string{"metadata fetch failed", "failing records of topic at once"}
+	cases := []struct {
+		name     string
+		cfg      producer.Config
+		addr     string   // the broker every text names
+		want     []string // in Ping's error, the warning and a record's error, after "cannot connect to broker <addr>: "
+		mismatch bool     // records fail fast with ErrAuthentication
+		logged   []string // the messages logged, each once, whatever the number of records
+	}{
+		{"refused", producer.Config{Brokers: []string{refused}}, refused,
+			[]string{"connection refused (nothing is listening there)"}, false, outage},
+		{"unresolvable", producer.Config{Brokers: []string{nowhere}}, nowhere,
+			[]string{`no such host "samsa-nowhere.invalid"`}, false, outage},
+		{"plaintext on SASL_SSL", l.plaintextOnSASLSSL(), l.saslSSL[0],
+			[]string{"the listener speaks TLS, but the client connects in plaintext", "security.protocol=SSL or SASL_SSL"}, true, failing},
+		{"TLS on PLAINTEXT", l.tlsOnPlaintext(), l.plaintext[0],
+			[]string{"the listener does not speak TLS, but the client connects with TLS", "security.protocol=PLAINTEXT or SASL_PLAINTEXT"}, true, failing},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			logs := captureDefaultLog(t)
+			prefix := "cannot connect to broker " + tc.addr + ": "
+			hasCause := func(t *testing.T, what string, err error) {
+				t.Helper()
+				require.Error(t, err, what)
+				assert.Contains(t, err.Error(), prefix, what)
+				for _, w := range tc.want {
+					assert.Contains(t, err.Error(), w, what)
+				}
+				if tc.mismatch {
+					assert.ErrorIs(t, err, producer.ErrAuthentication, what)
+				} else {
+					assert.NotErrorIs(t, err, producer.ErrAuthentication, what)
+				}
+			}
+			ctx := realContext(t, 30*time.Second)
+
+			start := time.Now()
+			p, err := producer.New(tc.cfg) // MaxBlock, DeliveryTimeout, Logger: defaults
+			require.NoError(t, err)
+			t.Cleanup(func() { closeQuickly(p) })
+			topic := uniqueTopic("samsa-firstfailure")
+			futs := make([]*producer.Future, 100)
+			for i := range futs {
+				futs[i] = p.Send(ctx, &producer.Record{Topic: topic, Value: fmt.Appendf(nil, "r%d", i)})
+			}
+			firstDone := whenDone(t, futs[0])
+
+			pingStart := time.Now()
+			err = p.Ping(ctx)
+			pingTook := time.Since(pingStart)
+			hasCause(t, "Ping", err)
+			assert.LessOrEqual(t, pingTook, firstFailureWithin, "Ping took %v: %v", pingTook, err)
+			t.Logf("Ping after %v: %v", pingTook.Round(time.Millisecond), err)
+
+			var first loggedLine
+			require.Eventually(t, func() bool {
+				lines := logs.lines(t)
+				if len(lines) > 0 {
+					first = lines[0]
+				}
+				return len(lines) > 0
+			}, 30*time.Second, 10*time.Millisecond, "nothing logged at Warn or above")
+			logAfter := first.time.Sub(start)
+			assert.LessOrEqual(t, logAfter, firstFailureWithin, "the first warning came %v after New: %s", logAfter, first.text)
+			assert.Contains(t, first.err, prefix, first.text)
+			for _, w := range tc.want {
+				assert.Contains(t, first.err, w, first.text)
+			}
+			t.Logf("first log line %v after New: %s", logAfter.Round(time.Millisecond), first.text)
+
+			if tc.mismatch {
+				var doneAt time.Time
+				select {
+				case doneAt = <-firstDone:
+				case <-ctx.Done():
+					t.Fatal("the first record did not fail")
+				}
+				failAfter := doneAt.Sub(start)
+				assert.LessOrEqual(t, failAfter, firstFailureWithin, "the first record failed %v after New", failAfter)
+				for i, f := range futs {
+					_, err := f.Wait(ctx)
+					require.NoError(t, ctx.Err(), "record %d failed only when the test gave up", i)
+					hasCause(t, fmt.Sprintf("record %d", i), err)
+					assert.NotErrorIs(t, err, producer.ErrDeliveryTimeout, "record %d: failed fast, not after MaxBlock", i)
+				}
+				_, err := futs[0].Wait(ctx)
+				t.Logf("the first record failed %v after New: %v", failAfter.Round(time.Millisecond), err)
+				// A record sent once the failure is known fails in Send.
+				lateStart := time.Now()
+				_, err = p.Send(ctx, &producer.Record{Topic: topic, Value: []byte("late")}).Wait(ctx)
+				lateTook := time.Since(lateStart)
+				hasCause(t, "a record sent after the failure", err)
+				assert.LessOrEqual(t, lateTook, firstFailureWithin, "a record sent after the failure took %v to fail", lateTook)
+				t.Logf("a record sent after the failure failed in %v", lateTook.Round(time.Millisecond))
+			} else {
+				// As in Java, a refused or unresolvable broker may be
+				// one restarting or a DNS record being created:
+				// records wait for MaxBlock. One of a producer whose
+				// MaxBlock is short fails with the cause.
+				short, err := producer.New(producer.Config{Brokers: tc.cfg.Brokers, MaxBlock: 1500 * time.Millisecond,
+					Logger: slog.New(slog.DiscardHandler)})
+				require.NoError(t, err)
+				t.Cleanup(func() { closeQuickly(short) })
+				shortStart := time.Now()
+				_, err = short.Send(ctx, &producer.Record{Topic: topic, Value: []byte("short")}).Wait(ctx)
+				shortTook := time.Since(shortStart)
+				require.NoError(t, ctx.Err(), "the record with MaxBlock 1.5s did not fail")
+				hasCause(t, "the record with MaxBlock 1.5s", err)
+				assert.ErrorIs(t, err, producer.ErrDeliveryTimeout)
+				t.Logf("a record with MaxBlock 1.5s failed after %v: %v", shortTook.Round(time.Millisecond), err)
+
+				time.Sleep(time.Until(start.Add(firstFailureWithin + 500*time.Millisecond)))
+				for i, f := range futs {
+					_, done, err := f.Result()
+					require.False(t, done, "record %d failed %v after New, before MaxBlock (60s): %v", i, time.Since(start), err)
+				}
+			}
+
+			// One warning per broker, not one per record nor per retry.
+			closeQuickly(p)
+			lines := logs.lines(t)
+			var msgs []string
+			for _, line := range lines {
+				msgs = append(msgs, line.msg)
+				assert.Contains(t, line.err, prefix, line.text)
+				t.Logf("logged: %s", line.text)
+			}
+			assert.ElementsMatch(t, tc.logged, msgs, "%d records", len(futs))
+		})
+	}
+
+	t.Run("healthy PLAINTEXT", func(t *testing.T) {
+		logs := captureDefaultLog(t)
+		p, err := producer.New(producer.Config{Brokers: l.plaintext})
+		require.NoError(t, err)
+		t.Cleanup(func() { closeQuickly(p) })
+		require.NoError(t, p.Ping(realContext(t, 30*time.Second)))
+		closeQuickly(p)
+		assert.Empty(t, logs.lines(t))
+	})
+}
+
+// closeQuickly closes p, failing what it still holds; it may run twice.
+func closeQuickly(p *producer.Producer) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = p.Close(ctx)
+}
+
+// whenDone returns a channel that gets the time f completed, or nothing if
+// the test ends first.
+func whenDone(t *testing.T, f *producer.Future) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	go func() {
+		select {
+		case <-f.Done():
+			ch <- time.Now()
+		case <-stop:
+		}
+	}()
+	return ch
+}
+
+// defaultLog is slog's default logger captured as JSON lines.
+type defaultLog struct{ buf testutil.SyncBuffer }
+
+// loggedLine is one line of a defaultLog.
+type loggedLine struct {
+	time time.Time
+	msg  string
+	err  string // the err attribute
+	text string // the whole line
+}
+
+// captureDefaultLog makes slog's default logger write JSON lines into a
+// buffer (at every level: the producer's default logger keeps Warn and
+// above) until the test ends, when the previous default is restored.
+func captureDefaultLog(t *testing.T) *defaultLog {
+	t.Helper()
+	l := &defaultLog{}
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewJSONHandler(&l.buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	t.Cleanup(func() { slog.SetDefault(old) })
+	return l
+}
+
+// lines returns the lines logged so far.
+func (l *defaultLog) lines(t *testing.T) []loggedLine {
+	t.Helper()
+	var out []loggedLine
+	for line := range strings.Lines(l.buf.String()) {
+		var v struct {
+			Time time.Time `json:"time"`
+			Msg  string    `json:"msg"`
+			Err  string    `json:"err"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(line), &v), "%s", line)
+		out = append(out, loggedLine{time: v.Time, msg: v.Msg, err: v.Err, text: strings.TrimSpace(line)})
+	}
+	return out
 }

@@ -34,6 +34,9 @@ import (
 //	                      -acl, also SAMSA_KAFKA_QUOTA_CLIENT_ID and
 //	                      SAMSA_KAFKA_DENIED_TOPIC)
 //	SAMSA_KAFKA_DIR       its directory (logs/node-N.log)
+//	SAMSA_KAFKA_TELEMETRY_DIR  with -telemetry: where the client metrics plugin
+//	                      writes each push (client ids starting with
+//	                      SAMSA_KAFKA_TELEMETRY_CLIENT_ID_PREFIX are subscribed)
 //	SAMSA_KAFKA3_BROKERS  the 3-node cluster, auto.create.topics.enable=false
 //	SAMSA_KAFKA3_DIR      its directory, for kafka/node.sh stop|start N
 //

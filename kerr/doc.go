@@ -36,7 +36,8 @@
 //
 // # Layering
 //
-// kerr imports nothing else of samsa. The connection layer, metadata and
+// kerr imports nothing else of samsa but internal/safetext (a leaf), which
+// bounds and escapes the messages WithMessage takes. The connection layer, metadata and
 // producer decode error codes with it; producer.KafkaError is an alias of
 // Error.
 package kerr

@@ -3,6 +3,8 @@ package kerr
 import (
 	"errors"
 	"strconv"
+
+	"github.com/samsa-go/samsa/internal/safetext"
 )
 
 // Error is a Kafka protocol error code with its name, retriability and a
@@ -20,7 +22,7 @@ type Error struct {
 	// retriable: the same request may succeed later.
 	Retriable bool
 	// Message describes the error; a broker's ErrorMessage replaces the
-	// default through WithMessage.
+	// default through WithMessage, bounded and escaped.
 	Message string
 }
 
@@ -40,8 +42,15 @@ func (e *Error) Is(target error) bool {
 }
 
 // WithMessage returns a copy of e that carries msg (typically the ErrorMessage
-// a broker sent with the code). An empty msg returns e itself.
+// a broker sent with the code). An empty msg returns e itself. msg is
+// bounded and escaped first, as text from a broker must be before it
+// reaches an error or a log line: cut to 256 bytes (a cut message ends with
+// "… (N bytes)", N being its length), newlines, NUL and other control
+// characters and invalid UTF-8 escaped as strconv.Quote escapes them
+// (backslashes stay as they are), so that a broker can neither grow every
+// error that wraps it nor forge log lines.
 func (e *Error) WithMessage(msg string) *Error {
+	msg = safetext.Bound(msg)
 	if msg == "" || msg == e.Message {
 		return e
 	}

@@ -101,3 +101,34 @@ func TestForCodeDoesNotAllocate(t *testing.T) {
 		t.Fatalf("ForCode allocates %v", n)
 	}
 }
+
+// TestWithMessageBoundsBrokerText: a broker's message is bounded and
+// escaped where it enters an error, so a megabyte of it (or a newline that
+// would start a forged log line) never reaches a record's error.
+func TestWithMessageBoundsBrokerText(t *testing.T) {
+	cases := []struct {
+		name, msg, want string
+	}{
+		{"short", "Invalid username or password", "SASL_AUTHENTICATION_FAILED: Invalid username or password"},
+		{"newline", "oops\nlevel=ERROR msg=forged", `SASL_AUTHENTICATION_FAILED: oops\nlevel=ERROR msg=forged`},
+		{"NUL", "a\x00b", `SASL_AUTHENTICATION_FAILED: a\x00b`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := SASLAuthenticationFailed.WithMessage(tc.msg).Error(); got != tc.want {
+				t.Fatalf("Error() = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	huge := make([]byte, 24<<20)
+	for i := range huge {
+		huge[i] = 'm'
+	}
+	err := SASLAuthenticationFailed.WithMessage(string(huge))
+	if n := len(err.Error()); n > 300 {
+		t.Fatalf("a 24 MiB message gave an error of %d bytes", n)
+	}
+	if !errors.Is(err, SASLAuthenticationFailed) {
+		t.Fatal("the copy does not match its code")
+	}
+}

@@ -144,6 +144,20 @@ type Config struct {
 	AllowAutoTopicCreation bool
 }
 
+// Pending describes the refresh goroutine's Metadata request while it
+// waits for a broker (Client.Pending).
+type Pending struct {
+	// Addr is the broker's address.
+	Addr string
+	// Since is when the request started at this broker: its connection
+	// was dialed then, or the request written on the open one.
+	Since time.Time
+	// Connecting is set while the connection to Addr is still being set
+	// up (the connect, TLS, ApiVersions, SASL) and the Metadata request
+	// not yet written.
+	Connecting bool
+}
+
 // Refresh describes one Metadata request of the refresh goroutine, for
 // Config.OnRefresh.
 type Refresh struct {
@@ -229,10 +243,13 @@ type topicState struct {
 	use         *use
 	firstWanted time.Time
 	lastUsed    time.Time
-	attempts    int       // fetches that did not return it usable
-	stale       int       // consecutive retriable errors while usable
-	broken      int       // consecutive answers with broken partition ids
-	nextTry     time.Time // zero: not pending
+	attempts    int // fetches that did not return it usable
+	stale       int // consecutive retriable errors while usable
+	broken      int // consecutive answers with broken partition ids
+	// waitBase is the first retry delay the topic asks of the shared
+	// schedule while it waits for metadata (not usable yet, or a stale or
+	// broken answer kept the old one); 0 while it does not wait.
+	waitBase time.Duration
 }
 
 // Client keeps the cluster metadata of the topics in use. It is safe for
@@ -272,6 +289,17 @@ type Client struct {
 	lastFetch time.Time
 	failures  int       // consecutive fetches that reached no broker
 	retryAt   time.Time // after a failure: no fetch before this
+	badHosts  int       // consecutive answers that listed a broker with an invalid host
+	// The one retry schedule of every topic waiting for metadata
+	// (topicState.waitBase > 0): each fetch asks for all of them, so
+	// the rate of Metadata requests does not grow with their number.
+	waitNext     time.Time // when they are asked for again; zero: none waits
+	waitAttempts int       // fetches of them in a row that brought no topic out of waiting
+	waitFetch    time.Time // the last fetch that asked for them
+
+	// pending is the refresh goroutine's Metadata request outstanding at
+	// a broker, for Pending; nil while none is.
+	pending atomic.Pointer[Pending]
 }
 
 // New validates cfg and starts the refresh goroutine. It does no network
@@ -317,6 +345,18 @@ func (c *Client) Err() error {
 		return *p
 	}
 	return nil
+}
+
+// Pending reports the refresh goroutine's Metadata request that is waiting
+// for a broker right now (ok false when none is): for a caller that gives
+// up on metadata, it tells which broker has not answered and for how long,
+// which Err cannot say until the request fails (up to twice
+// RequestTimeout). It is one atomic load.
+func (c *Client) Pending() (p Pending, ok bool) {
+	if pp := c.pending.Load(); pp != nil {
+		return *pp, true
+	}
+	return Pending{}, false
 }
 
 // Want asks for topic's metadata: the refresh goroutine fetches it at once
@@ -427,8 +467,9 @@ func (c *Client) syncTopics(now time.Time) {
 	for name, u := range wanted {
 		st := c.topics[name]
 		if st == nil || st.use != u {
-			st = &topicState{use: u, firstWanted: u.since, lastUsed: now, nextTry: now}
+			st = &topicState{use: u, firstWanted: u.since, lastUsed: now}
 			c.topics[name] = st
+			c.joinWaiting(st, now)
 		}
 		if u.used.Load() {
 			u.used.Store(false)
@@ -505,10 +546,10 @@ func (c *Client) nextWake() time.Time {
 	if len(c.topics) > 0 && !c.lastFull.IsZero() {
 		next = c.lastFull.Add(c.cfg.MaxAge)
 	}
+	if !c.waitNext.IsZero() && c.waitNext.Before(next) {
+		next = c.waitNext
+	}
 	for _, st := range c.topics {
-		if !st.nextTry.IsZero() && st.nextTry.Before(next) {
-			next = st.nextTry
-		}
 		if idle := st.lastUsed.Add(c.cfg.MaxIdle); idle.Before(next) {
 			next = idle
 		}
@@ -525,7 +566,8 @@ func (c *Client) nextWake() time.Time {
 }
 
 // maybeFetch fetches the topics that are due: all of them when MaxAge has
-// passed or a Trigger is due, else those not usable yet whose retry is due.
+// passed or a Trigger is due, else, when their shared retry is due, every
+// topic waiting for metadata.
 func (c *Client) maybeFetch(now time.Time) {
 	if len(c.topics) == 0 || now.Before(c.retryAt) {
 		return
@@ -536,12 +578,16 @@ func (c *Client) maybeFetch(now time.Time) {
 	if full {
 		names = sortedNames(c.topics)
 	} else {
+		if c.waitNext.IsZero() || now.Before(c.waitNext) {
+			return
+		}
 		for _, name := range sortedNames(c.topics) {
-			if st := c.topics[name]; !st.nextTry.IsZero() && !now.Before(st.nextTry) {
+			if c.topics[name].waitBase > 0 {
 				names = append(names, name)
 			}
 		}
 		if len(names) == 0 {
+			c.waitNext, c.waitAttempts = time.Time{}, 0 // the waiting topics were dropped as idle
 			return
 		}
 	}
@@ -602,15 +648,34 @@ func (c *Client) apply(resp *kmsg.MetadataResponse, names []string, now time.Tim
 		ControllerID: resp.ControllerID,
 		At:           now,
 	}
+	// What the broker names reaches logs and errors: the cluster id and
+	// racks bounded and cleaned (conn.BrokerText), a broker whose host
+	// cannot be one left out (conn.CheckHost), as a broker missing from
+	// the answer is.
 	if resp.ClusterID != nil {
-		s.ClusterID = *resp.ClusterID
+		s.ClusterID = conn.BrokerText(c.cfg.SASL, *resp.ClusterID)
 	}
+	var badHost error
 	for _, b := range resp.Brokers {
+		if err := conn.CheckHost(b.Host); err != nil {
+			badHost = fmt.Errorf("broker %d: %w", b.NodeID, err)
+			continue
+		}
 		br := Broker{NodeID: b.NodeID, Host: b.Host, Port: b.Port}
 		if b.Rack != nil {
-			br.Rack = *b.Rack
+			br.Rack = conn.BrokerText(c.cfg.SASL, *b.Rack)
 		}
 		s.Brokers[b.NodeID] = br
+	}
+	if badHost == nil {
+		c.badHosts = 0
+	} else {
+		c.badHosts++
+		level := slog.LevelDebug
+		if c.badHosts == 1 {
+			level = slog.LevelWarn
+		}
+		c.cfg.Logger.Log(context.Background(), level, "ignoring a broker with an invalid host in a Metadata answer", "err", badHost, "answers", c.badHosts)
 	}
 	if len(s.Brokers) == 0 {
 		s.Brokers = old.Brokers // a broker that lists nobody is not believed
@@ -626,11 +691,13 @@ func (c *Client) apply(resp *kmsg.MetadataResponse, names []string, now time.Tim
 			got[*t.Topic] = t
 		}
 	}
+	progress := false // a topic stopped waiting
 	for _, name := range names {
 		st := c.topics[name]
 		if st == nil {
 			continue
 		}
+		waited := st.waitBase > 0
 		var fresh *Topic
 		old := s.Topics[name]
 		if rt := got[name]; rt != nil {
@@ -645,7 +712,7 @@ func (c *Client) apply(resp *kmsg.MetadataResponse, names []string, now time.Tim
 				c.cfg.Logger.Log(context.Background(), level, "ignoring a broken topic in a Metadata answer", "topic", name, "err", broken, "answers", st.broken)
 				if old != nil {
 					// Keep what we had; ask again with backoff.
-					st.nextTry = now.Add(conn.Backoff(st.broken-1, c.cfg.RetryBackoff, c.cfg.RetryBackoffMax))
+					st.waitBase = c.cfg.RetryBackoff
 					continue
 				}
 				fresh = &Topic{ID: rt.TopicID, Err: kerr.LeaderNotAvailable.WithMessage(broken.Error())}
@@ -665,22 +732,22 @@ func (c *Client) apply(resp *kmsg.MetadataResponse, names []string, now time.Tim
 		}
 		if !taken {
 			st.stale++
-			st.nextTry = now.Add(conn.Backoff(st.stale-1, newTopicBackoff, c.cfg.RetryBackoffMax))
+			st.waitBase = newTopicBackoff
 			continue
 		}
 		st.stale = 0
 		if t.Usable() {
 			st.attempts = 0
-			st.nextTry = time.Time{}
+			st.waitBase = 0
+			progress = progress || waited
 		} else {
 			st.attempts++
-			backoff := conn.Backoff(st.attempts-1, newTopicBackoff, c.cfg.RetryBackoffMax)
+			st.waitBase = newTopicBackoff
 			if t.Err != nil && !kerr.IsRetriable(t.Err) {
 				// Authorization and invalid names do not fix
 				// themselves quickly.
-				backoff = c.cfg.RetryBackoffMax
+				st.waitBase = c.cfg.RetryBackoffMax
 			}
-			st.nextTry = now.Add(backoff)
 			if st.attempts == 1 || st.attempts%10 == 0 {
 				c.cfg.Logger.Info("topic metadata not usable yet", "topic", name, "err", t.Err, "attempts", st.attempts)
 			}
@@ -688,7 +755,52 @@ func (c *Client) apply(resp *kmsg.MetadataResponse, names []string, now time.Tim
 		t.FirstWanted, t.Attempts = st.firstWanted, st.attempts
 		s.Topics[name] = t
 	}
+	c.scheduleWaiting(names, progress, now)
 	c.publish(s, now)
+}
+
+// joinWaiting adds a topic just wanted to the topics waiting for metadata.
+// When none waited, it is fetched at once and the shared backoff starts
+// over. Otherwise it is fetched with them, at their next fetch, brought
+// forward to RetryBackoff after their last one: topics wanted one after
+// another while others stay missing cost at most a request per
+// RetryBackoff (as Java's metadata backoff: every update waits for it),
+// and a burst of new topics costs one.
+func (c *Client) joinWaiting(st *topicState, now time.Time) {
+	st.waitBase = newTopicBackoff
+	if c.waitNext.IsZero() {
+		c.waitNext, c.waitAttempts = now, 0
+		return
+	}
+	if at := c.waitFetch.Add(c.cfg.RetryBackoff); at.Before(c.waitNext) {
+		c.waitNext = at // in the past: at once
+	}
+}
+
+// scheduleWaiting sets the shared retry of the topics still waiting for
+// metadata after a fetch of names (which held all of them): exponential
+// backoff with jitter from the smallest first delay they ask for (10ms for
+// a topic not usable yet, RetryBackoff after a broken answer,
+// RetryBackoffMax after a non-retriable error) up to RetryBackoffMax,
+// starting over when a topic stopped waiting (progress: others may follow,
+// as topics being created do).
+func (c *Client) scheduleWaiting(names []string, progress bool, now time.Time) {
+	c.waitFetch = now
+	var base time.Duration
+	for _, name := range names {
+		if st := c.topics[name]; st != nil && st.waitBase > 0 && (base == 0 || st.waitBase < base) {
+			base = st.waitBase
+		}
+	}
+	if base == 0 {
+		c.waitNext, c.waitAttempts = time.Time{}, 0
+		return
+	}
+	if progress {
+		c.waitAttempts = 0
+	}
+	c.waitAttempts++
+	c.waitNext = now.Add(conn.Backoff(c.waitAttempts-1, base, c.cfg.RetryBackoffMax))
 }
 
 func (c *Client) publish(s *Snapshot, now time.Time) {
@@ -714,7 +826,8 @@ func (c *Client) fetch(names []string) (*kmsg.MetadataResponse, error) {
 		t.Topic = kmsg.StringPtr(n)
 		req.Topics = append(req.Topics, t)
 	}
-	resp, err := c.do(c.ctx, req, -1, false)
+	resp, err := c.do(c.ctx, req, -1, false, &c.pending)
+	c.pending.Store(nil)
 	if err != nil {
 		return nil, err
 	}
@@ -742,7 +855,7 @@ func (c *Client) fetch(names []string) (*kmsg.MetadataResponse, error) {
 func (c *Client) Do(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
 	ctx, stop := c.joinCtx(ctx)
 	defer stop()
-	return c.do(ctx, req, -1, false)
+	return c.do(ctx, req, -1, false, nil)
 }
 
 // DoController is Do, sent to the controller of the last snapshot when it
@@ -755,7 +868,7 @@ func (c *Client) Do(ctx context.Context, req kmsg.Request) (kmsg.Response, error
 func (c *Client) DoController(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
 	ctx, stop := c.joinCtx(ctx)
 	defer stop()
-	return c.do(ctx, req, c.Snapshot().ControllerID, true)
+	return c.do(ctx, req, c.Snapshot().ControllerID, true, nil)
 }
 
 // connKey is the key of addr's connection in Client.conns: the address, or
@@ -815,7 +928,9 @@ func (c *Client) candidates(prefer int32) (known, boot []string) {
 	return known, boot
 }
 
-func (c *Client) do(ctx context.Context, req kmsg.Request, prefer int32, admin bool) (kmsg.Response, error) {
+// do sends req as Do does; pending, when not nil, follows the broker it is
+// waiting for (Client.Pending).
+func (c *Client) do(ctx context.Context, req kmsg.Request, prefer int32, admin bool, pending *atomic.Pointer[Pending]) (kmsg.Response, error) {
 	var errs []error
 	known, boot := c.candidates(prefer)
 	tried := map[string]bool{}
@@ -824,7 +939,7 @@ func (c *Client) do(ctx context.Context, req kmsg.Request, prefer int32, admin b
 			return nil, false, nil
 		}
 		tried[addr] = true
-		resp, done, err := c.tryAddr(ctx, req, addr, admin)
+		resp, done, err := c.tryAddr(ctx, req, addr, admin, pending)
 		if !done && err != nil {
 			errs = append(errs, err)
 		}
@@ -856,12 +971,23 @@ func (c *Client) do(ctx context.Context, req kmsg.Request, prefer int32, admin b
 	return nil, fmt.Errorf("%w: %w", ErrNoBroker, joinedErrs(errs))
 }
 
-// tryAddr sends req to addr. done is true when do must return resp and err
-// as they are: an answer, an error another broker would not do better with,
-// or the end of ctx or of the client; otherwise err is why addr failed.
-func (c *Client) tryAddr(ctx context.Context, req kmsg.Request, addr string, admin bool) (resp kmsg.Response, done bool, err error) {
+// tryAddr sends req to addr (pending, when not nil, follows it: see do).
+// done is true when do must return resp and err as they are: an answer, an
+// error another broker would not do better with, or the end of ctx or of
+// the client; otherwise err is why addr failed.
+func (c *Client) tryAddr(ctx context.Context, req kmsg.Request, addr string, admin bool, pending *atomic.Pointer[Pending]) (resp kmsg.Response, done bool, err error) {
 	key := connKey(addr, admin)
+	var at Pending
+	if pending != nil {
+		at = Pending{Addr: addr, Since: time.Now(), Connecting: true}
+		pending.Store(&at)
+	}
 	cn, err := c.connTo(ctx, addr, key)
+	if err == nil && pending != nil {
+		written := at
+		written.Connecting = false
+		pending.Store(&written)
+	}
 	if err == nil {
 		if until := cn.ThrottledUntil(); time.Until(until) > c.cfg.RequestTimeout {
 			// A throttle longer than a request may wait (a
@@ -953,7 +1079,8 @@ func (c *Client) connTo(ctx context.Context, addr, key string) (*conn.Conn, erro
 		c.connMu.Unlock()
 		return nil, ErrClosed
 	}
-	if cn := c.conns[key]; cn != nil {
+	cn := c.conns[key]
+	if cn != nil {
 		select {
 		case <-cn.Done():
 			delete(c.conns, key)
@@ -963,22 +1090,33 @@ func (c *Client) connTo(ctx context.Context, addr, key string) (*conn.Conn, erro
 		}
 	}
 	c.connMu.Unlock()
+	if cn != nil {
+		// Broken: Close waits for its goroutines, which are ending, so
+		// that none outlives the client's Close.
+		_ = cn.Close()
+	}
 
 	cn, err := conn.Dial(ctx, addr, c.connCfg)
 	if err != nil {
 		return nil, err
 	}
 	c.connMu.Lock()
-	defer c.connMu.Unlock()
 	if c.closed {
+		c.connMu.Unlock()
 		_ = cn.Close()
 		return nil, ErrClosed
 	}
-	if other := c.conns[key]; other != nil && other.Err() == nil {
+	other := c.conns[key]
+	if other != nil && other.Err() == nil {
+		c.connMu.Unlock()
 		_ = cn.Close() // lost a dial race
 		return other, nil
 	}
 	c.conns[key] = cn
+	c.connMu.Unlock()
+	if other != nil {
+		_ = other.Close() // broken meanwhile
+	}
 	return cn, nil
 }
 

@@ -38,14 +38,24 @@
 // does, unless told not to or unless it creates topics itself with
 // CreateTopics). Want(topic) adds a topic (non-blocking; no
 // allocation when already wanted); the refresh goroutine fetches it at
-// once. A topic that is not usable yet (UNKNOWN_TOPIC_OR_PARTITION, no
-// partitions, LEADER_NOT_AVAILABLE) stays wanted and is fetched again after
-// 10ms, 20ms, 40ms ... up to RetryBackoffMax, with ±20% jitter; its Topic in
-// the snapshot carries the error, FirstWanted and Attempts so that the
-// producer can fail records parked for it with an error that names it.
-// Non-retriable topic errors (TOPIC_AUTHORIZATION_FAILED) retry at
-// RetryBackoffMax. Touch(topic) marks use; a topic neither Wanted nor
-// Touched for MaxIdle is dropped.
+// once, or, while other topics wait for metadata, with them (at most
+// RetryBackoff after their last fetch). A topic that is not usable yet
+// (UNKNOWN_TOPIC_OR_PARTITION, no partitions, LEADER_NOT_AVAILABLE) stays
+// wanted and waits; its Topic in the snapshot carries the error,
+// FirstWanted and Attempts so that the producer can fail records parked
+// for it with an error that names it. The waiting topics share one
+// schedule, and each fetch asks for all of them, so the rate of Metadata
+// requests does not grow with their number: after 10ms, 20ms, 40ms ... up
+// to RetryBackoffMax, with ±20% jitter, starting over when one of them
+// becomes usable; with only non-retriable topic errors
+// (TOPIC_AUTHORIZATION_FAILED) waiting, every RetryBackoffMax.
+// Touch(topic) marks use; a topic neither Wanted nor Touched for MaxIdle is
+// dropped.
+//
+// Pending tells which broker the refresh goroutine's request is waiting
+// for, and since when: a broker that accepts the connection and never
+// answers fails the request only after twice RequestTimeout, and a caller
+// with a shorter deadline (the producer's MaxBlock) can name it meanwhile.
 //
 // # Refreshing
 //

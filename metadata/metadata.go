@@ -18,7 +18,10 @@ type Broker struct {
 	NodeID int32
 	Host   string
 	Port   int32
-	Rack   string // empty when the broker has no rack
+	// Rack is empty when the broker has no rack. It is the broker's text
+	// bounded to 256 bytes and escaped, as every broker text samsa keeps
+	// (a cut one ends with "… (N bytes)").
+	Rack string
 }
 
 // Addr returns "host:port".
@@ -70,14 +73,18 @@ func (t *Topic) Usable() bool { return t != nil && t.Err == nil && len(t.Partiti
 // Snapshot is the cluster as last fetched. It is immutable once published:
 // readers never lock, and must not modify it.
 type Snapshot struct {
-	// Brokers are the live brokers by node id.
+	// Brokers are the live brokers by node id. A broker whose host cannot
+	// be one (empty, over 255 bytes, with spaces, control characters or
+	// invalid UTF-8) is left out, and logged at Warn.
 	Brokers map[int32]Broker
 	// Topics are the wanted topics fetched at least once.
 	Topics map[string]*Topic
 	// ControllerID is the controller's node id (with KRaft, a random
 	// broker that forwards to the controller), -1 if unknown.
 	ControllerID int32
-	ClusterID    string
+	// ClusterID is the cluster's id (Metadata v2+), bounded and escaped
+	// as Broker.Rack is.
+	ClusterID string
 	// At is when the snapshot was published (zero for the empty snapshot
 	// before the first fetch).
 	At time.Time

@@ -169,3 +169,59 @@ func panickingTokenScenario(t *testing.T) {
 	require.Contains(t, err.Error(), "token callback bug")
 	require.NoError(t, p.Close(ctx))
 }
+
+// TestRecordsNotWrittenBeforeRefusedReauthAreNotOutcomeUnknown: records
+// whose Produce request was queued on a connection that a refused KIP-368
+// re-authentication broke before writing it were never seen by the broker:
+// they fail with ErrAuthentication alone, never with ErrOutcomeUnknown
+// (which says they may have been written, and makes a careful caller
+// check for duplicates before sending them again).
+func TestRecordsNotWrittenBeforeRefusedReauthAreNotOutcomeUnknown(t *testing.T) {
+	before := goleak.IgnoreCurrent() // goroutines of earlier tests still ending
+	t.Cleanup(func() { goleak.VerifyNone(t, before) })
+	for _, tc := range []struct {
+		name string
+		cfg  producer.Config
+	}{
+		{"idempotent", producer.Config{}},
+		{"not idempotent", producer.Config{DisableIdempotence: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl, ca := secureCluster(t, 300*time.Millisecond)
+			var revoked atomic.Bool
+			cfg := tc.cfg
+			cfg.Brokers, cfg.TLS = cl.ListenerAddrs(testbroker.SASLSSL), ca.ClientConfig()
+			cfg.SASL = sasl.OAuthBearer(func(context.Context) (sasl.Token, error) {
+				if revoked.Load() {
+					return sasl.Token{Value: "revoked-token"}, nil
+				}
+				return sasl.Token{Value: "dave-secret-token"}, nil
+			})
+			cfg.DeliveryTimeout, cfg.MaxBlock = time.Minute, time.Minute
+			p, err := producer.New(cfg)
+			require.NoError(t, err)
+			ctx := context.Background()
+			defer p.Close(ctx)
+			// Every broker's connection is up and authenticated.
+			for i := range 6 {
+				_, err := p.Send(ctx, &producer.Record{Topic: "secure", Partition: int32(i), ExplicitPartition: true, Value: []byte("before")}).Wait(ctx)
+				require.NoError(t, err)
+			}
+			revoked.Store(true)
+			time.Sleep(400 * time.Millisecond) // past the session lifetime: the next write re-authenticates
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			var futures []*producer.Future
+			for i := range 10 {
+				futures = append(futures, p.Send(ctx, &producer.Record{Topic: "secure", Key: []byte{byte(i)}, Value: []byte("after")}))
+			}
+			for i, f := range futures {
+				_, err := f.Wait(wctx)
+				require.Error(t, err, "record %d: written with revoked credentials", i)
+				require.NotErrorIs(t, err, context.DeadlineExceeded, "record %d waited instead of failing", i)
+				assert.ErrorIs(t, err, producer.ErrAuthentication, "record %d", i)
+				assert.NotErrorIs(t, err, producer.ErrOutcomeUnknown, "record %d was never written: %v", i, err)
+			}
+		})
+	}
+}

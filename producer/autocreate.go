@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-go/samsa/internal/conn"
 	"github.com/samsa-go/samsa/kerr"
 )
 
@@ -57,12 +58,13 @@ func (s *sink) maybeCreateTopic(t *ioTopic) {
 	}
 	s.creatingTopics = true
 	timeout := s.cfg.RequestTimeout
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	s.background.Go(func() {
+		// Close ends it (closing is canceled before quit).
+		ctx, cancel := context.WithTimeout(s.p.closing, timeout)
 		defer cancel()
 		resp, err := s.p.meta.DoController(ctx, req)
 		s.post(func() { s.handleCreateTopics(batch, resp, err) })
-	}()
+	})
 }
 
 // handleCreateTopics settles each topic of one CreateTopics request.
@@ -84,7 +86,7 @@ func (s *sink) handleCreateTopics(batch []*ioTopic, r kmsg.Response, err error) 
 				if rt.Topic != t.name {
 					continue
 				}
-				terr = kerr.ForCode(rt.ErrorCode)
+				terr = conn.BrokerError(s.cfg.SASL, rt.ErrorCode, rt.ErrorMessage)
 				if errors.Is(terr, kerr.ThrottlingQuotaExceeded) {
 					wait = time.Duration(resp.ThrottleMillis) * time.Millisecond
 				}

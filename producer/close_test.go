@@ -2,8 +2,12 @@ package producer
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"regexp"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,8 +15,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/goleak"
 
+	"github.com/samsa-go/samsa/internal/lifetime"
 	"github.com/samsa-go/samsa/internal/testbroker"
+	"github.com/samsa-go/samsa/sasl"
 )
 
 // Tests of Close: it returns, from anywhere, leaves no goroutine or
@@ -28,6 +35,65 @@ func goroutineStacks() string {
 		}
 		buf = make([]byte, 2*len(buf))
 	}
+}
+
+var goroutineHeader = regexp.MustCompile(`^goroutine (\d+) \[([^\]]*)\]`)
+
+// goroutineIDs returns the ids of every goroutine.
+func goroutineIDs() map[string]bool {
+	ids := map[string]bool{}
+	for _, st := range strings.Split(goroutineStacks(), "\n\n") {
+		if m := goroutineHeader.FindStringSubmatch(st); m != nil {
+			ids[m[1]] = true
+		}
+	}
+	return ids
+}
+
+// workingGoroutines returns the stacks of samsa's goroutines (running its
+// code, or started by it) that did not exist in before and are still at
+// work: blocked, or in any call but the runtime's and sync's. A goroutine
+// that has given its last signal (a WaitGroup's Done, a channel's close,
+// deferred last) and is only returning is not at work: it is runnable, in
+// its own function or in the runtime's and sync's. goleak, which retries
+// for about 0.4 s, does not see goroutines that outlive Close by less.
+// The test's own goroutines (the hostile broker's) are left out.
+func workingGoroutines(before map[string]bool) []string {
+	var out []string
+	for _, st := range strings.Split(goroutineStacks(), "\n\n") {
+		m := goroutineHeader.FindStringSubmatch(st)
+		if m == nil || before[m[1]] {
+			continue
+		}
+		var funcs []string
+		created := ""
+		for _, l := range strings.Split(st, "\n")[1:] {
+			if strings.HasPrefix(l, "created by ") {
+				created = l
+				break
+			}
+			if l != "" && !strings.HasPrefix(l, "\t") {
+				funcs = append(funcs, l)
+			}
+		}
+		ours := strings.Contains(created, "samsa-go/samsa/")
+		for _, f := range funcs {
+			ours = ours || strings.HasPrefix(f, "github.com/samsa-go/samsa/")
+		}
+		if !ours || strings.Contains(created, "hostileBroker") || strings.Contains(created, "testing.") {
+			continue
+		}
+		returning := m[2] == "runnable" || m[2] == "running"
+		for _, f := range funcs[:max(len(funcs)-1, 0)] { // every frame above the goroutine's own function
+			if !strings.HasPrefix(f, "runtime.") && !strings.HasPrefix(f, "sync.") && !strings.HasPrefix(f, "internal/sync.") {
+				returning = false
+			}
+		}
+		if !returning {
+			out = append(out, st)
+		}
+	}
+	return out
 }
 
 // TestCloseFromCallbackReturns: a callback that calls Close (a common way to
@@ -222,5 +288,156 @@ func TestCloseAndFlushFromProducerGoroutinesReturn(t *testing.T) {
 				t.Fatalf("a Close after the %s hook's has not returned after 10s", kind)
 			}
 		})
+	}
+}
+
+// blockingHook blocks, in the hook method its kind names, every call until
+// released; entered is closed at the first.
+type blockingHook struct {
+	kind             string
+	entered, release chan struct{}
+	enter, free      sync.Once
+}
+
+func (h *blockingHook) block(kind string) {
+	if kind != h.kind {
+		return
+	}
+	h.enter.Do(func() { close(h.entered) })
+	<-h.release
+}
+
+func (h *blockingHook) unblock() { h.free.Do(func() { close(h.release) }) }
+
+func (h *blockingHook) OnBatchWritten(BatchWritten)                         { h.block("batch") }
+func (h *blockingHook) OnBrokerResponseRead(BrokerInfo, ResponseRead)       { h.block("response") }
+func (h *blockingHook) OnMetadataRefreshed(MetadataRefresh)                 { h.block("metadata") }
+func (h *blockingHook) OnRecordCompleted(context.Context, RecordCompletion) { h.block("completed") }
+
+// TestCloseReturnsByItsContextWhileAHookBlocks: a hook that blocks one of
+// the producer's goroutines (the IO goroutine, a connection's reader, the
+// metadata goroutine, the completion goroutine) cannot be interrupted, but
+// Close(ctx) still returns soon after ctx ends, with an error wrapping
+// ctx.Err(), while the hook still blocks. Once the hook returns, every
+// future completes exactly once and every goroutine of the producer exits.
+func TestCloseReturnsByItsContextWhileAHookBlocks(t *testing.T) {
+	c := newCluster(t, testbroker.Config{})
+	require.NoError(t, c.CreateTopic("t", 1))
+	for _, kind := range []string{"batch", "response", "metadata", "completed"} {
+		t.Run(kind, func(t *testing.T) {
+			before := goleak.IgnoreCurrent()
+			h := &blockingHook{kind: kind, entered: make(chan struct{}), release: make(chan struct{})}
+			t.Cleanup(h.unblock) // so that a failure does not hang the test binary
+			p, err := New(Config{Brokers: c.Addrs(), Hooks: []Hook{h}, RetryBackoff: 10 * time.Millisecond})
+			require.NoError(t, err)
+			const records = 20
+			var calls [records]atomic.Int32
+			var completed sync.WaitGroup
+			completed.Add(records)
+			send := func(i int) {
+				p.SendCallback(context.Background(), &Record{Topic: "t", Value: []byte("v")}, func(RecordMetadata, error) {
+					if calls[i].Add(1) == 1 {
+						completed.Done()
+					}
+				})
+			}
+			send(0)
+			select {
+			case <-h.entered:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("the %s hook was not called", kind)
+			}
+			for i := 1; i < records; i++ {
+				send(i)
+			}
+			const closeWithin = time.Second
+			ctx, cancel := context.WithTimeout(context.Background(), closeWithin)
+			defer cancel()
+			closed := make(chan error, 1)
+			start := time.Now()
+			go func() { closed <- p.Close(ctx) }()
+			select {
+			case err := <-closed:
+				took := time.Since(start)
+				t.Logf("Close returned after %v with the %s hook blocked: %v", took, kind, err)
+				require.ErrorIs(t, err, context.DeadlineExceeded)
+			case <-time.After(10 * closeWithin):
+				h.unblock()
+				<-closed
+				t.Fatalf("Close (ctx with a %v deadline) had not returned %v later, with the %s hook blocked; it returned once the hook was released",
+					closeWithin, 10*closeWithin, kind)
+			}
+			h.unblock()
+			all := make(chan struct{})
+			go func() { completed.Wait(); close(all) }()
+			select {
+			case <-all:
+			case <-time.After(30 * time.Second):
+				t.Fatal("records not completed after the hook returned")
+			}
+			for i := range calls {
+				require.Equal(t, int32(1), calls[i].Load(), "record %d completed %d times", i, calls[i].Load())
+			}
+			// The goroutines left running exit once the hook returned.
+			require.True(t, waitFor(10*time.Second, func() bool { return goleak.Find(before) == nil }),
+				"goroutines left after the hook returned: %v", goleak.Find(before))
+		})
+	}
+}
+
+// TestOwnedMechanismPrintsAsItsMechanism: the producer's wrapper of
+// Config.SASL, which makes token refreshes the producer's (Close ends
+// them), prints exactly as the user's mechanism does: redacted.
+func TestOwnedMechanismPrintsAsItsMechanism(t *testing.T) {
+	g := lifetime.NewGroup()
+	defer g.Close()
+	for _, m := range []sasl.Mechanism{
+		sasl.Plain("user", "pw-XYZZY"),
+		sasl.OAuthBearer(func(context.Context) (sasl.Token, error) { return sasl.Token{Value: "tok-XYZZY"}, nil }),
+	} {
+		owned := ownMechanism(m, g)
+		require.Equal(t, m.Name(), owned.Name())
+		for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q"} {
+			require.Equal(t, fmt.Sprintf(verb, m), fmt.Sprintf(verb, owned), verb)
+			require.NotContains(t, fmt.Sprintf(verb, owned), "XYZZY", verb)
+		}
+	}
+	require.Nil(t, ownMechanism(nil, g))
+}
+
+// TestCloseErrorWhileAHookBlocksCountsRecordsNotCompleted: when Close
+// returns because user code blocks the IO goroutine, its error says so and
+// counts the records not completed yet (they complete once the hook
+// returns), rather than claiming that none were left, or that those
+// counted have already failed.
+func TestCloseErrorWhileAHookBlocksCountsRecordsNotCompleted(t *testing.T) {
+	c := newCluster(t, testbroker.Config{})
+	require.NoError(t, c.CreateTopic("t", 1))
+	h := &blockingHook{kind: "batch", entered: make(chan struct{}), release: make(chan struct{})}
+	t.Cleanup(h.unblock)
+	p, err := New(Config{Brokers: c.Addrs(), Hooks: []Hook{h}, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	const records = 20
+	fs := []*Future{p.Send(context.Background(), &Record{Topic: "t", Value: []byte("v")})}
+	select {
+	case <-h.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the hook was not called")
+	}
+	for range records - 1 {
+		fs = append(fs, p.Send(context.Background(), &Record{Topic: "t", Value: []byte("v")}))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	err = p.Close(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Contains(t, err.Error(), "20 records not completed")
+	require.Contains(t, err.Error(), "user code")
+	h.unblock()
+	for i, f := range fs {
+		_, ferr := f.Wait(context.Background())
+		if i > 0 {
+			require.ErrorIs(t, ferr, ErrClosed, "record %d", i)
+		}
 	}
 }

@@ -473,6 +473,22 @@ type Config struct {
 	// for a nil hook or one that implements no Hook* interface.
 	Hooks []Hook
 
+	// DisableMetricsPush stops the producer from pushing its metrics to
+	// the cluster (enable.metrics.push=false). By default, as Java's
+	// producer (enable.metrics.push=true), it takes part in KIP-714
+	// client metrics: when a broker advertises GetTelemetrySubscriptions
+	// and PushTelemetry (Kafka 3.7+ with a client metrics plugin; Kafka
+	// without one advertises neither, and then nothing is sent), the
+	// producer asks it for a subscription at start and, if the cluster
+	// subscribes it to any metric, pushes the metrics of Metrics that the
+	// subscription names, under Java's names
+	// (org.apache.kafka.producer.record.send.total, ...) as OTLP, every
+	// push interval and once more on Close (bounded by Close's ctx). A
+	// push costs one small request on the metadata connection per
+	// interval, on a goroutine of its own; Send pays nothing. Failures are
+	// logged at Debug and never affect records.
+	DisableMetricsPush bool
+
 	// OnDataLoss, when set, is called (on the IO goroutine: it must return
 	// quickly) when a broker reports a log start offset beyond an offset it
 	// had acknowledged to this producer: records that were acknowledged are

@@ -112,6 +112,7 @@ func (c Config) printedFields() []printedField {
 		text := "[" + strings.Join(types, " ") + "]"
 		add("Hooks", text, slog.StringValue(text))
 	}
+	flag("DisableMetricsPush", c.DisableMetricsPush)
 	set("OnDataLoss", c.OnDataLoss != nil, "set")
 	if len(c.ignoredProps) > 0 {
 		add("IgnoredProperties", "["+strings.Join(c.ignoredProps, " ")+"]", slog.AnyValue(c.IgnoredProperties()))

@@ -73,10 +73,13 @@ var (
 	// not acknowledged within Config.DeliveryTimeout of entering the
 	// producer, whatever the reason (no leader, retries that kept failing),
 	// or when its topic was not present in metadata within Config.MaxBlock
-	// (as the Java producer's send fails after max.block.ms). When a last
-	// error was seen, the error wraps it too, so errors.Is and errors.As
-	// also match that cause (UNKNOWN_TOPIC_OR_PARTITION, or the dial or
-	// metadata error of an unreachable cluster).
+	// of its Send (as the Java producer's send fails after max.block.ms),
+	// whatever the metadata requests are doing: that error says how long
+	// the record waited and why the topic is missing (its code, a failed
+	// fetch, or the broker that has not answered the request in flight).
+	// When a last error was seen, the error wraps it too, so errors.Is and
+	// errors.As also match that cause (UNKNOWN_TOPIC_OR_PARTITION, or the
+	// dial or metadata error of an unreachable cluster).
 	ErrDeliveryTimeout = errors.New("producer: delivery timeout")
 
 	// ErrInvalidRecord fails a record that cannot be produced as given: a
@@ -93,7 +96,11 @@ var (
 
 	// ErrOutcomeUnknown qualifies the error of a record that may or may not
 	// have been written (the error wraps both): a request timed out or a
-	// connection broke after the batch was sent, or the broker's answer
+	// connection broke after the batch was written to it, in whole or in
+	// part (a request the connection failed before writing a byte of it,
+	// held behind a throttle or a KIP-368 re-authentication, was not: its
+	// records are retried as never sent, and their error at the deadline
+	// says "the request was not sent"), or the broker's answer
 	// left its partition out, and no later attempt settled it; a batch
 	// still in flight when its DeliveryTimeout passed (it fails at the
 	// deadline); or a batch in flight when Close gave up and closed its

@@ -173,7 +173,7 @@ func ExampleConfigFromProperties_java() {
 	// [kafka1:9092 kafka2:9092] leader 20ms zstd 65536
 	// idempotent: false
 	// true
-	// producer: invalid config: unknown properties: lingr.ms (did you mean linger.ms?); linger.ms: "soon" is not a number of milliseconds
+	// producer: invalid config: unknown properties: "lingr.ms" (did you mean linger.ms?); linger.ms: "soon" is not a number of milliseconds
 }
 
 // A record with ExplicitPartition goes to its Partition whatever the

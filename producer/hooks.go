@@ -23,7 +23,11 @@ import (
 // Hooks run on the producer's own goroutines, which each interface names,
 // and samsa holds no lock while calling one; but a slow hook delays the work
 // of that goroutine (a HookBatchWritten that blocks stalls every broker), so
-// hooks should record and return. A hook running on one of the producer's
+// hooks should record and return. A hook cannot be interrupted: Close(ctx)
+// does not wait for one that blocks past ctx's end (it returns an error
+// wrapping ctx.Err()), and the goroutine the hook runs on finishes its work
+// and exits once the hook returns, completing every record it still holds
+// exactly once. A hook running on one of the producer's
 // own goroutines may call Close: it cannot wait for the goroutine it runs
 // on, so it closes in the background and returns at once an error wrapping
 // ErrClosed; Flush, CommitTransaction and AbortTransaction return an error

@@ -73,12 +73,13 @@ func (s *sink) ensureProducerID() {
 		req.ProducerID, req.ProducerEpoch = -1, -1
 	}
 	timeout := s.cfg.RequestTimeout
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	s.background.Go(func() {
+		// Close ends it (closing is canceled before quit).
+		ctx, cancel := context.WithTimeout(s.p.closing, timeout)
 		defer cancel()
 		resp, err := s.p.meta.Do(ctx, req)
 		s.post(func() { s.handleProducerID(resp, err) })
-	}()
+	})
 }
 
 // unresolved reports whether a partition without a sequence gap still has a

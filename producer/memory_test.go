@@ -89,7 +89,7 @@ func TestLiveHeapStaysWithinBufferMemory(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c := newCluster(t, testbroker.Config{Brokers: 1})
 			require.NoError(t, c.CreateTopic("known", 4))
-			p := newProducer(t, c, Config{BufferMemory: bufferMemory, MaxBlock: time.Millisecond, DeliveryTimeout: 5 * time.Minute, RequestTimeout: 4 * time.Minute})
+			p := newProducer(t, c, Config{BufferMemory: bufferMemory, MaxBlock: NoWait, DeliveryTimeout: 5 * time.Minute, RequestTimeout: 4 * time.Minute})
 			_, err := p.Send(context.Background(), &Record{Topic: "known", Value: []byte("warm")}).Wait(context.Background())
 			require.NoError(t, err)
 			topic := "known"

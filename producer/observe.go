@@ -132,6 +132,7 @@ func (p *Producer) onBufferWaited(topic string, waited time.Duration, err error)
 func (p *Producer) onMetadataRefresh(r metadata.Refresh) {
 	if r.Err == nil {
 		p.rec.metadataRefreshed(time.Now())
+		p.metaOnce.Do(func() { close(p.metaReady) })
 	}
 	if len(p.hooks.metadataRefreshed) > 0 {
 		p.hooks.onMetadataRefreshed(MetadataRefresh{
@@ -184,11 +185,14 @@ func (s *sink) observeDial(br *ioBroker, took time.Duration, err error) {
 	}
 }
 
-// dropConn closes br's connection (in the background: Close waits for the
-// connection's callbacks, which post to the IO goroutine) and notes it; err
-// is what broke it, nil when the producer drops it. IO goroutine.
+// dropConn closes br's connection and notes it; err is what broke it, nil
+// when the producer drops it. IO goroutine. The close runs on a goroutine
+// of s.background, which shutdown waits for: conn.Close waits for the
+// connection's goroutines, and they run hooks (HookBrokerRequestWritten,
+// HookBrokerResponseRead) that must not stall the IO goroutine.
 func (s *sink) dropConn(br *ioBroker, err error) {
-	go br.conn.Close()
+	c := br.conn
+	s.background.Go(func() { c.Close() })
 	br.conn = nil
 	s.p.rec.disconnected(br.stats)
 	if len(s.p.hooks.brokerDisconnected) > 0 {

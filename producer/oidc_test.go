@@ -16,6 +16,7 @@ import (
 
 	"github.com/samsa-go/samsa/internal/testbroker"
 	"github.com/samsa-go/samsa/producer"
+	"github.com/samsa-go/samsa/sasl"
 )
 
 // TestOIDCLoginFromProperties: a producer built only from Java properties
@@ -127,20 +128,10 @@ func TestOIDCTokenRefreshAcrossReauthentication(t *testing.T) {
 	}))
 	t.Cleanup(idp.Close)
 	t.Setenv(producer.EnvAllowedTokenURLs, idp.URL)
-	cfg, err := producer.ConfigFromProperties(map[string]string{
-		"bootstrap.servers":                                 cl.ListenerAddrs(testbroker.SASLPlaintext)[0],
-		"security.protocol":                                 "SASL_PLAINTEXT",
-		"sasl.mechanism":                                    "OAUTHBEARER",
-		"sasl.oauthbearer.token.endpoint.url":               idp.URL,
-		"sasl.oauthbearer.client.credentials.client.id":     "svc-client",
-		"sasl.oauthbearer.client.credentials.client.secret": "cs-XYZZY",
-		"sasl.login.refresh.window.factor":                  "0.5",
-		"sasl.login.refresh.window.jitter":                  "0",
-		"sasl.login.refresh.min.period.seconds":             "0",
-		"sasl.login.refresh.buffer.seconds":                 "0",
-		"sasl.login.retry.backoff.max.ms":                   "300", // a background refresh ends soon after the endpoint closes (goleak)
-		"linger.ms":                                         "0",
-	})
+	props := halfLifeOIDCProps(cl.ListenerAddrs(testbroker.SASLPlaintext)[0], idp.URL)
+	props["sasl.login.retry.backoff.max.ms"] = "300" // a background refresh ends soon after the endpoint closes (goleak)
+	props["linger.ms"] = "0"
+	cfg, err := producer.ConfigFromProperties(props)
 	require.NoError(t, err)
 	p, err := producer.New(cfg)
 	require.NoError(t, err)
@@ -160,4 +151,98 @@ func TestOIDCTokenRefreshAcrossReauthentication(t *testing.T) {
 	assert.GreaterOrEqual(t, issued.Load(), int64(3), "tokens were refreshed")
 	assert.GreaterOrEqual(t, cl.SecurityStats().Reauthentications, int64(2))
 	assert.Zero(t, cl.SecurityStats().Failures)
+}
+
+// halfLifeOIDCProps are the properties of a producer on a SASL_PLAINTEXT
+// broker that logs in with OIDC client credentials at tokenURL and
+// refreshes its token half way through its lifetime (no jitter, minimum
+// period or buffer).
+func halfLifeOIDCProps(broker, tokenURL string) map[string]string {
+	return map[string]string{
+		"bootstrap.servers":                                 broker,
+		"security.protocol":                                 "SASL_PLAINTEXT",
+		"sasl.mechanism":                                    "OAUTHBEARER",
+		"sasl.oauthbearer.token.endpoint.url":               tokenURL,
+		"sasl.oauthbearer.client.credentials.client.id":     "svc-client",
+		"sasl.oauthbearer.client.credentials.client.secret": "cs-XYZZY",
+		"sasl.login.refresh.window.factor":                  "0.5",
+		"sasl.login.refresh.window.jitter":                  "0",
+		"sasl.login.refresh.min.period.seconds":             "0",
+		"sasl.login.refresh.buffer.seconds":                 "0",
+	}
+}
+
+// TestNoTokenRefreshOutlivesClose: a background token refresh
+// (sasl.ClientCredentials, KIP-768) in progress when Close is called is the
+// producer's: Close ends it and waits for it, so that nothing of the
+// producer runs once Close has returned, even with a token endpoint that
+// never answers (the refresh used to go on until its own timeouts, about
+// 30 s by default).
+func TestNoTokenRefreshOutlivesClose(t *testing.T) {
+	cl, err := testbroker.New(testbroker.Config{Security: &testbroker.Security{
+		Listeners:       []testbroker.Listener{{Protocol: testbroker.Plaintext}, {Protocol: testbroker.SASLPlaintext}},
+		Users:           []testbroker.User{{Mechanism: testbroker.MechOAuthBearer, Name: "svc", Password: "oidc-tok-1"}},
+		SessionLifetime: 400 * time.Millisecond,
+	}})
+	require.NoError(t, err)
+	t.Cleanup(func() { cl.Close() })
+	require.NoError(t, cl.CreateTopic("secure", 1))
+	stop := make(chan struct{})
+	var asked atomic.Int64
+	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm() // the body read, the server sees the client go away
+		if asked.Add(1) > 1 {
+			select { // the refresh: no answer
+			case <-r.Context().Done():
+			case <-stop:
+			}
+			return
+		}
+		fmt.Fprint(w, `{"access_token":"oidc-tok-1","expires_in":2}`)
+	}))
+	t.Cleanup(idp.Close)
+	t.Cleanup(func() { close(stop) }) // before idp.Close, which waits for the handlers
+	t.Setenv(producer.EnvAllowedTokenURLs, idp.URL)
+	cases := []struct {
+		name string
+		cfg  func(t *testing.T) producer.Config
+	}{
+		{"from properties", func(t *testing.T) producer.Config {
+			cfg, err := producer.ConfigFromProperties(halfLifeOIDCProps(cl.ListenerAddrs(testbroker.SASLPlaintext)[0], idp.URL))
+			require.NoError(t, err)
+			return cfg
+		}},
+		{"sasl.ClientCredentials in code", func(t *testing.T) producer.Config {
+			src, err := sasl.ClientCredentials(sasl.ClientCredentialsConfig{
+				TokenURL: idp.URL, ClientID: "svc-client", ClientSecret: "cs-XYZZY",
+				RefreshWindowFactor: 0.5, RefreshWindowJitter: -1, RefreshMinPeriod: -1, RefreshBuffer: -1,
+			})
+			require.NoError(t, err)
+			return producer.Config{Brokers: cl.ListenerAddrs(testbroker.SASLPlaintext), SASL: sasl.OAuthBearer(src)}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			asked.Store(0)
+			before := goleak.IgnoreCurrent()
+			cfg := tc.cfg(t)
+			cfg.Linger = -1
+			p, err := producer.New(cfg)
+			require.NoError(t, err)
+			ctx := context.Background()
+			// Records keep the connections re-authenticating (KIP-368),
+			// each time asking for the token: past half its lifetime,
+			// the source refreshes it in the background.
+			for end := time.Now().Add(10 * time.Second); asked.Load() < 2 && time.Now().Before(end); {
+				_, err := p.Send(ctx, &producer.Record{Topic: "secure", Value: []byte("v")}).Wait(ctx)
+				require.NoError(t, err)
+				time.Sleep(20 * time.Millisecond)
+			}
+			require.EqualValues(t, 2, asked.Load(), "the background refresh started")
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			require.NoError(t, p.Close(cctx))
+			require.NoError(t, goleak.Find(before), "goroutines left after Close returned nil")
+		})
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/samsa-go/samsa/internal/testbroker"
+	"github.com/samsa-go/samsa/internal/testutil"
 	"github.com/samsa-go/samsa/kerr"
 	"github.com/samsa-go/samsa/sasl"
 )
@@ -25,7 +26,7 @@ import (
 func TestPing(t *testing.T) {
 	c, plain, ssl, client := tlsListenersCluster(t)
 	saslSSL := c.ListenerAddrs(testbroker.SASLSSL)[0]
-	refused, refused2 := refusedAddr(t), refusedAddr(t)
+	refused, refused2 := testutil.RefusedAddr(t), testutil.RefusedAddr(t)
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
 

@@ -14,6 +14,7 @@ import (
 	"github.com/samsa-go/samsa/bufferpool"
 	"github.com/samsa-go/samsa/compression"
 	"github.com/samsa-go/samsa/internal/conn"
+	"github.com/samsa-go/samsa/internal/lifetime"
 	"github.com/samsa-go/samsa/internal/logging"
 	"github.com/samsa-go/samsa/internal/recordbatch"
 	"github.com/samsa-go/samsa/metadata"
@@ -49,7 +50,7 @@ type Producer struct {
 	// out of pool memory; the completer then wakes it when memory is freed.
 	memWanted atomic.Bool
 	stats     counters
-	clock     *clock
+	clock     *clock    // record timestamps
 	hooks     *hooks    // Config.Hooks, sorted per event (observe.go)
 	rec       *recorder // behind Metrics
 
@@ -67,6 +68,14 @@ type Producer struct {
 	stopWaits context.CancelFunc
 	ioDone    chan struct{}
 	ioGoid    atomic.Uint64 // the IO goroutine's id (see ownGoroutine)
+	// stopSteps counts the steps of Close's teardown and of the IO
+	// goroutine's shutdown: once Close's context has ended, Close waits
+	// for them only while they move (stopGoroutines).
+	stopSteps atomic.Uint64
+	// owned holds the goroutines started on the producer's behalf through
+	// the contexts it hands its SASL mechanism (ownedMechanism: a token
+	// refresh); Close ends them and waits for them, last.
+	owned     *lifetime.Group
 	completer *completer
 
 	// logRepeat rates the Warn of failures that last (dials,
@@ -79,6 +88,13 @@ type Producer struct {
 
 	txn     *txnManager // nil without Config.TransactionalID (transaction.go)
 	txnSink *sink       // the IO goroutine, for the transaction methods' requests to it
+
+	push *pusher // the KIP-714 telemetry goroutine (telemetry.go); nil with DisableMetricsPush
+	// metaReady is closed at the first successful metadata refresh
+	// (metaOnce): the telemetry goroutine's requests then find the
+	// metadata connection open instead of dialing one of their own.
+	metaReady chan struct{}
+	metaOnce  sync.Once
 }
 
 // topicState is a topic as Send sees it.
@@ -126,6 +142,8 @@ func New(cfg Config) (*Producer, error) {
 		rec:        newRecorder(),
 		quit:       make(chan struct{}),
 		ioDone:     make(chan struct{}),
+		owned:      lifetime.NewGroup(),
+		metaReady:  make(chan struct{}),
 	}
 	logIgnoredProperties(p.log, cfg.ignoredProps)
 	connCfg := conn.Config{
@@ -137,7 +155,7 @@ func New(cfg Config) (*Producer, error) {
 		RequestTimeout: cfg.RequestTimeout,
 		Logger:         cfg.Logger,
 		TLS:            cfg.TLS,
-		SASL:           cfg.SASL,
+		SASL:           ownMechanism(cfg.SASL, p.owned),
 
 		SendBufferBytes:    cfg.SendBufferBytes,
 		ReceiveBufferBytes: cfg.ReceiveBufferBytes,
@@ -203,15 +221,20 @@ func New(cfg Config) (*Producer, error) {
 		OnWaited: p.onBufferWaited,
 	})
 	p.completer = newCompleter(p)
+	p.clock = newClock()
 	if cfg.TransactionalID != "" {
 		connCfg.MaxVersions = txnMaxVersions
 		p.txn = newTxnManager(p, newTxnClient(p, connCfg))
 	}
-	p.clock = newClock()
+	if !cfg.DisableMetricsPush {
+		p.push = newPusher(p, time.Now())
+	}
 	s := newSink(p, connCfg)
 	p.txnSink = s
-	go p.clock.run()
 	go p.completer.run()
+	if p.push != nil {
+		go p.push.run()
+	}
 	go func() {
 		p.ioGoid.Store(goroutineID())
 		defer close(p.ioDone)
@@ -682,17 +705,29 @@ func (p *Producer) whenIdle() <-chan struct{} {
 
 // Close flushes (as Flush does, bounded by ctx), then stops the producer:
 // records still buffered when ctx ends fail with ErrClosed, connections are
-// closed, and the producer's goroutines exit before Close returns. Send
-// after Close fails with ErrClosed. When ctx ends, Close stops waiting
-// (for Flush, and for the callbacks): every record still buffered fails
-// with ErrClosed and Close returns an error wrapping ctx.Err() that says
-// how many ("producer: close: ctx ended with 3 records still buffered;
-// they failed with ErrClosed: context deadline exceeded"), after the
-// outcomes already decided are delivered, as long as callbacks keep returning. A callback
-// that blocks (none returned for 100 ms after ctx ended) is not waited for:
-// the completion goroutine delivers the outcomes queued behind it once it
-// returns, and then exits, after Close has returned. Close is safe to call
-// more than once; later calls return the first call's result.
+// closed, and every goroutine of the producer (its connections' and
+// short-lived ones included) has exited when Close returns nil. Send after
+// Close fails with ErrClosed. When ctx ends, Close stops waiting (for
+// Flush, and for the callbacks): every record still buffered fails with
+// ErrClosed and Close returns an error wrapping ctx.Err() that says how many
+// ("producer: close: ctx ended with 3 records still buffered; they failed
+// with ErrClosed: context deadline exceeded"), after the outcomes already
+// decided are delivered, as long as callbacks keep returning. Close returns
+// by ctx's end, plus 100 ms without progress, even when user code blocks one
+// of its goroutines: a callback that blocks (none returned for 100 ms after
+// ctx ended) is not waited for: the completion goroutine delivers the
+// outcomes queued behind it once it returns, and then exits, after Close has
+// returned. Likewise a hook, partitioner or OnDataLoss blocking the IO
+// goroutine (HookBatchWritten, say), or a hook blocking a connection's or
+// the metadata goroutine: user code cannot be interrupted, so that goroutine
+// exits once it returns, after Close; the records it still holds then fail
+// with ErrClosed (with ErrOutcomeUnknown for those in flight), each future
+// exactly once, and the rest of the producer's goroutines stop after it.
+// Close's error then says so and counts the records not completed yet
+// ("producer: close: ctx ended while user code (a hook, a callback) blocks
+// one of the producer's goroutines, with 20 records not completed; ...").
+// Close is safe to call more than once; later calls return the first call's
+// result.
 //
 // Called from a callback (on the completion goroutine), or from a hook,
 // partitioner or OnDataLoss running on another of the producer's goroutines
@@ -713,6 +748,11 @@ func (p *Producer) whenIdle() <-chan struct{} {
 // of that is bounded by ctx and by Config.TransactionTimeout, after which
 // the coordinator aborts the transaction itself. That error is Close's
 // result when the flush has none.
+//
+// When the cluster subscribed the producer to client metrics (KIP-714, see
+// Config.DisableMetricsPush), a push in flight is waited for and a last,
+// terminating push with the final metrics is sent before the connections
+// close, bounded by ctx and RequestTimeout; its failure is only logged.
 func (p *Producer) Close(ctx context.Context) error {
 	if where := p.ownGoroutine(); where != "" {
 		// Waiting here would wait for the goroutine running this very
@@ -732,17 +772,16 @@ func (p *Producer) Close(ctx context.Context) error {
 		p.stopWaits() // Sends still waiting for memory fail with ErrClosed
 		p.closeCtx = ctx
 		close(p.quit)
-		<-p.ioDone
-		p.completer.stop(ctx)
-		if p.txn != nil {
-			p.txn.client.close()
-		}
-		p.clock.stop()
-		if err := p.meta.Close(); err != nil && flushErr == nil {
+		blocked, err := p.stopGoroutines(ctx)
+		switch cerr := ctx.Err(); {
+		case blocked:
+			// The shutdown has not finished: what it has failed so far
+			// is no count of what is left.
+			flushErr = blockedCloseErr(p.pending[0].Load()+p.pending[1].Load(), cerr)
+		case err != nil && flushErr == nil:
 			flushErr = err
-		}
-		if cerr := ctx.Err(); cerr != nil && errors.Is(flushErr, cerr) {
-			flushErr = closeCtxErr(p.txnSink.closedFailed, cerr)
+		case cerr != nil && errors.Is(flushErr, cerr):
+			flushErr = closeCtxErr(p.txnSink.closedFailed.Load(), cerr)
 		}
 		p.closeErr = flushErr
 	})
@@ -758,6 +797,17 @@ func closeCtxErr(n int64, ctxErr error) error {
 		records = "record"
 	}
 	return fmt.Errorf("producer: close: ctx ended with %d %s still buffered; they failed with ErrClosed: %w", n, records, ctxErr)
+}
+
+// blockedCloseErr is Close's error when it returns while user code blocks
+// one of the producer's goroutines (stopGoroutines): n records are not
+// completed yet, and complete once that code returns.
+func blockedCloseErr(n int64, ctxErr error) error {
+	records := "records"
+	if n == 1 {
+		records = "record"
+	}
+	return fmt.Errorf("producer: close: ctx ended while user code (a hook, a callback) blocks one of the producer's goroutines, with %d %s not completed; they complete (those still buffered fail with ErrClosed) once it returns: %w", n, records, ctxErr)
 }
 
 // ownGoroutine names the producer's goroutine the caller runs on, or

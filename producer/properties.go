@@ -2,6 +2,7 @@ package producer
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/samsa-go/samsa/compression"
+	"github.com/samsa-go/samsa/internal/safetext"
 )
 
 // javaIntMs are the millisecond keys that Java's ProducerConfig defines as
@@ -57,6 +59,7 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 //	metadata.max.idle.ms                             MetadataMaxIdle
 //	enable.idempotence                               DisableIdempotence, inverted
 //	allow.auto.create.topics                         DisableAutoTopicCreation, inverted
+//	enable.metrics.push                              DisableMetricsPush, inverted
 //	socket.connection.setup.timeout.ms               DialTimeout
 //	socket.connection.setup.timeout.max.ms           DialTimeoutMax
 //	client.dns.lookup                                ClientDNSLookup: use_all_dns_ips or
@@ -98,7 +101,9 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 // (a password, the JAAS line) never appears in an error:
 //
 //	security.protocol                       PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL: sets TLS and SASL
-//	sasl.mechanism (sasl.mechanisms)        PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, AWS_MSK_IAM
+//	sasl.mechanism (sasl.mechanisms)        PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, AWS_MSK_IAM;
+//	                                        GSSAPI and any other mechanism whose module registered a
+//	                                        sasl.MechanismFactory (below)
 //	sasl.username, sasl.password            the credentials (librdkafka)
 //	sasl.jaas.config                        the credentials (Java): PlainLoginModule or ScramLoginModule
 //	                                        with username and password options; OAuthBearerLoginModule
@@ -154,7 +159,19 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 // sasl.OAuthBearer(...) or the mechanism of the module
 // github.com/samsa-go/samsa/sasl/awsmskiam. The sasl.login.* and
 // sasl.oauthbearer.* keys above are reported as ignored when they
-// configure no login. Also reported as ignored:
+// configure no login.
+//
+// GSSAPI (Kerberos) lives in the module
+// github.com/samsa-go/samsa/sasl/kerberos, which registers a
+// sasl.MechanismFactory when imported (import _ "github.com/samsa-go/samsa/sasl/kerberos"):
+// ConfigFromProperties then builds it from sasl.jaas.config
+// (Krb5LoginModule), sasl.kerberos.* and the keys that module documents,
+// and, as in Java, takes GSSAPI when sasl.mechanism is not set. Without the
+// import, GSSAPI is an error saying so. A factory registered for another
+// name (not PLAIN, SCRAM or OAUTHBEARER) builds that mechanism the same
+// way, with every property, and the keys it declares are accepted.
+//
+// Also reported as ignored:
 // ssl.truststore.password and ssl.keystore.password (PEM files have none),
 // session.timeout.ms (a consumer setting that Confluent Cloud's templates
 // include), sasl.client.callback.handler.class (Java classes cannot be
@@ -170,20 +187,31 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 // bootstrap brokers when no known broker answers), bootstrap.resolve.timeout.ms,
 // metadata.cluster.check.enable, partitioner.availability.timeout.ms
 // (the adaptive partitioner weighs queues instead), the metrics keys
-// (metric.reporters, metrics.*, auto.include.jmx.reporter,
-// enable.metrics.push: see Producer.Metrics and Hooks), the Java security
+// (metric.reporters, metrics.*, auto.include.jmx.reporter: see
+// Producer.Metrics and Hooks), the Java security
 // plumbing (security.providers, ssl.provider, ssl.cipher.suites,
 // ssl.engine.factory.class, ssl.keymanager.algorithm,
 // ssl.trustmanager.algorithm, ssl.secure.random.implementation,
-// sasl.login.class), sasl.kerberos.* (no GSSAPI in samsa), the
+// sasl.login.class), sasl.kerberos.* (unless GSSAPI is built by the
+// factory the sasl/kerberos module registers), the
 // sasl.oauthbearer.* keys of JWT assertions and of the broker's token
 // validation, and transaction.two.phase.commit.enable. javaIgnoredKeys
 // lists them.
 //
+// The Schema Registry serializers' keys (schema.registry.*, basic.auth.*,
+// bearer.auth.*, auto.register.schemas, use.latest.version,
+// key.subject.name.strategy, value.subject.name.strategy and the others of
+// module github.com/samsa-go/samsa/serde/schemaregistry) are accepted
+// without a word, so that one properties file serves both: that module's
+// ConfigFromProperties reads them, and reports their typos.
+//
 // Any other key is an error, naming the nearest known key when it looks like a typo
-// ("lingr.ms (did you mean linger.ms?)"). The returned error wraps
-// ErrInvalidConfig and lists every problem: all unknown keys, sorted, then
-// every bad value.
+// (`"lingr.ms" (did you mean linger.ms?)`). The returned error wraps
+// ErrInvalidConfig and lists every problem: the unknown keys, sorted (the
+// first 10, then how many more), then every bad value. Keys and values are
+// quoted in it as strconv.Quote does, each cut at 256 bytes, so that
+// neither a newline nor a megabyte in the input reaches an error or a log
+// line. Its time is linear in the size of props.
 // ConfigFromProperties does not apply defaults or check settings against
 // each other; New does.
 func ConfigFromProperties(props map[string]string) (Config, error) {
@@ -206,6 +234,12 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 		sec         securityProps // TLS and SASL keys (properties_security.go)
 	)
 	fail := func(key, format string, args ...any) {
+		for i, a := range args {
+			// Values are printed with %q: bounded (untrusted).
+			if v, ok := a.(string); ok {
+				args[i] = untrusted(v)
+			}
+		}
 		bad = append(bad, key+": "+fmt.Sprintf(format, args...))
 	}
 	// claim reports whether key may set field: false (with an error) when
@@ -403,6 +437,10 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 			if b, ok := boolean(key, v); ok {
 				c.DisableAutoTopicCreation = !b
 			}
+		case "enable.metrics.push":
+			if b, ok := boolean(key, v); ok {
+				c.DisableMetricsPush = !b
+			}
 		case "socket.connection.setup.timeout.ms":
 			positiveMs(key, v, "DialTimeout", &c.DialTimeout)
 		case "socket.connection.setup.timeout.max.ms":
@@ -500,15 +538,19 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 		default:
 			switch {
 			case refusedKeys[key] != "":
-				fail(key, "%s", refusedKeys[key])
+				bad = append(bad, key+": "+refusedKeys[key])
 			case javaIgnoredKeys[key]:
 				ignored = append(ignored, key)
+			case serdeKey(key):
+				// Read by serde/schemaregistry from the same file.
 			case !sec.take(key, v):
-				unknown = append(unknown, unknownKey(key))
+				unknown = append(unknown, key)
 			}
 		}
 	}
+	sec.props = props
 	ignored = append(ignored, sec.apply(&c, fail)...)
+	ignored = slices.DeleteFunc(ignored, sec.usedByFactory)
 
 	if genericLevelSet && genericLevel != -1 {
 		if _, ok := levels[c.Compression]; ok {
@@ -529,7 +571,7 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 	}
 
 	if len(unknown) > 0 {
-		bad = append([]string{"unknown properties: " + strings.Join(unknown, ", ")}, bad...)
+		bad = append([]string{unknownKeys(unknown)}, bad...)
 	}
 	if len(bad) > 0 {
 		return Config{}, fmt.Errorf("%w: %s", ErrInvalidConfig, strings.Join(bad, "; "))
@@ -546,4 +588,18 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 // built from keys that all map. The slice is the caller's.
 func (c Config) IgnoredProperties() []string {
 	return slices.Clone(c.ignoredProps)
+}
+
+// untrusted is a string argument of an error of ConfigFromProperties:
+// with %q, as every value of the input is printed, it is quoted as
+// strconv.Quote does and cut at 256 bytes (safetext.Quote); other verbs
+// print it as is (names and hints of our own).
+type untrusted string
+
+func (u untrusted) Format(f fmt.State, verb rune) {
+	if verb == 'q' {
+		io.WriteString(f, safetext.Quote(string(u)))
+		return
+	}
+	io.WriteString(f, string(u))
 }

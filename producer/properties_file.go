@@ -2,12 +2,15 @@ package producer
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/samsa-go/samsa/internal/safetext"
 )
 
 // LoadProperties reads a Java .properties file (a producer.properties or a
@@ -23,7 +26,9 @@ import (
 // next one (whose leading spaces are dropped); escapes \t, \n, \r, \f,
 // \uXXXX and \ before any other character stand for themselves. A key
 // given twice keeps its last value, as in Java. The file is read as UTF-8.
-// Errors name the file and line but never a value, which may be a secret.
+// A line, or a property continued over several lines, may be up to 1 MiB.
+// Errors name the file and line, and the key quoted (bounded to 256 bytes),
+// but never a value, which may be a secret.
 func LoadProperties(path string) (map[string]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -37,12 +42,21 @@ func LoadProperties(path string) (map[string]string, error) {
 	return props, nil
 }
 
+// maxPropertyLine bounds a line of a properties file, and a property
+// continued over several lines, in bytes.
+const maxPropertyLine = 1 << 20
+
 // ParseProperties reads properties in the format LoadProperties reads, from
-// r.
+// r. A line, or a property continued over several lines, may be up to
+// 1 MiB long; a longer one is an error naming its line. Every error
+// names its line (the first line of a continued property) and quotes
+// the key, bounded, if it names one.
 func ParseProperties(r io.Reader) (map[string]string, error) {
 	props := map[string]string{}
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	// Room for the longest line and its line end ("\r\n"); a longer
+	// line stops the scanner once it has read this much of it.
+	sc.Buffer(make([]byte, 64<<10), maxPropertyLine+2)
 	sc.Split(scanPropertyLines)
 	lineNo := 0
 	var logical strings.Builder
@@ -50,6 +64,9 @@ func ParseProperties(r io.Reader) (map[string]string, error) {
 	for sc.Scan() {
 		lineNo++
 		line := sc.Text()
+		if len(line) > maxPropertyLine {
+			return nil, errLongLine(lineNo)
+		}
 		if lineNo == 1 {
 			line = strings.TrimPrefix(line, "\uFEFF")
 		}
@@ -62,6 +79,9 @@ func ParseProperties(r io.Reader) (map[string]string, error) {
 			line = trimmed
 		} else {
 			line = strings.TrimLeft(line, " \t\f")
+		}
+		if logical.Len()+len(line) > maxPropertyLine {
+			return nil, fmt.Errorf("line %d: the property continues past 1 MiB, the longest ParseProperties reads", start)
 		}
 		if continues(line) {
 			logical.WriteString(line[:len(line)-1])
@@ -76,7 +96,10 @@ func ParseProperties(r io.Reader) (map[string]string, error) {
 		props[k] = v
 	}
 	if err := sc.Err(); err != nil {
-		return nil, err
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, errLongLine(lineNo + 1)
+		}
+		return nil, fmt.Errorf("line %d: %w", lineNo+1, err)
 	}
 	if logical.Len() > 0 {
 		k, v, err := splitProperty(logical.String())
@@ -86,6 +109,10 @@ func ParseProperties(r io.Reader) (map[string]string, error) {
 		props[k] = v
 	}
 	return props, nil
+}
+
+func errLongLine(n int) error {
+	return fmt.Errorf("line %d: longer than 1 MiB, the longest line ParseProperties reads", n)
 }
 
 // continues reports whether line ends in an odd number of backslashes.
@@ -123,7 +150,7 @@ func splitProperty(line string) (string, string, error) {
 	}
 	val, err := unescapeProperty(rest)
 	if err != nil {
-		return "", "", fmt.Errorf("value of %s: %w", key, err)
+		return "", "", fmt.Errorf("value of %s: %w", safetext.Quote(key), err)
 	}
 	return key, val, nil
 }

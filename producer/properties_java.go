@@ -1,9 +1,12 @@
 package producer
 
 import (
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
+
+	"github.com/samsa-go/samsa/internal/safetext"
 )
 
 // javaIgnoredKeys are the Java producer's documented configuration keys
@@ -21,7 +24,6 @@ var javaIgnoredKeys = map[string]bool{
 	"auto.include.jmx.reporter":                           true,
 	"bootstrap.resolve.timeout.ms":                        true,
 	"connections.max.idle.ms":                             true,
-	"enable.metrics.push":                                 true,
 	"metadata.cluster.check.enable":                       true,
 	"metadata.recovery.rebootstrap.trigger.ms":            true,
 	"metadata.recovery.strategy":                          true,
@@ -70,6 +72,37 @@ var javaIgnoredKeys = map[string]bool{
 	"ssl.trustmanager.algorithm":                          true,
 }
 
+// serdeKeys are the keys of the Schema Registry serializers (module
+// github.com/samsa-go/samsa/serde/schemaregistry, after Java's
+// AbstractKafkaSchemaSerDeConfig) outside the prefixes of serdeKey.
+var serdeKeys = map[string]bool{
+	"auto.register.schemas":       true,
+	"use.latest.version":          true,
+	"latest.compatibility.strict": true,
+	"key.subject.name.strategy":   true,
+	"value.subject.name.strategy": true,
+	"normalize.schemas":           true,
+	"json.fail.invalid.schema":    true,
+	"max.retries":                 true,
+	"retries.wait.ms":             true,
+	"retries.max.wait.ms":         true,
+	"http.connect.timeout.ms":     true,
+	"http.read.timeout.ms":        true,
+	"max.schemas.per.subject":     true,
+}
+
+// serdeKey reports whether key belongs to the Schema Registry
+// serializers, which read the producer's properties file too: the
+// producer accepts it silently and leaves it to them.
+func serdeKey(key string) bool {
+	for _, p := range []string{"schema.registry.", "basic.auth.", "bearer.auth."} {
+		if strings.HasPrefix(key, p) {
+			return true
+		}
+	}
+	return serdeKeys[key]
+}
+
 // refusedKeys are Java producer keys that would silently change semantics
 // samsa does not honour, with the reason ConfigFromProperties gives.
 var refusedKeys = map[string]string{}
@@ -93,13 +126,49 @@ var mappedKeys = []string{
 	"interceptor.classes", "transactional.id", "transaction.timeout.ms",
 }
 
-// unknownKey describes key for the error: with the nearest known key when
-// one is close enough to be a likely typo.
-func unknownKey(key string) string {
-	best, bestD := "", -1
+// maxUnknownListed bounds the unknown keys an error lists (the first ones,
+// sorted), and so the keys compared with the known ones.
+const maxUnknownListed = 10
+
+// unknownKeys describes the unknown keys (sorted) for the error: the first
+// maxUnknownListed quoted (bounded, escaped: safetext.Quote), each with the
+// nearest known key when one is close enough to be a likely typo, then how
+// many more there are. Its time is linear in the keys listed, whatever
+// their number and length.
+func unknownKeys(keys []string) string {
+	var b strings.Builder
+	b.WriteString("unknown properties: ")
+	for i, key := range keys[:min(len(keys), maxUnknownListed)] {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(safetext.Quote(key))
+		if near := nearestKnownKey(key); near != "" {
+			b.WriteString(" (did you mean " + near + "?)")
+		}
+	}
+	if n := len(keys) - maxUnknownListed; n > 0 {
+		fmt.Fprintf(&b, " (and %d more)", n)
+	}
+	return b.String()
+}
+
+// nearestKnownKey returns the known key nearest to key when it is a likely
+// typo: a few edits, more for long keys (a fifth of the key), never half
+// the key; "" when none is. Only known keys whose length is within reach
+// are compared, with a distance that stops counting past the reach, so a
+// long key costs nothing.
+func nearestKnownKey(key string) string {
+	reach := min(max(2, len(key)/5), (len(key)-1)/2)
+	if reach <= 0 {
+		return ""
+	}
+	best, bestD := "", reach+1
 	consider := func(k string) {
-		d := editDistance(key, k)
-		if bestD < 0 || d < bestD || (d == bestD && k < best) {
+		if k == key || len(k) < len(key)-reach || len(k) > len(key)+reach {
+			return
+		}
+		if d := editDistanceWithin(key, k, reach); d < bestD || (d == bestD && d <= reach && k < best) {
 			best, bestD = k, d
 		}
 	}
@@ -118,28 +187,47 @@ func unknownKey(key string) string {
 	for k := range refusedKeys {
 		consider(k)
 	}
-	// A typo is a few edits; allow more for long keys, never half the key.
-	if bestD > 0 && bestD <= max(2, len(key)/5) && bestD < len(key)/2 {
-		return key + " (did you mean " + best + "?)"
-	}
-	return key
+	return best
 }
 
 // editDistance is the Levenshtein distance between a and b, in bytes.
-func editDistance(a, b string) int {
+func editDistance(a, b string) int { return editDistanceWithin(a, b, max(len(a), len(b))) }
+
+// editDistanceWithin is the Levenshtein distance between a and b, in bytes,
+// when it is at most limit, and limit+1 otherwise: it computes only the
+// diagonal band of width 2*limit+1 and stops as soon as a row exceeds
+// limit, in O(len(a) * limit) time.
+func editDistanceWithin(a, b string, limit int) int {
+	if d := len(a) - len(b); d > limit || -d > limit {
+		return limit + 1
+	}
+	over := limit + 1
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
 	for j := range prev {
-		prev[j] = j
+		prev[j] = min(j, over)
 	}
 	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
+		lo, hi := max(1, i-limit), min(len(b), i+limit)
+		cur[0] = min(i, over)
+		if lo > 1 {
+			cur[lo-1] = over // outside the band
+		}
+		rowMin := cur[0]
+		for j := lo; j <= hi; j++ {
 			cost := 1
 			if a[i-1] == b[j-1] {
 				cost = 0
 			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			v := min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost, over)
+			cur[j] = v
+			rowMin = min(rowMin, v)
+		}
+		if hi < len(b) {
+			cur[hi+1] = over
+		}
+		if rowMin > limit {
+			return over
 		}
 		prev, cur = cur, prev
 	}

@@ -17,10 +17,12 @@ import (
 	"fmt"
 	"hash"
 	"os"
+	"slices"
 	"strings"
 
 	"crypto/pbkdf2"
 
+	"github.com/samsa-go/samsa/internal/safetext"
 	"github.com/samsa-go/samsa/sasl"
 )
 
@@ -30,6 +32,13 @@ type securityProps struct {
 	v     map[string]string
 	caPEM []byte // the CAs to trust, once tlsConfig read them
 	login bool   // the OAUTHBEARER keys configured a login
+	// props are all the properties, for a registered
+	// sasl.MechanismFactory; extra the keys taken only because such a
+	// factory reads them; factoryKeys the Keys of the factory that built
+	// Config.SASL, if one did.
+	props       map[string]string
+	extra       []string
+	factoryKeys []string
 }
 
 // securityKeys are the keys securityProps takes, with oauthKeys
@@ -69,7 +78,10 @@ func (sp *securityProps) take(key, v string) bool {
 	_, sec := securityKeys[key]
 	_, oauth := oauthKeys[key]
 	if !sec && !oauth {
-		return false
+		if !sasl.IsFactoryKey(key) {
+			return false
+		}
+		sp.extra = append(sp.extra, key)
 	}
 	if sp.v == nil {
 		sp.v = map[string]string{}
@@ -123,6 +135,9 @@ func (sp *securityProps) apply(c *Config, fail func(key, format string, args ...
 			ignored = append(ignored, k)
 		}
 	}
+	if sp.factoryKeys == nil {
+		ignored = append(ignored, sp.extra...) // taken for a factory that did not build Config.SASL
+	}
 	if sp.login {
 		return ignored
 	}
@@ -132,6 +147,38 @@ func (sp *securityProps) apply(c *Config, fail func(key, format string, args ...
 	// Not parsed: as in Java, keys of a login that is not built are
 	// accepted whatever their values (and reported as ignored).
 	return append(ignored, sp.oauthIgnored()...)
+}
+
+// usedByFactory reports whether key is one the mechanism factory that
+// built Config.SASL reads: not ignored, whatever other list has it.
+func (sp *securityProps) usedByFactory(key string) bool {
+	return slices.Contains(sp.factoryKeys, key)
+}
+
+// gssapiHint says how to enable GSSAPI, which needs a module of its own.
+const gssapiHint = `import the module github.com/samsa-go/samsa/sasl/kerberos (import _ "github.com/samsa-go/samsa/sasl/kerberos" registers GSSAPI for ConfigFromProperties), or set Config.SASL to its kerberos.New(...)`
+
+// builtinMechanisms are the mechanisms ConfigFromProperties builds
+// itself; a registered sasl.MechanismFactory builds the others.
+var builtinMechanisms = []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"}
+
+// fromFactory builds Config.SASL with the factory registered for name.
+func (sp *securityProps) fromFactory(mkey, name string, f sasl.MechanismFactory, fail func(key, format string, args ...any)) (sasl.Mechanism, bool) {
+	props := make(map[string]string, len(sp.props))
+	for k, v := range sp.props {
+		props[k] = strings.TrimSpace(v)
+	}
+	m, err := f.New(props)
+	if err != nil {
+		fail(mkey, "%s: %v", name, err)
+		return nil, false
+	}
+	if m == nil {
+		fail(mkey, "%s: the registered factory returned no mechanism", name)
+		return nil, false
+	}
+	sp.factoryKeys = append([]string{}, f.Keys...)
+	return m, true
 }
 
 func parseNonNegative(v string) (int64, error) {
@@ -160,8 +207,11 @@ func (sp *securityProps) mechanism(fail func(key, format string, args ...any)) (
 		mkey, name, ok = "sasl.mechanisms", alt, true
 	}
 	if !ok || name == "" {
-		fail("sasl.mechanism", "not set, with a SASL security.protocol (the Java default, GSSAPI, is not supported)")
-		return nil, false
+		if _, reg := sasl.LookupMechanismFactory("GSSAPI"); !reg {
+			fail("sasl.mechanism", "not set, with a SASL security.protocol (the Java default, GSSAPI, needs Kerberos: %s)", gssapiHint)
+			return nil, false
+		}
+		name = "GSSAPI" // Java's default, now that a factory builds it
 	}
 	name = strings.ToUpper(name)
 	user, pass, haveUser := "", "", false
@@ -191,6 +241,9 @@ func (sp *securityProps) mechanism(fail func(key, format string, args ...any)) (
 			return nil, false
 		}
 		user, pass = j.options["username"], j.options["password"]
+	}
+	if f, reg := sasl.LookupMechanismFactory(name); reg && !slices.Contains(builtinMechanisms, name) {
+		return sp.fromFactory(mkey, name, f, fail)
 	}
 	switch name {
 	case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
@@ -223,7 +276,7 @@ func (sp *securityProps) mechanism(fail func(key, format string, args ...any)) (
 	case "AWS_MSK_IAM":
 		return needCode{name: name, hint: "set Config.SASL to the mechanism of module github.com/samsa-go/samsa/sasl/awsmskiam after ConfigFromProperties"}, true
 	case "GSSAPI":
-		fail(mkey, "GSSAPI (Kerberos) is not supported")
+		fail(mkey, "GSSAPI (Kerberos) needs a module of its own: %s", gssapiHint)
 	default:
 		fail(mkey, "%q is not PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM", name)
 	}
@@ -320,7 +373,7 @@ func parseJAAS(line string) (jaasConfig, error) {
 			return j, nil
 		}
 		if eq, _, _ := next(); eq != "=" {
-			return j, fmt.Errorf("option %q has no value", k)
+			return j, fmt.Errorf("option %s has no value", safetext.Quote(k))
 		}
 		v, _, err := next()
 		if err != nil {

@@ -158,6 +158,16 @@ func TestConfigFromProperties(t *testing.T) {
 			Config{},
 		},
 		{
+			"metrics push off",
+			map[string]string{"enable.metrics.push": "false"},
+			Config{DisableMetricsPush: true},
+		},
+		{
+			"metrics push on is the default",
+			map[string]string{"enable.metrics.push": "true"},
+			Config{},
+		},
+		{
 			"gzip's Java default level -1 is our 0",
 			map[string]string{"compression.type": "gzip", "compression.gzip.level": "-1"},
 			Config{Compression: compression.Gzip},
@@ -214,7 +224,7 @@ func TestConfigFromPropertiesErrors(t *testing.T) {
 		{
 			"unknown keys listed sorted",
 			map[string]string{"zz.unknown": "1", "linger.ms": "5", "aa.unknown": "2", "lingr.ms": "5"},
-			[]string{"unknown properties: aa.unknown, lingr.ms (did you mean linger.ms?), zz.unknown"},
+			[]string{`unknown properties: "aa.unknown", "lingr.ms" (did you mean linger.ms?), "zz.unknown"`},
 		},
 		{"not a number", map[string]string{"linger.ms": "5ms"}, []string{`linger.ms: "5ms" is not a number of milliseconds`}},
 		{"negative ms", map[string]string{"request.timeout.ms": "-1"}, []string{"request.timeout.ms"}},
@@ -249,7 +259,7 @@ func TestConfigFromPropertiesErrors(t *testing.T) {
 		{
 			"unknown keys first, then bad values",
 			map[string]string{"nope": "1", "acks": "x", "linger.ms": "y"},
-			[]string{"unknown properties: nope", "acks:", "linger.ms:"},
+			[]string{`unknown properties: "nope"`, "acks:", "linger.ms:"},
 		},
 	}
 	for _, tc := range cases {
@@ -297,7 +307,7 @@ func ExampleConfigFromProperties() {
 	fmt.Println(err)
 	// Output:
 	// [localhost:9092] 10ms lz4
-	// producer: invalid config: unknown properties: lingr.ms (did you mean linger.ms?); acks: "2" is not one of all, -1, 1, 0
+	// producer: invalid config: unknown properties: "lingr.ms" (did you mean linger.ms?); acks: "2" is not one of all, -1, 1, 0
 }
 
 // Any property, known or not, with any value, gives a Config or an error
@@ -383,10 +393,10 @@ func TestConfigFromPropertiesJavaKeys(t *testing.T) {
 	}{
 		{"transaction.timeout.ms 0", map[string]string{"transaction.timeout.ms": "0"}, "transaction.timeout.ms: must be positive"},
 		{"interceptors", map[string]string{"interceptor.classes": "com.example.Audit"}, `interceptor.classes: "com.example.Audit" cannot be loaded in Go`},
-		{"typo", map[string]string{"lingr.ms": "5"}, "unknown properties: lingr.ms (did you mean linger.ms?)"},
-		{"typo in a long key", map[string]string{"reconnect.backof.max.ms": "5"}, "reconnect.backof.max.ms (did you mean reconnect.backoff.max.ms?)"},
-		{"typo in a security key", map[string]string{"security.protocl": "SSL"}, "security.protocl (did you mean security.protocol?)"},
-		{"nothing near", map[string]string{"zz": "1"}, "unknown properties: zz"},
+		{"typo", map[string]string{"lingr.ms": "5"}, `unknown properties: "lingr.ms" (did you mean linger.ms?)`},
+		{"typo in a long key", map[string]string{"reconnect.backof.max.ms": "5"}, `"reconnect.backof.max.ms" (did you mean reconnect.backoff.max.ms?)`},
+		{"typo in a security key", map[string]string{"security.protocl": "SSL"}, `"security.protocl" (did you mean security.protocol?)`},
+		{"nothing near", map[string]string{"zz": "1"}, `unknown properties: "zz"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -398,6 +408,27 @@ func TestConfigFromPropertiesJavaKeys(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestConfigFromPropertiesLeavesSerdeKeys: a Java producer's properties
+// file also holds its Schema Registry serializer's keys; the producer
+// accepts them silently (serde/schemaregistry reads them).
+func TestConfigFromPropertiesLeavesSerdeKeys(t *testing.T) {
+	cfg, err := ConfigFromProperties(map[string]string{
+		"bootstrap.servers":                       "k1:9092",
+		"schema.registry.url":                     "https://sr:8081",
+		"schema.registry.ssl.truststore.location": "/nonexistent/ca.pem",
+		"basic.auth.credentials.source":           "USER_INFO",
+		"basic.auth.user.info":                    "u:p",
+		"bearer.auth.logical.cluster":             "lsrc-1",
+		"auto.register.schemas":                   "false",
+		"use.latest.version":                      "true",
+		"value.subject.name.strategy":             "io.confluent.kafka.serializers.subject.RecordNameStrategy",
+		"max.retries":                             "3",
+	})
+	require.NoError(t, err)
+	assert.Nil(t, cfg.TLS, "schema.registry.ssl.* is not the producer's ssl.*")
+	assert.Empty(t, cfg.ignoredProps)
 }
 
 func TestEditDistance(t *testing.T) {
@@ -467,7 +498,7 @@ func TestEveryJavaProducerKeyMapsOrIsReported(t *testing.T) {
 		{"partitioner.ignore.keys", "false", maps}, {"linger.ms", "5", maps}, {"delivery.timeout.ms", "120000", maps},
 		{"client.id", "c", maps}, {"send.buffer.bytes", "131072", maps}, {"receive.buffer.bytes", "32768", maps},
 		{"max.request.size", "1048576", maps}, {"reconnect.backoff.ms", "50", ignored}, {"reconnect.backoff.max.ms", "1000", ignored},
-		{"retry.backoff.ms", "100", maps}, {"retry.backoff.max.ms", "1000", maps}, {"enable.metrics.push", "true", ignored},
+		{"retry.backoff.ms", "100", maps}, {"retry.backoff.max.ms", "1000", maps}, {"enable.metrics.push", "true", maps},
 		{"max.block.ms", "60000", maps}, {"request.timeout.ms", "30000", maps}, {"metadata.max.age.ms", "300000", maps},
 		{"metadata.max.idle.ms", "300000", maps}, {"metrics.sample.window.ms", "30000", ignored}, {"metrics.num.samples", "2", ignored},
 		{"metrics.recording.level", "INFO", ignored}, {"metric.reporters", "", ignored}, {"auto.include.jmx.reporter", "true", ignored},

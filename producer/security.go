@@ -1,7 +1,12 @@
 package producer
 
 import (
+	"context"
+	"fmt"
+
 	"github.com/samsa-go/samsa/internal/conn"
+	"github.com/samsa-go/samsa/internal/lifetime"
+	"github.com/samsa-go/samsa/sasl"
 )
 
 // ErrAuthentication is wrapped by the errors of records that could not be
@@ -25,3 +30,38 @@ import (
 // picked up). A broker that closes the connection during the handshake is
 // not an authentication failure: it is retried like any broken connection.
 var ErrAuthentication = conn.ErrAuthentication
+
+// ownedMechanism is the producer's view of Config.SASL: every exchange's
+// context carries the producer's lifetime.Group, so that a goroutine the
+// mechanism starts on the producer's behalf (sasl.ClientCredentials'
+// background token refresh) is the producer's: Close ends it and waits for
+// it. It prints as the mechanism does (redacted).
+type ownedMechanism struct {
+	sasl.Mechanism
+	owner *lifetime.Group
+}
+
+// ownMechanism returns m with exchanges owned by g; nil for nil.
+func ownMechanism(m sasl.Mechanism, g *lifetime.Group) sasl.Mechanism {
+	if m == nil {
+		return nil
+	}
+	return ownedMechanism{m, g}
+}
+
+func (m ownedMechanism) Start(ctx context.Context, addr string) (sasl.Session, []byte, error) {
+	return m.Mechanism.Start(lifetime.With(ctx, m.owner), addr)
+}
+
+// Secrets passes on the wrapped mechanism's secrets (sasl.SecretHolder), so
+// that broker text is scrubbed of them.
+func (m ownedMechanism) Secrets() []string {
+	if h, ok := m.Mechanism.(sasl.SecretHolder); ok {
+		return h.Secrets()
+	}
+	return nil
+}
+
+func (m ownedMechanism) Format(f fmt.State, verb rune) {
+	fmt.Fprintf(f, fmt.FormatString(f, verb), m.Mechanism)
+}

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -69,12 +70,17 @@ type sink struct {
 	scratch []byte
 	now     time.Time
 
-	dialing sync.WaitGroup // dial goroutines; Close waits for them
+	// background tracks the IO goroutine's short-lived goroutines: dials,
+	// connection closes, InitProducerId, CreateTopics and
+	// AddPartitionsToTxn requests. Each ends once Close cancels
+	// p.closing (a connection's close once its goroutines have exited),
+	// and shutdown waits for them all.
+	background sync.WaitGroup
 
 	// closedFailed counts the records the shutdown failed with ErrClosed
 	// (sink.fail, failBuffered): Close's error says how many when its ctx
-	// ended first. Read by Close once the IO goroutine has exited.
-	closedFailed int64
+	// ended first. Read by Close, also while a blocked hook keeps the IO goroutine from exiting.
+	closedFailed atomic.Int64
 	debug        bool // the logger takes Debug records: per-batch logs are built only then
 
 	// Idempotence (nil state when disabled).
@@ -268,6 +274,15 @@ func (s *sink) run() {
 			s.applyMetadata()
 		case <-s.timer.C:
 		}
+		select {
+		case <-s.p.quit:
+			// Close has stopped waiting: what a handler above held (a
+			// hook blocked past Close's ctx, say) is not sent now, but
+			// failed by the shutdown, as Close's error said.
+			stopped = true
+			return
+		default:
+		}
 		s.step()
 	}
 }
@@ -388,8 +403,7 @@ func (s *sink) resetTimer() {
 	}
 	for t := range s.parked {
 		if at := t.ts.acc.OldestParked(); !at.IsZero() {
-			limit, _ := s.parkLimit(t)
-			if d := at.Add(limit); d.Before(next) {
+			if d := at.Add(s.parkLimit(t)); d.Before(next) {
 				next = d
 			}
 		}

@@ -20,7 +20,7 @@ func (s *sink) dial(br *ioBroker) {
 	}
 	br.dialing = true
 	addr, cfg := br.addr, s.brokerConn(br)
-	s.dialing.Go(func() {
+	s.background.Go(func() {
 		// Close ends the dial at once (closing is canceled before quit);
 		// conn.Dial bounds it by the setup timeout, up to DialTimeoutMax.
 		ctx, cancel := context.WithTimeout(s.p.closing, max(cfg.DialTimeout, cfg.DialTimeoutMax)+time.Second)

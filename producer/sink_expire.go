@@ -17,37 +17,43 @@ func (s *sink) trackExpiry(o opened) {
 }
 
 // expire fails what has waited too long without being in flight: records
-// parked for a topic not present in metadata after MaxBlock (as the Java
-// producer's send fails after max.block.ms), other parked records and
-// batches that never got (back) to a broker after DeliveryTimeout.
+// parked for a topic not present in metadata after MaxBlock from their Send
+// (as the Java producer's send fails after max.block.ms), whatever the
+// metadata is doing meanwhile (a request a broker never answers fails only
+// after RequestTimeout), other parked records and batches that never got
+// (back) to a broker after DeliveryTimeout.
 func (s *sink) expire() {
 	dt := s.cfg.DeliveryTimeout
 	deadline := s.now.Add(-dt)
 	expired := false
 	for t := range s.parked {
-		limit, cause := s.parkLimit(t)
+		limit := s.parkLimit(t)
 		parkDeadline := s.now.Add(-limit)
 		if oldest := t.ts.acc.OldestParked(); oldest.IsZero() || oldest.After(parkDeadline) {
 			continue
 		}
-		var err error
-		if len(t.parts) == 0 {
-			if cause == nil {
-				cause = errors.New("no metadata answer arrived")
-			}
-			err = fmt.Errorf("%w: topic %q not present in metadata after %v: %w", ErrDeliveryTimeout, t.name, limit, cause)
-		} else {
-			err = fmt.Errorf("%w: topic %q: record still parked after %v (no buffer memory to move it into a batch)", ErrDeliveryTimeout, t.name, limit)
+		missing := len(t.parts) == 0
+		var cause error
+		if missing {
+			cause = s.missingCause(t)
 		}
+		// One error per millisecond waited: each record's says how long
+		// it waited, without an error per record.
+		var err error
+		var errWaited time.Duration
 		records, bytes := t.ts.acc.Parked()
 		t.ts.acc.ExpireParked(parkDeadline, func(c completion, at time.Time) {
+			waited := s.now.Sub(at).Truncate(time.Millisecond)
+			if err == nil || waited != errWaited {
+				err, errWaited = s.parkedErr(t, waited, limit, cause), waited
+			}
 			s.p.completer.push(outcome{single: &c, md: RecordMetadata{Topic: t.name, Partition: -1, Offset: -1}, err: err})
 		})
 		expired = true
-		if len(t.parts) == 0 && t.failing == notFailing {
+		if missing && t.failing == notFailing {
 			// New Sends fail at once while the topic stays missing,
 			// instead of taking pool memory for MaxBlock each.
-			s.setFailing(t, failMissing, err)
+			s.setFailing(t, failMissing, s.missingErr(t, cause))
 		}
 		if t.ts.acc.OldestParked().IsZero() {
 			s.unpark(t, records, bytes, err)
@@ -116,22 +122,69 @@ func (s *sink) expirePart(ip *ioPart, deadline time.Time) {
 	}
 }
 
-// parkLimit returns how long t's records may stay parked, and the cause to
-// report when they cannot: while t has no partitions, MaxBlock (at most
-// DeliveryTimeout) once something is known of why (a metadata answer
-// without the topic, or a failed fetch: the cause), else DeliveryTimeout.
-func (s *sink) parkLimit(t *ioTopic) (time.Duration, error) {
+// parkLimit returns how long t's records may stay parked: while t has no
+// partitions, MaxBlock (at most DeliveryTimeout), as Java's send waits for
+// metadata, whatever the metadata requests are doing; once it has (its
+// records wait for memory to move into a batch), DeliveryTimeout.
+//
+// MaxBlock NoWait (0 here) asks Send never to block, not to fail every
+// record of a topic whose metadata was not there yet at its Send: those
+// wait for the first answer or failed fetch without the topic (at most
+// DeliveryTimeout).
+func (s *sink) parkLimit(t *ioTopic) time.Duration {
 	if len(t.parts) > 0 {
-		return s.cfg.DeliveryTimeout, nil
+		return s.cfg.DeliveryTimeout
 	}
-	cause := t.err
-	if cause == nil {
-		cause = s.p.meta.Err() // unreachable cluster, failed handshake, ...
+	if s.cfg.MaxBlock == 0 && t.err == nil && s.p.meta.Err() == nil {
+		return s.cfg.DeliveryTimeout
 	}
-	if cause == nil {
-		return s.cfg.DeliveryTimeout, nil
+	return min(s.cfg.MaxBlock, s.cfg.DeliveryTimeout)
+}
+
+// limitName names the limit parkLimit returned: "MaxBlock 2s".
+func (s *sink) limitName(limit time.Duration) string {
+	name := "MaxBlock"
+	if limit != s.cfg.MaxBlock {
+		name = "DeliveryTimeout"
 	}
-	return min(s.cfg.MaxBlock, s.cfg.DeliveryTimeout), cause
+	return fmt.Sprintf("%s %v", name, limit)
+}
+
+// parkedErr is the error of t's records that waited too long parked.
+func (s *sink) parkedErr(t *ioTopic, waited, limit time.Duration, cause error) error {
+	if len(t.parts) == 0 {
+		return fmt.Errorf("%w: topic %q not present in metadata after %v (%s): %w", ErrDeliveryTimeout, t.name, waited, s.limitName(limit), cause)
+	}
+	return fmt.Errorf("%w: topic %q: record still parked after %v (%s; no buffer memory to move it into a batch)", ErrDeliveryTimeout, t.name, waited, s.limitName(limit))
+}
+
+// missingErr is the error Sends to t fail with at once once its parked
+// records failed for want of metadata, while it stays missing.
+func (s *sink) missingErr(t *ioTopic, cause error) error {
+	return fmt.Errorf("%w: topic %q not present in metadata: records parked for it failed after %s, and Sends fail at once until metadata lists it: %w",
+		ErrDeliveryTimeout, t.name, s.limitName(s.parkLimit(t)), cause)
+}
+
+// missingCause says why t, without partitions, is not in metadata: the
+// topic's error in the last answer (UNKNOWN_TOPIC_OR_PARTITION...), else
+// why the last fetch failed (an unreachable cluster, a failed handshake:
+// it names the brokers tried), else the broker the request in flight waits
+// for, and for how long.
+func (s *sink) missingCause(t *ioTopic) error {
+	if t.err != nil {
+		return t.err
+	}
+	if err := s.p.meta.Err(); err != nil {
+		return err
+	}
+	if p, ok := s.p.meta.Pending(); ok {
+		waited := max(s.now.Sub(p.Since), 0).Truncate(time.Millisecond)
+		if p.Connecting {
+			return fmt.Errorf("still connecting to broker %s after %v (no answer to the connection's handshake: ApiVersions, TLS or SASL)", p.Addr, waited)
+		}
+		return fmt.Errorf("no Metadata answer from broker %s within %v", p.Addr, waited)
+	}
+	return errors.New("no Metadata answer arrived")
 }
 
 // expireInflight fails b, which a request still carries, at its delivery

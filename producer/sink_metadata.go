@@ -60,6 +60,9 @@ func (s *sink) applyTopic(t *ioTopic, snap *metadata.Snapshot) {
 		case t.failing == failFatal,
 			t.failing == failMissing && !errors.Is(t.err, kerr.UnknownTopicOrPartition):
 			s.setFailing(t, notFailing, nil) // the condition changed: records wait again
+		case t.failing == failMissing && !errors.Is(t.ts.acc.Failing(), t.err):
+			// Its records failed before an answer came; now one says why.
+			s.setFailing(t, failMissing, s.missingErr(t, t.err))
 		}
 		s.maybeCreateTopic(t)
 		return

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-go/samsa/internal/conn"
 	"github.com/samsa-go/samsa/internal/recordbatch"
 	"github.com/samsa-go/samsa/kerr"
 )
@@ -22,7 +23,7 @@ import (
 func (s *sink) fail(ip *ioPart, b *batch, err error) {
 	s.leaveGap(ip, b)
 	if errors.Is(err, ErrClosed) {
-		s.closedFailed += int64(b.NumRecords())
+		s.closedFailed.Add(int64(b.NumRecords()))
 	}
 	if b.IO.ambiguous && !errors.Is(err, ErrOutcomeUnknown) {
 		err = fmt.Errorf("%w (%w)", err, ErrOutcomeUnknown)
@@ -53,8 +54,12 @@ func (s *sink) handleResponse(r produceResponse, closing bool) {
 	}
 	if r.err != nil {
 		// The connection failed: every batch of the request may or may
-		// not have been written. Retry them all (idempotence makes that
-		// safe), reconnect, and refresh metadata.
+		// not have been written, unless no byte of the request reached
+		// the socket (conn.ErrNotSent: queued behind a throttle or a
+		// re-authentication). Retry them all (idempotence makes that
+		// safe; an unwritten batch's sequence was never used), reconnect,
+		// and refresh metadata.
+		written := !errors.Is(r.err, conn.ErrNotSent)
 		if !closing {
 			if br.conn == r.conn && br.conn != nil {
 				s.dropConn(br, r.err)
@@ -69,10 +74,16 @@ func (s *sink) handleResponse(r produceResponse, closing bool) {
 			case b.IO.expired:
 				s.lateAnswer(b.Partition.IO, b, false)
 			case closing:
-				b.IO.ambiguous = true // the broker may have written it before the connection closed
-				s.fail(b.Partition.IO, b, fmt.Errorf("%w: closing while the request was in flight: %w", ErrClosed, r.err))
+				what := "before the request was sent"
+				if written {
+					b.IO.ambiguous = true // the broker may have written it before the connection closed
+					what = "while the request was in flight"
+				}
+				s.fail(b.Partition.IO, b, fmt.Errorf("%w: closing %s: %w", ErrClosed, what, r.err))
 			default:
-				b.IO.ambiguous = true // it may have reached the broker
+				if written {
+					b.IO.ambiguous = true // it may have reached the broker
+				}
 				s.retryOrFail(b.Partition.IO, b, r.err)
 			}
 		}
@@ -232,8 +243,8 @@ func (s *sink) handlePartition(br *ioBroker, ip *ioPart, b *batch, rp *kmsg.Prod
 		}
 	}
 	msg := ""
-	if rp.ErrorMessage != nil {
-		msg = ": " + *rp.ErrorMessage
+	if rp.ErrorMessage != nil && *rp.ErrorMessage != "" {
+		msg = ": " + conn.BrokerText(s.cfg.SASL, *rp.ErrorMessage) // bounded, escaped, no secret
 	}
 	err = fmt.Errorf("%s[%d] on broker %d: %w%s", ip.topic.name, ip.acc.ID, br.id, err, msg)
 	if kerr.IsRetriable(err) || isSequenceError(err) {

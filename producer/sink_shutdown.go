@@ -26,9 +26,11 @@ func (s *sink) shutdown() {
 	for _, br := range s.brokers {
 		if br.conn != nil {
 			s.dropConn(br, nil)
+			s.p.stopSteps.Add(1)
 		}
 	}
 	for s.inflight > 0 {
+		s.p.stopSteps.Add(1) // progress, for Close once its context ended
 		select {
 		case <-s.respKick:
 			for _, r := range s.takeResponses() {
@@ -48,6 +50,7 @@ func (s *sink) shutdown() {
 	// Send still appending fails what is buffered itself (Producer.failLate).
 	ctx := s.closeContext()
 	for {
+		s.p.stopSteps.Add(1)
 		s.drainEvents()
 		s.failBuffered()
 		idle := s.p.whenIdle()
@@ -62,16 +65,21 @@ func (s *sink) shutdown() {
 		}
 		break
 	}
-	// Dials end at once (their context is canceled); a connection one of
-	// them made is closed by it or here.
+	// The short-lived goroutines end at once (their context is canceled),
+	// and the connections closing end with their goroutines: Close's
+	// promise that no goroutine of the producer outlives it. A connection a
+	// dial made is closed by it or here; a request's result is dropped.
 	done := make(chan struct{})
-	go func() { s.dialing.Wait(); close(done) }()
+	go func() { s.background.Wait(); close(done) }()
 	for {
+		s.p.stopSteps.Add(1)
 		select {
 		case d := <-s.dials:
 			if d.conn != nil {
 				d.conn.Close()
 			}
+			continue
+		case <-s.admin: // quit may be open (unwinding): post may pick admin
 			continue
 		case <-done:
 		}
@@ -126,7 +134,7 @@ func (s *sink) failBuffered() {
 	s.p.topics.Range(func(k, v any) bool {
 		ts := v.(*topicState)
 		ts.acc.FailParked(func(c completion) {
-			s.closedFailed++
+			s.closedFailed.Add(1)
 			s.p.completer.push(outcome{single: &c, md: RecordMetadata{Topic: ts.acc.Name, Partition: -1, Offset: -1}, err: closedErr})
 		})
 		for _, ap := range ts.acc.KnownPartitions() {
@@ -137,10 +145,63 @@ func (s *sink) failBuffered() {
 			ip.retry = nil
 			all = ap.TakeAll(all[:0])
 			for _, b := range all {
-				s.closedFailed += int64(b.NumRecords())
+				s.closedFailed.Add(int64(b.NumRecords()))
 				s.p.completer.push(outcome{batch: b, baseOffset: -1, appendTime: -1, err: closedErr})
 			}
 		}
 		return true
 	})
+}
+
+// stopGoroutines stops what remains once quit is closed: it waits for the
+// IO goroutine's shutdown, then stops the completion goroutine, the
+// coordinator connections, the metadata client and the goroutines started
+// on the producer's behalf (p.owned), in that order, on a goroutine of its
+// own. Until ctx ends it waits for all of it. Once
+// ctx has ended it waits only while they make progress (p.stopSteps, the
+// outcomes delivered): after stuckAfter without any, user code blocks one of
+// the goroutines (a hook, a callback: it cannot be interrupted), and Close
+// returns an error wrapping ctx.Err() while the rest stops in the
+// background, once that code returns (blocked is then true).
+func (p *Producer) stopGoroutines(ctx context.Context) (blocked bool, err error) {
+	done := make(chan struct{})
+	var stopErr error
+	go func() {
+		defer close(done)
+		<-p.ioDone
+		p.stopSteps.Add(1)
+		p.completer.stop(ctx)
+		p.stopSteps.Add(1)
+		if p.txn != nil {
+			p.txn.client.close()
+		}
+		if p.push != nil {
+			p.push.close(ctx) // the terminating push, with the final metrics; bounded by ctx
+		}
+		stopErr = p.meta.Close()
+		p.owned.Close() // no connection is left to start a token refresh
+	}()
+	select {
+	case <-done:
+		return false, stopErr
+	case <-ctx.Done():
+	}
+	moved := func() uint64 { return p.stopSteps.Load() + p.completer.progress.Load() }
+	last := moved()
+	tick := time.NewTicker(stuckAfter)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return false, stopErr
+		case <-tick.C:
+		}
+		if n := moved(); n != last {
+			last = n
+			continue
+		}
+		p.log.Warn("producer: Close's context ended while user code (a hook, a callback) blocks one of the producer's goroutines; Close returns, and the producer's goroutines exit once that code returns",
+			"waited", stuckAfter)
+		return true, nil
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/samsa-go/samsa/bufferpool"
 	"github.com/samsa-go/samsa/internal/conn"
 	"github.com/samsa-go/samsa/internal/testbroker"
+	"github.com/samsa-go/samsa/internal/testutil"
 )
 
 // TestFailBufferedKeepsOutcomeUnknown: a batch waiting for its retry when
@@ -104,7 +105,7 @@ func TestCloseErrorCountsFailedRecords(t *testing.T) {
 	const n = 25
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			brokers := []string{refusedAddr(t)}
+			brokers := []string{testutil.RefusedAddr(t)}
 			if tc.stalled {
 				c := newCluster(t, testbroker.Config{Brokers: 1})
 				require.NoError(t, c.CreateTopic("t", 1))

@@ -10,7 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -167,18 +169,24 @@ func (c *txnClient) coordinator(ctx context.Context, k coordKey) (string, error)
 		return "", err
 	}
 	resp := r.(*kmsg.FindCoordinatorResponse)
-	code, host, port := resp.ErrorCode, resp.Host, resp.Port
+	code, msg, host, port := resp.ErrorCode, resp.ErrorMessage, resp.Host, resp.Port
 	if resp.Version >= 4 {
 		if len(resp.Coordinators) == 0 {
 			return "", fmt.Errorf("FindCoordinator %q: no coordinator in the answer", k.key)
 		}
 		co := resp.Coordinators[0]
-		code, host, port = co.ErrorCode, co.Host, co.Port
+		code, msg, host, port = co.ErrorCode, co.ErrorMessage, co.Host, co.Port
 	}
-	if err := kerr.ForCode(code); err != nil {
+	// The broker's message and host reach errors and logs: the message
+	// bounded and scrubbed, a host that cannot be one refused (retried
+	// like a broken connection).
+	if err := conn.BrokerError(c.cfg.SASL, code, msg); err != nil {
 		return "", fmt.Errorf("FindCoordinator %q: %w", k.key, err)
 	}
-	addr = fmt.Sprintf("%s:%d", host, port)
+	if err := conn.CheckHost(host); err != nil {
+		return "", fmt.Errorf("FindCoordinator %q: %w", k.key, err)
+	}
+	addr = net.JoinHostPort(host, strconv.Itoa(int(port)))
 	c.mu.Lock()
 	c.coords[k] = addr
 	c.mu.Unlock()
@@ -490,7 +498,7 @@ func (c *txnClient) txnOffsetCommit(ctx context.Context, offsets map[string]map[
 		for _, rt := range r.(*kmsg.TxnOffsetCommitResponse).Topics {
 			for _, rp := range rt.Partitions {
 				if err := kerr.ForCode(rp.ErrorCode); err != nil {
-					return fmt.Errorf("%s[%d]: %w", rt.Topic, rp.Partition, err)
+					return fmt.Errorf("%s[%d]: %w", conn.BrokerText(c.cfg.SASL, rt.Topic), rp.Partition, err) // the broker's echo
 				}
 			}
 		}
@@ -638,7 +646,7 @@ func (s *sink) txnAddPartitions() {
 	pid, epoch, tid, gen := s.idem.producerID, s.idem.epoch, s.cfg.TransactionalID, x.gen
 	nAsked := len(x.adding) // x is the IO goroutine's: the request's goroutine reads only copies
 	c := s.p.txn.client
-	go func() {
+	s.background.Go(func() {
 		err := c.call(s.p.closing, "AddPartitionsToTxn", c.txnCoord(), -1, func() kmsg.Request {
 			req := kmsg.NewPtrAddPartitionsToTxnRequest()
 			req.TransactionalID, req.ProducerID, req.ProducerEpoch = tid, pid, epoch
@@ -672,7 +680,7 @@ func (s *sink) txnAddPartitions() {
 					if err == nil {
 						continue
 					}
-					err = fmt.Errorf("%s[%d]: %w", rt.Topic, rp.Partition, err)
+					err = fmt.Errorf("%s[%d]: %w", conn.BrokerText(c.cfg.SASL, rt.Topic), rp.Partition, err) // the broker's echo
 					if classifyTxn("", err) != nil {
 						return err
 					}
@@ -689,7 +697,7 @@ func (s *sink) txnAddPartitions() {
 			return retry
 		})
 		s.post(func() { s.txnAdded(gen, err) })
-	}()
+	})
 }
 
 // txnAdded handles the end of an AddPartitionsToTxn: the partitions are in
@@ -870,10 +878,10 @@ func (s *sink) txnEnsureProducerID() {
 	}
 	id.requesting = true
 	c := s.p.txn.client
-	go func() {
+	s.background.Go(func() {
 		npid, nepoch, err := c.initProducerID(s.p.closing, pid, epoch)
 		s.post(func() { s.txnProducerID(npid, nepoch, err) })
-	}()
+	})
 }
 
 func (s *sink) txnProducerID(pid int64, epoch int16, err error) {

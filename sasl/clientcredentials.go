@@ -18,6 +18,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/samsa-go/samsa/internal/lifetime"
 )
 
 // Defaults of [ClientCredentialsConfig], Kafka's where Kafka has one.
@@ -204,7 +206,10 @@ func (c ClientCredentialsConfig) Format(f fmt.State, verb rune) { fmt.Fprint(f, 
 // KIP-368, does not hold its requests for the endpoint's round trip).
 // That goroutine ends by RetryBackoffMax + ConnectTimeout + ReadTimeout
 // (their defaults when none or with HTTPClient), whether or not the
-// source is used again; no goroutine runs between fetches. A refresh
+// source is used again; no goroutine runs between fetches. A refresh that
+// a producer's connection started is the producer's: its Close ends the
+// refresh and waits for it (the next caller, of another producer sharing
+// the source, refreshes at once). A refresh
 // that fails leaves the cached token in use until it expires (the next
 // try comes after RetryBackoffMax, at least a second) and is logged at
 // Warn to Logger. The refresh time always comes before expiry (by 5% of
@@ -449,7 +454,7 @@ func (s *tokenSource) token(ctx context.Context) (Token, error) {
 		now := time.Now()
 		if s.tok != "" && now.Before(s.expires) {
 			if s.flight == nil && !now.Before(s.refresh) && !now.Before(s.next) {
-				s.refreshInBackground()
+				s.refreshInBackground(ctx)
 			}
 			tok := s.tok
 			s.mu.Unlock()
@@ -480,7 +485,7 @@ func (s *tokenSource) token(ctx context.Context) (Token, error) {
 		f := &tokenFlight{done: make(chan struct{})}
 		s.flight = f
 		s.mu.Unlock()
-		tok, err := s.run(ctx, f, true)
+		tok, err := s.run(ctx, f, ctx)
 		if err != nil {
 			return Token{}, err
 		}
@@ -494,32 +499,44 @@ func (s *tokenSource) token(ctx context.Context) (Token, error) {
 // does not wait for the endpoint. s.mu is held. The goroutine is bounded
 // by refreshBudget, not by any caller: it ends by then even if the source
 // is never used again, and a source that is dropped leaves nothing behind
-// after that. A panic of the HTTP client there is recorded as the
-// refresh's failure (the cached token stays in use) instead of crashing
-// the program; a caller that later fetches itself meets it. A failure is
-// logged once, at Warn, after the flight has ended (no lock held).
-func (s *tokenSource) refreshInBackground() {
+// after that. When the caller's context carries its owner's
+// lifetime.Group (a producer's), the goroutine is the owner's: it ends
+// when the owner closes, which waits for it, and such an end abandons the
+// fetch (no hold-off: the next caller refreshes at once). A panic of the
+// HTTP client there is recorded as the refresh's failure (the cached token
+// stays in use) instead of crashing the program; a caller that later
+// fetches itself meets it. A failure is logged once, at Warn, after the
+// flight has ended (no lock held).
+func (s *tokenSource) refreshInBackground(caller context.Context) {
 	f := &tokenFlight{done: make(chan struct{})}
-	s.flight = f
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), s.refreshBudget)
+	s.flight = f // the goroutine's finish takes s.mu: it clears it after this
+	refresh := func(owner context.Context) {
+		ctx, cancel := context.WithTimeout(owner, s.refreshBudget)
 		defer cancel()
 		defer func() {
 			_ = recover() // run has recorded it in f
-			if f.failed != nil {
+			if f.failed != nil && owner.Err() == nil {
 				s.log.Warn("sasl: OAUTHBEARER background token refresh failed; the cached token stays in use until it expires",
 					"url", s.printURL, "error", f.failed.Error())
 			}
 		}()
-		_, _ = s.run(ctx, f, false)
-	}()
+		_, _ = s.run(ctx, f, owner)
+	}
+	if g := lifetime.From(caller); g != nil {
+		if !g.Go(refresh) {
+			s.flight = nil // the owner is closing: no refresh for it
+		}
+		return
+	}
+	go refresh(context.Background())
 }
 
-// run does the fetch of flight f and records its outcome. caller says
-// whether ctx is a caller's (its end then abandons the fetch) or the
-// background refresh's own. A panic of the HTTP client (or a
-// runtime.Goexit) clears the flight and fails it; the panic goes on.
-func (s *tokenSource) run(ctx context.Context, f *tokenFlight, caller bool) (tok string, err error) {
+// run does the fetch of flight f and records its outcome. The end of
+// abandon (a caller's context, or a background refresh's owner's) abandons
+// the fetch: a waiter then fetches itself, and a failure is not held. A
+// panic of the HTTP client (or a runtime.Goexit) clears the flight and
+// fails it; the panic goes on.
+func (s *tokenSource) run(ctx context.Context, f *tokenFlight, abandon context.Context) (tok string, err error) {
 	finished := false
 	defer func() {
 		if finished {
@@ -537,7 +554,7 @@ func (s *tokenSource) run(ctx context.Context, f *tokenFlight, caller bool) (tok
 	}()
 	tok, expires, err := s.fetch(ctx)
 	finished = true
-	abandoned := caller && err != nil && ctx.Err() != nil
+	abandoned := err != nil && abandon.Err() != nil
 	return s.finish(f, tok, expires, err, abandoned, !abandoned)
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/samsa-go/samsa/internal/lifetime"
 	"github.com/samsa-go/samsa/sasl"
 )
 
@@ -75,6 +76,20 @@ func (p *idp) config() sasl.ClientCredentialsConfig {
 func mustSource(t *testing.T, cfg sasl.ClientCredentialsConfig) func(context.Context) (sasl.Token, error) {
 	t.Helper()
 	src, err := sasl.ClientCredentials(cfg)
+	require.NoError(t, err)
+	return src
+}
+
+// halfLifeSource returns a source on p that refreshes a token half way
+// through its lifetime (no jitter, minimum period or buffer), once it has
+// fetched its first token.
+func halfLifeSource(t *testing.T, p *idp) func(context.Context) (sasl.Token, error) {
+	t.Helper()
+	cfg := p.config()
+	cfg.RefreshWindowFactor, cfg.RefreshWindowJitter = 0.5, -1
+	cfg.RefreshMinPeriod, cfg.RefreshBuffer = -1, -1
+	src := mustSource(t, cfg)
+	_, err := src(context.Background())
 	require.NoError(t, err)
 	return src
 }
@@ -233,12 +248,7 @@ func TestClientCredentialsRefreshDoesNotBlock(t *testing.T) {
 		}
 		tokenJSON(w, fmt.Sprint("tok-", n), 2)
 	})
-	cfg := p.config()
-	cfg.RefreshWindowFactor, cfg.RefreshWindowJitter = 0.5, -1
-	cfg.RefreshMinPeriod, cfg.RefreshBuffer = -1, -1
-	src := mustSource(t, cfg)
-	_, err := src(context.Background())
-	require.NoError(t, err)
+	src := halfLifeSource(t, p)
 	time.Sleep(1100 * time.Millisecond) // past the refresh time (1s), before expiry (2s)
 	for range 5 {
 		start := time.Now()
@@ -946,4 +956,37 @@ func TestClientCredentialsLogsBackgroundFailure(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestClientCredentialsRefreshEndsWithItsOwner: a background refresh
+// started by a caller whose context carries its owner's lifetime.Group (a
+// producer's) is the owner's: closing the Group ends it (the endpoint
+// never answered) and waits for it; and as the owner, not the endpoint,
+// ended it, the next caller refreshes at once instead of after
+// RetryBackoffMax.
+func TestClientCredentialsRefreshEndsWithItsOwner(t *testing.T) {
+	before := goleak.IgnoreCurrent() // goroutines of earlier tests still ending
+	t.Cleanup(func() { goleak.VerifyNone(t, before) })
+	var hang atomic.Bool
+	hang.Store(true)
+	p := newIDP(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+		if n == 2 && hang.Load() {
+			<-r.Context().Done()
+			return
+		}
+		tokenJSON(w, fmt.Sprint("tok-", n), 4)
+	})
+	src := halfLifeSource(t, p)
+	time.Sleep(2100 * time.Millisecond) // past the refresh time (2s), before expiry (4s)
+	owner := lifetime.NewGroup()
+	tok, err := src(lifetime.With(context.Background(), owner)) // starts the refresh, the owner's
+	require.NoError(t, err)
+	assert.Equal(t, "tok-1", tok.Value)
+	require.Eventually(t, func() bool { return p.requests.Load() == 2 }, 2*time.Second, 5*time.Millisecond)
+	owner.Close() // returns once the refresh has ended
+	hang.Store(false)
+	require.Eventually(t, func() bool {
+		tok, err := src(context.Background())
+		return err == nil && tok.Value == "tok-3"
+	}, 1500*time.Millisecond, 10*time.Millisecond, "the next caller refreshed at once, before tok-1 expired")
 }

@@ -45,6 +45,13 @@
 // or the broker's SASL_AUTHENTICATION_FAILED, as an authentication error
 // that is not retried.
 //
+// GSSAPI (Kerberos) lives in the module
+// github.com/samsa-go/samsa/sasl/kerberos, over gokrb5. A module like it
+// registers a [MechanismFactory] from its package's init with
+// [RegisterMechanismFactory], so that producer.ConfigFromProperties builds
+// its mechanism from properties once the program imports the package
+// (import _ "github.com/samsa-go/samsa/sasl/kerberos").
+//
 // # SCRAM
 //
 // SCRAM (RFC 5802, RFC 7677) is done by github.com/xdg-go/scram, the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 )
 
 // Token is an OAuth 2 bearer token for [OAuthBearer].
@@ -47,6 +48,9 @@ func OAuthBearer(token func(context.Context) (Token, error)) Mechanism {
 
 type oauth struct {
 	token func(context.Context) (Token, error)
+
+	mu   sync.Mutex
+	sent [2]string // the last two tokens sent, newest first (Secrets)
 }
 
 func (*oauth) Name() string { return "OAUTHBEARER" }
@@ -63,7 +67,27 @@ func (m *oauth) Start(ctx context.Context, _ string) (Session, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	m.mu.Lock()
+	if m.sent[0] != t.Value {
+		m.sent = [2]string{t.Value, m.sent[0]}
+	}
+	m.mu.Unlock()
 	return &oauthSession{}, msg, nil
+}
+
+// Secrets returns the last two tokens sent (SecretHolder): the current one
+// and the one before it, which connections not yet re-authenticated still
+// use.
+func (m *oauth) Secrets() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for _, t := range m.sent {
+		if t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // oauthMessage is the client's initial response (RFC 7628 section 3.1):

@@ -26,13 +26,16 @@ func (m *plain) Start(context.Context, string) (Session, []byte, error) {
 	if strings.ContainsRune(m.user, 0) || strings.ContainsRune(m.pass, 0) {
 		return nil, nil, errors.New("sasl: PLAIN user name or password holds a NUL byte")
 	}
-	msg := make([]byte, 0, 2+len(m.user)+len(m.pass))
-	msg = append(msg, 0)
-	msg = append(msg, m.user...)
-	msg = append(msg, 0)
-	msg = append(msg, m.pass...)
-	return plainSession{}, msg, nil
+	return plainSession{}, []byte(m.message()), nil
 }
+
+// message is PLAIN's only message: authzid (empty), NUL, user, NUL,
+// password.
+func (m *plain) message() string { return "\x00" + m.user + "\x00" + m.pass }
+
+// Secrets returns the password and the message that carries it
+// (SecretHolder).
+func (m *plain) Secrets() []string { return []string{m.pass, m.message()} }
 
 // plainSession: the broker's answer (empty on success; some brokers send
 // data) ends the exchange.

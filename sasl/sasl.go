@@ -38,6 +38,24 @@ type Session interface {
 	Step(challenge []byte) (done bool, response []byte, err error)
 }
 
+// SecretHolder is implemented by a Mechanism that names its secrets: the
+// strings that must never appear in an error or a log line. samsa's
+// connections, metadata client and producer replace each of them, and its
+// base64 and hex encodings, with "[redacted]" in every text a broker sends
+// (an error message, a list of mechanisms, a rack) before that text reaches
+// an error or a log line, so that a broker (or a proxy) that quotes the
+// client's credentials back does not print them. Plain, ScramSHA256,
+// ScramSHA512 and OAuthBearer implement it; a custom Mechanism may, and a
+// Mechanism that wraps one of these should pass its Secrets on.
+type SecretHolder interface {
+	// Secrets returns the secrets the mechanism sends or derives its
+	// messages from: a password, the PLAIN message that carries it, the
+	// OAUTHBEARER tokens sent lately. It is called from any goroutine,
+	// only when broker text is printed, and must be safe for concurrent
+	// use.
+	Secrets() []string
+}
+
 // redacted is how a secret prints.
 const redacted = "[redacted]"
 

@@ -162,3 +162,39 @@ func TestSecretsNeverPrint(t *testing.T) {
 	}
 	assert.Contains(t, fmt.Sprintf("%v", mechs[0]), "alice")
 }
+
+// TestMechanismsNameTheirSecrets: every mechanism of the package tells the
+// connection layer what to scrub from broker text (SecretHolder): the
+// password, PLAIN's whole message, the OAUTHBEARER tokens sent lately.
+func TestMechanismsNameTheirSecrets(t *testing.T) {
+	tokens := []string{"tok-1", "tok-2", "tok-3"}
+	n := 0
+	bearer := sasl.OAuthBearer(func(context.Context) (sasl.Token, error) {
+		tok := tokens[min(n, len(tokens)-1)]
+		n++
+		return sasl.Token{Value: tok}, nil
+	})
+	cases := []struct {
+		name   string
+		mech   sasl.Mechanism
+		starts int
+		want   []string
+	}{
+		{"PLAIN", sasl.Plain("alice", "alice-pw"), 0, []string{"alice-pw", "\x00alice\x00alice-pw"}},
+		{"SCRAM-SHA-256", sasl.ScramSHA256("carol", "carol-pw"), 0, []string{"carol-pw"}},
+		{"SCRAM-SHA-512", sasl.ScramSHA512("carol", "carol-pw"), 0, []string{"carol-pw"}},
+		{"OAUTHBEARER before any exchange", bearer, 0, nil},
+		{"OAUTHBEARER keeps the last two tokens", bearer, 3, []string{"tok-3", "tok-2"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for range tc.starts {
+				_, _, err := tc.mech.Start(context.Background(), "b:9092")
+				require.NoError(t, err)
+			}
+			h, ok := tc.mech.(sasl.SecretHolder)
+			require.True(t, ok, "%s is not a SecretHolder", tc.name)
+			assert.Equal(t, tc.want, h.Secrets())
+		})
+	}
+}

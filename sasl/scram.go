@@ -104,6 +104,10 @@ func (s *scramSession) Step(challenge []byte) (bool, []byte, error) {
 	return false, []byte(out), nil
 }
 
+// Secrets returns the password (SecretHolder): it never goes on the
+// wire, but a broker may quote it from elsewhere all the same.
+func (m *scramMech) Secrets() []string { return []string{m.pass} }
+
 func (m *scramMech) String() string {
 	return fmt.Sprintf("%s(user=%q, password=%s)", m.name, m.user, redacted)
 }

@@ -15,7 +15,8 @@ start=$(date +%s)
 
 VERSION=${VERSION:-v0.1.0}
 # The modules users import, tagged at path/VERSION ("." is the root, tag VERSION).
-public=(. observe/samsaprom observe/samsaotel sasl/awsmskiam)
+public=(. observe/samsaprom observe/samsaotel sasl/awsmskiam sasl/kerberos
+	serde/schemaregistry serde/schemaregistry/avro serde/schemaregistry/jsonschema serde/schemaregistry/protobuf)
 # The modules nothing publishes: tests, benchmarks and this check.
 private=(interop bench scripts/releasecheck)
 

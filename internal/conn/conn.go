@@ -41,6 +41,15 @@ var (
 	// written the batch. Its message has no "conn:" prefix: it is always
 	// wrapped in one that names the broker and the request.
 	ErrTimeout = errors.New("request timed out")
+
+	// ErrNotSent is wrapped, beside the connection's error, by the error
+	// of a request that failed before any byte of it was written to the
+	// socket (it waited in the queue, behind a KIP-219 throttle or a
+	// re-authentication, or was being encoded when the connection broke):
+	// the broker never saw it, so sending it again is sending it for the
+	// first time. A request without it in its error was written, in whole
+	// or in part, and may have been processed.
+	ErrNotSent = errors.New("the request was not sent")
 )
 
 const (
@@ -226,6 +235,14 @@ type Conn struct {
 	orphans  []*pending // handed back by the writer after the break, for failPending
 	exited   int        // goroutines that have exited; the second fails what is pending
 	drained  bool       // failPending is done: Send fails new requests itself
+	notSent  error      // err with ErrNotSent, for requests never written; set with drained
+
+	// The writer's: wire counts the bytes the socket took, and queued the
+	// bytes handed to the write buffer (a request's offset in the byte
+	// stream is queued when it is written); failPending reads them once
+	// the writer has exited.
+	wire   socketWriter
+	queued int64
 
 	wake          chan struct{} // 1-buffered: Send → writer
 	done          chan struct{} // closed once err is set
@@ -245,6 +262,10 @@ type pending struct {
 	seq      uint64 // send order: pending requests are failed in this order
 	deadline time.Time
 	noResp   bool // Produce with acks=0: the broker sends nothing back
+	// placed: the writer put the request in the byte stream, at offset
+	// off; it reached the socket if the socket took a byte past off.
+	placed bool
+	off    int64
 	// queued and written are taken only with Config.OnWrite or OnRead.
 	queued, written time.Time
 }
@@ -291,17 +312,23 @@ func dialSetup(ctx context.Context, addr string, cfg Config, timeout time.Durati
 		}
 	}
 	if err != nil {
-		return nil, endedErr(ctx, dctx, cfg.DialTimeout, connectErr(addr, err))
+		return nil, endedErr(ctx, dctx, timeout, connectErr(addr, err))
 	}
 	if cfg.TLS != nil {
 		if nc, err = tlsClient(dctx, nc, addr, cfg); err != nil {
-			return nil, endedErr(ctx, dctx, cfg.DialTimeout, err)
+			return nil, endedErr(ctx, dctx, timeout, err)
 		}
 	}
 	c := newConn(nc, addr, cfg)
 
 	// A cancelled ctx interrupts the handshake by expiring the deadline.
-	stop := context.AfterFunc(dctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
+	// The interrupting goroutine, if it started, is waited for: Dial
+	// leaves nothing running when it fails.
+	interrupted := make(chan struct{})
+	stop := context.AfterFunc(dctx, func() {
+		defer close(interrupted)
+		_ = nc.SetDeadline(time.Unix(1, 0))
+	})
 	if dl, ok := dctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)
 	}
@@ -309,12 +336,15 @@ func dialSetup(ctx context.Context, addr string, cfg Config, timeout time.Durati
 	if err == nil && cfg.SASL != nil {
 		err = c.authenticate(dctx)
 	}
-	if !stop() && err == nil {
-		err = dctx.Err()
+	if !stop() {
+		<-interrupted
+		if err == nil {
+			err = dctx.Err()
+		}
 	}
 	if err != nil {
 		_ = nc.Close()
-		return nil, endedErr(ctx, dctx, cfg.DialTimeout, err)
+		return nil, endedErr(ctx, dctx, timeout, err)
 	}
 	_ = nc.SetDeadline(time.Time{})
 	if v := c.MaxVersion(produceKey); v < 3 {
@@ -332,7 +362,7 @@ func dialSetup(ctx context.Context, addr string, cfg Config, timeout time.Durati
 // newConn returns the Conn of nc before its handshakes, its goroutines not
 // started.
 func newConn(nc net.Conn, addr string, cfg Config) *Conn {
-	return &Conn{
+	c := &Conn{
 		addr:   addr,
 		cfg:    cfg,
 		nc:     nc,
@@ -341,6 +371,8 @@ func newConn(nc net.Conn, addr string, cfg Config) *Conn {
 		done:   make(chan struct{}),
 		timed:  cfg.OnWrite != nil || cfg.OnRead != nil,
 	}
+	c.wire.nc = nc
+	return c
 }
 
 // dialNet runs cfg.Dialer, user code: a panic of it is recovered (and
@@ -452,7 +484,8 @@ func (c *Conn) ThrottledUntil() time.Time {
 //     connection's goroutines have exited, the last of them fails every
 //     request still pending, one after the other in the order they were
 //     sent, oldest first (a request sent meanwhile, even from a callback,
-//     is failed after them by the same goroutine);
+//     is failed after them by the same goroutine); the error of a request
+//     no byte of which was written to the socket also wraps ErrNotSent;
 //   - before Send returns, on the caller's goroutine, if the connection
 //     broke and everything sent before has already been failed, or if the
 //     broker does not support req's key (an error wrapping
@@ -492,7 +525,8 @@ func (c *Conn) SendMax(req kmsg.Request, max int16, done func(kmsg.Response, err
 		p.noResp = true
 	}
 	c.mu.Lock()
-	if err := c.err; err != nil && c.drained {
+	if c.drained {
+		err := c.notSent
 		c.mu.Unlock()
 		putPending(p)
 		done(nil, err)
@@ -536,7 +570,8 @@ func (c *Conn) DoMax(ctx context.Context, req kmsg.Request, max int16) (kmsg.Res
 }
 
 // Close closes the connection and fails every pending request with an error
-// wrapping ErrClosed, each exactly once. It returns after the connection's
+// wrapping ErrClosed (and ErrNotSent for those not written yet), each
+// exactly once. It returns after the connection's
 // goroutines have exited and every callback has returned. It is idempotent
 // and returns nil. It must not be called from a Send callback.
 func (c *Conn) Close() error {
@@ -625,7 +660,7 @@ func (c *Conn) launch(p *pending) bool {
 
 func (c *Conn) writeLoop() {
 	defer c.wg.Done()
-	bw := bufio.NewWriterSize(c.nc, bufSize)
+	bw := bufio.NewWriterSize(&c.wire, bufSize)
 	var (
 		buf       []byte
 		unflushed []*pending // acks=0 requests written since the last flush
@@ -713,12 +748,14 @@ func (c *Conn) writeLoop() {
 			if c.timed {
 				p.written = time.Now()
 			}
+			p.placed, p.off = true, c.queued
 			if p.noResp {
 				unflushed = append(unflushed, p)
 			} else if !c.launch(p) {
 				return
 			}
-			_, err := bw.Write(buf)
+			n, err := bw.Write(buf)
+			c.queued += int64(n)
 			if c.cfg.OnWrite != nil {
 				info.Write, info.Err = time.Since(start), err
 				c.cfg.OnWrite(info)
@@ -764,10 +801,18 @@ func (c *Conn) exit(held []*pending) {
 // send order, on the calling goroutine, then sets drained. Requests sent
 // while it runs (from callbacks or other goroutines) are queued, and failed
 // in a further round, after the ones before them.
+//
+// A request no byte of which reached the socket fails with an error that
+// also wraps ErrNotSent: the writer, which has exited, placed every request
+// it wrote at its offset in the byte stream, and counted the bytes the
+// socket took.
 func (c *Conn) failPending() {
+	c.mu.Lock()
+	c.notSent = fmt.Errorf("%w (%w)", c.err, ErrNotSent)
+	c.mu.Unlock()
 	for {
 		c.mu.Lock()
-		err := c.err
+		err, notSent := c.err, c.notSent
 		list := append(c.inflight.drain(), c.orphans...)
 		list = append(list, c.queue.drain()...)
 		clear(c.orphans)
@@ -782,10 +827,28 @@ func (c *Conn) failPending() {
 		// queue holds only newer ones.
 		slices.SortFunc(list, func(a, b *pending) int { return cmp.Compare(a.seq, b.seq) })
 		for _, p := range list {
-			p.fn(nil, err)
+			if p.placed && p.off < c.wire.n {
+				p.fn(nil, err)
+			} else {
+				p.fn(nil, notSent)
+			}
 			putPending(p)
 		}
 	}
+}
+
+// socketWriter is the writer's way to the socket: it counts the bytes the
+// socket took, so that a broken connection tells the requests that
+// reached it (in whole or in part) from those that never did.
+type socketWriter struct {
+	nc net.Conn
+	n  int64
+}
+
+func (w *socketWriter) Write(b []byte) (int, error) {
+	n, err := w.nc.Write(b)
+	w.n += int64(n)
+	return n, err
 }
 
 // readResponses reads responses until the connection fails, and returns the

@@ -376,6 +376,66 @@ func TestBrokerDropFailsPending(t *testing.T) {
 	<-c.Done()
 }
 
+// TestFailedRequestsTellWhetherTheyWereWritten: a request that fails
+// before any byte of it reached the socket (held behind a KIP-219
+// throttle when the connection breaks or is closed) wraps ErrNotSent,
+// so that its owner may send it again as never sent; one the broker had
+// read does not, as the broker may have processed it.
+func TestFailedRequestsTellWhetherTheyWereWritten(t *testing.T) {
+	cases := []struct {
+		name    string
+		held    bool // the second request waits behind a throttle
+		end     func(b *fakeBroker, c *Conn)
+		wantErr error
+	}{
+		{"written, then dropped", false, func(b *fakeBroker, _ *Conn) { b.dropConns() }, kerr.NetworkException},
+		{"written, then closed", false, func(_ *fakeBroker, c *Conn) { _ = c.Close() }, ErrClosed},
+		{"held, then dropped", true, func(b *fakeBroker, _ *Conn) { b.dropConns() }, kerr.NetworkException},
+		{"held, then closed", true, func(_ *fakeBroker, c *Conn) { _ = c.Close() }, ErrClosed},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var n atomic.Int32
+			b := newFakeBroker(t, func(h reqHeader, req kmsg.Request) kmsg.Response {
+				if n.Add(1) > 1 {
+					return nil // the second request is read, never answered
+				}
+				resp := req.ResponseKind().(*kmsg.ProduceResponse)
+				if tc.held {
+					resp.ThrottleMillis = 60_000 // Produce v6+: the client holds what follows
+				}
+				return resp
+			})
+			c := dial(t, b.addr(), Config{})
+			pr := func() *kmsg.ProduceRequest { r := kmsg.NewPtrProduceRequest(); r.Acks = -1; return r }
+			if _, err := c.Do(context.Background(), pr()); err != nil {
+				t.Fatal(err)
+			}
+			cb := newCallbacks(1)
+			c.Send(pr(), cb.fn(0))
+			if !tc.held {
+				deadline := time.Now().Add(10 * time.Second)
+				for n.Load() < 2 && time.Now().Before(deadline) {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			tc.end(b, c)
+			cb.wait(t)
+			cb.assertOnce(t, 1)
+			err := cb.errs[0]
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("error %v, want one wrapping %v", err, tc.wantErr)
+			}
+			if got := errors.Is(err, ErrNotSent); got != tc.held {
+				t.Fatalf("error %q wraps ErrNotSent: %v, want %v", err, got, tc.held)
+			}
+			if tc.held && n.Load() != 1 {
+				t.Fatalf("the broker read %d requests; the held one reached it", n.Load())
+			}
+		})
+	}
+}
+
 // TestPendingFailInSendOrder: however the connection ends (Close, a
 // dropped connection, a timeout) and wherever its requests are (in flight,
 // queued, held by the writer, acks=0 and not yet flushed, sent by a

@@ -55,7 +55,7 @@ func dialEachAddr(ctx context.Context, network, addr string) (net.Conn, error) {
 	if len(ips) == 0 {
 		return nil, &net.DNSError{Err: "no addresses", Name: host, IsNotFound: true}
 	}
-	var errs []string
+	var errs []error
 	for i, ip := range ips {
 		actx, cancel := ctx, context.CancelFunc(func() {})
 		if dl, ok := ctx.Deadline(); ok {
@@ -68,13 +68,35 @@ func dialEachAddr(ctx context.Context, network, addr string) (net.Conn, error) {
 		if err == nil {
 			return nc, nil
 		}
-		errs = append(errs, err.Error())
+		errs = append(errs, err)
 		if ctx.Err() != nil {
 			break
 		}
 	}
-	return nil, fmt.Errorf("no address of %s accepted the connection (%d resolved): %s", host, len(ips), strings.Join(errs, "; "))
+	if len(ips) == 1 {
+		return nil, errs[0] // as net.Dialer's: connectErr names its cause
+	}
+	return nil, &addrsError{host: host, resolved: len(ips), errs: errs}
 }
+
+// addrsError is the default Dialer's error when no address of a host
+// accepted the connection: its text names each address's failure, and it
+// wraps each (errors.Is(err, syscall.ECONNREFUSED) holds).
+type addrsError struct {
+	host     string
+	resolved int
+	errs     []error
+}
+
+func (e *addrsError) Error() string {
+	texts := make([]string, len(e.errs))
+	for i, err := range e.errs {
+		texts[i] = err.Error()
+	}
+	return fmt.Sprintf("no address of %s accepted the connection (%d resolved): %s", e.host, e.resolved, strings.Join(texts, "; "))
+}
+
+func (e *addrsError) Unwrap() []error { return e.errs }
 
 // CanonicalAddrs returns the bootstrap addresses addr stands for under
 // Java's client.dns.lookup=resolve_canonical_bootstrap_servers_only: its

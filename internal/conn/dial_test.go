@@ -6,9 +6,11 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/samsa-go/samsa/internal/testutil"
 	"github.com/samsa-go/samsa/kerr"
 )
 
@@ -63,7 +65,7 @@ func TestDefaultDialerTriesEachAddress(t *testing.T) {
 		{"second address connects", "two.test", ""},
 		{"IP addresses are dialed as given", "127.0.0.1", ""},
 		{"every address dead", "dead.test", "no address of dead.test accepted the connection (2 resolved): "},
-		{"no address", "none.test", "no addresses"},
+		{"no address", "none.test", `no such host "none.test"`},
 		{"unknown host", "unknown.test", "no such host"},
 	}
 	for _, tc := range cases {
@@ -215,5 +217,67 @@ func TestSetupTimeoutGrowsPerFailedAttempt(t *testing.T) {
 	}
 	if got := setups.timeout("b:1", base, base); got != base {
 		t.Fatalf("with DialTimeoutMax = DialTimeout the timeout grew to %v", got)
+	}
+}
+
+// A host name that resolves to addresses none of which accepts fails as
+// an IP address does: the cause stays in the error's chain
+// (errors.Is(err, syscall.ECONNREFUSED)), and with one address the text
+// says "connection refused", not a list of one.
+func TestDefaultDialerKeepsTheCause(t *testing.T) {
+	refused := testutil.RefusedAddr(t)
+	_, port, _ := net.SplitHostPort(refused)
+	useResolver(t, &fakeResolver{hosts: map[string][]string{
+		"one.test": {"127.0.0.1"},
+		"two.test": {"127.0.0.1", "127.0.0.1"},
+	}})
+	cases := []struct {
+		host string
+		text string // the error's text after "cannot connect to broker <addr>: "
+	}{
+		{"127.0.0.1", "connection refused (nothing is listening there)"},
+		{"one.test", "connection refused (nothing is listening there)"},
+		{"two.test", "no address of two.test accepted the connection (2 resolved): "},
+	}
+	for _, tc := range cases {
+		t.Run(tc.host, func(t *testing.T) {
+			addr := net.JoinHostPort(tc.host, port)
+			c, err := Dial(context.Background(), addr, Config{DialTimeout: 5 * time.Second})
+			if err == nil {
+				_ = c.Close()
+				t.Fatal("Dial succeeded")
+			}
+			if !errors.Is(err, syscall.ECONNREFUSED) || !errors.Is(err, kerr.NetworkException) {
+				t.Fatalf("Dial error %v does not wrap ECONNREFUSED and NETWORK_EXCEPTION", err)
+			}
+			if !strings.HasPrefix(err.Error(), "cannot connect to broker "+addr+": "+tc.text) {
+				t.Fatalf("Dial error %q, want it to start with %q", err, "cannot connect to broker "+addr+": "+tc.text)
+			}
+		})
+	}
+}
+
+// A timeout's text names the timeout the dial had: after failed attempts
+// that is the grown one (Config.Setups), not DialTimeout.
+func TestTimeoutTextNamesTheGrownTimeout(t *testing.T) {
+	const base = 20 * time.Millisecond
+	setups := &SetupTimeouts{}
+	setups.done("a:1", false)
+	setups.done("a:1", false) // the next timeout: 4 × base, ±20%
+	blocking := func(ctx context.Context, _, _ string) (net.Conn, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	_, err := Dial(context.Background(), "a:1", Config{DialTimeout: base, DialTimeoutMax: time.Minute, Setups: setups, Dialer: blocking})
+	if err == nil {
+		t.Fatal("Dial succeeded")
+	}
+	text, ok := strings.CutPrefix(err.Error(), "cannot connect to broker a:1: timed out after ")
+	if !ok {
+		t.Fatalf("Dial error %q", err)
+	}
+	d, perr := time.ParseDuration(text)
+	if perr != nil || d < 64*time.Millisecond || d > 96*time.Millisecond {
+		t.Fatalf("Dial error %q names %v, want the grown timeout, in [64ms, 96ms]", err, d)
 	}
 }

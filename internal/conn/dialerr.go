@@ -55,8 +55,11 @@ func connectErr(addr string, err error) *dialError {
 		dns   *net.DNSError
 		errno syscall.Errno
 		op    *net.OpError
+		addrs *addrsError
 	)
 	switch {
+	case errors.As(err, &addrs):
+		de.what = addrs.Error() // each address's failure
 	case errors.Is(err, syscall.ECONNREFUSED):
 		de.what = "connection refused (nothing is listening there)"
 	case errors.As(err, &dns) && dns.IsNotFound:

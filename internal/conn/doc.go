@@ -71,7 +71,12 @@
 // hands back what it holds (a request it was encoding, acks=0 requests not
 // yet flushed), and the last of the two goroutines to exit fails everything
 // pending, oldest first, after every answer the reader delivered; a request
-// sent meanwhile is failed after them. Only acks=0 requests complete out of
+// sent meanwhile is failed after them. The writer counts the bytes the
+// socket took and notes where each request starts in that stream, so a
+// request no byte of which reached the socket (queued behind others, a
+// throttle or a re-authentication) fails with an error that also wraps
+// ErrNotSent: its owner may send it again as never sent; any other failed
+// request may have been processed. Only acks=0 requests complete out of
 // that order, when written. Done and Err tell the owner
 // that the connection is gone; reconnecting (with Backoff) is the owner's job.
 //

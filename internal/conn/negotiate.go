@@ -176,6 +176,10 @@ func readFrameMax(r io.Reader, limit int32) ([]byte, error) {
 	return readBody(r, int(n))
 }
 
+// ModuleVersion returns the samsa module version from the build info (the
+// default SoftwareVersion), or "devel".
+func ModuleVersion() string { return moduleVersion() }
+
 // moduleVersion returns the samsa module version from the build info, or
 // "devel".
 func moduleVersion() string {

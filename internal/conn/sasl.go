@@ -111,7 +111,7 @@ func (c *Conn) saslExchange(ctx context.Context, roundTrip func(kmsg.Request) (k
 		}
 		done, msg, err = c.saslStep(sess, aresp.SASLAuthBytes)
 		if err != nil {
-			return 0, c.authErr(name, err)
+			return 0, c.authErr(name, cleanErr(mech, err))
 		}
 		if done && len(msg) == 0 {
 			return lifetimeOf(aresp), nil
@@ -169,17 +169,17 @@ func panicText(v any) string {
 // saslRespErr returns the authentication error a SaslHandshake or
 // SaslAuthenticate response carries, if any.
 func (c *Conn) saslRespErr(mech string, resp kmsg.Response) error {
+	// The broker's text is cleaned of the mechanism's secrets and
+	// bounded (BrokerText): a broker that quotes the client's PLAIN
+	// message or lists megabytes of mechanisms gets neither into errors
+	// nor logs.
 	switch r := resp.(type) {
 	case *kmsg.SASLHandshakeResponse:
 		if err := kerr.ForCode(r.ErrorCode); err != nil {
-			return c.authErr(mech, fmt.Errorf("%w (the broker enables %q)", err, r.SupportedMechanisms))
+			return c.authErr(mech, fmt.Errorf("%w (the broker enables %s)", err, BrokerTexts(c.cfg.SASL, r.SupportedMechanisms)))
 		}
 	case *kmsg.SASLAuthenticateResponse:
-		if err := kerr.ForCode(r.ErrorCode); err != nil {
-			var ke *kerr.Error
-			if r.ErrorMessage != nil && errors.As(err, &ke) {
-				err = ke.WithMessage(*r.ErrorMessage)
-			}
+		if err := BrokerError(c.cfg.SASL, r.ErrorCode, r.ErrorMessage); err != nil {
 			return c.authErr(mech, err)
 		}
 	}
@@ -264,11 +264,14 @@ func (c *Conn) reauthenticate() error {
 		c.seq++
 		c.mu.Unlock()
 		buf = c.format.AppendRequest(buf[:0], req, p.corr)
+		p.placed, p.off = true, c.queued
 		if !c.launch(p) { // handed back: failPending completes it later
 			return nil, c.Err()
 		}
 		_ = c.nc.SetWriteDeadline(time.Now().Add(c.cfg.RequestTimeout))
-		if _, err := c.nc.Write(buf); err != nil {
+		n, err := c.wire.Write(buf)
+		c.queued += int64(n)
+		if err != nil {
 			c.fail(c.brokenErr(err, "write"))
 		}
 		// The reader completes p with its answer. If the connection

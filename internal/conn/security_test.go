@@ -224,6 +224,8 @@ func requestAfterReauth(t *testing.T, addr string, ca *testbroker.TestCA, m sasl
 	_, err = c.Do(context.Background(), metadataReq("t"))
 	require.Error(t, err)
 	assert.ErrorIs(t, err, ErrAuthentication)
+	// The request waited for the exchange and never reached the socket.
+	assert.ErrorIs(t, err, ErrNotSent)
 	<-c.Done()
 	return err
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/samsa-go/samsa/bufferpool"
+	"github.com/samsa-go/samsa/compression"
 	"github.com/samsa-go/samsa/internal/testutil"
 )
 
@@ -72,24 +73,60 @@ func benchBuilder(b *testing.B) Builder {
 
 func BenchmarkFinish(b *testing.B) {
 	for _, ct := range allCodecs {
-		b.Run(ct.String(), func(b *testing.B) {
-			c := mustCompressor(b, ct)
-			tmpl := benchBuilder(b)
-			work := make([]byte, 0, tmpl.Cap())
-			var scratch []byte
-			b.SetBytes(int64(tmpl.Len()))
-			b.ReportAllocs()
-			var out int
-			for i := 0; i < b.N; i++ {
-				bl := tmpl
-				bl.buf = append(work[:0], tmpl.buf...)
-				batch, s, err := bl.Finish(c, scratch)
-				if err != nil {
-					b.Fatal(err)
-				}
-				scratch, out = s, len(batch)
+		b.Run(ct.String(), func(b *testing.B) { benchFinish(b, mustCompressor(b, ct), benchBuilder(b)) })
+	}
+}
+
+// benchFinish finishes a copy of the open batch tmpl with c once per op,
+// reporting cpu-ns/op (the process's CPU time per op) and the ratio of the
+// finished batch's size to the open one's.
+func benchFinish(b *testing.B, c *compression.Compressor, tmpl Builder) {
+	work := make([]byte, 0, tmpl.Cap())
+	var scratch []byte
+	b.SetBytes(int64(tmpl.Len()))
+	b.ReportAllocs()
+	var out int
+	cpu0 := testutil.CPUSeconds()
+	for b.Loop() {
+		bl := tmpl
+		bl.buf = append(work[:0], tmpl.buf...)
+		batch, s, err := bl.Finish(c, scratch)
+		if err != nil {
+			b.Fatal(err)
+		}
+		scratch, out = s, len(batch)
+	}
+	if cpu := testutil.CPUSeconds() - cpu0; cpu > 0 {
+		b.ReportMetric(cpu*1e9/float64(b.N), "cpu-ns/op")
+	}
+	b.ReportMetric(float64(out)/float64(tmpl.Len()), "ratio")
+}
+
+// BenchmarkFinishW2c finishes lz4 batches of W2c's records (unkeyed,
+// 100-byte JSON-like values of "word":number pairs out of 4096 distinct
+// ones) at the sizes that linger 5 ms and batch.size 1 MiB give them, to
+// weigh the codec path (frame, pool, copies) against the block compressor
+// it runs: in a CPU profile of it, Finish's samples outside
+// (*lz4Fast).compressBlock are the codec path (see compression/lz4.go).
+func BenchmarkFinishW2c(b *testing.B) {
+	words := []string{"user", "event", "click", "view", "session", "region", "eu-west", "status", "ok", "error",
+		"amount", "currency", "EUR", "device", "mobile", "page", "home", "cart", "true", "null"}
+	values := make([][]byte, 4096)
+	for i := range values {
+		var v []byte
+		for j := i; len(v) < 100; j = j*1103515245 + 12345 {
+			v = fmt.Appendf(v, "%q:%d,", words[uint(j>>8)%uint(len(words))], uint(j>>4)%100000)
+		}
+		values[i] = v[:100]
+	}
+	c := mustCompressor(b, compression.LZ4)
+	for _, size := range []int{16 << 10, 64 << 10, 256 << 10, 1 << 20} {
+		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
+			var tmpl Builder
+			tmpl.Reset(make([]byte, 0, size))
+			for i := 0; tmpl.Append(1_700_000_000_000+int64(i/50), nil, values[i%len(values)], nil); i++ {
 			}
-			b.ReportMetric(float64(out)/float64(tmpl.Len()), "ratio")
+			benchFinish(b, c, tmpl)
 		})
 	}
 }

@@ -68,6 +68,10 @@ type api struct {
 	// connection's, to keep the hot path free of allocations).
 	request func(cn *conn) kmsg.Request
 	handle  func(cn *conn, h *reqHeader, req kmsg.Request) result
+	// enabled, when set, says whether the cluster serves the API: one it
+	// does not serve is left out of ApiVersions (KIP-714's, without
+	// Config.Telemetry).
+	enabled func(c *Cluster) bool
 }
 
 func newRequest(key int16) func(*conn) kmsg.Request {
@@ -119,6 +123,10 @@ var apis = map[int16]*api{
 	incrAlterConfigsKey: {min: 0, max: new(kmsg.IncrementalAlterConfigsRequest).MaxVersion(), request: newRequest(incrAlterConfigsKey), handle: handleIncrementalAlterConfigs},
 	describeQuotasKey:   {min: 0, max: new(kmsg.DescribeClientQuotasRequest).MaxVersion(), request: newRequest(describeQuotasKey), handle: handleDescribeClientQuotas},
 	alterQuotasKey:      {min: 0, max: new(kmsg.AlterClientQuotasRequest).MaxVersion(), request: newRequest(alterQuotasKey), handle: handleAlterClientQuotas},
+	getTelemetrySubscriptionsKey: {min: 0, max: new(kmsg.GetTelemetrySubscriptionsRequest).MaxVersion(),
+		request: newRequest(getTelemetrySubscriptionsKey), handle: handleGetTelemetrySubscriptions, enabled: telemetryEnabled},
+	pushTelemetryKey: {min: 0, max: new(kmsg.PushTelemetryRequest).MaxVersion(),
+		request: newRequest(pushTelemetryKey), handle: handlePushTelemetry, enabled: telemetryEnabled},
 }
 
 var apiTable [maxAPIKey + 1]*api
@@ -136,11 +144,11 @@ func lookupAPI(key int16) *api {
 	return apiTable[key]
 }
 
-// apiVersionsKeys lists the served APIs in key order.
-func apiVersionsKeys() []kmsg.ApiVersionsResponseApiKey {
+// apiVersionsKeys lists the APIs c serves, in key order.
+func apiVersionsKeys(c *Cluster) []kmsg.ApiVersionsResponseApiKey {
 	var keys []kmsg.ApiVersionsResponseApiKey
 	for k, a := range apiTable {
-		if a == nil {
+		if a == nil || (a.enabled != nil && !a.enabled(c)) {
 			continue
 		}
 		ak := kmsg.NewApiVersionsResponseApiKey()
@@ -155,7 +163,7 @@ const transactionVersionFeature = "transaction.version"
 
 func handleAPIVersions(cn *conn, _ *reqHeader, req kmsg.Request) result {
 	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
-	resp.ApiKeys = apiVersionsKeys()
+	resp.ApiKeys = apiVersionsKeys(cn.c)
 	if resp.Version >= 3 {
 		c := cn.c
 		sf := kmsg.NewApiVersionsResponseSupportedFeature()
@@ -189,11 +197,11 @@ func (c *Cluster) SetTransactionVersion(v int16) error {
 
 // unsupportedAPIVersions is the v0 answer to an ApiVersions request of a
 // version the broker does not know.
-func unsupportedAPIVersions() *kmsg.ApiVersionsResponse {
+func unsupportedAPIVersions(c *Cluster) *kmsg.ApiVersionsResponse {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.Version = 0
 	resp.ErrorCode = ecUnsupportedVersion
-	resp.ApiKeys = apiVersionsKeys()
+	resp.ApiKeys = apiVersionsKeys(c)
 	return resp
 }
 
@@ -482,6 +490,10 @@ func setErrorCode(resp kmsg.Response, code int16) {
 			}
 		}
 	case *kmsg.AddOffsetsToTxnResponse:
+		r.ErrorCode = code
+	case *kmsg.GetTelemetrySubscriptionsResponse:
+		*r = kmsg.GetTelemetrySubscriptionsResponse{Version: r.Version, ThrottleMillis: r.ThrottleMillis, ErrorCode: code}
+	case *kmsg.PushTelemetryResponse:
 		r.ErrorCode = code
 	case *kmsg.EndTxnResponse:
 		r.ErrorCode = code

@@ -155,6 +155,11 @@ type Config struct {
 	// by the client with EndTxn v5 and its old epoch, which gets the
 	// bumped one. SetTransactionVersion changes the level at run time.
 	TransactionVersion int16
+	// Telemetry, when set, serves KIP-714 client metrics with its
+	// subscription (telemetry.go); nil (the default): the brokers do not
+	// advertise GetTelemetrySubscriptions and PushTelemetry, as Kafka
+	// without a metrics reporter plugin.
+	Telemetry *Telemetry
 }
 
 func (cfg *Config) setDefaults() error {
@@ -278,6 +283,7 @@ type Cluster struct {
 	quotas    clientQuotas
 	sec       *clusterSecurity // nil without Config.Security
 	produceQ  *bucketSet
+	tel       telemetryState // KIP-714 (telemetry.go)
 
 	appended appendSignal
 
@@ -337,6 +343,9 @@ func New(cfg Config) (*Cluster, error) {
 	// can add one at any time.
 	c.mutations = newBucketSet(cfg.MutationRate, cfg.MutationBurst, cfg.Clock)
 	c.produceQ = newBucketSet(float64(cfg.ProduceByteRate), float64(cfg.ProduceByteRate), cfg.Clock)
+	if cfg.Telemetry != nil {
+		c.tel.cfg.Store(cfg.Telemetry.withDefaults())
+	}
 	for i := 0; i < cfg.Brokers; i++ {
 		port := 0
 		if cfg.BasePort != 0 {

@@ -212,7 +212,7 @@ func (cn *conn) handle(buf []byte) error {
 		cn.b.requests[h.key].Add(1)
 	}
 	a := lookupAPI(h.key)
-	if a == nil {
+	if a == nil || (a.enabled != nil && !a.enabled(cn.c)) {
 		return fmt.Errorf("unsupported API key %d", h.key)
 	}
 	if h.version < a.min || h.version > a.max {
@@ -220,7 +220,7 @@ func (cn *conn) handle(buf []byte) error {
 			// The v0 fallback: answer v0 with UNSUPPORTED_VERSION and the
 			// supported versions, so the client retries with one it and
 			// we know.
-			return cn.write(h, unsupportedAPIVersions(), false)
+			return cn.write(h, unsupportedAPIVersions(cn.c), false)
 		}
 		return fmt.Errorf("%s v%d is not supported (v%d to v%d are)", kmsg.NameForKey(h.key), h.version, a.min, a.max)
 	}

@@ -603,7 +603,7 @@ func TestTxnInterceptors(t *testing.T) {
 // TestTxnAPIVersions pins the versions advertised for the transaction APIs.
 func TestTxnAPIVersions(t *testing.T) {
 	got := map[int16][2]int16{}
-	for _, k := range apiVersionsKeys() {
+	for _, k := range apiVersionsKeys(new(Cluster)) {
 		got[k.ApiKey] = [2]int16{k.MinVersion, k.MaxVersion}
 	}
 	assert.Equal(t, map[int16][2]int16{

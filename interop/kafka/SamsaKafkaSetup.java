@@ -16,6 +16,8 @@
 //   --timeout-sec S               overall deadline (default 120)
 //   --quota-client ID --quota-rate R
 //   --denied-topic T --deny-principals User:A[,User:B] --rf N
+//   --telemetry-subscription NAME --telemetry-metrics P[,P...] --telemetry-interval-ms MS
+//     [--telemetry-match client_id=REGEX]   a KIP-714 client metrics subscription
 //
 // Errors go to stderr and exit with status 1. No secret is ever printed.
 
@@ -31,6 +33,9 @@ import java.util.concurrent.TimeUnit;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.DescribeClusterOptions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.common.Node;
@@ -39,6 +44,7 @@ import org.apache.kafka.common.acl.AclBinding;
 import org.apache.kafka.common.acl.AclBindingFilter;
 import org.apache.kafka.common.acl.AclOperation;
 import org.apache.kafka.common.acl.AclPermissionType;
+import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.quota.ClientQuotaAlteration;
 import org.apache.kafka.common.quota.ClientQuotaEntity;
@@ -123,6 +129,10 @@ public final class SamsaKafkaSetup {
             if (o.containsKey("quota-client")) {
                 quota(admin, o.get("quota-client"), Double.parseDouble(o.get("quota-rate")));
             }
+            if (o.containsKey("telemetry-subscription")) {
+                telemetrySubscription(admin, o.get("telemetry-subscription"), o.get("telemetry-metrics"),
+                        o.get("telemetry-interval-ms"), o.getOrDefault("telemetry-match", ""));
+            }
             if (o.containsKey("denied-topic")) {
                 deniedTopic(admin, o.get("denied-topic"), o.getOrDefault("deny-principals", "User:ANONYMOUS"),
                         Short.parseShort(o.getOrDefault("rf", "1")));
@@ -176,6 +186,29 @@ public final class SamsaKafkaSetup {
             Map<ClientQuotaEntity, Map<String, Double>> got = admin.describeClientQuotas(filter).entities().get();
             Map<String, Double> q = got.get(entity);
             if (q != null && q.containsKey("controller_mutation_rate")) {
+                return;
+            }
+            pause();
+        }
+    }
+
+    // telemetrySubscription sets a client metrics subscription (what
+    // ClientMetricsCommand --alter does) and waits until it reads back.
+    private static void telemetrySubscription(Admin admin, String name, String metrics, String intervalMs, String match)
+            throws Exception {
+        ConfigResource r = new ConfigResource(ConfigResource.Type.CLIENT_METRICS, name);
+        List<AlterConfigOp> ops = new ArrayList<>();
+        ops.add(new AlterConfigOp(new ConfigEntry("metrics", metrics), AlterConfigOp.OpType.SET));
+        ops.add(new AlterConfigOp(new ConfigEntry("interval.ms", intervalMs), AlterConfigOp.OpType.SET));
+        if (!match.isEmpty()) {
+            ops.add(new AlterConfigOp(new ConfigEntry("match", match), AlterConfigOp.OpType.SET));
+        }
+        admin.incrementalAlterConfigs(Map.of(r, ops)).all().get();
+        while (true) {
+            check("the client metrics subscription " + name);
+            Config c = admin.describeConfigs(List.of(r)).all().get().get(r);
+            ConfigEntry e = c == null ? null : c.get("metrics");
+            if (e != null && metrics.equals(e.value())) {
                 return;
             }
             pause();

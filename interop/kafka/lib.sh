@@ -52,7 +52,8 @@ javac_bin() {
 }
 
 # ensure_jars copies Kafka's jars into target/lib with Maven, once per
-# pom.xml change, and compiles SamsaKafkaSetup.java. Concurrent callers
+# pom.xml change, and compiles SamsaKafkaSetup.java and
+# SamsaTelemetryCapture.java (the -telemetry plugin). Concurrent callers
 # serialize on a lock file.
 ensure_jars() {
 	mkdir -p "$KAFKA_HOME_DIR/target"
@@ -73,13 +74,16 @@ ensure_jars() {
 		fi
 		touch "$stamp"
 	fi
-	local src="$KAFKA_HOME_DIR/SamsaKafkaSetup.java"
-	local cls="$KAFKA_CLASSES/SamsaKafkaSetup.class"
-	if [[ ! -f $cls || $src -nt $cls || $stamp -nt $cls ]]; then
-		mkdir -p "$KAFKA_CLASSES"
-		"$(javac_bin)" -nowarn -d "$KAFKA_CLASSES" -cp "$KAFKA_LIB/*" "$src" >&2 ||
-			die "javac SamsaKafkaSetup.java failed"
-	fi
+	local name src cls
+	for name in SamsaKafkaSetup SamsaTelemetryCapture; do
+		src="$KAFKA_HOME_DIR/$name.java"
+		cls="$KAFKA_CLASSES/$name.class"
+		if [[ ! -f $cls || $src -nt $cls || $stamp -nt $cls ]]; then
+			mkdir -p "$KAFKA_CLASSES"
+			"$(javac_bin)" -nowarn -d "$KAFKA_CLASSES" -cp "$KAFKA_LIB/*" "$src" >&2 ||
+				die "javac $name.java failed"
+		fi
+	done
 	if [[ -n ${lockfd:-} ]]; then
 		exec {lockfd}>&-
 	fi
@@ -160,11 +164,14 @@ start_node() {
 	local flags
 	flags=$(cds_opts "$dir" "$n")
 	[[ -z $flags ]] || mapfile -t cds <<<"$flags"
+	# DIR/jvm.opts: the cluster's own flags, one a line (-gssapi's krb5.conf).
+	local -a extra=()
+	[[ ! -s $dir/jvm.opts ]] || mapfile -t extra <"$dir/jvm.opts"
 	# shellcheck disable=SC2086 # NODE_JVM_OPTS is a list of flags
 	setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$pidf" \
-		"$java" $NODE_JVM_OPTS "${cds[@]}" -Dsamsa.kafka.dir="$dir" \
+		"$java" $NODE_JVM_OPTS "${cds[@]}" "${extra[@]}" -Dsamsa.kafka.dir="$dir" \
 		-Dlog4j2.configurationFile="$dir/log4j2.properties" \
-		-cp "$KAFKA_LIB/*" kafka.Kafka "$dir/node-$n/server.properties" \
+		-cp "$KAFKA_LIB/*:$KAFKA_CLASSES" kafka.Kafka "$dir/node-$n/server.properties" \
 		</dev/null >>"$log" 2>&1 &
 	# Not a job of this shell: no "Killed" line when stop_nodes kills it.
 	disown "$!"
@@ -319,3 +326,6 @@ setup_tool() {
 		return 1
 	fi
 }
+
+# shellcheck source=kdc.sh
+source "$KAFKA_HOME_DIR/kdc.sh"

@@ -2,7 +2,7 @@
 # start.sh: starts a real Apache Kafka KRaft cluster on 127.0.0.1 from the
 # Maven Central jars (see README.md in this directory).
 #
-#   start.sh [-brokers 1|3] [-dir DIR] [-sasl-ssl] [-quota] [-acl] [-no-auto-create] [-txn-version 1|2]
+#   start.sh [-brokers 1|3] [-dir DIR] [-sasl-ssl] [-gssapi] [-quota] [-acl] [-no-auto-create] [-telemetry] [-txn-version 1|2]
 #
 # Prints the PLAINTEXT bootstrap list as the last line of stdout and writes
 # DIR/env (shell-sourceable KEY=VALUE lines). Progress goes to stderr. On
@@ -12,11 +12,11 @@ set -euo pipefail
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
 
 usage() {
-	echo "usage: $0 [-brokers 1|3] [-dir DIR] [-sasl-ssl] [-quota] [-acl] [-no-auto-create] [-txn-version 1|2]" >&2
+	echo "usage: $0 [-brokers 1|3] [-dir DIR] [-sasl-ssl] [-gssapi] [-quota] [-acl] [-no-auto-create] [-telemetry] [-txn-version 1|2]" >&2
 	exit 2
 }
 
-nodes=1 dir="" sasl_ssl=0 quota=0 acl=0 auto_create=1 txn_version=""
+nodes=1 dir="" sasl_ssl=0 gssapi=0 quota=0 acl=0 auto_create=1 telemetry=0 txn_version=""
 while (($# > 0)); do
 	case $1 in
 	-brokers | --brokers)
@@ -30,9 +30,11 @@ while (($# > 0)); do
 		shift
 		;;
 	-sasl-ssl | --sasl-ssl) sasl_ssl=1 ;;
+	-gssapi | --gssapi) gssapi=1 ;;
 	-quota | --quota) quota=1 ;;
 	-acl | --acl) acl=1 ;;
 	-no-auto-create | --no-auto-create) auto_create=0 ;;
+	-telemetry | --telemetry) telemetry=1 ;;
 	-txn-version | --txn-version)
 		(($# >= 2)) || usage
 		txn_version=$2
@@ -50,6 +52,9 @@ done
 [[ -z $txn_version || $txn_version == 1 || $txn_version == 2 ]] || die "-txn-version must be 1 or 2, not $txn_version"
 if ((sasl_ssl)); then
 	command -v openssl >/dev/null 2>&1 || die "-sasl-ssl needs openssl"
+fi
+if ((gssapi)); then
+	kdc_tools_present || die "-gssapi needs $KDC_TOOLS (apt-get install krb5-kdc krb5-admin-server krb5-user)"
 fi
 
 java_bin >/dev/null
@@ -80,6 +85,7 @@ cleanup() {
 	if ((started == 0)); then
 		say "start failed; stopping what was started in $dir"
 		stop_nodes "$dir" KILL $(all_nodes "$dir") || true
+		stop_kdc "$dir"
 		log_tails "$dir" 40
 	fi
 	exit "$rc"
@@ -117,13 +123,14 @@ free_port() {
 }
 secret() { head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 20; }
 
-declare -a pport iport cport sport
+declare -a pport iport cport sport gport
 voters=""
 for ((n = 0; n < nodes; n++)); do
 	pport[n]=$(free_port)
 	iport[n]=$(free_port)
 	cport[n]=$(free_port)
 	sport[n]=$(free_port)
+	gport[n]=$(free_port)
 	voters+="${voters:+,}$n@127.0.0.1:${cport[n]}"
 done
 rf=$((nodes < 3 ? nodes : 3))
@@ -180,6 +187,17 @@ if ((sasl_ssl)); then
 	cat "$tls/broker.key" "$tls/broker.crt" "$dir/ca.pem" >"$tls/broker.pem"
 fi
 
+# -gssapi: a KDC (kdc.sh) before the nodes, which log in to it with their
+# keytab as their GSSAPI listener starts. samsa-short's tickets live
+# krb5_short_life; the listener asks for re-authentication (KIP-368) every
+# gssapi_reauth_ms, so a client producing for longer than a ticket's life
+# re-authenticates with new tickets.
+krb5_short_life="10 seconds" krb5_short_life_ms=10000 gssapi_reauth_ms=3000
+if ((gssapi)); then
+	start_kdc "$dir" "$(free_port)" "$krb5_short_life"
+	echo "-Djava.security.krb5.conf=$dir/krb5/krb5.conf" >"$dir/jvm.opts"
+fi
+
 for ((n = 0; n < nodes; n++)); do
 	nd="$dir/node-$n"
 	mkdir -p "$nd/data"
@@ -189,6 +207,12 @@ for ((n = 0; n < nodes; n++)); do
 	if ((sasl_ssl)); then
 		listeners+=",SASL_SSL://127.0.0.1:${sport[n]}"
 		advertised+=",SASL_SSL://127.0.0.1:${sport[n]}"
+	fi
+	if ((gssapi)); then
+		# Advertised as localhost: a client asks for a ticket to
+		# kafka/HOST, HOST as it dials the broker.
+		listeners+=",GSSAPI://127.0.0.1:${gport[n]}"
+		advertised+=",GSSAPI://localhost:${gport[n]}"
 	fi
 	internal_proto=PLAINTEXT
 	((acl)) && internal_proto=SASL_PLAINTEXT
@@ -201,7 +225,7 @@ controller.quorum.voters=$voters
 controller.listener.names=CONTROLLER
 listeners=$listeners
 advertised.listeners=$advertised
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:$internal_proto,CONTROLLER:$internal_proto,SASL_SSL:SASL_SSL
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:$internal_proto,CONTROLLER:$internal_proto,SASL_SSL:SASL_SSL,GSSAPI:SASL_PLAINTEXT
 inter.broker.listener.name=INTERNAL
 log.dirs=$nd/data
 offsets.topic.replication.factor=$rf
@@ -217,6 +241,12 @@ broker.session.timeout.ms=4000
 broker.heartbeat.interval.ms=500
 EOF
 		((auto_create)) || echo "auto.create.topics.enable=false"
+		if ((telemetry)); then
+			# KIP-714: the capture plugin makes the broker advertise the
+			# telemetry APIs and writes each push to DIR/telemetry.
+			echo "metric.reporters=SamsaTelemetryCapture"
+			echo "samsa.telemetry.dir=$dir/telemetry"
+		fi
 		if ((acl)); then
 			# The brokers and controllers talk to each other as
 			# User:$admin_user over SASL PLAIN, a super user; clients on
@@ -247,6 +277,14 @@ listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.se
 listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$plain_user="$plain_pass" user_$acl_user="$acl_pass";
 listener.name.sasl_ssl.ssl.keystore.type=PEM
 listener.name.sasl_ssl.ssl.keystore.location=$dir/tls/broker.pem
+EOF
+		fi
+		if ((gssapi)); then
+			cat <<EOF
+sasl.kerberos.service.name=kafka
+listener.name.gssapi.sasl.enabled.mechanisms=GSSAPI
+listener.name.gssapi.gssapi.sasl.jaas.config=com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true keyTab="$dir/krb5/kafka.keytab" principal="kafka/localhost@$KRB5_REALM";
+listener.name.gssapi.gssapi.connections.max.reauth.ms=$gssapi_reauth_ms
 EOF
 		fi
 	} >"$nd/server.properties"
@@ -286,15 +324,24 @@ for ((n = 0; n < nodes; n++)); do
 	all+=" $n"
 done
 
-brokers="" sasl_brokers=""
+brokers="" sasl_brokers="" gssapi_brokers=""
 for ((n = 0; n < nodes; n++)); do
 	brokers+="${brokers:+,}127.0.0.1:${pport[n]}"
 	sasl_brokers+="${sasl_brokers:+,}127.0.0.1:${sport[n]}"
+	gssapi_brokers+="${gssapi_brokers:+,}localhost:${gport[n]}"
 done
 quota_client=samsa-quota quota_rate=2
+telemetry_match=samsa-telemetry
 denied_topic=samsa-denied
 declare -a setup_args=(--bootstrap "$brokers" --nodes "$nodes" --timeout-sec "${SAMSA_KAFKA_START_TIMEOUT:-120}")
 ((quota)) && setup_args+=(--quota-client "$quota_client" --quota-rate "$quota_rate")
+if ((telemetry)); then
+	mkdir -p "$dir/telemetry"
+	# Only clients whose id starts with samsa-telemetry are subscribed:
+	# the other tests' producers push nothing.
+	setup_args+=(--telemetry-subscription samsa-telemetry --telemetry-metrics org.apache.kafka.producer.
+		--telemetry-interval-ms 1000 --telemetry-match "client_id=$telemetry_match.*")
+fi
 if ((acl)); then
 	deny="User:ANONYMOUS"
 	((sasl_ssl)) && deny+=",User:$acl_user"
@@ -318,6 +365,20 @@ done
 		echo "SAMSA_KAFKA_SCRAM_PASSWORD=$scram_pass"
 		echo "SAMSA_KAFKA_PLAIN_USER=$plain_user"
 		echo "SAMSA_KAFKA_PLAIN_PASSWORD=$plain_pass"
+	fi
+	if ((telemetry)); then
+		echo "SAMSA_KAFKA_TELEMETRY_DIR=$dir/telemetry"
+		echo "SAMSA_KAFKA_TELEMETRY_CLIENT_ID_PREFIX=$telemetry_match"
+	fi
+	if ((gssapi)); then
+		echo "SAMSA_KAFKA_GSSAPI_BROKERS=$gssapi_brokers"
+		echo "SAMSA_KAFKA_GSSAPI_REAUTH_MS=$gssapi_reauth_ms"
+		echo "SAMSA_KRB5_CONFIG=$dir/krb5/krb5.conf"
+		echo "SAMSA_KRB5_REALM=$KRB5_REALM"
+		echo "SAMSA_KRB5_CLIENT_KEYTAB=$dir/krb5/client.keytab"
+		echo "SAMSA_KRB5_CLIENT_PRINCIPAL=samsa-client@$KRB5_REALM"
+		echo "SAMSA_KRB5_SHORT_PRINCIPAL=samsa-short@$KRB5_REALM"
+		echo "SAMSA_KRB5_SHORT_LIFE_MS=$krb5_short_life_ms"
 	fi
 	if ((quota)); then
 		echo "SAMSA_KAFKA_QUOTA_CLIENT_ID=$quota_client"

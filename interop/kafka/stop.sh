@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # stop.sh: stops every node of a cluster started by start.sh (SIGTERM, then
-# SIGKILL after SAMSA_KAFKA_STOP_TIMEOUT seconds, default 20) and waits until
-# they have exited. Idempotent: a stopped or missing cluster is not an error.
-# DIR (storage, logs, env) is kept.
+# SIGKILL after SAMSA_KAFKA_STOP_TIMEOUT seconds, default 20), and its KDC
+# (-gssapi), and waits until they have exited. Idempotent: a stopped or
+# missing cluster is not an error. DIR (storage, logs, env) is kept.
 #
 #   stop.sh [-dir DIR]      (default DIR: $SAMSA_KAFKA_DIR)
 set -euo pipefail
@@ -29,3 +29,4 @@ fi
 dir=$(cd "$dir" && pwd)
 # shellcheck disable=SC2046 # node numbers
 stop_nodes "$dir" TERM $(all_nodes "$dir")
+stop_kdc "$dir"

@@ -3,8 +3,10 @@
 # clusters up, and stops them afterwards, also when COMMAND fails or is
 # interrupted. The root Makefile's test target runs the tests this way.
 #
-#   - a 1-node cluster with -quota -acl, and -sasl-ssl when openssl is
-#     present: its DIR/env keys are exported (SAMSA_KAFKA_BROKERS, ...);
+#   - a 1-node cluster with -quota -acl -telemetry, -sasl-ssl when openssl is present
+#     and -gssapi when MIT Kerberos' KDC is (krb5kdc, kdb5_util,
+#     kadmin.local): its DIR/env keys are exported (SAMSA_KAFKA_BROKERS,
+#     SAMSA_KAFKA_GSSAPI_BROKERS, SAMSA_KRB5_*, ...);
 #   - a 3-node cluster with -no-auto-create: SAMSA_KAFKA3_BROKERS,
 #     SAMSA_KAFKA3_DIR, SAMSA_KAFKA3_NODES.
 #
@@ -33,11 +35,17 @@ if [[ -n $missing ]]; then
 	exec "$@"
 fi
 
-one_args=(-brokers 1 -quota -acl)
+one_args=(-brokers 1 -quota -acl -telemetry)
 if command -v openssl >/dev/null 2>&1; then
 	one_args+=(-sasl-ssl)
 else
 	echo "== openssl not on PATH: the 1-node Kafka cluster has no SASL_SSL listener"
+fi
+# shellcheck source=kdc.sh
+if (. "$here/kdc.sh" && kdc_tools_present); then
+	one_args+=(-gssapi)
+else
+	echo "== MIT Kerberos' KDC not installed (krb5-kdc, krb5-admin-server): the 1-node Kafka cluster has no GSSAPI listener"
 fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/samsa-kafka-run.XXXXXX")

@@ -32,7 +32,7 @@ type client struct {
 }
 
 func (c *client) Notes() string {
-	return "not idempotent (librdkafka's default enable.idempotence=false); consistent_random (CRC32) for keys, random for null keys (default); Produce + Events() channel, go.delivery.report.fields=none, queue-full answered by waiting for a delivery report"
+	return "not idempotent (librdkafka's default enable.idempotence=false); consistent_random (CRC32) for keys, random for null keys (default); queue.buffering.max.messages 100 000 and batch.num.messages 10 000 (defaults); Produce with no delivery channel, every report on the one Events() channel, go.delivery.report.fields=none, queue-full answered by waiting for a delivery report"
 }
 
 func (c *client) UseTLS(caFile string, _ *tls.Config) { c.caFile = caFile }
@@ -47,17 +47,17 @@ func (c *client) Open(ctx context.Context, spec workload.Spec, brokers []string,
 		servers += b
 	}
 	var err error
+	// The shared knobs and the buffer bound; everything else
+	// librdkafka's default (queue.buffering.max.messages,
+	// batch.num.messages, message.max.bytes among them).
 	cm := kafka.ConfigMap{
-		"bootstrap.servers":            servers,
-		"acks":                         "all",
-		"linger.ms":                    int(workload.Linger / time.Millisecond),
-		"batch.size":                   workload.BatchBytes,
-		"batch.num.messages":           1_000_000, // librdkafka's maximum: let batch.size bind
-		"message.max.bytes":            workload.MaxRequestBytes,
-		"compression.type":             spec.Compression,
-		"queue.buffering.max.kbytes":   workload.BufferBytes >> 10,
-		"queue.buffering.max.messages": workload.MaxBufferedRecords,
-		"go.delivery.report.fields":    "none",
+		"bootstrap.servers":          servers,
+		"acks":                       "all",
+		"linger.ms":                  int(workload.Linger / time.Millisecond),
+		"batch.size":                 workload.BatchBytes,
+		"compression.type":           spec.Compression,
+		"queue.buffering.max.kbytes": int(spec.BufferMemory >> 10),
+		"go.delivery.report.fields":  "none",
 	}
 	if c.caFile != "" {
 		// librdkafka checks the host name by default

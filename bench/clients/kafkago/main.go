@@ -4,9 +4,10 @@
 //
 // The Writer runs in Async mode with a Completion callback, fed by
 // WriteMessages calls of chunkSize messages: kafka-go's fast path (one call
-// per record pays a map and a lock per call). Async mode has no memory
-// bound of its own, so the client bounds the bytes in flight to
-// workload.BufferBytes, like the other clients' buffer memory.
+// per record pays a map and a lock per call); one Completion function for
+// every record. Async mode has no memory bound of its own, so the client
+// bounds the bytes of keys and values in flight to Spec.BufferMemory, like
+// the other clients' buffer memory.
 package main
 
 import (
@@ -47,7 +48,7 @@ func newClient() *client {
 }
 
 func (c *client) Notes() string {
-	return fmt.Sprintf("no idempotence (none in kafka-go); Hash (FNV-1a) balancer for keys, RoundRobin for null keys (default); Async Writer with Completion, %d messages per WriteMessages, BatchSize (a message count) = min(1 MiB / value size, 2 × records per partition + 16), in flight bounded to %d MiB", chunkSize, workload.BufferBytes>>20)
+	return fmt.Sprintf("no idempotence (none in kafka-go); Hash (FNV-1a) balancer for keys, RoundRobin for null keys (default); Async Writer with one Completion for every record, %d messages per WriteMessages, BatchSize (a message count) = min(1 MiB / value size, 2 × records per partition + 16), keys and values in flight bounded to %d MiB by the client", chunkSize, c.spec.BufferMemory>>20)
 }
 
 func codec(name string) (kafka.Compression, error) {
@@ -154,7 +155,7 @@ func (c *client) Produce(ctx context.Context, cnt *workload.Counter) {
 	var chunkBytes int64
 	flush := func() error {
 		c.mu.Lock()
-		for c.inflight > 0 && c.inflight+chunkBytes > workload.BufferBytes {
+		for c.inflight > 0 && c.inflight+chunkBytes > c.spec.BufferMemory {
 			c.room.Wait()
 		}
 		c.inflight += chunkBytes

@@ -28,7 +28,7 @@ func (c *client) UseTLS(_ string, cfg *tls.Config) { c.tls = cfg }
 func (c *client) Transactional() {}
 
 func (c *client) Notes() string {
-	return "idempotent (default); murmur2 for keys, uniform bytes sticky for null keys (default); Produce with a promise, one *kgo.Record per record"
+	return "idempotent (default); murmur2 for keys, uniform bytes sticky for null keys (default); MaxBufferedRecords 50 000 (default); Produce with one promise for every record, one *kgo.Record per record"
 }
 
 func codec(name string) (kgo.CompressionCodec, error) {
@@ -49,6 +49,8 @@ func (c *client) Open(ctx context.Context, spec workload.Spec, brokers []string,
 		return err
 	}
 	c.spec, c.payload = spec, p
+	// The shared knobs and MaxBufferedBytes; everything else kgo's
+	// default (MaxBufferedRecords 50 000 among them).
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(brokers...),
 		kgo.DefaultProduceTopic(spec.Topic()),
@@ -56,8 +58,7 @@ func (c *client) Open(ctx context.Context, spec workload.Spec, brokers []string,
 		kgo.ProducerLinger(workload.Linger),
 		kgo.ProducerBatchMaxBytes(workload.BatchBytes),
 		kgo.ProducerBatchCompression(cc),
-		kgo.MaxBufferedBytes(workload.BufferBytes),
-		kgo.MaxBufferedRecords(workload.MaxBufferedRecords),
+		kgo.MaxBufferedBytes(int(spec.BufferMemory)),
 	}
 	if c.tls != nil {
 		opts = append(opts, kgo.DialTLSConfig(c.tls)) // ServerName: the broker's host
@@ -87,6 +88,7 @@ func (c *client) Open(ctx context.Context, spec workload.Spec, brokers []string,
 }
 
 func (c *client) Produce(ctx context.Context, cnt *workload.Counter) {
+	// One promise for every record.
 	done := func(_ *kgo.Record, err error) {
 		if err != nil {
 			cnt.Fail(1, err)

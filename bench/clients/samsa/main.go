@@ -6,7 +6,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"flag"
 	"fmt"
 	"os"
 
@@ -22,13 +21,6 @@ type client struct {
 	payload *workload.Payload
 	p       *producer.Producer
 	tls     *tls.Config
-	// bufferMemory is Config.BufferMemory: 0, samsa's default (32 MiB),
-	// unless -buffer-memory says otherwise.
-	bufferMemory int64
-}
-
-func (c *client) Flags(fs *flag.FlagSet) {
-	fs.Int64Var(&c.bufferMemory, "buffer-memory", 0, "Config.BufferMemory in bytes (default 0: samsa's default, 32 MiB)")
 }
 
 func (c *client) UseTLS(_ string, cfg *tls.Config) { c.tls = cfg }
@@ -36,7 +28,7 @@ func (c *client) UseTLS(_ string, cfg *tls.Config) { c.tls = cfg }
 func (c *client) Transactional() {}
 
 func (c *client) Notes() string {
-	return "idempotent (default); murmur2 for keys, uniform sticky for null keys (default); SendCallback"
+	return "idempotent (default); murmur2 for keys, uniform sticky for null keys (default); SendCallback with one callback for every record, one reused Record"
 }
 
 func (c *client) Open(ctx context.Context, spec workload.Spec, brokers []string, p *workload.Payload) error {
@@ -49,14 +41,14 @@ func (c *client) Open(ctx context.Context, spec workload.Spec, brokers []string,
 	if spec.TxnRecords > 0 {
 		txnID = fmt.Sprintf("bench-samsa-%d", os.Getpid())
 	}
+	// The shared knobs and BufferMemory; everything else samsa's default.
 	c.p, err = producer.New(producer.Config{
 		TransactionalID: txnID,
 		Brokers:         brokers,
 		Acks:            producer.AcksAll,
 		Linger:          workload.Linger,
 		BatchSize:       workload.BatchBytes,
-		MaxRequestSize:  workload.MaxRequestBytes,
-		BufferMemory:    c.bufferMemory,
+		BufferMemory:    spec.BufferMemory,
 		Compression:     codec,
 		TLS:             c.tls,
 	})
@@ -81,6 +73,7 @@ func (c *client) Open(ctx context.Context, spec workload.Spec, brokers []string,
 }
 
 func (c *client) Produce(ctx context.Context, cnt *workload.Counter) {
+	// One callback for every record.
 	done := func(_ producer.RecordMetadata, err error) {
 		if err != nil {
 			cnt.Fail(1, err)

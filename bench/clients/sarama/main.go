@@ -25,7 +25,7 @@ type client struct {
 func (c *client) UseTLS(_ string, cfg *tls.Config) { c.tls = cfg }
 
 func (c *client) Notes() string {
-	return "not idempotent (sarama's idempotence forces MaxOpenRequests=1); FNV-1a hash for keys, random for null keys (default); AsyncProducer, Successes and Errors drained"
+	return "not idempotent (default; sarama's idempotence forces MaxOpenRequests=1); FNV-1a hash for keys, random for null keys (default); no bound on buffered bytes (none in sarama); AsyncProducer, Successes and Errors drained by one goroutine"
 }
 
 func codec(name string) (sarama.CompressionCodec, error) {
@@ -46,9 +46,11 @@ func (c *client) Open(ctx context.Context, spec workload.Spec, brokers []string,
 		return err
 	}
 	c.spec, c.payload = spec, p
-	cfg := sarama.NewConfig() // Version defaults to 2.8: record batches, zstd
+	// The shared knobs (MaxMessageBytes and Flush.Bytes are its batch
+	// size); everything else sarama's default. Version defaults to 2.8:
+	// record batches, zstd.
+	cfg := sarama.NewConfig()
 	cfg.Producer.RequiredAcks = sarama.WaitForAll
-	cfg.Producer.Idempotent = false
 	cfg.Producer.Compression = cc
 	cfg.Producer.Flush.Frequency = workload.Linger
 	cfg.Producer.Flush.Bytes = workload.BatchBytes

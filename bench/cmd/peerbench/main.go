@@ -2,26 +2,26 @@
 // IBM/sarama, segmentio/kafka-go, confluent-kafka-go and Apache Kafka's
 // Java producer, each client in a process of its own, against one broker
 // per workload (testbroker in sink mode by default, kfake in blackhole
-// mode, or a real Kafka broker), and prints a Markdown table of the median
-// records/s, CPU ns per record, peak RSS and the ratios to samsa. Run it
-// from bench/:
+// mode, or a real Kafka broker; several brokers in turn), and prints in
+// Markdown the README's table (samsa against kgo per workload and broker:
+// records/s, CPU ns per record, wire bytes per record, peak RSS), a table
+// of every workload variant and client, issue 26's targets, and every
+// broker's report in full. Run it from bench/:
 //
-//	go run ./cmd/peerbench               # full run: 4 workloads × 1M records × 3 runs
+//	go run ./cmd/peerbench               # full run: 6 workloads × 1M records × 3 runs, testbroker
 //	go run ./cmd/peerbench -quick        # 100 000 records, 1 run
-//	go run ./cmd/peerbench -clients samsa,kgo -workloads 100B-lz4 -records 200000
+//	go run ./cmd/peerbench -clients samsa,kgo -workloads W2c -records 200000
+//	go run ./cmd/peerbench -broker kfake,kafka -clients samsa,kgo,java -workloads W1,W2,W2c,W3,W3c,W4 -keys scattered,ordered,zipf   # issue 26's table
+//	go run ./cmd/peerbench -broker kfake -clients samsa,kgo -workloads W3 -values own,letters   # ProducerPerformance's payload too
+//	go run ./cmd/peerbench -buffer-memory 134217728   # 128 MiB of buffer memory for every client
 //	go run ./cmd/peerbench -cpuprofile /tmp/prof   # CPU and heap profiles of samsa's and kgo's runs, codec share
-//	go run ./cmd/peerbench -broker kfake -clients samsa,kgo -runs 3 -cpuprofile /tmp/prof   # issue 17's table
-//	go run ./cmd/peerbench -samsa-buffer-memory 134217728   # samsa with 128 MiB, as the others
-//	go run ./cmd/peerbench -broker kfake -clients samsa,kgo
-//	go run ./cmd/peerbench -broker kafka -clients samsa,kgo,java -workloads 100B,100B-lz4,1KiB-zstd-keyed
 //	go run ./cmd/peerbench -tls -clients samsa,kgo           # over the broker's TLS listener
 //	go run ./cmd/peerbench -tls-compare -clients samsa,kgo   # plaintext and TLS, same broker, same rounds
 //
-// Progress goes to stderr, the table to stdout (or the JSON report with
-// -json). The exit status is 1 when a run fails or one of issue 6's
-// targets is not met only with -strict; failures are always listed under
-// the table. Issue 17's targets are printed as a list of checks, met or
-// not, and never change the exit status.
+// Progress goes to stderr, the tables to stdout (or the JSON of every
+// report with -json). With -strict the exit status is 1 when a run fails
+// or one of issue 26's targets is not met; failures and targets are always
+// listed under the table.
 package main
 
 import (
@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"time"
 
@@ -58,10 +59,14 @@ func list(s string) []string {
 func run() error {
 	var names []string
 	for _, s := range workload.All(0) {
-		names = append(names, s.Name)
+		names = append(names, s.ID)
 	}
 	clients := flag.String("clients", strings.Join(harness.Clients, ","), "comma-separated clients to run (samsa is always run)")
-	workloads := flag.String("workloads", strings.Join(names, ","), "comma-separated workloads to run")
+	workloads := flag.String("workloads", strings.Join(names, ","), "comma-separated workloads to run, by ID (W1 … W4, W2c, W3c) or name")
+	keys := flag.String("keys", "", "comma-separated key orders each keyed workload runs in: "+strings.Join(workload.KeyOrders, ", ")+
+		" (default: as named, scattered for a base workload)")
+	values := flag.String("values", harness.ValuesOwn, "comma-separated values each workload runs with: "+harness.ValuesOwn+
+		" (the workload's own), "+strings.Join(workload.ValueKinds, ", "))
 	records := flag.Int("records", workload.DefaultRecords, "records per workload and run")
 	runs := flag.Int("runs", 3, "runs of each client per workload, interleaved")
 	quick := flag.Bool("quick", false, "smoke test: 100 000 records and 1 run unless -records or -runs are given")
@@ -71,14 +76,15 @@ func run() error {
 	bindir := flag.String("bindir", "", "build the binaries here (default: a temporary directory)")
 	cpuprofile := flag.String("cpuprofile", "", "write CPU and heap profiles of the -profile clients' runs to this directory")
 	profile := flag.String("profile", harness.Ours+","+harness.Baseline, "comma-separated clients to profile with -cpuprofile")
-	samsaBuffer := flag.Int64("samsa-buffer-memory", 0, "samsa's Config.BufferMemory in bytes (default 0: samsa's default, 32 MiB; the other clients keep 128 MiB)")
-	strict := flag.Bool("strict", false, "exit with status 1 when a run fails or one of issue 6's targets against kgo (throughput ≥ 1.3×, CPU/record ≤ 0.7×) is not met")
-	broker := flag.String("broker", harness.BrokerTestbroker, "broker to run against: "+strings.Join(harness.Brokers, "|")+
-		" (testbroker: sink, kfake: blackhole, kafka: interop/kafka/start.sh, 1 node)")
+	bufferMemory := flag.Int64("buffer-memory", workload.DefaultBufferMemory, "bytes every client may buffer, where it has such a bound (samsa BufferMemory, kgo MaxBufferedBytes, Java buffer.memory, librdkafka queue.buffering.max.kbytes, kafka-go's bytes in flight)")
+	strict := flag.Bool("strict", false, "exit with status 1 when a run fails or one of issue 26's targets against kgo is not met")
+	broker := flag.String("broker", harness.BrokerTestbroker, "comma-separated brokers to run against, in turn: "+strings.Join(harness.Brokers, "|")+
+		" (testbroker: sink, kfake: blackhole, kafka: interop/kafka/start.sh, 1 node); with several, one of them kafka, the Java client runs on kafka only")
 	brokerStore := flag.Bool("broker-store", false, "testbroker and kfake store the batches instead of acknowledging without storing")
 	useTLS := flag.Bool("tls", false, "the broker (testbroker, kfake) serves TLS with a CA it generates, and the clients connect over TLS (-tls-ca)")
 	tlsCompare := flag.Bool("tls-compare", false, "with -broker testbroker: every client runs over the broker's plaintext and its TLS listener in each round (rows client+tls), and the report gives the TLS overhead; implies -tls")
 	kafkaBootstrap := flag.String("kafka-bootstrap", "", "with -broker kafka: use this running cluster instead of starting one (topics are created, the cluster is left running)")
+	summaryOnly := flag.Bool("summary", false, "print the summary tables and the targets only, not every broker's report")
 	flag.Parse()
 
 	set := map[string]bool{}
@@ -94,9 +100,18 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	rep, err := harness.Run(ctx, harness.Options{
+	var valueList []string
+	for _, v := range list(*values) {
+		if v != harness.ValuesOwn && !slices.Contains(workload.ValueKinds, v) {
+			return fmt.Errorf("-values: unknown values %q (want %s or one of %s)", v, harness.ValuesOwn, strings.Join(workload.ValueKinds, ", "))
+		}
+		valueList = append(valueList, v)
+	}
+	suite, err := harness.RunSuite(ctx, harness.Options{
 		Clients:    list(*clients),
 		Workloads:  list(*workloads),
+		Keys:       list(*keys),
+		Values:     valueList,
 		Records:    *records,
 		Runs:       *runs,
 		Timeout:    *timeout,
@@ -105,19 +120,18 @@ func run() error {
 		Profile:    list(*profile),
 		Log:        os.Stderr,
 
-		SamsaBufferMemory: *samsaBuffer,
+		BufferMemory: *bufferMemory,
 
-		Broker:         *broker,
 		BrokerStore:    *brokerStore,
 		KafkaBootstrap: *kafkaBootstrap,
 		TLS:            *useTLS,
 		TLSCompare:     *tlsCompare,
-	})
-	if rep == nil {
+	}, list(*broker))
+	if suite == nil {
 		return err
 	}
 	if *jsonFile != "" {
-		b, jerr := json.MarshalIndent(rep, "", "  ")
+		b, jerr := json.MarshalIndent(suite, "", "  ")
 		if jerr == nil {
 			jerr = os.WriteFile(*jsonFile, append(b, '\n'), 0o644)
 		}
@@ -128,24 +142,38 @@ func run() error {
 	if *asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
+		if err := enc.Encode(suite); err != nil {
 			return err
 		}
-	} else if err := rep.WriteMarkdown(os.Stdout); err != nil {
+	} else if *summaryOnly {
+		if err := suite.WriteSummary(os.Stdout); err != nil {
+			return err
+		}
+		if err := suite.WriteChecks(os.Stdout); err != nil {
+			return err
+		}
+	} else if err := suite.WriteMarkdown(os.Stdout); err != nil {
 		return err
 	}
 	if err != nil {
 		return err
 	}
 	if *strict {
-		for _, w := range rep.Workloads {
-			if ok, verdict := w.Target(); !ok {
-				return fmt.Errorf("workload %s: %s", w.Spec.Name, verdict)
-			}
-			for _, s := range w.Clients {
-				if s.OK != len(s.Runs) {
-					return fmt.Errorf("workload %s: %s: %d of %d runs failed", w.Spec.Name, s.Client, len(s.Runs)-s.OK, len(s.Runs))
+		for _, r := range suite.Reports {
+			for _, w := range r.Workloads {
+				if w.Error != "" {
+					return fmt.Errorf("%s, workload %s: %s", r.BrokerName, w.Spec.Name, w.Error)
 				}
+				for _, s := range w.Clients {
+					if s.OK != len(s.Runs) {
+						return fmt.Errorf("%s, workload %s: %s: %d of %d runs failed", r.BrokerName, w.Spec.Name, s.Client, len(s.Runs)-s.OK, len(s.Runs))
+					}
+				}
+			}
+		}
+		for _, c := range suite.Checks() {
+			if !c.Met() {
+				return fmt.Errorf("issue 26's target %s on %s, %s is not met", c.Target, c.Workload, c.Broker)
 			}
 		}
 	}

@@ -48,16 +48,11 @@ type brokerProc interface {
 	// tlsBootstrap is the address of the broker's TLS listener, trusting
 	// the CA in caFile; "" when it serves none.
 	tlsBootstrap() string
-	// stats returns the broker's cumulative counters, or errNoCounters
-	// for a broker that has none.
+	// stats returns the broker's cumulative counters.
 	stats() (brokerStats, error)
 	// stop stops the broker and waits for it.
 	stop() error
 }
-
-// errNoCounters is what a broker without counters (real Kafka) answers to
-// stats.
-var errNoCounters = errors.New("this broker has no counters")
 
 // describeBroker says in words which broker o runs, for the report.
 func describeBroker(o Options) string {
@@ -224,18 +219,30 @@ func (b *procBroker) stop() error {
 
 // kafkaBroker is a real Kafka cluster: started by interop/kafka/start.sh
 // into dir and stopped by stop.sh, or (dir empty) one started outside the
-// harness, which stop leaves running.
+// harness, which stop leaves running. Its counters are the topic's log
+// sizes and end offsets (logStats).
 type kafkaBroker struct {
 	scripts string // interop/kafka
 	dir     string
 	addr    string
+	log     *logStats // nil until the topic exists
 }
 
-func (k *kafkaBroker) bootstrap() string           { return k.addr }
-func (k *kafkaBroker) tlsBootstrap() string        { return "" }
-func (k *kafkaBroker) stats() (brokerStats, error) { return brokerStats{}, errNoCounters }
+func (k *kafkaBroker) bootstrap() string    { return k.addr }
+func (k *kafkaBroker) tlsBootstrap() string { return "" }
+
+func (k *kafkaBroker) stats() (brokerStats, error) {
+	if k.log == nil {
+		return brokerStats{}, errors.New("no topic yet")
+	}
+	return k.log.stats()
+}
 
 func (k *kafkaBroker) stop() error {
+	if k.log != nil {
+		k.log.close()
+		k.log = nil
+	}
 	if k.dir == "" {
 		return nil
 	}
@@ -285,6 +292,12 @@ func startKafka(ctx context.Context, o Options, spec workload.Spec) (brokerProc,
 		_ = k.stop()
 		return nil, err
 	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(k.addr, ",")...))
+	if err != nil {
+		_ = k.stop()
+		return nil, err
+	}
+	k.log = &logStats{cl: cl, topic: spec.Topic(), partitions: spec.Partitions}
 	return k, nil
 }
 

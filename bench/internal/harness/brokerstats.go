@@ -2,6 +2,7 @@ package harness
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -9,6 +10,10 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // statsPrefixes start the lines the broker commands print to stderr on
@@ -210,3 +215,120 @@ func (r *runStats) next() (d brokerStats, ok bool, err error) {
 	r.prev, r.ok = cur, true
 	return d, ok, nil
 }
+
+// logStats reads a topic's counters from a broker that stores it (real
+// Kafka): Bytes is the sum of its partitions' log sizes (DescribeLogDirs:
+// the record batches as the producers sent them, 61-byte headers
+// included, compressed; Kafka keeps a producer's batches as they come
+// with compression.type=producer, its default), Records the sum of their
+// end offsets (ListOffsets, latest: with acks=all on one replica every
+// acknowledged record is below it). Batches stays 0: Kafka does not count
+// them.
+type logStats struct {
+	cl         *kgo.Client
+	topic      string
+	partitions int
+}
+
+// statsRequestTimeout bounds each of logStats's requests.
+const statsRequestTimeout = 30 * time.Second
+
+// stats reads the counters. Kafka may answer for a partition's leader
+// before it has created the partition's log (DescribeLogDirs then leaves
+// the partition out): stats asks again until every partition is there.
+func (l *logStats) stats() (brokerStats, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), statsRequestTimeout)
+	defer cancel()
+	for {
+		st, err := l.read(ctx)
+		if !errors.Is(err, errMissingLogs) {
+			return st, err
+		}
+		select {
+		case <-ctx.Done():
+			return brokerStats{}, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// errMissingLogs is read's error when DescribeLogDirs leaves partitions
+// out.
+var errMissingLogs = errors.New("DescribeLogDirs left partitions out")
+
+func (l *logStats) read(ctx context.Context) (brokerStats, error) {
+	var st brokerStats
+
+	dreq := kmsg.NewPtrDescribeLogDirsRequest()
+	dt := kmsg.NewDescribeLogDirsRequestTopic()
+	dt.Topic = l.topic
+	for p := range l.partitions {
+		dt.Partitions = append(dt.Partitions, int32(p))
+	}
+	dreq.Topics = append(dreq.Topics, dt)
+	// kgo sends DescribeLogDirs to the brokers with replicas of the
+	// partitions; each partition counts once (its largest replica).
+	shards := l.cl.RequestSharded(ctx, dreq)
+	sizes := map[int32]int64{}
+	for _, sh := range shards {
+		if sh.Err != nil {
+			return brokerStats{}, fmt.Errorf("DescribeLogDirs: %w", sh.Err)
+		}
+		resp := sh.Resp.(*kmsg.DescribeLogDirsResponse)
+		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+			return brokerStats{}, fmt.Errorf("DescribeLogDirs: %w", err)
+		}
+		for _, d := range resp.Dirs {
+			if err := kerr.ErrorForCode(d.ErrorCode); err != nil {
+				return brokerStats{}, fmt.Errorf("DescribeLogDirs %s: %w", d.Dir, err)
+			}
+			for _, t := range d.Topics {
+				if t.Topic != l.topic {
+					continue
+				}
+				for _, p := range t.Partitions {
+					if p.IsFuture {
+						continue // a replica being moved: not the log
+					}
+					sizes[p.Partition] = max(sizes[p.Partition], p.Size)
+				}
+			}
+		}
+	}
+	if len(sizes) != l.partitions {
+		return brokerStats{}, fmt.Errorf("%w: sizes of %d of %s's %d partitions", errMissingLogs, len(sizes), l.topic, l.partitions)
+	}
+	for _, n := range sizes {
+		st.Bytes += n
+	}
+
+	oreq := kmsg.NewPtrListOffsetsRequest()
+	ot := kmsg.NewListOffsetsRequestTopic()
+	ot.Topic = l.topic
+	for p := range l.partitions {
+		op := kmsg.NewListOffsetsRequestTopicPartition()
+		op.Partition, op.Timestamp = int32(p), -1 // latest
+		ot.Partitions = append(ot.Partitions, op)
+	}
+	oreq.Topics = append(oreq.Topics, ot)
+	oresp, err := oreq.RequestWith(ctx, l.cl) // kgo sends each partition to its leader
+	if err != nil {
+		return brokerStats{}, fmt.Errorf("ListOffsets: %w", err)
+	}
+	n := 0
+	for _, t := range oresp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return brokerStats{}, fmt.Errorf("ListOffsets %s/%d: %w", t.Topic, p.Partition, err)
+			}
+			st.Records += p.Offset
+			n++
+		}
+	}
+	if n != l.partitions {
+		return brokerStats{}, fmt.Errorf("ListOffsets: offsets of %d of %s's %d partitions", n, l.topic, l.partitions)
+	}
+	return st, nil
+}
+
+func (l *logStats) close() { l.cl.Close() }

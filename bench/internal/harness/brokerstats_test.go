@@ -2,6 +2,7 @@ package harness
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/samsa-go/samsa/bench/internal/workload"
 )
@@ -153,6 +155,12 @@ func TestSummaryBrokerCounts(t *testing.T) {
 	assert.Zero(t, none.RecordsPerBatch)
 	assert.Zero(t, none.WireBytesPerRecord)
 
+	// Real Kafka counts records and bytes (log sizes), not batches.
+	kafka := Summary{Client: "kgo", Runs: []RunResult{ok(0, 1000, 30_000)}}
+	kafka.summarize()
+	assert.Zero(t, kafka.RecordsPerBatch)
+	assert.InDelta(t, 30, kafka.WireBytesPerRecord, 1e-9)
+
 	spec, err := workload.ByName("100B-lz4", 1000)
 	require.NoError(t, err)
 	rep := Report{Workloads: []WorkloadReport{{Spec: spec, Clients: []Summary{s, none}}}}
@@ -167,4 +175,64 @@ func TestSummaryBrokerCounts(t *testing.T) {
 			assert.Equal(t, 12, strings.Count(line, "|"), "11 columns: %s", line)
 		}
 	}
+}
+
+// TestLogStatsCountWhatTheBrokerCounted: on a storing broker, the
+// topic's log sizes (DescribeLogDirs) and end offsets (ListOffsets), as
+// logStats reads them from real Kafka, grow by exactly the bytes and
+// records kfakebroker counted in the Produce requests: wire bytes per
+// record mean the same on real Kafka as on kfake.
+func TestLogStatsCountWhatTheBrokerCounted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	o := Options{Broker: BrokerKfake, BrokerStore: true, BinDir: t.TempDir(), Workloads: []string{"W2c"}}
+	require.NoError(t, o.defaults())
+	o.Clients = nil // the broker only
+	var err error
+	o.modDir, err = moduleDir(ctx)
+	require.NoError(t, err)
+	_, err = build(ctx, o, map[string]string{})
+	require.NoError(t, err)
+	spec, err := workload.ByName("W2c", 1)
+	require.NoError(t, err)
+	b, err := startBroker(ctx, o, spec)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, b.stop()) }()
+
+	statsCl, err := kgo.NewClient(kgo.SeedBrokers(b.bootstrap()))
+	require.NoError(t, err)
+	logs := &logStats{cl: statsCl, topic: spec.Topic(), partitions: spec.Partitions}
+	defer logs.close()
+	counted0, err := b.stats()
+	require.NoError(t, err)
+	logs0, err := logs.stats()
+	require.NoError(t, err)
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.bootstrap()), kgo.DefaultProduceTopic(spec.Topic()),
+		kgo.ProducerBatchCompression(kgo.Lz4Compression()), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	require.NoError(t, err)
+	defer cl.Close()
+	p := workload.NewPayload(spec)
+	const records = 3000
+	for i := 0; i < records; i += 500 {
+		var batch []*kgo.Record
+		for j := i; j < i+500; j++ {
+			batch = append(batch, &kgo.Record{Value: p.Value(j)})
+		}
+		require.NoError(t, cl.ProduceSync(ctx, batch...).FirstErr())
+	}
+
+	counted1, err := b.stats()
+	require.NoError(t, err)
+	logs1, err := logs.stats()
+	require.NoError(t, err)
+	counted, ok := counted1.since(counted0)
+	require.True(t, ok)
+	logged, ok := logs1.since(logs0)
+	require.True(t, ok)
+	assert.Equal(t, int64(records), logged.Records, "every record below the end offsets")
+	assert.Equal(t, counted.Records, logged.Records)
+	assert.Equal(t, counted.Bytes, logged.Bytes, "the logs hold the batches as sent")
+	assert.Zero(t, logged.Batches, "the logs do not count batches")
+	assert.Positive(t, counted.Batches)
 }

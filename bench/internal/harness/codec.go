@@ -10,8 +10,11 @@ import (
 
 // codecPrefixes are the function-name prefixes of the compression code
 // samsa and kgo run: klauspost/compress (zstd, s2, snappy, flate, gzip),
-// pierrec/lz4, the standard library's gzip and flate, and golang/snappy.
+// pierrec/lz4, samsa's own LZ4 fast block compressor, the standard
+// library's gzip and flate, and golang/snappy.
 var codecPrefixes = []string{
+	"github.com/samsa-go/samsa/compression.(*lz4Fast).",
+	"github.com/samsa-go/samsa/compression.lz4",
 	"github.com/klauspost/compress/",
 	"github.com/pierrec/lz4/",
 	"compress/gzip.",

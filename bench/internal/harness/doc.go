@@ -10,7 +10,9 @@
 // BrokerKafka (a one-node Apache Kafka started by interop/kafka/start.sh,
 // or the cluster at Options.KafkaBootstrap). Options.BrokerStore makes
 // testbroker and kfake store the batches. Each workload's topic exists
-// before the first run, with the workload's partition count.
+// before the first run, with the workload's partition count. RunSuite runs
+// Run once per broker of a list and a Suite writes the summary table over
+// all of them.
 //
 // # Runs
 //
@@ -30,8 +32,13 @@
 // time in Java). The harness adds the whole process's user+system CPU time
 // and peak RSS from getrusage (ProcessState.SysUsage), samples VmRSS from
 // /proc every RSSInterval, and with Options.ProfileDir splits the Go
-// clients' CPU profiles between compression code and the rest. Summary
-// holds the medians over the successful runs and the ratios ours/peer.
+// clients' CPU profiles between compression code and the rest. The
+// broker's counts before and after each client run give its wire bytes
+// and records per batch (the stats line of testbroker and kfakebroker;
+// DescribeLogDirs and ListOffsets on real Kafka, which has no batch
+// count). Summary holds the medians over the successful runs and the
+// ratios ours/peer; Report.Checks and Suite.Checks evaluate issue 26's
+// targets.
 //
 // # Failures
 //

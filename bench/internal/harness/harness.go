@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -21,10 +20,6 @@ import (
 
 // Ours is the client every ratio compares against.
 const Ours = "samsa"
-
-// SamsaDefaultBufferMemory is samsa's default Config.BufferMemory (32 MiB),
-// which its runs use unless Options.SamsaBufferMemory says otherwise.
-const SamsaDefaultBufferMemory = 32 << 20
 
 // Baseline is the peer the issue's targets name.
 const Baseline = "kgo"
@@ -44,8 +39,19 @@ type Options struct {
 	// Clients to run, by name (see Clients). Default all of them. Ours is
 	// always added, as the ratios need it.
 	Clients []string
-	// Workloads to run, by name (see workload.All). Default all four.
+	// Workloads to run, by name or ID (see workload.All and
+	// workload.ByName: "W2c", "100B-json-lz4"). Default all six. defaults
+	// expands them with Keys and Values into the names of the variants
+	// that run.
 	Workloads []string
+	// Keys lists the key orders each keyed workload runs in (see
+	// workload.KeyOrders). Default workload.KeysScattered only; an
+	// unkeyed workload runs once whatever Keys says.
+	Keys []string
+	// Values lists the kinds of values each workload runs with (see
+	// workload.ValueKinds), ValuesOwn for the workload's own. Default
+	// ValuesOwn only.
+	Values []string
 	// Records per workload and run. Default workload.DefaultRecords.
 	Records int
 	// Runs is how many times each client runs each workload, interleaved
@@ -84,10 +90,10 @@ type Options struct {
 	// TLS listener: the TLS runs are reported as client+tls (TLSSuffix),
 	// and the report adds the TLS overhead per client.
 	TLSCompare bool
-	// SamsaBufferMemory is samsa's Config.BufferMemory in bytes. Default 0:
-	// samsa's own default (32 MiB), while the peers keep
-	// workload.BufferBytes (128 MiB) where they have such a bound.
-	SamsaBufferMemory int64
+	// BufferMemory is what every client may buffer, in bytes, where it
+	// has such a bound (workload.Spec.BufferMemory; each client's -buffer-memory).
+	// Default workload.DefaultBufferMemory (64 MiB).
+	BufferMemory int64
 	// Log receives progress lines. Default io.Discard.
 	Log io.Writer
 
@@ -122,10 +128,9 @@ func (o *Options) defaults() error {
 			o.Workloads = append(o.Workloads, s.Name)
 		}
 	}
-	for _, w := range o.Workloads {
-		if _, err := workload.ByName(w, o.Records); err != nil {
-			return err
-		}
+	var err error
+	if o.Workloads, err = expand(o.Workloads, o.Keys, o.Values, o.Records); err != nil {
+		return err
 	}
 	if o.Runs == 0 {
 		o.Runs = 3
@@ -139,8 +144,11 @@ func (o *Options) defaults() error {
 	if len(o.Profile) == 0 {
 		o.Profile = []string{Ours, Baseline}
 	}
-	if o.SamsaBufferMemory < 0 {
-		return fmt.Errorf("samsa buffer memory %d < 0", o.SamsaBufferMemory)
+	if o.BufferMemory == 0 {
+		o.BufferMemory = workload.DefaultBufferMemory
+	}
+	if o.BufferMemory < workload.BatchBytes {
+		return fmt.Errorf("buffer memory %d is below the batch size (%d)", o.BufferMemory, workload.BatchBytes)
 	}
 	if o.Log == nil {
 		o.Log = io.Discard
@@ -164,6 +172,49 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("a Kafka bootstrap address needs broker %s, not %s", BrokerKafka, o.Broker)
 	}
 	return nil
+}
+
+// ValuesOwn in Options.Values stands for each workload's own values.
+const ValuesOwn = "own"
+
+// expand returns the names of the variants of workloads (names or IDs) in
+// each key order of keys (unkeyed workloads once) and with each kind of
+// values of values (ValuesOwn: the workload's own), in that order, each
+// once. Without keys or values a workload runs as named.
+func expand(workloads, keys, values []string, records int) ([]string, error) {
+	if len(keys) == 0 {
+		keys = []string{""}
+	}
+	if len(values) == 0 {
+		values = []string{ValuesOwn}
+	}
+	var out []string
+	for _, w := range workloads {
+		base, err := workload.ByName(w, records)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range keys {
+			ks := base
+			if k != "" {
+				if ks, err = base.WithKeys(k); err != nil {
+					return nil, err
+				}
+			}
+			for _, v := range values {
+				vs := ks
+				if v != ValuesOwn {
+					if vs, err = ks.WithValues(v); err != nil {
+						return nil, err
+					}
+				}
+				if !slices.Contains(out, vs.Name) {
+					out = append(out, vs.Name)
+				}
+			}
+		}
+	}
+	return out, nil
 }
 
 // Report is the outcome of Run.
@@ -195,12 +246,9 @@ type Report struct {
 	RSSIntervalNanos time.Duration `json:"rss_interval_ns"`
 	// BuildErrors maps a client that could not be built to the error.
 	BuildErrors map[string]string `json:"build_errors,omitempty"`
-	// SamsaBufferMemory is samsa's Config.BufferMemory in the runs, in
-	// bytes (Options.SamsaBufferMemory, or samsa's default).
-	SamsaBufferMemory int64 `json:"samsa_buffer_memory"`
-	// PeerBufferMemory is the bound the other clients buffer to, where
-	// they have one (workload.BufferBytes).
-	PeerBufferMemory int64 `json:"peer_buffer_memory"`
+	// BufferMemory is what every client with such a bound buffered at
+	// most in the runs, in bytes (Options.BufferMemory).
+	BufferMemory int64 `json:"buffer_memory"`
 	// Notes maps each client to the choices it reported (idempotence,
 	// partitioner, delivery path).
 	Notes     map[string]string `json:"notes"`
@@ -286,7 +334,9 @@ type RunResult struct {
 	// during the run, from its counters before and after (the warm-up
 	// record included): record batches, their records, and their length
 	// as produced, headers included. All zero when the broker's counters
-	// could not be read.
+	// could not be read; Batches zero on real Kafka, which does not count
+	// them (its BrokerRecords and WireBytes come from the topic's end
+	// offsets and log sizes).
 	Batches       int64 `json:"broker_batches,omitempty"`
 	BrokerRecords int64 `json:"broker_records,omitempty"`
 	WireBytes     int64 `json:"wire_bytes,omitempty"`
@@ -329,10 +379,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		CPUs: numCPU(), Notes: map[string]string{}, BuildErrors: map[string]string{},
 		Skipped: map[string]string{}, Broker: describeBroker(o), BrokerName: o.Broker,
 		RSSIntervalNanos: RSSInterval, TLS: o.TLS, TLSCompare: o.TLSCompare,
-		SamsaBufferMemory: o.SamsaBufferMemory, PeerBufferMemory: workload.BufferBytes,
-	}
-	if rep.SamsaBufferMemory == 0 {
-		rep.SamsaBufferMemory = SamsaDefaultBufferMemory
+		BufferMemory: o.BufferMemory,
 	}
 	var err error
 	if o.modDir, err = moduleDir(ctx); err != nil {
@@ -367,6 +414,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep.LoadStart = loadAvg()
 	for _, name := range o.Workloads {
 		spec, _ := workload.ByName(name, o.Records)
+		spec.BufferMemory = o.BufferMemory
 		rep.Workloads = append(rep.Workloads, runWorkload(ctx, o, spec, rep))
 		if ctx.Err() != nil {
 			return rep, ctx.Err()
@@ -478,9 +526,10 @@ func build(ctx context.Context, o Options, buildErrs map[string]string) (goVersi
 const benchModule = "github.com/samsa-go/samsa/bench"
 
 // moduleDir returns the directory of the bench module, which the go command
-// must run in to build the clients.
+// must run in to build the clients. It names the module, since in the
+// repository's workspace (go.work) "go list -m" lists every module.
 func moduleDir(ctx context.Context) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Path}} {{.Dir}}").Output()
+	out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Path}} {{.Dir}}", benchModule).Output()
 	if err != nil {
 		return "", fmt.Errorf("go list -m (run peerbench from inside bench/): %w", err)
 	}
@@ -509,11 +558,7 @@ func runWorkload(ctx context.Context, o Options, spec workload.Spec, rep *Report
 		fmt.Fprintf(o.Log, "workload %s: %v\n", spec.Name, err)
 	} else {
 		counts := runStats{snap: b.stats}
-		countsOK := true
-		if err := counts.start(); errors.Is(err, errNoCounters) {
-			countsOK = false
-			fmt.Fprintf(o.Log, "workload %s: the broker has no counters (records/batch and wire bytes left out)\n", spec.Name)
-		} else if err != nil {
+		if err := counts.start(); err != nil {
 			fmt.Fprintf(o.Log, "workload %s: no broker counters (records/batch and wire bytes left out): %v\n", spec.Name, err)
 		}
 		for r := range o.Runs {
@@ -533,9 +578,7 @@ func runWorkload(ctx context.Context, o Options, spec workload.Spec, rep *Report
 				}
 				// The client has exited: every batch it got acknowledged is
 				// counted. A failure here costs the columns, never the run.
-				if !countsOK {
-					// nothing to count
-				} else if d, ok, err := counts.next(); err != nil {
+				if d, ok, err := counts.next(); err != nil {
 					fmt.Fprintf(o.Log, "  %-9s run %d: no broker counters: %v\n", c, r+1, err)
 				} else if ok {
 					res.Batches, res.BrokerRecords, res.WireBytes = d.Batches, d.Records, d.Bytes
@@ -639,9 +682,7 @@ func runClient(ctx context.Context, o Options, spec workload.Spec, addr string, 
 	if v.tls {
 		args = append(args, "-tls-ca", caFile(o, spec))
 	}
-	if client == Ours && o.SamsaBufferMemory > 0 {
-		args = append(args, "-buffer-memory", strconv.FormatInt(o.SamsaBufferMemory, 10))
-	}
+	args = append(args, "-buffer-memory", strconv.FormatInt(spec.BufferMemory, 10))
 	profile := ""
 	if o.ProfileDir != "" && slices.Contains(o.Profile, client) && client != Java {
 		name := filepath.Join(o.ProfileDir, fmt.Sprintf("%s-%s-run%d", spec.Name, v.name(o), run+1))

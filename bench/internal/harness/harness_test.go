@@ -74,7 +74,9 @@ func TestOptionsDefaults(t *testing.T) {
 		{name: "TLS compare needs testbroker", in: Options{Broker: BrokerKfake, TLSCompare: true}, err: "comparing plaintext with TLS needs broker testbroker"},
 		{name: "no TLS with real Kafka", in: Options{Broker: BrokerKafka, TLS: true}, err: "TLS needs broker testbroker or kfake"},
 		{name: "TLS compare implies TLS", in: Options{TLSCompare: true}, clients: Clients},
-		{name: "negative samsa buffer memory", in: Options{SamsaBufferMemory: -1}, err: "samsa buffer memory -1"},
+		{name: "buffer memory below a batch", in: Options{BufferMemory: 1 << 10}, err: "buffer memory 1024 is below the batch size"},
+		{name: "unknown key order", in: Options{Keys: []string{"random"}}, err: `unknown key order "random"`},
+		{name: "unknown values", in: Options{Values: []string{"xml"}}, err: `unknown values "xml"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -89,6 +91,7 @@ func TestOptionsDefaults(t *testing.T) {
 			assert.Equal(t, workload.DefaultRecords, o.Records)
 			assert.Equal(t, 3, o.Runs)
 			assert.Len(t, o.Workloads, len(workload.All(1)))
+			assert.Equal(t, int64(workload.DefaultBufferMemory), o.BufferMemory, "64 MiB for every client")
 			assert.Equal(t, []string{Ours, Baseline}, o.Profile, "the codec split compares samsa with kgo")
 		})
 	}
@@ -156,14 +159,15 @@ func runTinyWith(t *testing.T, o Options) *Report {
 	defer cancel()
 	var log bytes.Buffer
 	o.Records, o.Runs, o.Timeout, o.BinDir, o.Log = tinyRecords, 1, 3*time.Minute, t.TempDir(), &log
-	workloads := o.Workloads
+	want := o
+	require.NoError(t, want.defaults())
 	rep, err := Run(ctx, o)
 	require.NoError(t, err, "log:\n%s", log.String())
 	require.Empty(t, rep.BuildErrors)
 	require.Empty(t, rep.Skipped)
-	require.Len(t, rep.Workloads, len(workloads))
+	require.Len(t, rep.Workloads, len(want.Workloads))
 	assert.NotContains(t, log.String(), "reading the CPU profile")
-	counted := o.Broker != BrokerKafka // real Kafka has no counters
+	batches := o.Broker != BrokerKafka // real Kafka counts records and bytes, not batches
 
 	var md bytes.Buffer
 	require.NoError(t, rep.WriteMarkdown(&md))
@@ -184,16 +188,17 @@ func runTinyWith(t *testing.T, o Options) *Report {
 			assert.Positive(t, slices.Max(r.RSSKiB))
 			assert.LessOrEqual(t, slices.Max(r.RSSKiB)<<10, r.PeakRSSBytes, "the peak covers every sample")
 			assert.Contains(t, md.String(), "Broker: "+rep.Broker)
-			if counted {
-				// The broker's counts: every record (and the warm-up) was
-				// appended during the run, in at least one 61-byte batch.
-				assert.GreaterOrEqual(t, r.BrokerRecords, int64(tinyRecords), "%s on %s", s.Client, w.Spec.Name)
+			// The broker's counts: every record (and the warm-up) was
+			// appended during the run, in at least one 61-byte batch.
+			assert.GreaterOrEqual(t, r.BrokerRecords, int64(tinyRecords), "%s on %s", s.Client, w.Spec.Name)
+			assert.Positive(t, s.WireBytesPerRecord, "%s on %s: wire bytes for every client", s.Client, w.Spec.Name)
+			if batches {
 				assert.Positive(t, r.Batches)
 				assert.GreaterOrEqual(t, r.WireBytes, 61*r.Batches)
 				assert.Positive(t, s.RecordsPerBatch)
-				assert.Positive(t, s.WireBytesPerRecord)
 			} else {
 				assert.Zero(t, r.Batches)
+				assert.GreaterOrEqual(t, r.WireBytes, int64(61))
 			}
 			assert.Equal(t, 1, s.OK)
 			assert.Positive(t, s.ThroughputRatio)
@@ -214,9 +219,9 @@ func runTinyWith(t *testing.T, o Options) *Report {
 	return rep
 }
 
-// TestRunQuick runs ours and kgo through every workload, 10 000-partition
-// topic included, end to end: build, broker process, client processes,
-// getrusage, report.
+// TestRunQuick runs ours and kgo through issue 26's six workloads,
+// 10 000-partition topic included, end to end: build, broker process,
+// client processes, getrusage, report.
 func TestRunQuick(t *testing.T) {
 	var all []string
 	for _, s := range workload.All(tinyRecords) {
@@ -246,25 +251,36 @@ func TestRunOtherPeers(t *testing.T) {
 }
 
 // TestRunKfake runs ours and kgo against kfake in its own process, in
-// blackhole mode and storing, with the CPU profiles split by codec.
+// blackhole mode and storing, with the CPU profiles split by codec, in
+// other key orders and with other values than the workloads' own.
 func TestRunKfake(t *testing.T) {
 	cases := []struct {
 		name      string
 		store     bool
 		workloads []string
-		buffer    int64 // Options.SamsaBufferMemory
+		keys      []string
+		values    []string
+		buffer    int64 // Options.BufferMemory
+		want      []string
 		header    string
 	}{
-		{"blackhole", false, []string{"100B-lz4", "100B-keyed-10k-partitions"}, 0, "Buffer memory: samsa 32 MiB (Config.BufferMemory, its default)"},
-		{"storing", true, []string{"100B-lz4"}, 64 << 20, "Buffer memory: samsa 64 MiB (Config.BufferMemory, -samsa-buffer-memory)"},
+		{"blackhole, zipf keys", false, []string{"W2c", "W4"}, []string{"zipf"}, nil, 0,
+			[]string{"100B-json-lz4", "100B-keyed-10k-partitions-zipf"}, "Buffer memory: 64 MiB for every client with such a bound"},
+		{"storing, ordered keys, letters", true, []string{"W3c"}, []string{"ordered"}, []string{ValuesOwn, "letters"}, 32 << 20,
+			[]string{"1KiB-json-zstd-keyed-ordered", "1KiB-json-zstd-keyed-ordered-letters"}, "Buffer memory: 32 MiB for every client with such a bound"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			prof := t.TempDir()
 			rep := runTinyWith(t, Options{
-				Clients: []string{"samsa", "kgo"}, Workloads: tc.workloads,
-				Broker: BrokerKfake, BrokerStore: tc.store, ProfileDir: prof, SamsaBufferMemory: tc.buffer,
+				Clients: []string{"samsa", "kgo"}, Workloads: tc.workloads, Keys: tc.keys, Values: tc.values,
+				Broker: BrokerKfake, BrokerStore: tc.store, ProfileDir: prof, BufferMemory: tc.buffer,
 			})
+			var names []string
+			for _, w := range rep.Workloads {
+				names = append(names, w.Spec.Name)
+			}
+			assert.Equal(t, tc.want, names)
 			var md bytes.Buffer
 			require.NoError(t, rep.WriteMarkdown(&md))
 			assert.Contains(t, md.String(), tc.header)
@@ -272,7 +288,7 @@ func TestRunKfake(t *testing.T) {
 			assert.Contains(t, rep.Broker, "kfake")
 			assert.Equal(t, !tc.store, strings.Contains(rep.Broker, "blackhole"))
 			for _, c := range []string{"samsa", "kgo"} {
-				_, err := os.Stat(filepath.Join(prof, "100B-lz4-"+c+"-run1.pprof"))
+				_, err := os.Stat(filepath.Join(prof, tc.want[0]+"-"+c+"-run1.pprof"))
 				assert.NoError(t, err, "%s's CPU profile", c)
 			}
 		})
@@ -295,7 +311,8 @@ func TestRunJava(t *testing.T) {
 		assert.Contains(t, log.String(), "skipping the Java client: "+why)
 		return
 	}
-	rep := runTiny(t, []string{Java}, []string{"1KiB-zstd-keyed"}) // keys, and zstd through JNI
+	// Keys in the zipf order the payload file carries, and zstd through JNI.
+	rep := runTinyWith(t, Options{Clients: []string{Java}, Workloads: []string{"W3"}, Keys: []string{workload.KeysZipf}})
 	assert.NotEmpty(t, rep.Notes[Java])
 	assert.NotEmpty(t, rep.JavaVersion)
 	for _, w := range rep.Workloads {

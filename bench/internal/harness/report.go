@@ -53,6 +53,8 @@ func (s *Summary) summarize() {
 		}
 		if r.Batches > 0 && r.BrokerRecords > 0 {
 			perBatch = append(perBatch, r.RecordsPerBatch())
+		}
+		if r.BrokerRecords > 0 && r.WireBytes > 0 { // real Kafka: no batch count
 			wire = append(wire, r.WireBytesPerRecord())
 		}
 	}
@@ -140,12 +142,12 @@ func (w *WorkloadReport) Target() (ok bool, verdict string) {
 		base.CPURatio, Baseline, TargetCPURatio, word(cpuOK))
 }
 
-// Describe returns the workload in words: "1000000 × 100 B, unkeyed, no
-// compression, 8 partitions".
+// Describe returns the workload in words: "W1, 1000000 × 100 B text,
+// unkeyed, no compression, 8 partitions".
 func Describe(s workload.Spec) string {
 	keys := "unkeyed"
 	if s.Keys > 0 {
-		keys = fmt.Sprintf("%d keys", s.Keys)
+		keys = fmt.Sprintf("%d keys %s", s.Keys, s.KeyOrder)
 	}
 	comp := s.Compression
 	if comp == "none" {
@@ -155,7 +157,11 @@ func Describe(s workload.Spec) string {
 	if s.ValueSize%1024 == 0 {
 		size = fmt.Sprintf("%d KiB", s.ValueSize/1024)
 	}
-	return fmt.Sprintf("%d × %s, %s, %s, %d partitions", s.Records, size, keys, comp, s.Partitions)
+	id := ""
+	if s.ID != "" {
+		id = s.ID + ", "
+	}
+	return fmt.Sprintf("%s%d × %s %s, %s, %s, %d partitions", id, s.Records, size, s.Values, keys, comp, s.Partitions)
 }
 
 // mib formats n bytes as "32 MiB".
@@ -166,12 +172,15 @@ func mib(n int64) string {
 	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }
 
-// defaultNote says whether samsa ran with its default buffer memory.
-func defaultNote(n int64) string {
-	if n == SamsaDefaultBufferMemory {
-		return ", its default"
-	}
-	return ", -samsa-buffer-memory"
+// BufferNote says in words what each client buffers under buffer memory
+// n: the bound each has, or that it has none.
+func BufferNote(n int64) string {
+	return fmt.Sprintf("Buffer memory: %s for every client with such a bound (samsa Config.BufferMemory: batch buffers at their allocated size "+
+		"and a completion per record; kgo MaxBufferedBytes: keys, values and headers, with its default MaxBufferedRecords 50 000 besides; "+
+		"Java buffer.memory: batch buffers of batch.size; librdkafka queue.buffering.max.kbytes: queued messages, with its default "+
+		"queue.buffering.max.messages 100 000 besides; kafka-go: keys and values written and not completed, bounded by the client, as "+
+		"kafka-go has no bound); sarama has no bound on bytes (its channels hold ChannelBufferSize, 256, messages each, and each "+
+		"broker's producer collects a request's worth while up to MaxOpenRequests, 5, are in flight).", mib(n))
 }
 
 // rssPoints is how many values of a run's RSS series the Markdown shows.
@@ -179,9 +188,13 @@ const rssPoints = 12
 
 // WriteMarkdown writes the report as Markdown: one table of medians for all
 // workloads, the codec split when the runs were profiled, the RSS series,
-// the verdict on the targets per workload, failures, and the clients'
-// notes.
-func (r *Report) WriteMarkdown(w io.Writer) error {
+// issue 26's targets, the verdict on issue 6's targets per workload,
+// failures, and the clients' notes.
+func (r *Report) WriteMarkdown(w io.Writer) error { return r.writeMarkdown(w, true) }
+
+// writeMarkdown is WriteMarkdown, with issue 26's targets only if checks
+// (a Suite writes them once for all its reports).
+func (r *Report) writeMarkdown(w io.Writer, checks bool) error {
 	var b strings.Builder
 	broker := r.Broker
 	if broker == "" {
@@ -190,9 +203,8 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	fmt.Fprintf(&b, "Peer benchmark, %s, %d CPUs, %s: median of %d runs per client, %d records per run (acks=all, linger 5 ms, batch 1 MiB). Took %s.\n\n",
 		r.Started.Format("2006-01-02"), r.CPUs, r.GoVersion, r.Runs, r.Records, r.Duration.Round(1e9))
 	fmt.Fprintf(&b, "Broker: %s, one per workload.\n\n", broker)
-	if r.SamsaBufferMemory > 0 {
-		fmt.Fprintf(&b, "Buffer memory: samsa %s (Config.BufferMemory%s); the others %s where they have a bound (kgo MaxBufferedBytes, librdkafka queue.buffering.max.kbytes, Java buffer.memory).\n\n",
-			mib(r.SamsaBufferMemory), defaultNote(r.SamsaBufferMemory), mib(r.PeerBufferMemory))
+	if r.BufferMemory > 0 {
+		b.WriteString(BufferNote(r.BufferMemory) + "\n\n")
 	}
 	if r.JavaVersion != "" {
 		fmt.Fprintf(&b, "Java: %s, kafka-clients 4.4.0.\n\n", r.JavaVersion)
@@ -217,7 +229,9 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	r.writeTLS(&b)
 	r.writeCodec(&b)
 	r.writeRSS(&b)
-	r.writeChecks(&b)
+	if checks {
+		writeChecks(&b, r.Checks())
+	}
 	b.WriteString("\nWorkloads:\n\n")
 	for _, wr := range r.Workloads {
 		_, verdict := wr.Target()
@@ -230,7 +244,8 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		"Peak RSS is the process's maxrss. Ratios are ours/peer: throughput > 1 and CPU < 1 favour samsa. " +
 		"records/batch and wire B/record are counted by the broker during each run (the warm-up record included): " +
 		"records / batches appended, and the bytes of those batches as sent (61-byte batch headers included, compressed) / records; " +
-		"– where the broker has no counters (real Kafka) or they could not be read.\n")
+		"on real Kafka the bytes are the growth of the topic's logs (DescribeLogDirs) and the records that of its end offsets (ListOffsets), " +
+		"and batches are not counted; – where a count could not be read.\n")
 	var fails []string
 	for _, wr := range r.Workloads {
 		if wr.Error != "" {

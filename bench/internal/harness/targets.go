@@ -2,36 +2,40 @@ package harness
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
-// Issue 17's targets, samsa against kgo: CPU per record on the
-// uncompressed and lz4 workloads, CPU outside the codec with zstd, peak RSS
-// on every workload, and the cost of a record with 10 000 partitions
-// against the cost with 8.
+// Issue 26's targets, samsa against kgo with both buffering the same
+// bytes (Options.BufferMemory): CPU per record on W1, W2, W2c and W4,
+// throughput and peak RSS on each of the six workloads, in every key
+// order and on every broker.
 const (
-	// TargetCPURatio17 is the highest ours/kgo CPU per record on W1, W2 and W4.
-	TargetCPURatio17 = 0.5
-	// TargetRestRatio17 is the highest ours/kgo CPU outside the codec on W3.
-	TargetRestRatio17 = 0.5
-	// TargetRSSRatio17 is the highest ours/kgo peak RSS on every workload.
-	TargetRSSRatio17 = 1.0
-	// TargetPartitionCost17 is the highest W4/W1 CPU per record of ours.
-	TargetPartitionCost17 = 1.5
+	// TargetCPURatioW1 is the highest ours/kgo CPU per record on W1.
+	TargetCPURatioW1 = 0.4
+	// TargetCPURatio26 is the highest ours/kgo CPU per record on W2, W2c
+	// and W4.
+	TargetCPURatio26 = 0.5
+	// TargetThroughputRatio26 is the lowest ours/kgo records/s on each
+	// workload.
+	TargetThroughputRatio26 = 1.5
+	// TargetRSSRatio26 is the highest ours/kgo peak RSS on each workload.
+	TargetRSSRatio26 = 1.0
 )
 
-// The workloads issue 17's targets name.
-const (
-	w1 = "100B"
-	w2 = "100B-lz4"
-	w3 = "1KiB-zstd-keyed"
-	w4 = "100B-keyed-10k-partitions"
-)
+// cpuTargets maps the IDs of the workloads with a CPU target to it.
+var cpuTargets = map[string]float64{"W1": TargetCPURatioW1, "W2": TargetCPURatio26, "W2c": TargetCPURatio26, "W4": TargetCPURatio26}
+
+// targetIDs are the workloads issue 26's targets cover, in order.
+var targetIDs = []string{"W1", "W2", "W2c", "W3", "W3c", "W4"}
 
 // Check is one target evaluated on a report.
 type Check struct {
-	Target   string  `json:"target"`
+	Target string `json:"target"`
+	// Workload is the workload's name (a variant's, with its key order
+	// or values), Broker the report's broker.
 	Workload string  `json:"workload"`
+	Broker   string  `json:"broker,omitempty"`
 	Value    float64 `json:"value"`
 	Limit    float64 `json:"limit"`
 	AtLeast  bool    `json:"at_least"` // Value must be >= Limit (else <=)
@@ -50,92 +54,73 @@ func (c Check) Met() bool {
 	return c.Value <= c.Limit
 }
 
-// Checks evaluates issue 17's targets on the workloads the report has.
-// Each needs both clients' successful runs; the W3 check needs CPU
-// profiles (-cpuprofile) and W4 against W1 needs both workloads.
+// Checks evaluates issue 26's targets on the workloads of the report
+// that they cover (by Spec.ID, every variant). Each needs both clients'
+// successful runs.
 func (r *Report) Checks() []Check {
 	var out []Check
-	byName := map[string]*WorkloadReport{}
-	for i := range r.Workloads {
-		byName[r.Workloads[i].Spec.Name] = &r.Workloads[i]
-	}
-	pair := func(w *WorkloadReport) (ours, base *Summary, ok bool) {
-		ours, base = w.summary(Ours), w.summary(Baseline)
-		return ours, base, ours != nil && base != nil && ours.OK > 0 && base.OK > 0
-	}
 	for i := range r.Workloads {
 		w := &r.Workloads[i]
-		name := w.Spec.Name
-		ours, base, ok := pair(w)
+		if !slices.Contains(targetIDs, w.Spec.ID) {
+			continue
+		}
+		ours, base := w.summary(Ours), w.summary(Baseline)
+		ok := ours != nil && base != nil && ours.OK > 0 && base.OK > 0
 		why := ""
 		if !ok {
 			why = "a client has no successful run"
 		}
-		switch name {
-		case w1, w2, w4:
-			out = append(out,
-				Check{Target: "CPU/record ours/kgo", Workload: name, Value: ratio(ok, base, func(s *Summary) float64 { return s.CPURatio }), Limit: TargetCPURatio17, Measured: ok, Why: why},
-				Check{Target: "records/s ours/kgo", Workload: name, Value: ratio(ok, base, func(s *Summary) float64 { return s.ThroughputRatio }), Limit: TargetThroughputRatio, AtLeast: true, Measured: ok, Why: why})
-		case w3:
-			c := Check{Target: "CPU outside the codec ours/kgo", Workload: name, Limit: TargetRestRatio17, Measured: ok, Why: why}
-			if ok && (ours.ProfiledRuns == 0 || base.ProfiledRuns == 0 || base.RestNsPerRecord == 0) {
-				c.Measured, c.Why = false, "needs CPU profiles of both (-cpuprofile DIR)"
-			} else if ok {
-				c.Value = ours.RestNsPerRecord / base.RestNsPerRecord
+		check := func(target string, limit float64, atLeast bool, value func() (float64, string)) {
+			c := Check{Target: target, Workload: w.Spec.Name, Broker: r.BrokerName, Limit: limit, AtLeast: atLeast, Measured: ok, Why: why}
+			if ok {
+				v, missing := value()
+				if missing != "" {
+					c.Measured, c.Why = false, missing
+				} else {
+					c.Value = v
+				}
 			}
 			out = append(out, c)
 		}
-		if name == w1 || name == w2 || name == w3 || name == w4 {
-			c := Check{Target: "peak RSS ours/kgo", Workload: name, Limit: TargetRSSRatio17, Measured: ok, Why: why}
-			if ok && base.PeakRSSBytes > 0 {
-				c.Value = float64(ours.PeakRSSBytes) / float64(base.PeakRSSBytes)
-			} else if ok {
-				c.Measured, c.Why = false, "no RSS for kgo"
+		if limit, has := cpuTargets[w.Spec.ID]; has {
+			check("CPU/record samsa/kgo", limit, false, func() (float64, string) { return base.CPURatio, "" })
+		}
+		check("records/s samsa/kgo", TargetThroughputRatio26, true, func() (float64, string) { return base.ThroughputRatio, "" })
+		check("peak RSS samsa/kgo", TargetRSSRatio26, false, func() (float64, string) {
+			if base.PeakRSSBytes <= 0 {
+				return 0, "no RSS for kgo"
 			}
-			out = append(out, c)
-		}
-	}
-	if a, b := byName[w1], byName[w4]; a != nil && b != nil {
-		o1, o4 := a.summary(Ours), b.summary(Ours)
-		c := Check{Target: "CPU/record W4 / W1 (ours)", Workload: w4 + " / " + w1, Limit: TargetPartitionCost17}
-		if o1 != nil && o4 != nil && o1.OK > 0 && o4.OK > 0 && o1.CPUNsPerRecord > 0 {
-			c.Measured, c.Value = true, o4.CPUNsPerRecord/o1.CPUNsPerRecord
-		} else {
-			c.Why = "samsa has no successful run of one of them"
-		}
-		out = append(out, c)
+			return float64(ours.PeakRSSBytes) / float64(base.PeakRSSBytes), ""
+		})
 	}
 	return out
 }
 
-func ratio(ok bool, s *Summary, f func(*Summary) float64) float64 {
-	if !ok {
-		return 0
-	}
-	return f(s)
-}
-
-// writeChecks writes issue 17's targets as a list, when the report has
-// any of the workloads they name.
-func (r *Report) writeChecks(b *strings.Builder) {
-	checks := r.Checks()
+// writeChecks writes checks as a list under a heading, when there are
+// any.
+func writeChecks(b *strings.Builder, checks []Check) {
 	if len(checks) == 0 {
 		return
 	}
-	b.WriteString("\nIssue 17's targets (samsa against kgo, on this run):\n\n")
+	fmt.Fprintf(b, "\nIssue 26's targets (samsa against kgo, both buffering the same bytes; CPU/record ≤ %.1f× on W1 and ≤ %.1f× on W2, W2c and W4, "+
+		"records/s ≥ %.1f× and peak RSS ≤ %.1f× on each workload):\n\n", TargetCPURatioW1, TargetCPURatio26, TargetThroughputRatio26, TargetRSSRatio26)
 	for _, c := range checks {
 		cmp := "≤"
 		if c.AtLeast {
 			cmp = "≥"
 		}
+		where := c.Workload
+		if c.Broker != "" {
+			where += ", " + c.Broker
+		}
 		if !c.Measured {
-			fmt.Fprintf(b, "- %s, %s: not measured (%s); target %s %.2f\n", c.Target, c.Workload, c.Why, cmp, c.Limit)
+			fmt.Fprintf(b, "- %s, %s: not measured (%s); target %s %.2f\n", c.Target, where, c.Why, cmp, c.Limit)
 			continue
 		}
 		verdict := "met"
 		if !c.Met() {
 			verdict = "NOT met"
 		}
-		fmt.Fprintf(b, "- %s, %s: %.2f (target %s %.2f): %s\n", c.Target, c.Workload, c.Value, cmp, c.Limit, verdict)
+		fmt.Fprintf(b, "- %s, %s: %.2f (target %s %.2f): %s\n", c.Target, where, c.Value, cmp, c.Limit, verdict)
 	}
 }

@@ -55,15 +55,6 @@ type TLSClient interface {
 	UseTLS(caFile string, cfg *tls.Config)
 }
 
-// FlagClient is a Client with flags of its own (samsa's -buffer-memory).
-// Main calls Flags before it parses the command line; the flags are set
-// before Open.
-type FlagClient interface {
-	Client
-	// Flags registers the client's own flags on fs.
-	Flags(fs *flag.FlagSet)
-}
-
 // LoadCA returns a TLS client config that trusts only the PEM
 // certificates in caFile.
 func LoadCA(caFile string) (*tls.Config, error) {
@@ -157,9 +148,7 @@ func run(name string, c Client, args []string, stdout io.Writer) (err error) {
 	memprofile := fs.String("memprofile", "", "write a heap profile (in use and allocated) after the timed phase to this file")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
 	tlsCA := fs.String("tls-ca", "", "connect over TLS, trusting only the CA certificate in this PEM `file`")
-	if fc, ok := c.(FlagClient); ok {
-		fc.Flags(fs)
-	}
+	bufferMemory := fs.Int64("buffer-memory", DefaultBufferMemory, "bytes the client may buffer, where it has such a bound (Spec.BufferMemory)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -170,6 +159,7 @@ func run(name string, c Client, args []string, stdout io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
+	spec.BufferMemory = *bufferMemory
 	if err := spec.Validate(); err != nil {
 		return err
 	}

@@ -3,17 +3,20 @@
 //
 // # Workloads
 //
-// All returns the issue's four workloads (100-byte values without
+// All returns issue 26's six workloads, W1 to W4 (100-byte values without
 // compression, with lz4, 1 KiB keyed values with zstd, and 100-byte keyed
-// values over 10 000 partitions). Payload makes their keys and values once,
-// from a fixed seed, before the clock starts; values are text-like so that
-// compression has work to do.
+// values over 10 000 partitions) and W2c and W3c (W2 and W3 with JSON
+// values). Spec.WithKeys and Spec.WithValues make variants: keys in
+// another order (KeysScattered, KeysOrdered, KeysZipf) and other values
+// (ValuesText, ValuesJSON, ValuesLetters); ByName finds a workload or a
+// variant by its name or ID. Payload makes their keys and values once,
+// from fixed seeds, before the clock starts.
 //
 // # Shared knobs
 //
-// Linger (5 ms), BatchBytes (1 MiB), BufferBytes, MaxRequestBytes and
-// MaxBufferedRecords are the settings every client maps onto its own
-// options; acks=all everywhere.
+// Linger (5 ms), BatchBytes (1 MiB) and Spec.BufferMemory (-buffer-memory,
+// DefaultBufferMemory) are the settings every client maps onto its own
+// options; acks=all everywhere; everything else is each client's default.
 //
 // # Client processes
 //

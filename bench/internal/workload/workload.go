@@ -4,42 +4,46 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"strconv"
+	"slices"
+	"strings"
 	"time"
 )
 
-// The knobs shared by every client, as the issue fixes them.
+// The knobs shared by every client, as the issue fixes them. Everything
+// else is each client's default.
 const (
 	// Linger is how long a batch waits for more records (linger.ms=5).
 	Linger = 5 * time.Millisecond
 	// BatchBytes is the largest batch (batch.size=1MiB).
 	BatchBytes = 1 << 20
-	// BufferBytes bounds the memory a client buffers, where it has such a
-	// bound (buffer.memory, queue.buffering.max.kbytes, MaxBufferedBytes).
-	BufferBytes = 128 << 20
-	// MaxRequestBytes bounds one Produce request where a client has such a
-	// bound of its own (max.request.size, message.max.bytes). It must hold
-	// at least one full batch and its framing.
-	MaxRequestBytes = 16 << 20
-	// MaxBufferedRecords bounds the records a client buffers, where it
-	// counts records rather than bytes (queue.buffering.max.messages,
-	// kgo's MaxBufferedRecords): high enough that BufferBytes binds first
-	// on every workload but the 100-byte ones.
-	MaxBufferedRecords = 1 << 20
+	// DefaultBufferMemory is Spec.BufferMemory unless the harness says
+	// otherwise (peerbench -buffer-memory).
+	DefaultBufferMemory = 64 << 20
 )
 
 // Spec is one workload: what a client produces and to which topic.
 type Spec struct {
-	// Name identifies the workload in flags and tables.
+	// Name identifies the workload in flags and tables: a base workload's
+	// name (All, Optional), then "-" and the key order unless it is
+	// KeysScattered, then "-" and the values unless they are the base
+	// workload's own: "1KiB-zstd-keyed-zipf", "100B-letters".
 	Name string `json:"name"`
+	// ID is the base workload's short name in the issues ("W1", "W2c");
+	// empty for the optional ones.
+	ID string `json:"id,omitempty"`
 	// Records is the number of records to produce (the warm-up record
 	// excluded).
 	Records int `json:"records"`
 	// ValueSize is the size in bytes of every value.
 	ValueSize int `json:"value_size"`
+	// Values is the kind of values: ValuesText, ValuesJSON or
+	// ValuesLetters.
+	Values string `json:"values"`
 	// Keys is the number of distinct keys; 0 means unkeyed (null keys).
 	Keys int `json:"keys"`
+	// KeyOrder is the order records take their keys in: KeysScattered,
+	// KeysOrdered or KeysZipf; empty when unkeyed.
+	KeyOrder string `json:"key_order,omitempty"`
 	// Compression is "none", "lz4" or "zstd".
 	Compression string `json:"compression"`
 	// Partitions is the partition count of the workload's topic.
@@ -48,6 +52,12 @@ type Spec struct {
 	// commits a transaction every TxnRecords records (and the rest at
 	// the end). Only clients that are a TxnClient run such a workload.
 	TxnRecords int `json:"txn_records,omitempty"`
+	// BufferMemory is the bytes a client may buffer, for every client
+	// with such a bound (samsa BufferMemory, kgo MaxBufferedBytes, Java
+	// buffer.memory, librdkafka queue.buffering.max.kbytes, kafka-go's
+	// bytes in flight as its client bounds them). Not part of Name: the
+	// harness passes it to every client with -buffer-memory.
+	BufferMemory int64 `json:"buffer_memory"`
 }
 
 // Topic returns the name of the workload's topic.
@@ -56,33 +66,111 @@ func (s Spec) Topic() string { return "bench-" + s.Name }
 // DefaultRecords is the record count of every workload in a full run.
 const DefaultRecords = 1_000_000
 
-// All returns the four workloads of the issue, each with records records.
+// All returns the issue's six workloads, each with records records and
+// DefaultBufferMemory: W1 to W4 as the first peer benchmark ran them, and
+// W2c and W3c, W2 and W3 with JSON values.
 func All(records int) []Spec {
-	return []Spec{
-		{Name: "100B", Records: records, ValueSize: 100, Compression: "none", Partitions: 8},
-		{Name: "100B-lz4", Records: records, ValueSize: 100, Compression: "lz4", Partitions: 8},
-		{Name: "1KiB-zstd-keyed", Records: records, ValueSize: 1024, Keys: 10_000, Compression: "zstd", Partitions: 8},
-		{Name: "100B-keyed-10k-partitions", Records: records, ValueSize: 100, Keys: 100_000, Compression: "none", Partitions: 10_000},
-	}
+	return withBuffer([]Spec{
+		{Name: "100B", ID: "W1", Records: records, ValueSize: 100, Values: ValuesText, Compression: "none", Partitions: 8},
+		{Name: "100B-lz4", ID: "W2", Records: records, ValueSize: 100, Values: ValuesText, Compression: "lz4", Partitions: 8},
+		{Name: "100B-json-lz4", ID: "W2c", Records: records, ValueSize: 100, Values: ValuesJSON, Compression: "lz4", Partitions: 8},
+		{Name: "1KiB-zstd-keyed", ID: "W3", Records: records, ValueSize: 1024, Values: ValuesText, Keys: 10_000, KeyOrder: KeysScattered, Compression: "zstd", Partitions: 8},
+		{Name: "1KiB-json-zstd-keyed", ID: "W3c", Records: records, ValueSize: 1024, Values: ValuesJSON, Keys: 10_000, KeyOrder: KeysScattered, Compression: "zstd", Partitions: 8},
+		{Name: "100B-keyed-10k-partitions", ID: "W4", Records: records, ValueSize: 100, Values: ValuesText, Keys: 100_000, KeyOrder: KeysScattered, Compression: "none", Partitions: 10_000},
+	})
 }
 
-// ByName returns the workload of All named name.
-func ByName(name string, records int) (Spec, error) {
-	for _, s := range append(All(records), Optional(records)...) {
-		if s.Name == name {
-			return s, nil
-		}
+func withBuffer(specs []Spec) []Spec {
+	for i := range specs {
+		specs[i].BufferMemory = DefaultBufferMemory
 	}
-	return Spec{}, fmt.Errorf("unknown workload %q", name)
+	return specs
 }
 
 // Optional returns the workloads run only when named (-workloads): the
 // transactional one (issue 16: 1 000 records per transaction, samsa and
 // kgo, on kfake or Kafka; the test broker has no transactions yet).
 func Optional(records int) []Spec {
-	return []Spec{
-		{Name: "100B-txn", Records: records, ValueSize: 100, Compression: "none", Partitions: 8, TxnRecords: 1000},
+	return withBuffer([]Spec{
+		{Name: "100B-txn", Records: records, ValueSize: 100, Values: ValuesText, Compression: "none", Partitions: 8, TxnRecords: 1000},
+	})
+}
+
+// ByName returns the workload named name, with records records and
+// DefaultBufferMemory: a base workload of All or Optional by its name or
+// its ID ("W2c"), or a variant of one (WithKeys, WithValues) by its name,
+// or by its base's ID and the same suffixes ("W3-zipf" for
+// "1KiB-zstd-keyed-zipf"). A suffix that changes nothing (the key order of
+// an unkeyed workload, scattered keys, a workload's own values) is not
+// part of any name.
+func ByName(name string, records int) (Spec, error) {
+	base := name
+	var order, values string
+	if b, v, ok := cutSuffix(base, ValueKinds); ok {
+		base, values = b, v
 	}
+	if b, k, ok := cutSuffix(base, KeyOrders); ok {
+		base, order = b, k
+	}
+	for _, s := range append(All(records), Optional(records)...) {
+		if s.Name != base && !strings.EqualFold(s.ID, base) {
+			continue
+		}
+		if order != "" {
+			if s.Keys == 0 || order == KeysScattered {
+				break
+			}
+			s, _ = s.WithKeys(order) // a base workload's keys are scattered
+		}
+		if values != "" {
+			if values == s.Values {
+				break
+			}
+			s, _ = s.WithValues(values)
+		}
+		return s, nil
+	}
+	return Spec{}, fmt.Errorf("unknown workload %q", name)
+}
+
+// cutSuffix cuts "-" and one of words off the end of name.
+func cutSuffix(name string, words []string) (rest, word string, ok bool) {
+	for _, w := range words {
+		if r, found := strings.CutSuffix(name, "-"+w); found && r != "" {
+			return r, w, true
+		}
+	}
+	return name, "", false
+}
+
+// WithKeys returns s with its records taking their keys in order (one of
+// KeyOrders), named after it unless it is KeysScattered. An unkeyed
+// workload has no key order: it is returned as it is.
+func (s Spec) WithKeys(order string) (Spec, error) {
+	if !slices.Contains(KeyOrders, order) {
+		return Spec{}, fmt.Errorf("unknown key order %q (want one of %s)", order, strings.Join(KeyOrders, ", "))
+	}
+	if s.Keys == 0 || s.KeyOrder == order {
+		return s, nil
+	}
+	if s.KeyOrder != KeysScattered {
+		return Spec{}, fmt.Errorf("workload %s already has key order %s", s.Name, s.KeyOrder)
+	}
+	s.Name, s.KeyOrder = s.Name+"-"+order, order
+	return s, nil
+}
+
+// WithValues returns s with values of kind values (one of ValueKinds),
+// named after them unless they are s's own.
+func (s Spec) WithValues(values string) (Spec, error) {
+	if !slices.Contains(ValueKinds, values) {
+		return Spec{}, fmt.Errorf("unknown values %q (want one of %s)", values, strings.Join(ValueKinds, ", "))
+	}
+	if s.Values == values {
+		return s, nil
+	}
+	s.Name, s.Values = s.Name+"-"+values, values
+	return s, nil
 }
 
 // Validate reports a Spec that no client could run.
@@ -97,14 +185,23 @@ func (s Spec) Validate() error {
 	if s.ValueSize <= 0 || s.ValueSize > BatchBytes/2 {
 		errs = append(errs, fmt.Errorf("workload %s: value size %d not in [1, %d]", s.Name, s.ValueSize, BatchBytes/2))
 	}
+	if !slices.Contains(ValueKinds, s.Values) {
+		errs = append(errs, fmt.Errorf("workload %s: values %q is not one of %s", s.Name, s.Values, strings.Join(ValueKinds, ", ")))
+	}
 	if s.Keys < 0 {
 		errs = append(errs, fmt.Errorf("workload %s: keys %d < 0", s.Name, s.Keys))
+	}
+	if s.Keys > 0 && !slices.Contains(KeyOrders, s.KeyOrder) {
+		errs = append(errs, fmt.Errorf("workload %s: key order %q is not one of %s", s.Name, s.KeyOrder, strings.Join(KeyOrders, ", ")))
 	}
 	if s.TxnRecords < 0 {
 		errs = append(errs, fmt.Errorf("workload %s: txn records %d < 0", s.Name, s.TxnRecords))
 	}
 	if s.Partitions <= 0 {
 		errs = append(errs, fmt.Errorf("workload %s: partitions %d <= 0", s.Name, s.Partitions))
+	}
+	if s.BufferMemory < BatchBytes {
+		errs = append(errs, fmt.Errorf("workload %s: buffer memory %d below the batch size %d", s.Name, s.BufferMemory, BatchBytes))
 	}
 	switch s.Compression {
 	case "none", "lz4", "zstd":
@@ -113,69 +210,6 @@ func (s Spec) Validate() error {
 	}
 	return errors.Join(errs...)
 }
-
-// valuePoolSize is the number of distinct values a Payload holds; records
-// cycle through them.
-const valuePoolSize = 4096
-
-// Payload holds the keys and values of a workload, made once before the
-// clock starts so that every client pays nothing to make them. Its slices
-// are never written after NewPayload returns, so clients that keep a
-// reference until the ack (kgo, sarama, kafka-go) may share them.
-type Payload struct {
-	keys   [][]byte
-	values [][]byte
-}
-
-// words is the vocabulary of values: text-like, so that lz4 and zstd find
-// something to compress (about 2-3x), as in typical JSON or log records.
-var words = []string{
-	"user", "id", "event", "click", "view", "purchase", "session", "time",
-	"region", "eu-west", "us-east", "status", "ok", "error", "retry",
-	"amount", "currency", "EUR", "USD", "device", "mobile", "desktop",
-	"page", "home", "cart", "checkout", "true", "false", "null", "count",
-}
-
-// NewPayload makes s's keys and values from a fixed seed: every client, and
-// every run, produces the same bytes.
-func NewPayload(s Spec) *Payload {
-	rng := rand.New(rand.NewPCG(1, uint64(s.ValueSize)))
-	p := &Payload{values: make([][]byte, valuePoolSize)}
-	for i := range p.values {
-		v := make([]byte, 0, s.ValueSize+16)
-		for len(v) < s.ValueSize {
-			v = append(v, '"')
-			v = append(v, words[rng.IntN(len(words))]...)
-			v = append(v, '"', ':')
-			v = strconv.AppendUint(v, uint64(rng.Uint32()%100000), 10)
-			v = append(v, ',')
-		}
-		p.values[i] = v[:s.ValueSize:s.ValueSize]
-	}
-	if s.Keys > 0 {
-		p.keys = make([][]byte, s.Keys)
-		for i := range p.keys {
-			p.keys[i] = []byte(fmt.Sprintf("key-%08d", i))
-		}
-	}
-	return p
-}
-
-// KeyStride scatters keys: record i takes key (i × KeyStride) mod Keys.
-const KeyStride = 7919
-
-// Key returns record i's key, nil for an unkeyed workload. Consecutive
-// records take keys in a scattered order, so that keyed batches do not fill
-// one partition at a time.
-func (p *Payload) Key(i int) []byte {
-	if len(p.keys) == 0 {
-		return nil
-	}
-	return p.keys[(i*KeyStride)%len(p.keys)]
-}
-
-// Value returns record i's value.
-func (p *Payload) Value(i int) []byte { return p.values[i%len(p.values)] }
 
 // Result is what a client process prints, as one JSON line on stdout, when
 // it has produced a workload.

@@ -36,21 +36,24 @@ public final class BenchProducer {
     // The shared knobs of Go's package workload.
     static final int LINGER_MS = 5;
     static final int BATCH_BYTES = 1 << 20;
-    static final long BUFFER_BYTES = 128L << 20;
-    static final int MAX_REQUEST_BYTES = 16 << 20;
+    // buffer.memory when -buffer-memory is not given (workload.DefaultBufferMemory).
+    static final long DEFAULT_BUFFER_BYTES = 64L << 20;
 
     static final String NOTES = "idempotent (default since Kafka 3.0); murmur2 for keys, "
             + "built-in uniform sticky partitioning for null keys (default); "
-            + "send with a Callback, then flush; JVM defaults (heap, GC)";
+            + "send with one Callback object for every record, then flush; JVM defaults (heap, GC)";
 
     /** The payload file of Go's workload.Payload.WriteFile. */
     static final class Payload {
         String workload, topic, compression;
         int keyStride;
         byte[][] values, keys;
+        int[] keyOrder; // the key of each draw (zipf); empty: keyStride
 
         byte[] key(long i) {
-            return keys.length == 0 ? null : keys[(int) ((i * keyStride) % keys.length)];
+            if (keys.length == 0) return null;
+            if (keyOrder.length > 0) return keys[keyOrder[(int) (i % keyOrder.length)]];
+            return keys[(int) ((i * keyStride) % keys.length)];
         }
 
         byte[] value(long i) {
@@ -79,7 +82,7 @@ public final class BenchProducer {
 
         static Payload read(String path) throws IOException {
             try (DataInputStream in = new DataInputStream(new BufferedInputStream(new FileInputStream(path)))) {
-                if (!line(in).equals("samsa-bench-payload 1")) throw new IOException(path + ": not a payload file");
+                if (!line(in).equals("samsa-bench-payload 2")) throw new IOException(path + ": not a payload file");
                 Payload p = new Payload();
                 Map<String, String> h = new HashMap<>();
                 for (int i = 0; i < 5; i++) {
@@ -92,6 +95,12 @@ public final class BenchProducer {
                 p.keyStride = Integer.parseInt(h.get("key-stride"));
                 p.values = list(in, "values");
                 p.keys = list(in, "keys");
+                String[] f = line(in).split(" ", 2);
+                if (f.length != 2 || !f[0].equals("key-order")) throw new IOException("payload file: want key-order");
+                p.keyOrder = new int[Integer.parseInt(f[1])];
+                for (int i = 0; i < p.keyOrder.length; i++) {
+                    p.keyOrder[i] = in.readInt(); // big-endian, as written
+                }
                 return p;
             }
         }
@@ -173,6 +182,7 @@ public final class BenchProducer {
         }
         long records = Long.parseLong(flags.getOrDefault("records", "1000000"));
         long timeoutNanos = durationNanos(flags.getOrDefault("timeout", "10m"));
+        long bufferMemory = Long.parseLong(flags.getOrDefault("buffer-memory", Long.toString(DEFAULT_BUFFER_BYTES)));
         if (flags.containsKey("cpuprofile") || flags.containsKey("memprofile")) {
             System.err.println("java: -cpuprofile and -memprofile are ignored (Go clients only)");
         }
@@ -196,8 +206,7 @@ public final class BenchProducer {
         props.put(ProducerConfig.ACKS_CONFIG, "all");
         props.put(ProducerConfig.LINGER_MS_CONFIG, LINGER_MS);
         props.put(ProducerConfig.BATCH_SIZE_CONFIG, BATCH_BYTES);
-        props.put(ProducerConfig.BUFFER_MEMORY_CONFIG, BUFFER_BYTES);
-        props.put(ProducerConfig.MAX_REQUEST_SIZE_CONFIG, MAX_REQUEST_BYTES);
+        props.put(ProducerConfig.BUFFER_MEMORY_CONFIG, bufferMemory);
         String tlsCA = flags.get("tls-ca");
         if (tlsCA != null) {
             // TLS trusting only that CA; the host name is checked (Java's default).
@@ -208,7 +217,8 @@ public final class BenchProducer {
         props.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, p.compression);
         props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
         props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
-        // Idempotence, partitioner, in-flight requests: the Java defaults.
+        // Everything else is Java's default: idempotence, partitioner,
+        // in-flight requests, max.request.size.
 
         long setupStart = System.nanoTime();
         AtomicLong acked = new AtomicLong(), failed = new AtomicLong();

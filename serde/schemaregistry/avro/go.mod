@@ -1,0 +1,24 @@
+module github.com/samsa-go/samsa/serde/schemaregistry/avro
+
+go 1.26.0
+
+require (
+	github.com/hamba/avro/v2 v2.31.0
+	github.com/modern-go/reflect2 v1.0.2
+	github.com/samsa-go/samsa v0.1.0
+	github.com/samsa-go/samsa/serde/schemaregistry v0.1.0
+	github.com/stretchr/testify v1.12.1
+)
+
+require (
+	github.com/go-viper/mapstructure/v2 v2.4.0 // indirect
+	github.com/json-iterator/go v1.1.12 // indirect
+	github.com/klauspost/compress v1.20.4 // indirect
+	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
+	github.com/pierrec/lz4/v4 v4.1.33 // indirect
+	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
+	github.com/xdg-go/scram v1.4.0 // indirect
+	github.com/xdg-go/stringprep v1.0.4 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/text v0.3.8 // indirect
+)
