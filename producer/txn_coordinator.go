@@ -258,10 +258,11 @@ func (c *txnClient) do(ctx context.Context, k coordKey, req kmsg.Request, max in
 }
 
 // call sends the request build makes (afresh per attempt, at most at
-// version max; -1: the highest both sides serve) to k's coordinator until code, reading its answer, returns nil or an error
-// classifyTxn does not retry, or ctx ends. Coordinator moves find the
-// coordinator again; CONCURRENT_TRANSACTIONS retries after 20 ms, other
-// retriable errors with the producer's backoff.
+// version max; -1: the highest both sides serve) to k's coordinator until
+// code, reading its answer, returns nil or an error classifyTxn does not
+// retry, or ctx ends. Coordinator moves find the coordinator again;
+// CONCURRENT_TRANSACTIONS retries after 20 ms, other retriable errors with
+// the producer's backoff.
 func (c *txnClient) call(ctx context.Context, what string, k coordKey, max int16, build func() kmsg.Request, code func(kmsg.Response) error) error {
 	for attempt := 1; ; attempt++ {
 		resp, err := c.do(ctx, k, build(), max)
@@ -403,7 +404,8 @@ type producerIDEpoch struct {
 }
 
 // sendOffsets adds the group to the transaction (AddOffsetsToTxn), then
-// commits the offsets to the group coordinator (TxnOffsetCommit).
+// commits the offsets to the group coordinator (TxnOffsetCommit); at
+// transaction version 2, TxnOffsetCommit v5 alone does both.
 func (c *txnClient) sendOffsets(ctx context.Context, p *Producer, offsets map[string]map[int32]TxnOffset, g GroupMetadata) error {
 	s := p.txnSink
 	info, err := s.txnQuery(ctx, true, false)
