@@ -480,6 +480,8 @@ type TxnOffset struct {
 // group (AddOffsetsToTxn), then sends the offsets to the group coordinator
 // (TxnOffsetCommit) with the member's generation and ids, and returns once
 // both answered, retrying coordinator moves and CONCURRENT_TRANSACTIONS.
+// At transaction version 2 (see Config.TransactionalID) TxnOffsetCommit
+// adds the group itself, and is the only request.
 //
 // It returns ctx.Err() if ctx ends first (the transaction stays open; call
 // it again or abort), ErrNoTransaction without an open transaction, an
