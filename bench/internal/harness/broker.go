@@ -301,6 +301,10 @@ func startKafka(ctx context.Context, o Options, spec workload.Spec) (brokerProc,
 	return k, nil
 }
 
+// maxPartitionsPerRequest is how many partitions createTopic asks for in
+// one request.
+const maxPartitionsPerRequest = 5000
+
 // createTopic creates topic with partitions partitions and replication
 // factor 1 (an existing topic with that many partitions will do), and waits
 // until every partition has a leader.
@@ -313,10 +317,14 @@ func createTopic(ctx context.Context, bootstrap, topic string, partitions int) e
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 
+	// Kafka's controller refuses (POLICY_VIOLATION) a request that makes
+	// more than 10 000 metadata records (KAFKA-17870): a topic record and
+	// its partitions. W4's 10 000 partitions are made in steps.
+	created := min(partitions, maxPartitionsPerRequest)
 	req := kmsg.NewPtrCreateTopicsRequest()
 	req.TimeoutMillis = 120_000
 	t := kmsg.NewCreateTopicsRequestTopic()
-	t.Topic, t.NumPartitions, t.ReplicationFactor = topic, int32(partitions), 1
+	t.Topic, t.NumPartitions, t.ReplicationFactor = topic, int32(created), 1
 	req.Topics = append(req.Topics, t)
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
@@ -325,8 +333,27 @@ func createTopic(ctx context.Context, bootstrap, topic string, partitions int) e
 	if len(resp.Topics) != 1 {
 		return fmt.Errorf("creating topic %s: %d topics in the answer", topic, len(resp.Topics))
 	}
-	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+	err = kerr.ErrorForCode(resp.Topics[0].ErrorCode)
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 		return fmt.Errorf("creating topic %s: %w", topic, err)
+	}
+	for err == nil && created < partitions {
+		created = min(created+maxPartitionsPerRequest, partitions)
+		preq := kmsg.NewPtrCreatePartitionsRequest()
+		preq.TimeoutMillis = 120_000
+		pt := kmsg.NewCreatePartitionsRequestTopic()
+		pt.Topic, pt.Count = topic, int32(created)
+		preq.Topics = append(preq.Topics, pt)
+		presp, perr := preq.RequestWith(ctx, cl)
+		if perr != nil {
+			return fmt.Errorf("adding partitions to topic %s: %w", topic, perr)
+		}
+		if len(presp.Topics) != 1 {
+			return fmt.Errorf("adding partitions to topic %s: %d topics in the answer", topic, len(presp.Topics))
+		}
+		if perr := kerr.ErrorForCode(presp.Topics[0].ErrorCode); perr != nil {
+			return fmt.Errorf("adding partitions to topic %s (to %d): %w", topic, created, perr)
+		}
 	}
 	for {
 		mreq := kmsg.NewPtrMetadataRequest()
