@@ -363,7 +363,9 @@ func createTopic(ctx context.Context, bootstrap, topic string, partitions int) e
 		mresp, err := mreq.RequestWith(ctx, cl)
 		if err == nil && len(mresp.Topics) == 1 && mresp.Topics[0].ErrorCode == 0 {
 			ps := mresp.Topics[0].Partitions
-			if len(ps) > 0 && len(ps) != partitions {
+			// Fewer: partitions just added may not be in this broker's
+			// metadata yet (an existing smaller topic times out below).
+			if len(ps) > partitions {
 				return fmt.Errorf("topic %s exists with %d partitions, not %d", topic, len(ps), partitions)
 			}
 			led := 0
@@ -378,7 +380,7 @@ func createTopic(ctx context.Context, bootstrap, topic string, partitions int) e
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("topic %s: not every partition has a leader: %w", topic, ctx.Err())
+			return fmt.Errorf("topic %s: not all of its %d partitions have a leader: %w", topic, partitions, ctx.Err())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
