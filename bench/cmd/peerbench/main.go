@@ -76,6 +76,7 @@ func run() error {
 	bindir := flag.String("bindir", "", "build the binaries here (default: a temporary directory)")
 	cpuprofile := flag.String("cpuprofile", "", "write CPU and heap profiles of the -profile clients' runs to this directory")
 	profile := flag.String("profile", harness.Ours+","+harness.Baseline, "comma-separated clients to profile with -cpuprofile")
+	freshValues := flag.Bool("fresh-values", false, "every record of the Go clients gets a newly allocated value, as an application that serializes each record passes (the clients that keep the caller's value until its completion then hold that memory); default: records share the payload's 4 096 values")
 	bufferMemory := flag.Int64("buffer-memory", workload.DefaultBufferMemory, "bytes every client may buffer, where it has such a bound (samsa BufferMemory, kgo MaxBufferedBytes, Java buffer.memory, librdkafka queue.buffering.max.kbytes, kafka-go's bytes in flight)")
 	strict := flag.Bool("strict", false, "exit with status 1 when a run fails or one of issue 26's targets against kgo is not met")
 	broker := flag.String("broker", harness.BrokerTestbroker, "comma-separated brokers to run against, in turn: "+strings.Join(harness.Brokers, "|")+
@@ -121,6 +122,7 @@ func run() error {
 		Log:        os.Stderr,
 
 		BufferMemory: *bufferMemory,
+		FreshValues:  *freshValues,
 
 		BrokerStore:    *brokerStore,
 		KafkaBootstrap: *kafkaBootstrap,

@@ -94,6 +94,10 @@ type Options struct {
 	// has such a bound (workload.Spec.BufferMemory; each client's -buffer-memory).
 	// Default workload.DefaultBufferMemory (64 MiB).
 	BufferMemory int64
+	// FreshValues gives every record of the Go clients a newly allocated
+	// value (workload.Spec.FreshValues); the Java client, which copies
+	// each value into its batch at send as samsa does, is not affected.
+	FreshValues bool
 	// Log receives progress lines. Default io.Discard.
 	Log io.Writer
 
@@ -249,6 +253,8 @@ type Report struct {
 	// BufferMemory is what every client with such a bound buffered at
 	// most in the runs, in bytes (Options.BufferMemory).
 	BufferMemory int64 `json:"buffer_memory"`
+	// FreshValues is Options.FreshValues.
+	FreshValues bool `json:"fresh_values,omitempty"`
 	// Notes maps each client to the choices it reported (idempotence,
 	// partitioner, delivery path).
 	Notes     map[string]string `json:"notes"`
@@ -379,7 +385,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		CPUs: numCPU(), Notes: map[string]string{}, BuildErrors: map[string]string{},
 		Skipped: map[string]string{}, Broker: describeBroker(o), BrokerName: o.Broker,
 		RSSIntervalNanos: RSSInterval, TLS: o.TLS, TLSCompare: o.TLSCompare,
-		BufferMemory: o.BufferMemory,
+		BufferMemory: o.BufferMemory, FreshValues: o.FreshValues,
 	}
 	var err error
 	if o.modDir, err = moduleDir(ctx); err != nil {
@@ -415,6 +421,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	for _, name := range o.Workloads {
 		spec, _ := workload.ByName(name, o.Records)
 		spec.BufferMemory = o.BufferMemory
+		spec.FreshValues = o.FreshValues
 		rep.Workloads = append(rep.Workloads, runWorkload(ctx, o, spec, rep))
 		if ctx.Err() != nil {
 			return rep, ctx.Err()
@@ -683,6 +690,9 @@ func runClient(ctx context.Context, o Options, spec workload.Spec, addr string, 
 		args = append(args, "-tls-ca", caFile(o, spec))
 	}
 	args = append(args, "-buffer-memory", strconv.FormatInt(spec.BufferMemory, 10))
+	if spec.FreshValues && client != Java {
+		args = append(args, "-fresh-values")
+	}
 	profile := ""
 	if o.ProfileDir != "" && slices.Contains(o.Profile, client) && client != Java {
 		name := filepath.Join(o.ProfileDir, fmt.Sprintf("%s-%s-run%d", spec.Name, v.name(o), run+1))

@@ -148,8 +148,8 @@ func (s *Suite) WriteSummary(w io.Writer) error {
 		r := s.Reports[0]
 		fmt.Fprintf(&b, "Summary, %s, %d CPUs, %s: median of %d runs of %d records per client, workload and broker (%s); "+
 			"acks=all, linger 5 ms, batch 1 MiB, %s of buffer memory for every client with such a bound, everything else each client's default; "+
-			"one callback, promise or delivery channel for every record. Ratios are samsa/client: throughput > 1 and CPU < 1 favour samsa.\n\n",
-			r.Started.Format("2006-01-02"), r.CPUs, r.GoVersion, r.Runs, r.Records, strings.Join(brokers, ", "), mib(r.BufferMemory))
+			"one callback, promise or delivery channel for every record%s. Ratios are samsa/client: throughput > 1 and CPU < 1 favour samsa.\n\n",
+			r.Started.Format("2006-01-02"), r.CPUs, r.GoVersion, r.Runs, r.Records, strings.Join(brokers, ", "), mib(r.BufferMemory), freshNote(r.FreshValues))
 	}
 	b.WriteString("samsa against kgo, each workload as its base runs it (its own values, scattered keys):\n\n")
 	if _, err := io.WriteString(w, b.String()); err != nil {
@@ -253,4 +253,12 @@ func (s *Suite) workloadNames() []string {
 		}
 	}
 	return out
+}
+
+// freshNote is what the summary's header says of Report.FreshValues.
+func freshNote(fresh bool) string {
+	if !fresh {
+		return ""
+	}
+	return "; every record of the Go clients has a newly allocated value (-fresh-values)"
 }

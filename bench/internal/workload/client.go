@@ -149,6 +149,7 @@ func run(name string, c Client, args []string, stdout io.Writer) (err error) {
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
 	tlsCA := fs.String("tls-ca", "", "connect over TLS, trusting only the CA certificate in this PEM `file`")
 	bufferMemory := fs.Int64("buffer-memory", DefaultBufferMemory, "bytes the client may buffer, where it has such a bound (Spec.BufferMemory)")
+	fresh := fs.Bool("fresh-values", false, "give every record a newly allocated value (Spec.FreshValues)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -160,6 +161,7 @@ func run(name string, c Client, args []string, stdout io.Writer) (err error) {
 		return err
 	}
 	spec.BufferMemory = *bufferMemory
+	spec.FreshValues = *fresh
 	if err := spec.Validate(); err != nil {
 		return err
 	}

@@ -72,6 +72,7 @@ type Payload struct {
 	// empty, is the key index of each draw (zipf) and stride is unused.
 	stride int
 	order  []int32
+	fresh  bool // Spec.FreshValues
 }
 
 // words is the vocabulary of ValuesText: text-like, so that lz4 and zstd
@@ -87,7 +88,7 @@ var words = []string{
 // NewPayload makes s's keys and values from fixed seeds: every client, and
 // every run, produces the same bytes.
 func NewPayload(s Spec) *Payload {
-	p := &Payload{values: make([][]byte, valuePoolSize), stride: KeyStride}
+	p := &Payload{values: make([][]byte, valuePoolSize), stride: KeyStride, fresh: s.FreshValues}
 	switch s.Values {
 	case ValuesJSON:
 		fillJSON(p.values, s.ValueSize)
@@ -247,5 +248,12 @@ func (p *Payload) Key(i int) []byte {
 	return p.keys[(i*p.stride)%len(p.keys)]
 }
 
-// Value returns record i's value.
-func (p *Payload) Value(i int) []byte { return p.values[i%len(p.values)] }
+// Value returns record i's value: with Spec.FreshValues a copy made for
+// this call, which the caller may keep.
+func (p *Payload) Value(i int) []byte {
+	v := p.values[i%len(p.values)]
+	if p.fresh {
+		return append(make([]byte, 0, len(v)), v...)
+	}
+	return v
+}

@@ -58,6 +58,14 @@ type Spec struct {
 	// bytes in flight as its client bounds them). Not part of Name: the
 	// harness passes it to every client with -buffer-memory.
 	BufferMemory int64 `json:"buffer_memory"`
+	// FreshValues gives every record a value of its own, newly allocated
+	// and filled before the client is handed it, as an application that
+	// serializes each record does; otherwise records share the payload's
+	// 4 096 values. A client that keeps the caller's value until the
+	// record completes (kgo, sarama, kafka-go) then holds that memory,
+	// as it would in an application. Not part of Name: the harness passes
+	// it to the Go clients with -fresh-values.
+	FreshValues bool `json:"fresh_values,omitempty"`
 }
 
 // Topic returns the name of the workload's topic.

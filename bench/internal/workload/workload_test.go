@@ -344,3 +344,17 @@ func TestRunFailsWithoutASetup(t *testing.T) {
 		})
 	}
 }
+
+// With FreshValues every call returns the same bytes in memory of its own,
+// which the caller may keep or change without touching the next record's.
+func TestPayloadFreshValues(t *testing.T) {
+	shared := NewPayload(Spec{ValueSize: 100, Values: ValuesText})
+	fresh := NewPayload(Spec{ValueSize: 100, Values: ValuesText, FreshValues: true})
+	a, b := fresh.Value(7), fresh.Value(7)
+	require.Equal(t, shared.Value(7), a)
+	require.Equal(t, a, b)
+	a[0] ^= 0xff
+	assert.NotEqual(t, a, b, "two calls share memory")
+	assert.Equal(t, shared.Value(7), fresh.Value(7), "a caller's change reached the payload")
+	assert.Same(t, &shared.Value(7)[0], &shared.Value(7)[0], "without FreshValues the payload's value itself")
+}
