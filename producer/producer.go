@@ -33,10 +33,11 @@ type Producer struct {
 	compressor *compression.Compressor
 
 	topics sync.Map // string → *topicState
-	// lastTopic is the topic the last Send that looked one up in topics
-	// found: most producers send to one topic, and comparing its name
-	// costs a few nanoseconds where the map's lookup costs 20–30 (topics
-	// are never removed, so a cached one stays valid).
+	// lastTopic is the topic the last lookup found in topics (a Send's,
+	// or the IO goroutine's): most producers send to one topic, and
+	// comparing its name costs a few nanoseconds where the map's lookup
+	// costs 20–30 (topics are never removed or replaced, so a cached one
+	// stays valid).
 	lastTopic atomic.Pointer[topicState]
 
 	// pending counts records accepted by Send and not yet completed, in

@@ -275,11 +275,13 @@ func startKafka(ctx context.Context, o Options, spec workload.Spec) (brokerProc,
 		sctx, cancel := context.WithTimeout(ctx, kafkaStartTimeout)
 		defer cancel()
 		cmd := exec.CommandContext(sctx, "bash", start, "-brokers", "1", "-dir", dir, "-no-auto-create")
-		// The interop tests' JVM (C1 only, serial GC: fast to start, steady
-		// from the first run), with Kafka's own 1 GiB heap
-		// (kafka-server-start.sh): W4's 10 000 partitions do not fit in
-		// their 384 MiB.
-		cmd.Env = append(os.Environ(), "SAMSA_KAFKA_JVM_OPTS="+kafkaJVMOpts)
+		// Unless SAMSA_KAFKA_JVM_OPTS is set: the interop tests' JVM (C1
+		// only, serial GC: fast to start, steady from the first run), with
+		// Kafka's own 1 GiB heap (kafka-server-start.sh): W4's 10 000
+		// partitions do not fit in their 384 MiB.
+		if _, set := os.LookupEnv("SAMSA_KAFKA_JVM_OPTS"); !set { // the user's choice wins (interop/kafka/lib.sh)
+			cmd.Env = append(os.Environ(), "SAMSA_KAFKA_JVM_OPTS="+kafkaJVMOpts)
+		}
 		var stdout bytes.Buffer
 		stderr := &tailBuffer{max: 4096}
 		cmd.Stdout, cmd.Stderr = &stdout, stderr
@@ -304,6 +306,25 @@ func startKafka(ctx context.Context, o Options, spec workload.Spec) (brokerProc,
 	}
 	k.log = &logStats{cl: cl, topic: spec.Topic(), partitions: spec.Partitions}
 	return k, nil
+}
+
+// partitionCount returns the number of partitions of an existing topic.
+func partitionCount(ctx context.Context, cl *kgo.Client, topic string) (int, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return 0, fmt.Errorf("topic %s: metadata: %w", topic, err)
+	}
+	if len(resp.Topics) != 1 {
+		return 0, fmt.Errorf("topic %s: metadata: %d topics in the answer", topic, len(resp.Topics))
+	}
+	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil {
+		return 0, fmt.Errorf("topic %s: metadata: %w", topic, err)
+	}
+	return len(resp.Topics[0].Partitions), nil
 }
 
 // kafkaJVMOpts are the broker's JVM options.
@@ -345,7 +366,17 @@ func createTopic(ctx context.Context, bootstrap, topic string, partitions int) e
 	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 		return fmt.Errorf("creating topic %s: %w", topic, err)
 	}
-	for err == nil && created < partitions {
+	if err != nil {
+		// It exists (an earlier run, perhaps one stopped while growing
+		// it): grow it from the partitions it has.
+		if created, err = partitionCount(ctx, cl, topic); err != nil {
+			return err
+		}
+		if created > partitions {
+			return fmt.Errorf("topic %s exists with %d partitions, not %d", topic, created, partitions)
+		}
+	}
+	for created < partitions {
 		created = min(created+maxPartitionsPerRequest, partitions)
 		preq := kmsg.NewPtrCreatePartitionsRequest()
 		preq.TimeoutMillis = 120_000
