@@ -1,0 +1,41 @@
+package harness
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// createTopic makes a topic of more partitions than one request may create
+// on Kafka (KAFKA-17870) in steps, grows a smaller existing topic (an
+// earlier run stopped while growing it), and refuses a larger one.
+func TestCreateTopicInStepsAndGrowing(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	require.NoError(t, err)
+	defer c.Close()
+	addr := c.ListenAddrs()[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	require.NoError(t, err)
+	defer cl.Close()
+
+	big := maxPartitionsPerRequest + 3
+	require.NoError(t, createTopic(ctx, addr, "big", big))
+	n, err := partitionCount(ctx, cl, "big")
+	require.NoError(t, err)
+	assert.Equal(t, big, n, "made in two steps")
+
+	require.NoError(t, createTopic(ctx, addr, "grown", 3))
+	require.NoError(t, createTopic(ctx, addr, "grown", 7), "an existing smaller topic is grown")
+	n, err = partitionCount(ctx, cl, "grown")
+	require.NoError(t, err)
+	assert.Equal(t, 7, n)
+
+	require.ErrorContains(t, createTopic(ctx, addr, "grown", 5), "exists with 7 partitions, not 5")
+}
