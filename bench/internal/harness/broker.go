@@ -308,23 +308,24 @@ func startKafka(ctx context.Context, o Options, spec workload.Spec) (brokerProc,
 	return k, nil
 }
 
-// partitionCount returns the number of partitions of an existing topic.
-func partitionCount(ctx context.Context, cl *kgo.Client, topic string) (int, error) {
+// topicPartitions returns an existing topic's partitions, as the broker
+// cl asks knows them.
+func topicPartitions(ctx context.Context, cl *kgo.Client, topic string) ([]kmsg.MetadataResponseTopicPartition, error) {
 	req := kmsg.NewPtrMetadataRequest()
 	rt := kmsg.NewMetadataRequestTopic()
 	rt.Topic = kmsg.StringPtr(topic)
 	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
-		return 0, fmt.Errorf("topic %s: metadata: %w", topic, err)
+		return nil, fmt.Errorf("topic %s: metadata: %w", topic, err)
 	}
 	if len(resp.Topics) != 1 {
-		return 0, fmt.Errorf("topic %s: metadata: %d topics in the answer", topic, len(resp.Topics))
+		return nil, fmt.Errorf("topic %s: metadata: %d topics in the answer", topic, len(resp.Topics))
 	}
 	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil {
-		return 0, fmt.Errorf("topic %s: metadata: %w", topic, err)
+		return nil, fmt.Errorf("topic %s: metadata: %w", topic, err)
 	}
-	return len(resp.Topics[0].Partitions), nil
+	return resp.Topics[0].Partitions, nil
 }
 
 // kafkaJVMOpts are the broker's JVM options.
@@ -369,9 +370,11 @@ func createTopic(ctx context.Context, bootstrap, topic string, partitions int) e
 	if err != nil {
 		// It exists (an earlier run, perhaps one stopped while growing
 		// it): grow it from the partitions it has.
-		if created, err = partitionCount(ctx, cl, topic); err != nil {
+		ps, err := topicPartitions(ctx, cl, topic)
+		if err != nil {
 			return err
 		}
+		created = len(ps)
 		if created > partitions {
 			return fmt.Errorf("topic %s exists with %d partitions, not %d", topic, created, partitions)
 		}
@@ -395,15 +398,9 @@ func createTopic(ctx context.Context, bootstrap, topic string, partitions int) e
 		}
 	}
 	for {
-		mreq := kmsg.NewPtrMetadataRequest()
-		mt := kmsg.NewMetadataRequestTopic()
-		mt.Topic = kmsg.StringPtr(topic)
-		mreq.Topics = append(mreq.Topics, mt)
-		mresp, err := mreq.RequestWith(ctx, cl)
-		if err == nil && len(mresp.Topics) == 1 && mresp.Topics[0].ErrorCode == 0 {
-			ps := mresp.Topics[0].Partitions
+		if ps, err := topicPartitions(ctx, cl, topic); err == nil {
 			// Fewer: partitions just added may not be in this broker's
-			// metadata yet (an existing smaller topic times out below).
+			// metadata yet.
 			if len(ps) > partitions {
 				return fmt.Errorf("topic %s exists with %d partitions, not %d", topic, len(ps), partitions)
 			}
