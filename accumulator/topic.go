@@ -68,14 +68,16 @@ type parkSegment[C any] struct {
 	next *parkSegment[C]
 }
 
-// parkSegmentLen is the records per segment: 64 × 88 bytes (a parked
-// record with the producer's completion) is a 5.6 KB small-object
-// allocation.
-const parkSegmentLen = 64
+// parkSegmentLen is the records per segment: 63 × 64 bytes (a parked
+// record with the producer's completion) and the link are 4 040 bytes, a
+// small object in the runtime's 4 KiB size class. 64 of them would round
+// up to the 4 864-byte class: 12 bytes a record that ParkCharge does not
+// cover.
+const parkSegmentLen = 63
 
 // keepFreeSegments is how many emptied segments a topic keeps for reuse:
 // enough for Sends that park while the IO goroutine moves records, few
-// enough (45 KB) to leave out of the bookkeeping charge.
+// enough (32 KiB) to leave out of the bookkeeping charge.
 const keepFreeSegments = 8
 
 func (q *parkQueue[C]) push(r parkedRecord[C]) {

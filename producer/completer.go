@@ -106,7 +106,7 @@ func (c *completer) complete(o *outcome) {
 		p.deliver(o.single, o.md, o.err)
 		p.acc.ReleaseFailed(1) // its charge, kept since it failed
 		c.freed()
-		p.finished(o.single.epoch, 1)
+		p.finished(o.single.epoch(), 1)
 		return
 	}
 	b := o.batch
@@ -141,7 +141,7 @@ func (c *completer) deliverFrom(o *outcome, md RecordMetadata, next int) (stop i
 	b := o.batch
 	defer func() {
 		if v := recover(); v != nil {
-			if b.Records.At(next).fut != nil {
+			if b.Records.At(next).kind() == kindFuture {
 				panic(v) // the producer's own bug, not user code
 			}
 			c.p.logPanic(v, "topic", md.Topic, "partition", md.Partition)
@@ -161,8 +161,8 @@ func (c *completer) deliverFrom(o *outcome, md RecordMetadata, next int) (stop i
 			md.Offset = o.baseOffset + int64(next)
 		}
 		r := b.Records.At(next)
-		if stamp && r.ts != lastMs {
-			lastMs, md.Timestamp = r.ts, time.UnixMilli(r.ts)
+		if ts := r.ts(); stamp && ts != lastMs {
+			lastMs, md.Timestamp = ts, time.UnixMilli(ts)
 		}
 		r.deliver(md, o.err)
 	}

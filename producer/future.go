@@ -3,7 +3,6 @@ package producer
 import (
 	"context"
 	"sync"
-	"time"
 )
 
 // Future is the outcome of one Send: it completes exactly once, when the
@@ -91,43 +90,4 @@ type Result struct {
 	Metadata RecordMetadata
 	// Err is why the record failed, or nil.
 	Err error
-}
-
-// completion is how a record's outcome is delivered: exactly one of fut, cb
-// and ch is set.
-type completion struct {
-	fut *Future
-	cb  func(RecordMetadata, error)
-	ch  chan<- Result
-	rec *Record // for ch
-	ts  int64   // the record's timestamp, Unix milliseconds
-	// obs is set only while a record-level hook exists (observe.go): it
-	// costs every record 8 bytes, charged to the pool with the rest.
-	obs *recordObs
-	// epoch is the Flush epoch's parity when the record was sent: the
-	// slot of Producer.pending that counts it.
-	epoch uint8
-}
-
-// deliver completes c. It runs on the completion goroutine, or on the
-// caller's goroutine for errors found by Send itself.
-func (c *completion) deliver(md RecordMetadata, err error) {
-	if err == nil {
-		if md.Timestamp.IsZero() { // not LogAppendTime
-			md.Timestamp = time.UnixMilli(c.ts)
-		}
-	} else {
-		md.Offset = -1
-	}
-	if c.obs != nil {
-		c.obs.completed(md, err) // before the Future or callback sees it
-	}
-	switch {
-	case c.fut != nil:
-		c.fut.complete(md, err)
-	case c.cb != nil:
-		c.cb(md, err)
-	case c.ch != nil:
-		c.ch <- Result{Record: c.rec, Metadata: md, Err: err}
-	}
 }

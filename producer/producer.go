@@ -292,7 +292,7 @@ func startBatchSize(cfg Config) int {
 // waiting for memory), ErrClosed, ErrDeliveryTimeout, or a *KafkaError.
 func (p *Producer) Send(ctx context.Context, rec *Record) *Future {
 	f := new(Future)
-	p.send(ctx, rec, completion{fut: f}, true)
+	p.send(ctx, rec, futureCompletion(f), true)
 	return f
 }
 
@@ -300,7 +300,7 @@ func (p *Producer) Send(ctx context.Context, rec *Record) *Future {
 // for the record it fails at once with ErrBufferExhausted.
 func (p *Producer) TrySend(ctx context.Context, rec *Record) *Future {
 	f := new(Future)
-	p.send(ctx, rec, completion{fut: f}, false)
+	p.send(ctx, rec, futureCompletion(f), false)
 	return f
 }
 
@@ -319,7 +319,7 @@ func (p *Producer) SendCallback(ctx context.Context, rec *Record, fn func(Record
 	if fn == nil {
 		fn = func(RecordMetadata, error) {}
 	}
-	p.send(ctx, rec, completion{cb: fn}, true)
+	p.send(ctx, rec, callbackCompletion(fn), true)
 }
 
 // SendTo is Send with a delivery channel, for pipelines that collect every
@@ -334,7 +334,7 @@ func (p *Producer) SendTo(ctx context.Context, rec *Record, results chan<- Resul
 	if results == nil {
 		panic("producer: SendTo needs a non-nil results channel")
 	}
-	p.send(ctx, rec, completion{ch: results, rec: rec}, true)
+	p.send(ctx, rec, channelCompletion(results, rec), true)
 }
 
 func (p *Producer) send(ctx context.Context, rec *Record, c completion, wait bool) {
@@ -345,8 +345,8 @@ func (p *Producer) send(ctx context.Context, rec *Record, c completion, wait boo
 	// Counted before the closed check: Close sets closed, then waits for
 	// pending to reach 0. So a Send either sees closed and fails, or
 	// Close waits for its record (flushed, or failed by the shutdown).
-	c.epoch = uint8(p.epoch.Load() & 1)
-	p.pending[c.epoch].Add(1)
+	c.setEpoch(uint8(p.epoch.Load() & 1))
+	p.pending[c.epoch()].Add(1)
 	if p.closed.Load() {
 		// Not a record of the transaction (Close may be committing
 		// it): as Java's send after close throws without touching it.
@@ -359,20 +359,27 @@ func (p *Producer) send(ctx context.Context, rec *Record, c completion, wait boo
 			return
 		}
 	}
-	if !rec.Timestamp.IsZero() && rec.Timestamp.UnixMilli() < 0 {
-		// -1 is the wire's "no timestamp"; Java's ProducerRecord refuses
-		// any negative one before send, so the record is refused like a
-		// nil one: no hook sees it, and a transaction is not spoiled.
-		p.refuse(&c, rec, fmt.Errorf("%w: timestamp %v is before 1970 (Kafka's timestamps are milliseconds since 1970, never negative)", ErrInvalidRecord, rec.Timestamp))
-		return
+	if !rec.Timestamp.IsZero() {
+		if ms := rec.Timestamp.UnixMilli(); ms < 0 {
+			// -1 is the wire's "no timestamp"; Java's ProducerRecord
+			// refuses any negative one before send, so the record is
+			// refused like a nil one: no hook sees it, and a
+			// transaction is not spoiled.
+			p.refuse(&c, rec, fmt.Errorf("%w: timestamp %v is before 1970 (Kafka's timestamps are milliseconds since 1970, never negative)", ErrInvalidRecord, rec.Timestamp))
+			return
+		} else if ms > maxTimestampMillis {
+			p.refuse(&c, rec, fmt.Errorf("%w: timestamp %v is more than 2^60 ms after 1970", ErrInvalidRecord, rec.Timestamp))
+			return
+		}
 	}
 	if p.hooks.records {
 		rec, c.obs = p.observeSend(ctx, rec) // Send's copy, with the hooks' headers
 	}
 	if rec.Timestamp.IsZero() {
-		c.ts = p.clock.nowMillis()
+		c.setTS(p.clock.nowMillis())
 	} else {
-		c.ts = max(rec.Timestamp.UnixMilli(), 0) // a hook's time before 1970: 1970
+		// A hook's time before 1970: 1970; past 2^60 ms: 2^60 ms.
+		c.setTS(min(max(rec.Timestamp.UnixMilli(), 0), maxTimestampMillis))
 	}
 	size := recordbatch.BodySize(rec.Key, rec.Value, rec.Headers)
 	p.rec.recordSize(size)
@@ -417,7 +424,7 @@ func (p *Producer) reject(c *completion, rec *Record, err error) {
 // refuse is reject without telling the transaction.
 func (p *Producer) refuse(c *completion, rec *Record, err error) {
 	p.failedOf(rec.Topic, 1)
-	epoch := c.epoch
+	epoch := c.epoch()
 	md := p.failedMetadata(rec)
 	p.finished(epoch, 1)
 	p.deliver(c, md, err)
@@ -435,7 +442,7 @@ func (p *Producer) deliver(c *completion, md RecordMetadata, err error) {
 // still complete. A panic completing a Future is the producer's own bug and
 // is not recovered.
 func (p *Producer) recoverCallback(c *completion) {
-	if c.fut != nil {
+	if c.kind() == kindFuture {
 		return
 	}
 	if v := recover(); v != nil {
@@ -470,7 +477,7 @@ func (p *Producer) failLate() {
 		for i := range parked {
 			p.deliver(&parked[i], RecordMetadata{Topic: ts.acc.Name, Partition: -1, Offset: -1}, err)
 			p.acc.ReleaseFailed(1)
-			p.finished(parked[i].epoch, 1)
+			p.finished(parked[i].epoch(), 1)
 		}
 		parked = parked[:0]
 		return true
@@ -523,7 +530,7 @@ func (p *Producer) append(ctx context.Context, t *topicState, rec *Record, size 
 	}
 	parts := t.acc.Partitions()
 	if parts == nil {
-		parked, err := t.acc.Park(ctx, c.ts, rec.Key, rec.Value, rec.Headers, parkedPartition(p.cfg.Partitioner, rec), c, wait)
+		parked, err := t.acc.Park(ctx, c.ts(), rec.Key, rec.Value, rec.Headers, parkedPartition(p.cfg.Partitioner, rec), c, wait)
 		if err != nil {
 			// A topic that fails fast stays wanted, so that its metadata
 			// is fetched again and the failure ends with its cause.
@@ -566,7 +573,7 @@ func (p *Producer) append(ctx context.Context, t *topicState, rec *Record, size 
 	if part < 0 || part >= n {
 		return checkPartition(rec.Topic, part, n)
 	}
-	if err := parts[part].Append(ctx, c.ts, rec.Key, rec.Value, rec.Headers, c, wait); err != nil {
+	if err := parts[part].Append(ctx, c.ts(), rec.Key, rec.Value, rec.Headers, c, wait); err != nil {
 		return err
 	}
 	if sticky {
@@ -605,7 +612,7 @@ func (p *Producer) finishedBatch(n, odd int64) {
 func oddEpochs(b *batch) int64 {
 	var odd int64
 	for i, n := 0, b.Records.Len(); i < n; i++ {
-		odd += int64(b.Records.At(i).epoch)
+		odd += int64(b.Records.At(i).epoch())
 	}
 	return odd
 }

@@ -52,7 +52,8 @@ type Record struct {
 	// Timestamp is the record's create time. The zero value means the time
 	// Send is called. A time before 1970 fails the record with
 	// ErrInvalidRecord (Kafka's timestamps are milliseconds since 1970; -1
-	// means none on the wire), as Java's ProducerRecord refuses it.
+	// means none on the wire), as Java's ProducerRecord refuses it; so
+	// does a time 2^60 ms (36 million years) or more after 1970.
 	Timestamp time.Time
 }
 

@@ -1,0 +1,93 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/samsa-go/samsa/internal/testbroker"
+)
+
+// A completion keeps its timestamp, Flush epoch and kind apart, whatever
+// order they are set in, and delivers to its own target only.
+func TestCompletionPacking(t *testing.T) {
+	if n := unsafe.Sizeof(completion{}); n != 32 {
+		t.Errorf("completion is %d bytes; the pool charge and the batch layout assume 32", n)
+	}
+	var got []string
+	fut := new(Future)
+	ch := make(chan Result, 1)
+	rec := &Record{Topic: "t"}
+	kinds := []struct {
+		name string
+		make func() completion
+		kind int64
+	}{
+		{"future", func() completion { return futureCompletion(fut) }, kindFuture},
+		{"callback", func() completion {
+			return callbackCompletion(func(RecordMetadata, error) { got = append(got, "callback") })
+		}, kindCallback},
+		{"channel", func() completion { return channelCompletion(ch, rec) }, kindChannel},
+	}
+	for _, k := range kinds {
+		for _, ts := range []int64{0, 1, 1733390000123, maxTimestampMillis} {
+			for _, epoch := range []uint8{0, 1} {
+				c := k.make()
+				c.setEpoch(epoch)
+				c.setTS(ts)
+				c.setEpoch(epoch) // again, after the timestamp
+				if c.ts() != ts || c.epoch() != epoch || c.kind() != k.kind {
+					t.Fatalf("%s: set ts %d epoch %d: got ts %d epoch %d kind %d", k.name, ts, epoch, c.ts(), c.epoch(), c.kind())
+				}
+				if (c.future() != nil) != (k.kind == kindFuture) {
+					t.Fatalf("%s: future() = %v", k.name, c.future())
+				}
+				*fut, got = Future{}, nil
+				c.deliver(RecordMetadata{Topic: "t", Offset: 7}, nil)
+				switch k.kind {
+				case kindFuture:
+					md, done, err := fut.Result()
+					if !done || err != nil || md.Offset != 7 || !md.Timestamp.Equal(time.UnixMilli(ts)) {
+						t.Fatalf("future: got %+v, %v, %v", md, done, err)
+					}
+				case kindCallback:
+					if len(got) != 1 {
+						t.Fatalf("callback ran %d times", len(got))
+					}
+				case kindChannel:
+					r := <-ch
+					if r.Record != rec || r.Err != nil || !r.Metadata.Timestamp.Equal(time.UnixMilli(ts)) {
+						t.Fatalf("channel: got %+v", r)
+					}
+				}
+			}
+		}
+	}
+	var zero completion
+	zero.deliver(RecordMetadata{}, nil) // delivers nowhere, does not panic
+	if zero.future() != nil || zero.ts() != 0 || zero.epoch() != 0 {
+		t.Fatal("the zero completion is not empty")
+	}
+}
+
+// A timestamp that does not fit the completion's 60 bits is refused like a
+// negative one; the largest that fits is sent and echoed.
+func TestTimestampPast2To60Refused(t *testing.T) {
+	c := newCluster(t, testbroker.Config{})
+	if err := c.CreateTopic("ts", 1); err != nil {
+		t.Fatal(err)
+	}
+	p := newProducer(t, c, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := p.Send(ctx, &Record{Topic: "ts", Value: []byte("v"), Timestamp: time.UnixMilli(maxTimestampMillis + 1)}).Wait(ctx)
+	if !errors.Is(err, ErrInvalidRecord) {
+		t.Errorf("timestamp 2^60 ms: got %v, want ErrInvalidRecord", err)
+	}
+	md, err := p.Send(ctx, &Record{Topic: "ts", Value: []byte("v"), Timestamp: time.UnixMilli(maxTimestampMillis)}).Wait(ctx)
+	if err != nil || md.Timestamp.UnixMilli() != maxTimestampMillis {
+		t.Errorf("timestamp 2^60-1 ms: got %v, %v", md.Timestamp.UnixMilli(), err)
+	}
+}
