@@ -13,7 +13,12 @@ import (
 // goroutine, which finishes, sends and completes it, and finally Frees it.
 type Batch[C, P, B any] struct {
 	Partition *Partition[C, P, B]
-	Builder   recordbatch.Builder
+	// What an append touches comes first, together: the builder, the
+	// credit and the completions' count and first slots. With thousands
+	// of partitions every batch is cold when a record comes, and each
+	// cache line more is a miss more.
+	Builder recordbatch.Builder
+	credit  int // pool bytes reserved for the batch's bookkeeping (Accumulator.credit)
 	// Records holds one completion per record, in offset order.
 	Records Completions[C]
 	// Created is when the batch was opened: linger and delivery timeout
@@ -26,7 +31,6 @@ type Batch[C, P, B any] struct {
 	IO B
 
 	buf       []byte
-	credit    int           // pool bytes reserved for the batch's bookkeeping (Accumulator.credit)
 	gen       atomic.Uint64 // bumped each time the struct is reused
 	overdraft bool          // buf is the one batch outside the pool (see Partition.appendBody)
 	heap      bool          // buf is heap memory of a split batch (see NewDetachedBatch)

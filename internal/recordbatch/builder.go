@@ -26,9 +26,9 @@ const (
 // not safe for concurrent use.
 type Builder struct {
 	buf    []byte // header (reserved) + records so far; never grown
-	n      int32  // records so far
 	baseTS int64  // first record's timestamp
 	maxTS  int64
+	n      int32 // records so far
 	state  uint8
 }
 
