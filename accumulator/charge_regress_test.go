@@ -14,7 +14,8 @@ import (
 	"github.com/samsa-go/samsa/bufferpool"
 )
 
-// fatCompletion is as large as the producer's completion (56 bytes).
+// fatCompletion is larger than the producer's completion (32 bytes; 56
+// before issue 26): the charges must hold for any completion size.
 type fatCompletion struct{ a, b, c, d, e, f, g uintptr }
 
 // TestParkedMoveWithExtraChargeKeepsThePoolExact: with a per-record extra

@@ -3,6 +3,7 @@ package producer
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -41,9 +42,6 @@ func TestCompletionPacking(t *testing.T) {
 				if c.ts() != ts || c.epoch() != epoch || c.kind() != k.kind {
 					t.Fatalf("%s: set ts %d epoch %d: got ts %d epoch %d kind %d", k.name, ts, epoch, c.ts(), c.epoch(), c.kind())
 				}
-				if (c.future() != nil) != (k.kind == kindFuture) {
-					t.Fatalf("%s: future() = %v", k.name, c.future())
-				}
 				*fut, got = Future{}, nil
 				c.deliver(RecordMetadata{Topic: "t", Offset: 7}, nil)
 				switch k.kind {
@@ -65,9 +63,25 @@ func TestCompletionPacking(t *testing.T) {
 			}
 		}
 	}
+	for _, tc := range []struct {
+		t    time.Time
+		want int64
+	}{
+		{time.UnixMilli(-1), 0},
+		{time.Unix(-1<<62, 0), 0},
+		{unixEpoch, 0},
+		{time.UnixMilli(1733390000123), 1733390000123},
+		{time.UnixMilli(maxTimestampMillis), maxTimestampMillis},
+		{time.UnixMilli(maxTimestampMillis + 1), maxTimestampMillis},
+		{time.Unix(18446744073709552, 0), maxTimestampMillis},
+	} {
+		if got := clampedMillis(tc.t); got != tc.want {
+			t.Errorf("clampedMillis(%v) = %d, want %d", tc.t, got, tc.want)
+		}
+	}
 	var zero completion
 	zero.deliver(RecordMetadata{}, nil) // delivers nowhere, does not panic
-	if zero.future() != nil || zero.ts() != 0 || zero.epoch() != 0 {
+	if zero.kind() != kindNone || zero.ts() != 0 || zero.epoch() != 0 {
 		t.Fatal("the zero completion is not empty")
 	}
 }
@@ -82,9 +96,15 @@ func TestTimestampPast2To60Refused(t *testing.T) {
 	p := newProducer(t, c, Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err := p.Send(ctx, &Record{Topic: "ts", Value: []byte("v"), Timestamp: time.UnixMilli(maxTimestampMillis + 1)}).Wait(ctx)
-	if !errors.Is(err, ErrInvalidRecord) {
-		t.Errorf("timestamp 2^60 ms: got %v, want ErrInvalidRecord", err)
+	for _, ts := range []time.Time{
+		time.UnixMilli(maxTimestampMillis + 1),
+		time.Unix(18446744073709552, 0), // UnixMilli wraps around to 384
+		time.Unix(1<<62, 0),
+	} {
+		_, err := p.Send(ctx, &Record{Topic: "ts", Value: []byte("v"), Timestamp: ts}).Wait(ctx)
+		if !errors.Is(err, ErrInvalidRecord) || !strings.Contains(err.Error(), "2^60 ms or more after 1970") {
+			t.Errorf("timestamp %v: got %v, want ErrInvalidRecord for a time too far", ts, err)
+		}
 	}
 	md, err := p.Send(ctx, &Record{Topic: "ts", Value: []byte("v"), Timestamp: time.UnixMilli(maxTimestampMillis)}).Wait(ctx)
 	if err != nil || md.Timestamp.UnixMilli() != maxTimestampMillis {

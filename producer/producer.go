@@ -360,15 +360,17 @@ func (p *Producer) send(ctx context.Context, rec *Record, c completion, wait boo
 		}
 	}
 	if !rec.Timestamp.IsZero() {
-		if ms := rec.Timestamp.UnixMilli(); ms < 0 {
+		// Compared as times: UnixMilli wraps around for times more than
+		// 292 million years away.
+		if rec.Timestamp.Before(unixEpoch) {
 			// -1 is the wire's "no timestamp"; Java's ProducerRecord
 			// refuses any negative one before send, so the record is
 			// refused like a nil one: no hook sees it, and a
 			// transaction is not spoiled.
 			p.refuse(&c, rec, fmt.Errorf("%w: timestamp %v is before 1970 (Kafka's timestamps are milliseconds since 1970, never negative)", ErrInvalidRecord, rec.Timestamp))
 			return
-		} else if ms > maxTimestampMillis {
-			p.refuse(&c, rec, fmt.Errorf("%w: timestamp %v is more than 2^60 ms after 1970", ErrInvalidRecord, rec.Timestamp))
+		} else if !rec.Timestamp.Before(timestampLimit) {
+			p.refuse(&c, rec, fmt.Errorf("%w: timestamp %v is 2^60 ms or more after 1970", ErrInvalidRecord, rec.Timestamp))
 			return
 		}
 	}
@@ -378,8 +380,7 @@ func (p *Producer) send(ctx context.Context, rec *Record, c completion, wait boo
 	if rec.Timestamp.IsZero() {
 		c.setTS(p.clock.nowMillis())
 	} else {
-		// A hook's time before 1970: 1970; past 2^60 ms: 2^60 ms.
-		c.setTS(min(max(rec.Timestamp.UnixMilli(), 0), maxTimestampMillis))
+		c.setTS(clampedMillis(rec.Timestamp)) // a hook may have set any time
 	}
 	size := recordbatch.BodySize(rec.Key, rec.Value, rec.Headers)
 	p.rec.recordSize(size)
