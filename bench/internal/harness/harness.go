@@ -80,6 +80,12 @@ type Options struct {
 	// KafkaBootstrap, with BrokerKafka, is a running cluster to use instead
 	// of starting one with interop/kafka/start.sh; it is left running.
 	KafkaBootstrap string
+	// WarmupRecords, with BrokerKafka, is how many records every client
+	// sends once to each workload's broker before the measured runs, not
+	// counted: the broker's JIT compiles its produce path in that round,
+	// so that no client's measured run pays for it. Default a quarter of
+	// the workload's records; negative: no warm-up round.
+	WarmupRecords int
 	// TLS makes the broker (testbroker or kfake) serve a TLS listener with
 	// a certificate from a CA it generates and writes under BinDir, and
 	// the clients connect to it, trusting only that CA (-tls-ca). Not with
@@ -564,6 +570,9 @@ func runWorkload(ctx context.Context, o Options, spec workload.Spec, rep *Report
 		wr.Error = err.Error()
 		fmt.Fprintf(o.Log, "workload %s: %v\n", spec.Name, err)
 	} else {
+		if o.Broker == BrokerKafka {
+			warmUp(ctx, o, spec, b, runnable(o.Clients, rep.BuildErrors), payload)
+		}
 		counts := runStats{snap: b.stats}
 		if err := counts.start(); err != nil {
 			fmt.Fprintf(o.Log, "workload %s: no broker counters (records/batch and wire bytes left out): %v\n", spec.Name, err)
@@ -621,6 +630,34 @@ func runWorkload(ctx context.Context, o Options, spec workload.Spec, rep *Report
 	}
 	wr.ratios()
 	return wr
+}
+
+// warmUp runs every client once against b with spec's topic and
+// o.WarmupRecords records (a quarter of spec's by default), unprofiled and
+// not counted, and logs each run. A failed warm-up run is only logged:
+// the measured runs report their own failures.
+func warmUp(ctx context.Context, o Options, spec workload.Spec, b brokerProc, clients []string, payload string) {
+	n := o.WarmupRecords
+	if n == 0 {
+		n = max(spec.Records/4, 1)
+	}
+	if n < 0 {
+		return
+	}
+	w := spec
+	w.Records = n
+	o.ProfileDir = ""
+	for _, c := range clients {
+		res, _ := runClient(ctx, o, w, b.bootstrap(), variant{client: c}, 0, payload)
+		if res.OK() {
+			fmt.Fprintf(o.Log, "  %-9s warm-up: %10.0f records/s (%d records, not counted)\n", c, res.RecordsPerSec, n)
+		} else {
+			fmt.Fprintf(o.Log, "  %-9s warm-up FAILED (not counted): %s\n", c, res.Error)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
 }
 
 // TLSSuffix ends the name of a client's runs over TLS in an

@@ -9,7 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -168,6 +170,13 @@ func runTinyWith(t *testing.T, o Options) *Report {
 	require.Len(t, rep.Workloads, len(want.Workloads))
 	assert.NotContains(t, log.String(), "reading the CPU profile")
 	batches := o.Broker != BrokerKafka // real Kafka counts records and bytes, not batches
+	if o.Broker == BrokerKafka {
+		// A warm-up round per workload, every client once, not counted
+		// (the runs below are one per client).
+		for _, c := range want.Clients {
+			assert.Regexp(t, regexp.MustCompile(`(?m)^  `+c+` +warm-up: +\d+ records/s \(`+strconv.Itoa(tinyRecords/4)+` records, not counted\)$`), log.String())
+		}
+	}
 
 	var md bytes.Buffer
 	require.NoError(t, rep.WriteMarkdown(&md))
