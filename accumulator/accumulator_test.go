@@ -244,7 +244,7 @@ func BenchmarkAppend(b *testing.B) {
 		if err := ps[0].Append(ctx, 0, nil, value, nil, 0, true); err != nil {
 			b.Fatal(err)
 		}
-		if len(ps[0].sealed) > 0 {
+		if ps[0].sealed.len() > 0 {
 			for bt := ps[0].NextSealed(); bt != nil; bt = ps[0].NextSealed() {
 				a.Free(bt)
 			}

@@ -24,8 +24,8 @@ type Partition[C, P, B any] struct {
 
 	mu      sync.Mutex
 	open    *Batch[C, P, B]
-	sealed  []*Batch[C, P, B] // FIFO
-	flagged bool              // a Sealed event is pending
+	sealed  sealedQueue[C, P, B]
+	flagged bool // a Sealed event is pending
 	// lastSize is the size recent sealed batches reached: the last one's,
 	// or half the previous lastSize if that is more, so that one small
 	// batch (a sticky partitioner moving on) does not make the next big
@@ -261,7 +261,7 @@ func (p *Partition[C, P, B]) openLocked(buf []byte, created time.Time) *Batch[C,
 
 func (p *Partition[C, P, B]) sealLocked() {
 	p.lastSize = max(p.open.Builder.Len(), p.lastSize/2)
-	p.sealed = append(p.sealed, p.open)
+	p.sealed.push(p.open)
 	p.open = nil
 	if !p.flagged {
 		p.flagged = true
@@ -296,31 +296,31 @@ func (p *Partition[C, P, B]) sealOpen() bool {
 // NextSealed removes and returns the oldest sealed batch, or nil. The IO
 // goroutine owns the batch from then on.
 func (p *Partition[C, P, B]) NextSealed() *Batch[C, P, B] {
+	b, _ := p.PopSealed()
+	return b
+}
+
+// PopSealed is NextSealed that also reports whether another sealed batch
+// follows: a drain that took the last one need not look again (a batch
+// sealed later posts a Sealed event, as the queue was left empty).
+func (p *Partition[C, P, B]) PopSealed() (b *Batch[C, P, B], more bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.sealed) == 0 {
-		p.flagged = false
-		return nil
-	}
-	b := p.sealed[0]
-	p.sealed[0] = nil
-	p.sealed = p.sealed[1:]
-	if len(p.sealed) == 0 {
-		p.sealed = p.sealed[:0:0]
+	b = p.sealed.pop()
+	if b == nil || p.sealed.len() == 0 {
 		p.flagged = false
 	}
-	p.queued.Add(-1)
-	return b
+	if b != nil {
+		p.queued.Add(-1)
+	}
+	return b, p.sealed.len() > 0
 }
 
 // PeekSealed returns the oldest sealed batch without removing it, or nil.
 func (p *Partition[C, P, B]) PeekSealed() *Batch[C, P, B] {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.sealed) == 0 {
-		return nil
-	}
-	return p.sealed[0]
+	return p.sealed.peek()
 }
 
 // TakeAll removes the open and sealed batches (for Close and for failing a
@@ -328,9 +328,7 @@ func (p *Partition[C, P, B]) PeekSealed() *Batch[C, P, B] {
 func (p *Partition[C, P, B]) TakeAll(dst []*Batch[C, P, B]) []*Batch[C, P, B] {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	dst = append(dst, p.sealed...)
-	clear(p.sealed)
-	p.sealed = p.sealed[:0]
+	dst = p.sealed.takeAll(dst)
 	if p.open != nil {
 		dst = append(dst, p.open)
 		p.open = nil
@@ -338,4 +336,65 @@ func (p *Partition[C, P, B]) TakeAll(dst []*Batch[C, P, B]) []*Batch[C, P, B] {
 	p.flagged = false
 	p.queued.Store(0)
 	return dst
+}
+
+// sealedQueue is a partition's sealed batches, oldest first. It keeps its
+// array when it empties: with thousands of partitions, each seals and
+// drains a batch or two at a time, and a queue that dropped its array
+// allocated one per batch. An array past maxKeptSealed slots is dropped
+// when the queue empties, so that a burst does not pin it.
+type sealedQueue[C, P, B any] struct {
+	q    []*Batch[C, P, B]
+	head int // q[head:] are queued
+}
+
+const maxKeptSealed = 64
+
+func (s *sealedQueue[C, P, B]) len() int { return len(s.q) - s.head }
+
+func (s *sealedQueue[C, P, B]) push(b *Batch[C, P, B]) {
+	if s.head > 0 && len(s.q) == cap(s.q) {
+		// Full with room at the front: move the queued ones down first.
+		n := copy(s.q, s.q[s.head:])
+		clear(s.q[n:])
+		s.q, s.head = s.q[:n], 0
+	}
+	s.q = append(s.q, b)
+}
+
+func (s *sealedQueue[C, P, B]) peek() *Batch[C, P, B] {
+	if s.head == len(s.q) {
+		return nil
+	}
+	return s.q[s.head]
+}
+
+func (s *sealedQueue[C, P, B]) pop() *Batch[C, P, B] {
+	if s.head == len(s.q) {
+		return nil
+	}
+	b := s.q[s.head]
+	s.q[s.head] = nil
+	s.head++
+	if s.head == len(s.q) {
+		s.reset()
+	}
+	return b
+}
+
+// takeAll appends the queued batches to dst and empties the queue.
+func (s *sealedQueue[C, P, B]) takeAll(dst []*Batch[C, P, B]) []*Batch[C, P, B] {
+	dst = append(dst, s.q[s.head:]...)
+	clear(s.q)
+	s.reset()
+	return dst
+}
+
+func (s *sealedQueue[C, P, B]) reset() {
+	s.head = 0
+	if cap(s.q) > maxKeptSealed {
+		s.q = nil
+	} else {
+		s.q = s.q[:0]
+	}
 }

@@ -211,14 +211,21 @@ func (s *sink) nextBatch(ip *ioPart, room int, first bool) (b *batch, more bool)
 	if len(nb.IO.raw) > room && !first {
 		return nil, true
 	}
-	ip.acc.NextSealed()
+	// Whether another sealed batch follows, taken under the same lock:
+	// a partition drained of its last one leaves the ready list now,
+	// instead of being visited (and locked) again by the next request.
+	// One sealed later is announced by a Sealed event.
+	_, more = ip.acc.PopSealed()
+	if !more {
+		ip.hasSealed = false
+	}
 	if s.idem != nil {
 		s.sequence(ip, nb)
 	} else {
 		recordbatch.Stamp(nb.IO.raw, -1, -1, -1)
 	}
 	nb.IO.attempts++
-	return nb, true
+	return nb, more
 }
 
 // finish compresses a sealed batch once.
