@@ -84,7 +84,7 @@ func run() error {
 	brokerStore := flag.Bool("broker-store", false, "testbroker and kfake store the batches instead of acknowledging without storing")
 	useTLS := flag.Bool("tls", false, "the broker (testbroker, kfake) serves TLS with a CA it generates, and the clients connect over TLS (-tls-ca)")
 	tlsCompare := flag.Bool("tls-compare", false, "with -broker testbroker: every client runs over the broker's plaintext and its TLS listener in each round (rows client+tls), and the report gives the TLS overhead; implies -tls")
-	warmup := flag.Int("warmup-records", 0, "with -broker kafka: records every client sends once to each workload's broker before the measured runs, not counted (the broker's JIT warms up); default a quarter of -records, -1 none")
+	warmup := flag.Int("warmup-records", 0, "with -broker kafka: records every client sends once to each workload's topic before the measured runs, not counted (the broker's JIT warms up); default -records, -1 none")
 	kafkaBootstrap := flag.String("kafka-bootstrap", "", "with -broker kafka: use this running cluster instead of starting one (topics are created, the cluster is left running)")
 	summaryOnly := flag.Bool("summary", false, "print the summary tables and the targets only, not every broker's report")
 	flag.Parse()

@@ -112,7 +112,7 @@ func startBroker(ctx context.Context, o Options, spec workload.Spec) (brokerProc
 		}
 		return b, err
 	case BrokerKafka:
-		return startKafka(ctx, o, spec)
+		return startKafka(ctx, o, spec, o.launchedKafka)
 	default:
 		args := []string{"-brokers", "1", "-no-auto-create",
 			"-partitions", strconv.Itoa(spec.Partitions), "-topic", spec.Topic()}
@@ -222,10 +222,11 @@ func (b *procBroker) stop() error {
 // harness, which stop leaves running. Its counters are the topic's log
 // sizes and end offsets (logStats).
 type kafkaBroker struct {
-	scripts string // interop/kafka
-	dir     string
-	addr    string
-	log     *logStats // nil until the topic exists
+	scripts     string // interop/kafka
+	dir         string
+	addr        string
+	log         *logStats // nil until the topic exists
+	deleteTopic string    // deleted by stop when set
 }
 
 func (k *kafkaBroker) bootstrap() string    { return k.addr }
@@ -240,6 +241,23 @@ func (k *kafkaBroker) stats() (brokerStats, error) {
 
 func (k *kafkaBroker) stop() error {
 	if k.log != nil {
+		if k.deleteTopic != "" {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			req := kmsg.NewPtrDeleteTopicsRequest()
+			req.TopicNames = []string{k.deleteTopic}
+			rt := kmsg.NewDeleteTopicsRequestTopic()
+			rt.Topic = kmsg.StringPtr(k.deleteTopic)
+			req.Topics = append(req.Topics, rt)
+			req.TimeoutMillis = 60_000
+			_, err := req.RequestWith(ctx, k.log.cl)
+			cancel()
+			k.deleteTopic = ""
+			if err != nil {
+				k.log.close()
+				k.log = nil
+				return fmt.Errorf("deleting the topic: %w", err)
+			}
+		}
 		k.log.close()
 		k.log = nil
 	}
@@ -257,53 +275,62 @@ func (k *kafkaBroker) stop() error {
 // kafkaStartTimeout bounds start.sh, which may fetch the jars first.
 const kafkaStartTimeout = 5 * time.Minute
 
-// startKafka starts a one-node cluster with interop/kafka/start.sh (auto
-// creation off) unless o.KafkaBootstrap names one, and creates spec's topic
-// with spec's partition count.
-func startKafka(ctx context.Context, o Options, spec workload.Spec) (brokerProc, error) {
-	k := &kafkaBroker{scripts: filepath.Join(o.modDir, "..", "interop", "kafka"), addr: o.KafkaBootstrap}
-	if k.addr == "" {
-		start := filepath.Join(k.scripts, "start.sh")
-		if _, err := os.Stat(start); err != nil {
-			return nil, fmt.Errorf("-broker kafka needs interop/kafka/start.sh (or -kafka-bootstrap): %w", err)
-		}
-		dir, err := os.MkdirTemp("", "peerbench-kafka-")
-		if err != nil {
-			return nil, err
-		}
-		k.dir = dir
-		sctx, cancel := context.WithTimeout(ctx, kafkaStartTimeout)
-		defer cancel()
-		cmd := exec.CommandContext(sctx, "bash", start, "-brokers", "1", "-dir", dir, "-no-auto-create")
-		// Unless SAMSA_KAFKA_JVM_OPTS is set: Kafka's own JVM options
-		// (kafkaJVMOpts), not the interop tests' (whose 384 MiB heap W4's
-		// 10 000 partitions do not fit in).
-		if _, set := os.LookupEnv("SAMSA_KAFKA_JVM_OPTS"); !set { // the user's choice wins (interop/kafka/lib.sh)
-			cmd.Env = append(os.Environ(), "SAMSA_KAFKA_JVM_OPTS="+kafkaJVMOpts)
-		}
-		var stdout bytes.Buffer
-		stderr := &tailBuffer{max: 4096}
-		cmd.Stdout, cmd.Stderr = &stdout, stderr
-		if err := cmd.Run(); err != nil {
-			_ = k.stop()
-			return nil, fmt.Errorf("interop/kafka/start.sh: %w: %s", err, strings.TrimSpace(stderr.String()))
-		}
-		k.addr = strings.TrimSpace(string(lastLine(stdout.Bytes())))
-		if k.addr == "" {
-			_ = k.stop()
-			return nil, errors.New("interop/kafka/start.sh printed no bootstrap address")
-		}
+// launchKafka starts a one-node cluster with interop/kafka/start.sh (auto
+// creation off) for a whole Run: one JVM, whose JIT warms up once for
+// every workload (Run stops it at the end).
+func launchKafka(ctx context.Context, o Options) (*kafkaBroker, error) {
+	k := &kafkaBroker{scripts: filepath.Join(o.modDir, "..", "interop", "kafka")}
+	start := filepath.Join(k.scripts, "start.sh")
+	if _, err := os.Stat(start); err != nil {
+		return nil, fmt.Errorf("-broker kafka needs interop/kafka/start.sh (or -kafka-bootstrap): %w", err)
 	}
-	if err := createTopic(ctx, k.addr, spec.Topic(), spec.Partitions); err != nil {
+	dir, err := os.MkdirTemp("", "peerbench-kafka-")
+	if err != nil {
+		return nil, err
+	}
+	k.dir = dir
+	sctx, cancel := context.WithTimeout(ctx, kafkaStartTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(sctx, "bash", start, "-brokers", "1", "-dir", dir, "-no-auto-create")
+	// Unless SAMSA_KAFKA_JVM_OPTS is set: Kafka's own JVM options
+	// (kafkaJVMOpts), not the interop tests' (whose 384 MiB heap W4's
+	// 10 000 partitions do not fit in).
+	if _, set := os.LookupEnv("SAMSA_KAFKA_JVM_OPTS"); !set { // the user's choice wins (interop/kafka/lib.sh)
+		cmd.Env = append(os.Environ(), "SAMSA_KAFKA_JVM_OPTS="+kafkaJVMOpts)
+	}
+	var stdout bytes.Buffer
+	stderr := &tailBuffer{max: 4096}
+	cmd.Stdout, cmd.Stderr = &stdout, stderr
+	if err := cmd.Run(); err != nil {
 		_ = k.stop()
+		return nil, fmt.Errorf("interop/kafka/start.sh: %w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	k.addr = strings.TrimSpace(string(lastLine(stdout.Bytes())))
+	if k.addr == "" {
+		_ = k.stop()
+		return nil, errors.New("interop/kafka/start.sh printed no bootstrap address")
+	}
+	return k, nil
+}
+
+// startKafka creates spec's topic, with spec's partition count, on the
+// cluster at o.KafkaBootstrap (the one Run launched, or the user's). With
+// deleteTopic its stop deletes the topic again (a cluster the harness
+// launched: every workload's log would otherwise stay on disk until the
+// end).
+func startKafka(ctx context.Context, o Options, spec workload.Spec, deleteTopic bool) (brokerProc, error) {
+	k := &kafkaBroker{addr: o.KafkaBootstrap}
+	if err := createTopic(ctx, k.addr, spec.Topic(), spec.Partitions); err != nil {
 		return nil, err
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(k.addr, ",")...))
 	if err != nil {
-		_ = k.stop()
 		return nil, err
 	}
 	k.log = &logStats{cl: cl, topic: spec.Topic(), partitions: spec.Partitions}
+	if deleteTopic {
+		k.deleteTopic = spec.Topic()
+	}
 	return k, nil
 }
 

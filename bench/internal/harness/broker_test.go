@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/samsa-go/samsa/bench/internal/workload"
 )
 
 // createTopic makes a topic of more partitions than one request may create
@@ -38,4 +40,35 @@ func TestCreateTopicInStepsAndGrowing(t *testing.T) {
 	assert.Len(t, ps, 7)
 
 	require.ErrorContains(t, createTopic(ctx, addr, "grown", 5), "exists with 7 partitions, not 5")
+}
+
+// On a cluster the harness launched, a workload's topic is deleted when
+// the workload ends (its log would otherwise stay on disk for the whole
+// run); on a user's cluster (-kafka-bootstrap) it is left.
+func TestKafkaTopicDeletedAfterItsWorkload(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	require.NoError(t, err)
+	defer c.Close()
+	addr := c.ListenAddrs()[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	require.NoError(t, err)
+	defer cl.Close()
+
+	spec, err := workload.ByName("100B", 10)
+	require.NoError(t, err)
+	for _, launched := range []bool{true, false} {
+		b, err := startKafka(ctx, Options{KafkaBootstrap: addr}, spec, launched)
+		require.NoError(t, err)
+		_, err = topicPartitions(ctx, cl, spec.Topic())
+		require.NoError(t, err, "the workload's topic exists while it runs")
+		require.NoError(t, b.stop())
+		_, err = topicPartitions(ctx, cl, spec.Topic())
+		if launched {
+			assert.Error(t, err, "the launched cluster's topic is deleted after its workload")
+		} else {
+			assert.NoError(t, err, "a user's cluster keeps the topic")
+		}
+	}
 }

@@ -81,10 +81,10 @@ type Options struct {
 	// of starting one with interop/kafka/start.sh; it is left running.
 	KafkaBootstrap string
 	// WarmupRecords, with BrokerKafka, is how many records every client
-	// sends once to each workload's broker before the measured runs, not
+	// sends once to each workload's topic before the measured runs, not
 	// counted: the broker's JIT compiles its produce path in that round,
-	// so that no client's measured run pays for it. Default a quarter of
-	// the workload's records; negative: no warm-up round.
+	// so that no client's measured run pays for it. Default the workload's
+	// records (a round of its own); negative: no warm-up round.
 	WarmupRecords int
 	// TLS makes the broker (testbroker or kfake) serve a TLS listener with
 	// a certificate from a CA it generates and writes under BinDir, and
@@ -107,7 +107,8 @@ type Options struct {
 	// Log receives progress lines. Default io.Discard.
 	Log io.Writer
 
-	modDir string // the bench module's directory
+	modDir        string // the bench module's directory
+	launchedKafka bool   // KafkaBootstrap is the cluster Run launched
 }
 
 func (o *Options) defaults() error {
@@ -378,9 +379,11 @@ func (r RunResult) WireBytesPerRecord() float64 {
 }
 
 // Run builds the binaries, then runs every workload against a broker of
-// its own (Options.Broker): every client once per round, rounds repeated
-// Runs times, the client order rotating between rounds. It fails only when
-// nothing can run (bad options, the broker does not build); a client that
+// its own (Options.Broker; BrokerKafka: one cluster for all, each workload
+// on a topic of its own, after a warm-up round), every client once per
+// round, rounds repeated Runs times, the client order rotating between
+// rounds. It fails only when nothing can run (bad options, the broker
+// does not build or, Kafka, start); a client that
 // fails to build or run is reported in the Report.
 func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := o.defaults(); err != nil {
@@ -422,6 +425,21 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	if slices.Contains(o.Clients, Java) {
 		rep.JavaVersion = javaVersion(ctx)
+	}
+	if o.Broker == BrokerKafka && o.KafkaBootstrap == "" {
+		// One cluster for every workload, as a user's: its JIT warms up
+		// once, and each workload's topic is deleted after it.
+		fmt.Fprintf(o.Log, "starting a kafka broker (interop/kafka/start.sh) for every workload\n")
+		k, err := launchKafka(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err := k.stop(); err != nil {
+				fmt.Fprintf(o.Log, "stopping the kafka broker: %v\n", err)
+			}
+		}()
+		o.KafkaBootstrap, o.launchedKafka = k.addr, true
 	}
 	rep.LoadStart = loadAvg()
 	for _, name := range o.Workloads {
@@ -556,7 +574,11 @@ func moduleDir(ctx context.Context) (string, error) {
 func runWorkload(ctx context.Context, o Options, spec workload.Spec, rep *Report) WorkloadReport {
 	wr := WorkloadReport{Spec: spec}
 	runs := map[string][]RunResult{}
-	fmt.Fprintf(o.Log, "workload %s: %d records, starting a %s broker with %d partitions\n", spec.Name, spec.Records, o.Broker, spec.Partitions)
+	if o.Broker == BrokerKafka {
+		fmt.Fprintf(o.Log, "workload %s: %d records, its topic (%d partitions) on the kafka broker\n", spec.Name, spec.Records, spec.Partitions)
+	} else {
+		fmt.Fprintf(o.Log, "workload %s: %d records, starting a %s broker with %d partitions\n", spec.Name, spec.Records, o.Broker, spec.Partitions)
+	}
 	payload := ""
 	if slices.Contains(runnable(o.Clients, rep.BuildErrors), Java) {
 		payload = filepath.Join(o.BinDir, "payload-"+spec.Name)
@@ -633,13 +655,13 @@ func runWorkload(ctx context.Context, o Options, spec workload.Spec, rep *Report
 }
 
 // warmUp runs every client once against b with spec's topic and
-// o.WarmupRecords records (a quarter of spec's by default), unprofiled and
+// o.WarmupRecords records (spec's by default), unprofiled and
 // not counted, and logs each run. A failed warm-up run is only logged:
 // the measured runs report their own failures.
 func warmUp(ctx context.Context, o Options, spec workload.Spec, b brokerProc, clients []string, payload string) {
 	n := o.WarmupRecords
 	if n == 0 {
-		n = max(spec.Records/4, 1)
+		n = spec.Records
 	}
 	if n < 0 {
 		return

@@ -174,7 +174,7 @@ func runTinyWith(t *testing.T, o Options) *Report {
 		// A warm-up round per workload, every client once, not counted
 		// (the runs below are one per client).
 		for _, c := range want.Clients {
-			assert.Regexp(t, regexp.MustCompile(`(?m)^  `+c+` +warm-up: +\d+ records/s \(`+strconv.Itoa(tinyRecords/4)+` records, not counted\)$`), log.String())
+			assert.Regexp(t, regexp.MustCompile(`(?m)^  `+c+` +warm-up: +\d+ records/s \(`+strconv.Itoa(tinyRecords)+` records, not counted\)$`), log.String())
 		}
 	}
 
