@@ -353,8 +353,11 @@ const maxKeptSealed = 64
 func (s *sealedQueue[C, P, B]) len() int { return len(s.q) - s.head }
 
 func (s *sealedQueue[C, P, B]) push(b *Batch[C, P, B]) {
-	if s.head > 0 && len(s.q) == cap(s.q) {
-		// Full with room at the front: move the queued ones down first.
+	if s.head > 0 && len(s.q) == cap(s.q) && s.head >= len(s.q)/2 {
+		// Full, and at least half of it free at the front: move the
+		// queued ones down first. (With less free, append grows the
+		// array instead: a queue that stays nearly full would otherwise
+		// copy itself on every push.)
 		n := copy(s.q, s.q[s.head:])
 		clear(s.q[n:])
 		s.q, s.head = s.q[:n], 0

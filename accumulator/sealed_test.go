@@ -1,7 +1,9 @@
 package accumulator
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -62,10 +64,47 @@ func TestSealedQueue(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { q.push(b); q.pop() }); n != 0 {
 		t.Errorf("a batch sealed and drained allocates %v times, want 0", n)
 	}
+	q.push(new(batch))
 	q.push(b)
 	q.push(new(batch))
+	q.pop() // takeAll with head > 0
 	got := q.takeAll(nil)
 	require.Len(t, got, 2)
 	require.Same(t, b, got[0])
 	require.Zero(t, q.len())
+	require.Nil(t, q.peek())
+}
+
+// PopSealed says whether another sealed batch follows, and clears the
+// flag when it takes the last one, so that the next seal posts a Sealed
+// event (the IO goroutine, told there is no more, waits for that event).
+func TestPopSealedMore(t *testing.T) {
+	a, _ := newAcc(t, 1<<20, 1024, time.Second)
+	_, ps := known(a, "t", 1)
+	p := ps[0]
+	for i := range 2 {
+		require.NoError(t, p.Append(context.Background(), int64(i), nil, []byte("v"), nil, i, true))
+		require.True(t, p.sealOpen())
+	}
+	sealedEvents := func() (n int) {
+		for _, e := range a.Events(nil) {
+			if e.Kind == Sealed {
+				n++
+			}
+		}
+		return n
+	}
+	require.Equal(t, 1, sealedEvents(), "one Sealed event for two seals in a row")
+	b, more := p.PopSealed()
+	require.NotNil(t, b)
+	require.True(t, more)
+	b, more = p.PopSealed()
+	require.NotNil(t, b)
+	require.False(t, more)
+	b, more = p.PopSealed()
+	require.Nil(t, b)
+	require.False(t, more)
+	require.NoError(t, p.Append(context.Background(), 2, nil, []byte("v"), nil, 2, true))
+	require.True(t, p.sealOpen())
+	require.Equal(t, 1, sealedEvents(), "a seal after the queue emptied is announced")
 }

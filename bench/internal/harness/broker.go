@@ -3,6 +3,7 @@ package harness
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -227,6 +228,7 @@ type kafkaBroker struct {
 	addr        string
 	log         *logStats // nil until the topic exists
 	deleteTopic string    // deleted by stop when set
+	progress    io.Writer // where stop says a deletion failed
 }
 
 func (k *kafkaBroker) bootstrap() string    { return k.addr }
@@ -249,14 +251,19 @@ func (k *kafkaBroker) stop() error {
 			rt.Topic = kmsg.StringPtr(k.deleteTopic)
 			req.Topics = append(req.Topics, rt)
 			req.TimeoutMillis = 60_000
-			_, err := req.RequestWith(ctx, k.log.cl)
+			resp, err := req.RequestWith(ctx, k.log.cl)
 			cancel()
-			k.deleteTopic = ""
-			if err != nil {
-				k.log.close()
-				k.log = nil
-				return fmt.Errorf("deleting the topic: %w", err)
+			if err == nil {
+				for _, rt := range resp.Topics {
+					err = cmp.Or(err, kerr.ErrorForCode(rt.ErrorCode))
+				}
 			}
+			if err != nil && k.progress != nil {
+				// The workload's runs are done and counted: a topic left
+				// behind costs disk, not the results.
+				fmt.Fprintf(k.progress, "deleting topic %s: %v (left on the broker)\n", k.deleteTopic, err)
+			}
+			k.deleteTopic = ""
 		}
 		k.log.close()
 		k.log = nil
@@ -329,7 +336,7 @@ func startKafka(ctx context.Context, o Options, spec workload.Spec, deleteTopic 
 	}
 	k.log = &logStats{cl: cl, topic: spec.Topic(), partitions: spec.Partitions}
 	if deleteTopic {
-		k.deleteTopic = spec.Topic()
+		k.deleteTopic, k.progress = spec.Topic(), o.Log
 	}
 	return k, nil
 }
