@@ -17,15 +17,7 @@ import (
 // on Kafka (KAFKA-17870) in steps, grows a smaller existing topic (an
 // earlier run stopped while growing it), and refuses a larger one.
 func TestCreateTopicInStepsAndGrowing(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	require.NoError(t, err)
-	defer c.Close()
-	addr := c.ListenAddrs()[0]
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
-	require.NoError(t, err)
-	defer cl.Close()
+	ctx, addr, cl := kafkaStandIn(t)
 
 	big := maxPartitionsPerRequest + 3
 	require.NoError(t, createTopic(ctx, addr, "big", big))
@@ -46,15 +38,7 @@ func TestCreateTopicInStepsAndGrowing(t *testing.T) {
 // the workload ends (its log would otherwise stay on disk for the whole
 // run); on a user's cluster (-kafka-bootstrap) it is left.
 func TestKafkaTopicDeletedAfterItsWorkload(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	require.NoError(t, err)
-	defer c.Close()
-	addr := c.ListenAddrs()[0]
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
-	require.NoError(t, err)
-	defer cl.Close()
+	ctx, addr, cl := kafkaStandIn(t)
 
 	spec, err := workload.ByName("100B", 10)
 	require.NoError(t, err)
@@ -71,4 +55,21 @@ func TestKafkaTopicDeletedAfterItsWorkload(t *testing.T) {
 			assert.NoError(t, err, "a user's cluster keeps the topic")
 		}
 	}
+}
+
+// kafkaStandIn starts a one-broker kfake cluster standing in for Kafka and
+// returns a context bounding the test, its address and a client of it;
+// all are closed when the test ends.
+func kafkaStandIn(t *testing.T) (context.Context, string, *kgo.Client) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	addr := c.ListenAddrs()[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	return ctx, addr, cl
 }
