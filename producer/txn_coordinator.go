@@ -835,7 +835,11 @@ func (s *sink) txnMayBump() bool {
 	switch x.t.load() {
 	case txnReady:
 		return true
-	case txnInTxn:
+	case txnInTxn, txnCommitting:
+		// Committing too: the caller may begin and commit before the
+		// IO goroutine sees the bump asked for between transactions
+		// (txnPickVersion, an abort's), and the commit's records wait
+		// for it (mayDrain).
 		return !x.started && !x.maybeStarted
 	}
 	return false

@@ -328,3 +328,28 @@ func TestTxnV2AbortAfterCoordinatorTimeout(t *testing.T) {
 	commitOne(t, ctx, p, "after")
 	require.Equal(t, []string{"after"}, committedValues(t, c, "t", 1)[0])
 }
+
+// TestTxnBumpPendingAtCommit: an epoch bump asked for between two
+// transactions (txnPickVersion at a switch from version 1 to 2) that the
+// IO goroutine had not started yet when CommitTransaction came (the
+// caller's Begin, Send and Commit raced its next step): the commit's
+// records wait for the bump (mayDrain), so the bump must go while the
+// transaction commits, or the commit never ends. The race is forced: the
+// bump is asked for and the state moved to committing in one IO step.
+func TestTxnBumpPendingAtCommit(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	p := newProducer(t, c, Config{TransactionalID: "pending-bump", Linger: time.Hour})
+	ctx := testCtx(t)
+	commitOne(t, ctx, p, "first")
+	require.NoError(t, p.BeginTransaction())
+	f := p.Send(ctx, &Record{Topic: "t", Value: []byte("second")}) // open until the commit's flush
+	require.NoError(t, p.txnSink.callIO(ctx, func() {
+		p.txnSink.idem.needBump = true
+		p.txn.state.Store(int32(txnCommitting)) // as CommitTransaction's transition
+	}))
+	require.NoError(t, p.CommitTransaction(ctx))
+	_, err := f.Wait(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"first", "second"}, committedValues(t, c, "t", 1)[0])
+}
