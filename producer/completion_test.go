@@ -1,14 +1,9 @@
 package producer
 
 import (
-	"context"
-	"errors"
-	"strings"
 	"testing"
 	"time"
 	"unsafe"
-
-	"github.com/samsa-go/samsa/internal/testbroker"
 )
 
 // A completion keeps its timestamp, Flush epoch and kind apart, whatever
@@ -83,31 +78,5 @@ func TestCompletionPacking(t *testing.T) {
 	zero.deliver(RecordMetadata{}, nil) // delivers nowhere, does not panic
 	if zero.kind() != kindNone || zero.ts() != 0 || zero.epoch() != 0 {
 		t.Fatal("the zero completion is not empty")
-	}
-}
-
-// A timestamp that does not fit the completion's 60 bits is refused like a
-// negative one; the largest that fits is sent and echoed.
-func TestTimestampPast2To60Refused(t *testing.T) {
-	c := newCluster(t, testbroker.Config{})
-	if err := c.CreateTopic("ts", 1); err != nil {
-		t.Fatal(err)
-	}
-	p := newProducer(t, c, Config{})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for _, ts := range []time.Time{
-		time.UnixMilli(maxTimestampMillis + 1),
-		time.Unix(18446744073709552, 0), // UnixMilli wraps around to 384
-		time.Unix(1<<62, 0),
-	} {
-		_, err := p.Send(ctx, &Record{Topic: "ts", Value: []byte("v"), Timestamp: ts}).Wait(ctx)
-		if !errors.Is(err, ErrInvalidRecord) || !strings.Contains(err.Error(), "2^60 ms or more after 1970") {
-			t.Errorf("timestamp %v: got %v, want ErrInvalidRecord for a time too far", ts, err)
-		}
-	}
-	md, err := p.Send(ctx, &Record{Topic: "ts", Value: []byte("v"), Timestamp: time.UnixMilli(maxTimestampMillis)}).Wait(ctx)
-	if err != nil || md.Timestamp.UnixMilli() != maxTimestampMillis {
-		t.Errorf("timestamp 2^60-1 ms: got %v, %v", md.Timestamp.UnixMilli(), err)
 	}
 }

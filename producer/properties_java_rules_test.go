@@ -185,12 +185,12 @@ func TestPropertiesLoneCRIsALineTerminator(t *testing.T) {
 	}
 }
 
-// TestNegativeTimestampRefused: Java's ProducerRecord constructor throws
+// TestTimestampsOutOfRangeRefused: Java's ProducerRecord constructor throws
 // IllegalArgumentException("Invalid timestamp: ... Timestamp should always
 // be non-negative or null.") for a timestamp below 0, so no Java producer
 // writes one (and -1 is the wire's "no timestamp"). samsa's Send takes a
 // Timestamp before 1970, where samsa used to write its negative milliseconds.
-func TestNegativeTimestampRefused(t *testing.T) {
+func TestTimestampsOutOfRangeRefused(t *testing.T) {
 	c := newCluster(t, testbroker.Config{})
 	if err := c.CreateTopic("ts", 1); err != nil {
 		t.Fatal(err)
@@ -203,5 +203,22 @@ func TestNegativeTimestampRefused(t *testing.T) {
 		if !errors.Is(err, ErrInvalidRecord) {
 			t.Errorf("Timestamp %d ms: Send gave (%v, %v); Java refuses a negative timestamp (want ErrInvalidRecord)", ms, md.Timestamp.UnixMilli(), err)
 		}
+	}
+	// A timestamp that does not fit a completion's 60 bits is refused as
+	// well (compared as a time: UnixMilli wraps around); the largest that
+	// fits is sent and echoed.
+	for _, ts := range []time.Time{
+		time.UnixMilli(maxTimestampMillis + 1),
+		time.Unix(18446744073709552, 0), // UnixMilli wraps around to 384
+		time.Unix(1<<62, 0),
+	} {
+		_, err := p.Send(ctx, &Record{Topic: "ts", Value: []byte("v"), Timestamp: ts}).Wait(ctx)
+		if !errors.Is(err, ErrInvalidRecord) || !strings.Contains(err.Error(), "2^60 ms or more after 1970") {
+			t.Errorf("timestamp %v: got %v, want ErrInvalidRecord for a time too far", ts, err)
+		}
+	}
+	md, err := p.Send(ctx, &Record{Topic: "ts", Value: []byte("v"), Timestamp: time.UnixMilli(maxTimestampMillis)}).Wait(ctx)
+	if err != nil || md.Timestamp.UnixMilli() != maxTimestampMillis {
+		t.Errorf("timestamp 2^60-1 ms: got %v, %v", md.Timestamp.UnixMilli(), err)
 	}
 }
