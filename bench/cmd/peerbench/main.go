@@ -11,7 +11,7 @@
 //	go run ./cmd/peerbench               # full run: 6 workloads × 1M records × 3 runs, testbroker
 //	go run ./cmd/peerbench -quick        # 100 000 records, 1 run
 //	go run ./cmd/peerbench -clients samsa,kgo -workloads W2c -records 200000
-//	go run ./cmd/peerbench -broker kfake,kafka -clients samsa,kgo,java -workloads W1,W2,W2c,W3,W3c,W4 -keys scattered,ordered,zipf   # issue 26's table
+//	go run ./cmd/peerbench -broker kfake,kafka -clients samsa,kgo,java -keys scattered,ordered,zipf -summary   # issue 26's table (W4 on Kafka: 100 000 records)
 //	go run ./cmd/peerbench -broker kfake -clients samsa,kgo -workloads W3 -values own,letters   # ProducerPerformance's payload too
 //	go run ./cmd/peerbench -buffer-memory 134217728   # 128 MiB of buffer memory for every client
 //	go run ./cmd/peerbench -cpuprofile /tmp/prof   # CPU and heap profiles of samsa's and kgo's runs, codec share
@@ -85,6 +85,7 @@ func run() error {
 	useTLS := flag.Bool("tls", false, "the broker (testbroker, kfake) serves TLS with a CA it generates, and the clients connect over TLS (-tls-ca)")
 	tlsCompare := flag.Bool("tls-compare", false, "with -broker testbroker: every client runs over the broker's plaintext and its TLS listener in each round (rows client+tls), and the report gives the TLS overhead; implies -tls")
 	warmup := flag.Int("warmup-records", 0, "with -broker kafka: records every client sends once to each workload's topic before the measured runs, not counted (the broker's JIT warms up); default -records, -1 none")
+	kafkaManyPartitions := flag.Int("kafka-many-partition-records", harness.DefaultKafkaManyPartitionRecords, "with -broker kafka: records per run of W4 (10 000 partitions, which one Kafka broker appends at thousands of records/s), when fewer than -records; -1: -records")
 	kafkaBootstrap := flag.String("kafka-bootstrap", "", "with -broker kafka: use this running cluster instead of starting one (topics are created, the cluster is left running)")
 	summaryOnly := flag.Bool("summary", false, "print the summary tables and the targets only, not every broker's report")
 	flag.Parse()
@@ -128,8 +129,10 @@ func run() error {
 		BrokerStore:    *brokerStore,
 		KafkaBootstrap: *kafkaBootstrap,
 		WarmupRecords:  *warmup,
-		TLS:            *useTLS,
-		TLSCompare:     *tlsCompare,
+
+		KafkaManyPartitionRecords: *kafkaManyPartitions,
+		TLS:                       *useTLS,
+		TLSCompare:                *tlsCompare,
 	}, list(*broker))
 	if suite == nil {
 		return err

@@ -267,6 +267,13 @@ func (r *Report) writeMarkdown(w io.Writer, checks bool) error {
 			fmt.Fprintf(&b, "\nSkipped: %s (%s).\n", c, why)
 		}
 	}
+	for _, wr := range r.Workloads {
+		for _, c := range Clients {
+			if why, ok := wr.Skipped[c]; ok {
+				fmt.Fprintf(&b, "\nSkipped on %s: %s (%s).\n", wr.Spec.Name, c, why)
+			}
+		}
+	}
 	if len(r.Notes) > 0 {
 		b.WriteString("\nClients:\n\n")
 		for _, c := range Clients {

@@ -183,7 +183,7 @@ func (s *Suite) WriteVariants(w io.Writer) error {
 					keys = "–"
 				}
 				for _, sum := range wr.Clients {
-					lead := fmt.Sprintf("| %s | %s | %s | %s | %s |", workloadLabel(wr.Spec), wr.Spec.Values, keys, r.BrokerName, sum.Client)
+					lead := fmt.Sprintf("| %s | %s | %s | %s | %s |", workloadLabel(wr.Spec), wr.Spec.Values, keys, brokerLabel(r, &wr), sum.Client)
 					if sum.OK == 0 {
 						fmt.Fprintf(&b, "%s failed | | | | | |\n", lead)
 						continue
@@ -230,7 +230,7 @@ func (s *Suite) WriteReadmeTable(w io.Writer) error {
 					continue
 				}
 				ours, kgo := wr.summary(Ours), wr.summary(Baseline)
-				fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", workloadLabel(wr.Spec), r.BrokerName,
+				fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", workloadLabel(wr.Spec), brokerLabel(r, wr),
 					cell(ours, rps), cell(kgo, rps), cell(kgo, func(x *Summary) string { return orDash("%.2f", x.ThroughputRatio) }),
 					cell(ours, cpu), cell(kgo, cpu), cell(kgo, func(x *Summary) string { return orDash("%.2f", x.CPURatio) }),
 					cell(ours, wire), cell(kgo, wire), cell(ours, rss), cell(kgo, rss))
@@ -239,6 +239,16 @@ func (s *Suite) WriteReadmeTable(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// brokerLabel names r's broker in a row of wr, with wr's records per run
+// when they are not r's (Options.KafkaManyPartitionRecords): "kafka
+// (100,000 records)".
+func brokerLabel(r *Report, wr *WorkloadReport) string {
+	if wr.Spec.Records == r.Records || wr.Spec.Records == 0 {
+		return r.BrokerName
+	}
+	return fmt.Sprintf("%s (%s records)", r.BrokerName, thousands(float64(wr.Spec.Records)))
 }
 
 // workloadNames returns the names of the workloads of every report, each

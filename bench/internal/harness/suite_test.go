@@ -3,6 +3,7 @@ package harness
 import (
 	"bytes"
 	"context"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/samsa-go/samsa/bench/internal/workload"
 )
 
 // TestSuiteOptions: with several brokers, one of them Kafka, the Java
@@ -161,4 +164,74 @@ func TestRunSuiteOnKafkaWithoutKafka(t *testing.T) {
 	assert.Contains(t, md.String(), "| W2c `100B-json-lz4` | json | – | kfake | samsa | ")
 	assert.Contains(t, md.String(), "| W2c `100B-json-lz4` | json | – | kafka | kgo | ")
 	assert.Contains(t, md.String(), "| W2c `100B-json-lz4` | kafka | ")
+}
+
+// TestKafkaManyPartitionRecords checks that W4 alone runs fewer records on
+// Kafka (Options.KafkaManyPartitionRecords), and that the tables name the
+// count in its rows.
+func TestKafkaManyPartitionRecords(t *testing.T) {
+	cases := []struct {
+		name     string
+		o        Options
+		workload string
+		want     int
+	}{
+		{name: "W4 on kafka, default", o: Options{Broker: BrokerKafka}, workload: "W4", want: DefaultKafkaManyPartitionRecords},
+		{name: "W4 zipf on kafka", o: Options{Broker: BrokerKafka, KafkaManyPartitionRecords: 5000}, workload: "W4-zipf", want: 5000},
+		{name: "W1 on kafka", o: Options{Broker: BrokerKafka}, workload: "W1", want: workload.DefaultRecords},
+		{name: "W4 on kfake", o: Options{Broker: BrokerKfake}, workload: "W4", want: workload.DefaultRecords},
+		{name: "fewer records asked for", o: Options{Broker: BrokerKafka, Records: 50_000}, workload: "W4", want: 50_000},
+		{name: "turned off", o: Options{Broker: BrokerKafka, KafkaManyPartitionRecords: -1}, workload: "W4", want: workload.DefaultRecords},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := tc.o
+			require.NoError(t, o.defaults())
+			spec, err := workload.ByName(tc.workload, o.Records)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, o.recordsFor(spec.Name))
+		})
+	}
+
+	w4 := specOf(t, "W4")
+	w4.Records = 100
+	rep := &Report{BrokerName: BrokerKafka, Runs: 1, Records: 1000, CPUs: 2, BufferMemory: 64 << 20, Workloads: []WorkloadReport{
+		pairOf(specOf(t, "W1"), sumOf(Ours, 300, 3000, 30<<20), sumOf(Baseline, 1000, 1000, 60<<20)),
+		pairOf(w4, sumOf(Ours, 2000, 30, 30<<20), sumOf(Baseline, 4000, 20, 60<<20)),
+	}}
+	var md bytes.Buffer
+	require.NoError(t, (&Suite{Reports: []*Report{rep}}).WriteSummary(&md))
+	out := md.String()
+	assert.Contains(t, out, "| W1 `100B` | kafka | 3,000 |", "the run's own count is not named")
+	assert.Contains(t, out, "| W4 `100B-keyed-10k-partitions` | kafka (100 records) | 30 | 20 | 1.50 |")
+	assert.Contains(t, out, "| W4 `100B-keyed-10k-partitions` | text | scattered | kafka (100 records) | samsa |")
+}
+
+// TestJavaLeftOutOfManyPartitions: the Java client runs every workload but
+// W4, whose report says why, and the other clients run W4.
+func TestJavaLeftOutOfManyPartitions(t *testing.T) {
+	o := Options{Broker: BrokerKafka, Clients: []string{Ours, Baseline, Java}, Log: io.Discard}
+	require.NoError(t, o.defaults())
+	rep := &Report{BrokerName: BrokerKafka, Records: 1000, Runs: 1, BuildErrors: map[string]string{}}
+	for _, tc := range []struct {
+		workload string
+		want     []string
+	}{
+		{"W1", []string{Ours, Baseline, Java}},
+		{"W3-zipf", []string{Ours, Baseline, Java}},
+		{"W4", []string{Ours, Baseline}},
+		{"W4-ordered", []string{Ours, Baseline}},
+	} {
+		wr := WorkloadReport{Spec: specOf(t, tc.workload)}
+		assert.Equal(t, tc.want, workloadClients(o, wr.Spec, rep, &wr), tc.workload)
+		if len(tc.want) == 3 {
+			assert.Empty(t, wr.Skipped, tc.workload)
+			continue
+		}
+		assert.Equal(t, map[string]string{Java: javaManyPartitions}, wr.Skipped, tc.workload)
+		rep.Workloads = append(rep.Workloads, wr)
+	}
+	var md bytes.Buffer
+	require.NoError(t, rep.WriteMarkdown(&md))
+	assert.Contains(t, md.String(), "\nSkipped on 100B-keyed-10k-partitions: java (left out above 1 000 partitions")
 }
