@@ -258,15 +258,17 @@ func (k *kafkaBroker) stop() error {
 					err = cmp.Or(err, kerr.ErrorForCode(rt.ErrorCode))
 				}
 			}
-			if err == nil {
-				// The next workload's topic is made once the broker has
-				// dropped this one's logs (see waitLogs).
-				err = k.log.waitLogs(context.Background(), false, topicLogsTimeout)
-			}
 			if err != nil && k.progress != nil {
 				// The workload's runs are done and counted: a topic left
 				// behind costs disk, not the results.
 				fmt.Fprintf(k.progress, "deleting topic %s: %v (left on the broker)\n", k.deleteTopic, err)
+			}
+			if err == nil {
+				// The next workload's topic is made once the broker has
+				// dropped this one's logs (see waitLogs).
+				if err := k.log.waitLogs(context.Background(), false, topicLogsTimeout); err != nil && k.progress != nil {
+					fmt.Fprintf(k.progress, "deleted topic %s: %v\n", k.deleteTopic, err)
+				}
 			}
 			k.deleteTopic = ""
 		}
@@ -345,12 +347,12 @@ func startKafka(ctx context.Context, o Options, spec workload.Spec, deleteTopic 
 		return nil, err
 	}
 	k.log = &logStats{cl: cl, topic: spec.Topic(), partitions: spec.Partitions}
-	if err := k.log.waitLogs(ctx, true, topicLogsTimeout); err != nil {
-		k.log.close()
-		return nil, err
-	}
 	if deleteTopic {
 		k.deleteTopic, k.progress = spec.Topic(), o.Log
+	}
+	if err := k.log.waitLogs(ctx, true, topicLogsTimeout); err != nil {
+		_ = k.stop() // deletes the topic: the next workload does not share the broker with it
+		return nil, err
 	}
 	return k, nil
 }

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -341,29 +342,38 @@ func (l *logStats) logSizes(ctx context.Context) (map[int32]int64, error) {
 // (present) or none (!present) of the topic's partitions. Kafka answers
 // Metadata with a new partition's leader before that leader has made the
 // partition's log, and its Produce requests with NOT_LEADER_OR_FOLLOWER
-// until it has: a client would measure the broker's set-up (on
-// 2026-12-05 one broker left 158 of W4's 10 000 partitions without a log
-// for good, created while the previous workload's topic was being
-// deleted). A deleted topic's logs go once the broker has applied the
-// deletion.
+// until it has: a client would measure the broker's set-up, or, where the
+// broker never makes a log (needsOwnBroker), fail. A deleted topic's
+// logs go once the broker has applied the deletion.
 func (l *logStats) waitLogs(ctx context.Context, present bool, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	have := -1 // partitions with a log at the last answer
+	var lastErr error
 	for {
-		sizes, err := l.logSizes(ctx)
-		if err == nil && (present && len(sizes) == l.partitions || !present && len(sizes) == 0) {
-			return nil
+		sizes, err := l.logSizes(tctx)
+		if err == nil {
+			have = len(sizes)
+			if present && have == l.partitions || !present && have == 0 {
+				return nil
+			}
+		} else if tctx.Err() == nil {
+			lastErr = err
 		}
 		select {
-		case <-ctx.Done():
-			if err != nil {
-				return fmt.Errorf("topic %s: DescribeLogDirs: %w", l.topic, err)
+		case <-tctx.Done():
+			if ctx.Err() != nil {
+				return fmt.Errorf("topic %s: waiting for its logs: %w", l.topic, ctx.Err())
 			}
-			if present {
+			switch {
+			case have < 0:
+				return fmt.Errorf("topic %s: no answer to DescribeLogDirs in %v: %w", l.topic, timeout, cmp.Or(lastErr, tctx.Err()))
+			case present:
 				return fmt.Errorf("topic %s: the broker made the logs of %d of its %d partitions in %v (its Produce answers NOT_LEADER_OR_FOLLOWER for the others)",
-					l.topic, len(sizes), l.partitions, timeout)
+					l.topic, have, l.partitions, timeout)
+			default:
+				return fmt.Errorf("topic %s: %d of its partitions' logs still there %v after its deletion", l.topic, have, timeout)
 			}
-			return fmt.Errorf("topic %s: %d of its partitions' logs still there %v after its deletion", l.topic, len(sizes), timeout)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

@@ -205,6 +205,27 @@ const DefaultKafkaManyPartitionRecords = 100_000
 // Options.KafkaManyPartitionRecords records on BrokerKafka.
 const manyPartitions = 1000
 
+// spec returns the workload variant name as Run runs it: with
+// recordsFor's records and o's buffer memory and values.
+func (o *Options) spec(name string) workload.Spec {
+	spec, _ := workload.ByName(name, o.recordsFor(name))
+	spec.BufferMemory = o.BufferMemory
+	spec.FreshValues = o.FreshValues
+	return spec
+}
+
+// needsOwnBroker reports whether spec runs on a Kafka broker of its own,
+// launched for it, when Run launched the cluster: a workload of more than
+// manyPartitions partitions does unless it is the first on the broker
+// (used: a workload has run there). A Kafka 4.4 broker that had held one
+// topic of 10 000 partitions made the logs of only 9 841–9 886 of the
+// next one's (three tries on 2026-12-05: after the first topic's logs
+// were gone, in steps of 5 000 or 1 000 partitions) and answered
+// NOT_LEADER_OR_FOLLOWER for the others for good.
+func needsOwnBroker(used bool, spec workload.Spec) bool {
+	return used && spec.Partitions > manyPartitions
+}
+
 // recordsFor returns how many records a run of the workload variant
 // name sends: o.Records, or on BrokerKafka o.KafkaManyPartitionRecords
 // for a workload of more than manyPartitions partitions when fewer.
@@ -434,7 +455,8 @@ func (r RunResult) WireBytesPerRecord() float64 {
 // Run builds the binaries, then runs every workload against a broker of
 // its own (Options.Broker; BrokerKafka: one cluster for all, each workload
 // on a topic of its own, after a warm-up round, but a new one for each
-// workload of more than manyPartitions partitions after the first),
+// workload of more than manyPartitions partitions that follows another:
+// needsOwnBroker),
 // every client once per
 // round, rounds repeated Runs times, the client order rotating between
 // rounds. It fails only when nothing can run (bad options, the broker
@@ -505,20 +527,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep.LoadStart = loadAvg()
 	used := false // a workload has run on k
 	for _, name := range o.Workloads {
-		spec, _ := workload.ByName(name, o.recordsFor(name))
-		spec.BufferMemory = o.BufferMemory
-		spec.FreshValues = o.FreshValues
-		if o.launchedKafka && used && spec.Partitions > manyPartitions {
-			// A Kafka 4.4 broker that has held one topic of 10 000
-			// partitions made the logs of only 9 841–9 886 of the next
-			// one's (three tries on 2026-12-05, with the first topic's
-			// logs gone, in steps of 5 000 or 1 000 partitions), and
-			// answered NOT_LEADER_OR_FOLLOWER for the others for good:
-			// each such workload gets a broker of its own.
+		spec := o.spec(name)
+		if o.launchedKafka && needsOwnBroker(used, spec) {
 			fmt.Fprintf(o.Log, "workload %s: a new kafka broker for its %d partitions\n", spec.Name, spec.Partitions)
 			stopKafka()
 			if k, err = launchKafka(ctx, o); err != nil {
-				return rep, err
+				rep.Duration, rep.LoadEnd = time.Since(rep.Started), loadAvg()
+				return rep, fmt.Errorf("workload %s: %w", spec.Name, err)
 			}
 			o.KafkaBootstrap = k.addr
 		}
@@ -721,6 +736,9 @@ func runWorkload(ctx context.Context, o Options, spec workload.Spec, rep *Report
 		}
 	}
 	for _, v := range variants(o, o.Clients) {
+		if _, skipped := wr.Skipped[v.client]; skipped {
+			continue
+		}
 		s := Summary{Client: v.name(o), Runs: runs[v.name(o)]}
 		if msg, ok := rep.BuildErrors[v.client]; ok {
 			s.Runs = []RunResult{{Error: "build failed: " + msg}}

@@ -245,7 +245,7 @@ func (s *Suite) WriteReadmeTable(w io.Writer) error {
 // when they are not r's (Options.KafkaManyPartitionRecords): "kafka
 // (100,000 records)".
 func brokerLabel(r *Report, wr *WorkloadReport) string {
-	if wr.Spec.Records == r.Records || wr.Spec.Records == 0 {
+	if wr.Spec.Records == r.Records || wr.Spec.Records == 0 || r.Records == 0 {
 		return r.BrokerName
 	}
 	return fmt.Sprintf("%s (%s records)", r.BrokerName, thousands(float64(wr.Spec.Records)))

@@ -190,6 +190,10 @@ func TestKafkaManyPartitionRecords(t *testing.T) {
 			spec, err := workload.ByName(tc.workload, o.Records)
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, o.recordsFor(spec.Name))
+			run := o.spec(spec.Name) // as Run runs it
+			assert.Equal(t, tc.want, run.Records)
+			assert.Equal(t, spec.Name, run.Name)
+			assert.Equal(t, o.BufferMemory, run.BufferMemory)
 		})
 	}
 
@@ -234,4 +238,34 @@ func TestJavaLeftOutOfManyPartitions(t *testing.T) {
 	var md bytes.Buffer
 	require.NoError(t, rep.WriteMarkdown(&md))
 	assert.Contains(t, md.String(), "\nSkipped on 100B-keyed-10k-partitions: java (left out above 1 000 partitions")
+}
+
+// TestSkippedClientHasNoRow: a client left out of a workload has no
+// summary in it, so no table lists it as failed.
+func TestSkippedClientHasNoRow(t *testing.T) {
+	o := Options{Broker: BrokerKfake, Clients: []string{Ours, Baseline, Java}, Log: io.Discard, BinDir: t.TempDir()}
+	require.NoError(t, o.defaults())
+	rep := &Report{BrokerName: BrokerKfake, Records: 1000, Runs: 1, BuildErrors: map[string]string{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // no broker starts: the summaries are built all the same
+	wr := runWorkload(ctx, o, specOf(t, "W4"), rep)
+	var clients []string
+	for _, s := range wr.Clients {
+		clients = append(clients, s.Client)
+	}
+	assert.Equal(t, []string{Ours, Baseline}, clients)
+	rep.Workloads = append(rep.Workloads, wr)
+	var md bytes.Buffer
+	require.NoError(t, (&Suite{Reports: []*Report{rep}}).WriteSummary(&md))
+	assert.NotContains(t, md.String(), "| java |")
+}
+
+// TestNeedsOwnBroker: on a Kafka cluster Run launched, a workload of more
+// than 1 000 partitions gets a broker of its own unless it comes first.
+func TestNeedsOwnBroker(t *testing.T) {
+	w1, w4, w4z := specOf(t, "W1"), specOf(t, "W4"), specOf(t, "W4-zipf")
+	assert.False(t, needsOwnBroker(false, w4), "first on the broker")
+	assert.True(t, needsOwnBroker(true, w4), "after W1 or another W4")
+	assert.True(t, needsOwnBroker(true, w4z))
+	assert.False(t, needsOwnBroker(true, w1))
 }

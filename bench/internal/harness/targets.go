@@ -71,7 +71,7 @@ func (r *Report) Checks() []Check {
 			why = "a client has no successful run"
 		}
 		check := func(target string, limit float64, atLeast bool, value func() (float64, string)) {
-			c := Check{Target: target, Workload: w.Spec.Name, Broker: r.BrokerName, Limit: limit, AtLeast: atLeast, Measured: ok, Why: why}
+			c := Check{Target: target, Workload: w.Spec.Name, Broker: brokerLabel(r, w), Limit: limit, AtLeast: atLeast, Measured: ok, Why: why}
 			if ok {
 				v, missing := value()
 				if missing != "" {
