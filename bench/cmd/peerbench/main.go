@@ -12,6 +12,7 @@
 //	go run ./cmd/peerbench -quick        # 100 000 records, 1 run
 //	go run ./cmd/peerbench -clients samsa,kgo -workloads W2c -records 200000
 //	go run ./cmd/peerbench -broker kfake,kafka -clients samsa,kgo,java -keys scattered,ordered,zipf -summary   # issue 26's table (W4 on Kafka: 100 000 records)
+//	go run ./cmd/peerbench -from-json report.json -summary   # the tables of a run saved with -jsonfile, again
 //	go run ./cmd/peerbench -broker kfake -clients samsa,kgo -workloads W3 -values own,letters   # ProducerPerformance's payload too
 //	go run ./cmd/peerbench -buffer-memory 134217728   # 128 MiB of buffer memory for every client
 //	go run ./cmd/peerbench -cpuprofile /tmp/prof   # CPU and heap profiles of samsa's and kgo's runs, codec share
@@ -88,6 +89,7 @@ func run() error {
 	kafkaManyPartitions := flag.Int("kafka-many-partition-records", harness.DefaultKafkaManyPartitionRecords, "with -broker kafka: records per run of W4 (10 000 partitions, which one Kafka broker appends at thousands of records/s), when fewer than -records; -1: -records")
 	kafkaBootstrap := flag.String("kafka-bootstrap", "", "with -broker kafka: use this running cluster instead of starting one (topics are created, the cluster is left running)")
 	summaryOnly := flag.Bool("summary", false, "print the summary tables and the targets only, not every broker's report")
+	fromJSON := flag.String("from-json", "", "run nothing: print the tables of a report saved with -jsonfile (with -summary, -json, -strict as for a run)")
 	flag.Parse()
 
 	set := map[string]bool{}
@@ -110,30 +112,43 @@ func run() error {
 		}
 		valueList = append(valueList, v)
 	}
-	suite, err := harness.RunSuite(ctx, harness.Options{
-		Clients:    list(*clients),
-		Workloads:  list(*workloads),
-		Keys:       list(*keys),
-		Values:     valueList,
-		Records:    *records,
-		Runs:       *runs,
-		Timeout:    *timeout,
-		BinDir:     *bindir,
-		ProfileDir: *cpuprofile,
-		Profile:    list(*profile),
-		Log:        os.Stderr,
+	var suite *harness.Suite
+	var err error
+	if *fromJSON != "" {
+		b, rerr := os.ReadFile(*fromJSON)
+		if rerr != nil {
+			return rerr
+		}
+		suite = &harness.Suite{}
+		if rerr := json.Unmarshal(b, suite); rerr != nil {
+			return fmt.Errorf("-from-json %s: %w", *fromJSON, rerr)
+		}
+	} else {
+		suite, err = harness.RunSuite(ctx, harness.Options{
+			Clients:    list(*clients),
+			Workloads:  list(*workloads),
+			Keys:       list(*keys),
+			Values:     valueList,
+			Records:    *records,
+			Runs:       *runs,
+			Timeout:    *timeout,
+			BinDir:     *bindir,
+			ProfileDir: *cpuprofile,
+			Profile:    list(*profile),
+			Log:        os.Stderr,
 
-		BufferMemory: *bufferMemory,
-		FreshValues:  *freshValues,
+			BufferMemory: *bufferMemory,
+			FreshValues:  *freshValues,
 
-		BrokerStore:    *brokerStore,
-		KafkaBootstrap: *kafkaBootstrap,
-		WarmupRecords:  *warmup,
+			BrokerStore:    *brokerStore,
+			KafkaBootstrap: *kafkaBootstrap,
+			WarmupRecords:  *warmup,
 
-		KafkaManyPartitionRecords: *kafkaManyPartitions,
-		TLS:                       *useTLS,
-		TLSCompare:                *tlsCompare,
-	}, list(*broker))
+			KafkaManyPartitionRecords: *kafkaManyPartitions,
+			TLS:                       *useTLS,
+			TLSCompare:                *tlsCompare,
+		}, list(*broker))
+	}
 	if suite == nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package harness
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"strings"
 	"testing"
@@ -268,4 +269,27 @@ func TestNeedsOwnBroker(t *testing.T) {
 	assert.True(t, needsOwnBroker(true, w4), "after W1 or another W4")
 	assert.True(t, needsOwnBroker(true, w4z))
 	assert.False(t, needsOwnBroker(true, w1))
+}
+
+// TestSuiteJSONRoundTrip: a suite saved as JSON (-jsonfile) prints the
+// same tables once read back (peerbench -from-json).
+func TestSuiteJSONRoundTrip(t *testing.T) {
+	w4 := specOf(t, "W4")
+	w4.Records = 100
+	rep := &Report{BrokerName: BrokerKafka, Runs: 1, Records: 1000, CPUs: 2, BufferMemory: 64 << 20, Workloads: []WorkloadReport{
+		pairOf(specOf(t, "W1"), sumOf(Ours, 300, 3000, 30<<20), sumOf(Baseline, 1000, 1000, 60<<20)),
+		pairOf(w4, sumOf(Ours, 2000, 30, 30<<20), sumOf(Baseline, 4000, 20, 60<<20)),
+	}}
+	rep.Workloads[1].Skipped = map[string]string{Java: javaManyPartitions}
+	s := &Suite{Reports: []*Report{rep}}
+	b, err := json.Marshal(s)
+	require.NoError(t, err)
+	var back Suite
+	require.NoError(t, json.Unmarshal(b, &back))
+	var want, got bytes.Buffer
+	require.NoError(t, s.WriteMarkdown(&want))
+	require.NoError(t, back.WriteMarkdown(&got))
+	assert.Equal(t, want.String(), got.String())
+	assert.Contains(t, got.String(), "kafka (100 records)")
+	assert.Contains(t, got.String(), "Skipped on 100B-keyed-10k-partitions: java")
 }
