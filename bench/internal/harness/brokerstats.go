@@ -234,28 +234,13 @@ type logStats struct {
 // statsRequestTimeout bounds each of logStats's requests.
 const statsRequestTimeout = 30 * time.Second
 
-// stats reads the counters. Kafka may answer for a partition's leader
-// before it has created the partition's log (DescribeLogDirs then leaves
-// the partition out): stats asks again until every partition is there.
+// stats reads the counters. Every partition's log is there: startKafka
+// waited for them (waitLogs).
 func (l *logStats) stats() (brokerStats, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), statsRequestTimeout)
 	defer cancel()
-	for {
-		st, err := l.read(ctx)
-		if !errors.Is(err, errMissingLogs) {
-			return st, err
-		}
-		select {
-		case <-ctx.Done():
-			return brokerStats{}, err
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return l.read(ctx)
 }
-
-// errMissingLogs is read's error when DescribeLogDirs leaves partitions
-// out.
-var errMissingLogs = errors.New("DescribeLogDirs left partitions out")
 
 func (l *logStats) read(ctx context.Context) (brokerStats, error) {
 	var st brokerStats
@@ -264,7 +249,7 @@ func (l *logStats) read(ctx context.Context) (brokerStats, error) {
 		return brokerStats{}, err
 	}
 	if len(sizes) != l.partitions {
-		return brokerStats{}, fmt.Errorf("%w: sizes of %d of %s's %d partitions", errMissingLogs, len(sizes), l.topic, l.partitions)
+		return brokerStats{}, fmt.Errorf("DescribeLogDirs left partitions out: sizes of %d of %s's %d partitions", len(sizes), l.topic, l.partitions)
 	}
 	for _, n := range sizes {
 		st.Bytes += n
