@@ -441,3 +441,19 @@ func TestCloseErrorWhileAHookBlocksCountsRecordsNotCompleted(t *testing.T) {
 		}
 	}
 }
+
+// TestNilContext: Close(nil) and Flush(nil) wait without a bound, as
+// Java's close() and flush() without a timeout; they used to panic with a
+// nil dereference. A record sent before them is delivered.
+func TestNilContext(t *testing.T) {
+	c := newCluster(t, testbroker.Config{})
+	require.NoError(t, c.CreateTopic("t", 1))
+	p := newProducer(t, c, Config{})
+	f := p.Send(context.Background(), &Record{Topic: "t", Value: []byte("v")})
+	require.NoError(t, p.Flush(nil))
+	require.True(t, completedAtOnce(f), "Flush(nil) returned before its record completed")
+	g := p.Send(context.Background(), &Record{Topic: "t", Value: []byte("w")})
+	require.NoError(t, p.Close(nil))
+	_, err := g.Wait(context.Background())
+	require.NoError(t, err)
+}

@@ -635,8 +635,12 @@ func oddEpochs(b *batch) int64 {
 // caller's goroutine (HookRecordBuffered, HookBufferWaited), runs for a
 // record already counted: Flush there waits for that very record, which
 // cannot be sent before the hook returns, so it returns only when ctx
-// ends. Close there does the same. Call them after Send returns.
+// ends. Close there does the same. Call them after Send returns. A nil ctx
+// is taken as context.Background(), as Java's flush().
 func (p *Producer) Flush(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background() // as Java's flush(): no bound
+	}
 	if p.closed.Load() {
 		return ErrClosed
 	}
@@ -769,11 +773,17 @@ func (p *Producer) whenIdle() <-chan struct{} {
 // the coordinator aborts the transaction itself. That error is Close's
 // result when the flush has none.
 //
+// A nil ctx is taken as context.Background(): no bound, as Java's close()
+// without a timeout.
+//
 // When the cluster subscribed the producer to client metrics (KIP-714, see
 // Config.DisableMetricsPush), a push in flight is waited for and a last,
 // terminating push with the final metrics is sent before the connections
 // close, bounded by ctx and RequestTimeout; its failure is only logged.
 func (p *Producer) Close(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background() // as Java's close(): no bound
+	}
 	if where := p.ownGoroutine(); where != "" {
 		// Waiting here would wait for the goroutine running this very
 		// call. Close in the background instead, like the Java client

@@ -39,6 +39,14 @@ func (s *sink) expire() {
 		}
 		// One error per millisecond waited: each record's says how long
 		// it waited, without an error per record.
+		if missing && t.failing == notFailing {
+			// New Sends fail at once while the topic stays missing,
+			// instead of taking pool memory for MaxBlock each. Set
+			// before the expired records reach the completer: a
+			// callback that sends again at its failure must see the
+			// topic failing, not park for a second MaxBlock.
+			s.setFailing(t, failMissing, s.missingErr(t, cause))
+		}
 		var err error
 		var errWaited time.Duration
 		records, bytes := t.ts.acc.Parked()
@@ -50,11 +58,6 @@ func (s *sink) expire() {
 			s.p.completer.push(outcome{single: &c, md: RecordMetadata{Topic: t.name, Partition: -1, Offset: -1}, err: err})
 		})
 		expired = true
-		if missing && t.failing == notFailing {
-			// New Sends fail at once while the topic stays missing,
-			// instead of taking pool memory for MaxBlock each.
-			s.setFailing(t, failMissing, s.missingErr(t, cause))
-		}
 		if t.ts.acc.OldestParked().IsZero() {
 			s.unpark(t, records, bytes, err)
 		}

@@ -161,6 +161,37 @@ func TestMissingTopicFailsAfterMaxBlock(t *testing.T) {
 	}, 8*time.Second, 20*time.Millisecond, "records go through once the topic exists: %v", err)
 }
 
+// TestSendAtMissingTopicFailureFailsAtOnce: once a missing topic's parked
+// records fail at MaxBlock, a Send made the moment the first of them
+// completes (from its callback, the earliest a user can) fails at once,
+// never parks for a second MaxBlock. The records used to reach the
+// completer before the topic was marked failing (issue 33 item 8: 4 in 20
+// tries with MaxBlock 1s); the loop makes the race likely.
+func TestSendAtMissingTopicFailureFailsAtOnce(t *testing.T) {
+	c := newCluster(t, testbroker.Config{}) // does not auto-create
+	const maxBlock = 150 * time.Millisecond
+	p := newProducer(t, c, Config{MaxBlock: maxBlock, DeliveryTimeout: time.Minute})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i := range 20 {
+		topic := fmt.Sprintf("missing-%d", i)
+		again := make(chan *Future, 1)
+		p.SendCallback(ctx, &Record{Topic: topic, Value: []byte("v")}, func(_ RecordMetadata, err error) {
+			require.ErrorIs(t, err, ErrDeliveryTimeout)
+			again <- p.TrySend(ctx, &Record{Topic: topic, Value: []byte("again")})
+		})
+		var f *Future
+		select {
+		case f = <-again:
+		case <-ctx.Done():
+			t.Fatal("the parked record never failed")
+		}
+		require.True(t, completedAtOnce(f), "try %d: a Send made as the parked records failed parked again", i)
+		_, err := f.Wait(ctx)
+		require.ErrorIs(t, err, kerr.UnknownTopicOrPartition)
+	}
+}
+
 // TestUnreachableClusterErrorNamesTheCause: with no broker reachable, a
 // record fails with the real cause (the dial error, naming the address),
 // not as a missing topic; the outage is logged once at Warn.
