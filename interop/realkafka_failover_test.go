@@ -106,7 +106,7 @@ func testLeaderDown(t *testing.T, c *realCluster, down string) {
 
 	<-senderDone
 	require.NoError(t, p.Flush(ctx))
-	stats := p.Stats()
+	stats := p.Metrics().Producer
 	require.NoError(t, p.Close(ctx))
 	failed := 0
 	for i := range recs {
@@ -119,7 +119,7 @@ func testLeaderDown(t *testing.T, c *realCluster, down string) {
 		}
 	}
 	require.Zero(t, failed, "records failed")
-	t.Logf("%d records, %d batches, %d batch retries", n, stats.Batches, stats.Retries)
+	t.Logf("%d records, %d batches, %d batch retries", n, stats.BatchAckTotal, stats.BatchRetryTotal)
 
 	got := consumeAll(t, c.addrs, topic, samsaPartitions, n)
 	checkDelivered(t, recs, mds, got, samsaPartitions, compression.LZ4)
@@ -187,7 +187,7 @@ func TestRealKafkaNotEnoughReplicas(t *testing.T) {
 			t.Fatalf("record %d completed while the ISR was below min.insync.replicas: %v", i, err)
 		}
 	}
-	retries := p.Stats().Retries
+	retries := p.Metrics().Producer.BatchRetryTotal
 	assert.Positive(t, retries, "NOT_ENOUGH_REPLICAS must be retried")
 
 	c.startNode(t, follower)

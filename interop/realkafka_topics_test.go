@@ -187,7 +187,7 @@ func TestRealKafkaCreateTopicsQuota(t *testing.T) {
 		require.NoError(t, err, "record %d (%s)", i, recs[i].Topic)
 	}
 	took := time.Since(start)
-	stats := p.Stats()
+	stats := p.Metrics().Producer
 	require.NoError(t, p.Close(ctx))
 
 	for _, name := range names {
@@ -195,7 +195,7 @@ func TestRealKafkaCreateTopicsQuota(t *testing.T) {
 	}
 	throttles := checkThrottledRetries(t, logs.String(), names)
 	t.Logf("%d topics x %d partitions created in %v; %d CreateTopics answers were THROTTLING_QUOTA_EXCEEDED, throttled %v in all",
-		topics, partitions, took.Round(time.Millisecond), throttles, stats.Throttled.Round(time.Millisecond))
+		topics, partitions, took.Round(time.Millisecond), throttles, stats.ThrottleTimeTotal.Round(time.Millisecond))
 	assert.Positive(t, throttles, "the broker never throttled the topic creations: is the quota set for %s?", clientID)
 	for _, name := range names {
 		consumeAll(t, c.addrs, name, partitions, perTopic)

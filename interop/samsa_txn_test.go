@@ -601,10 +601,10 @@ func TestSamsaTransactionChaosKfake(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-	st := p.Stats()
-	require.Zero(t, st.Buffered, "every record completed")
-	require.Zero(t, st.BufferUsed, "all memory returned")
-	t.Logf("%d committed records; %d Produce (%d timed out after the append) and %d EndTxn requests; %d retries", len(committed), produces.Load(), timedOut.Hits(), ends.Load(), st.Retries)
+	st := p.Metrics().Producer
+	require.Zero(t, st.BufferedRecords, "every record completed")
+	require.Zero(t, st.BufferTotalBytes-st.BufferAvailableBytes, "all memory returned")
+	t.Logf("%d committed records; %d Produce (%d timed out after the append) and %d EndTxn requests; %d retries", len(committed), produces.Load(), timedOut.Hits(), ends.Load(), st.BatchRetryTotal)
 
 	requireCommitted(t, readValues(t, addrs, topic, len(committed), kgo.ReadCommitted()), committed)
 }

@@ -173,5 +173,5 @@ func TestIdempotentChaos(t *testing.T) {
 		}
 	}
 	t.Logf("%d records: %d acknowledged, %d with an unknown outcome, %d failed; stats %+v",
-		total, okCount, unknownCount, failedCount, p.Stats())
+		total, okCount, unknownCount, failedCount, p.Metrics().Producer)
 }

@@ -120,6 +120,6 @@ func TestConcurrentFlushes(t *testing.T) {
 	for _, err := range errs {
 		require.NoError(t, err)
 	}
-	assert.Zero(t, p.Stats().Buffered)
+	assert.Zero(t, p.Metrics().Producer.BufferedRecords)
 	require.NoError(t, p.Flush(ctx), "an idle producer flushes at once")
 }

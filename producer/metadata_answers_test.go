@@ -247,7 +247,7 @@ func TestRecreatedTopicWithFewerPartitionsFailsGoneRecords(t *testing.T) {
 			fs = append(fs, p.Send(context.Background(), &Record{Topic: "t", Partition: part, ExplicitPartition: true, Value: []byte("v")}))
 		}
 	}
-	require.True(t, waitFor(5*time.Second, func() bool { return p.Stats().BufferUsed > 0 }))
+	require.True(t, waitFor(5*time.Second, func() bool { return bufferUsed(p) > 0 }))
 	require.NoError(t, c.DeleteTopic("t"))
 	require.NoError(t, c.CreateTopic("t", 1))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -268,7 +268,7 @@ func TestRecreatedTopicWithFewerPartitionsFailsGoneRecords(t *testing.T) {
 		_, err := f.Wait(ctx)
 		require.NoError(t, err)
 	}
-	require.True(t, waitFor(5*time.Second, func() bool { return p.Stats().BufferUsed == 0 }), "%d bytes still in use", p.Stats().BufferUsed)
+	require.True(t, waitFor(5*time.Second, func() bool { return bufferUsed(p) == 0 }), "%d bytes still in use", bufferUsed(p))
 	err = sendTo(t, p, "t", 2, 10*time.Second)
 	require.ErrorIs(t, err, ErrInvalidRecord)
 	f := p.Send(ctx, &Record{Topic: "t", Key: []byte("k"), Value: []byte("v")})

@@ -74,7 +74,7 @@ func TestParkedRecordsMoveWhileSendsWaitForMemory(t *testing.T) {
 	defer cancel()
 	require.NoError(t, p.Flush(ctx))
 	t.Logf("warm=%v: %v, %d failed", warm, time.Since(start), failed.Load())
-	require.Zero(t, failed.Load(), "records failed on a healthy cluster; first: %v; stats %+v", firstErr.Load(), p.Stats())
+	require.Zero(t, failed.Load(), "records failed on a healthy cluster; first: %v; stats %+v", firstErr.Load(), p.Metrics().Producer)
 }
 
 // TestHoldEndsWhenStarvedParkedRecordsExpire: the pool stays held while
@@ -137,9 +137,9 @@ func TestFailedParkedRecordsKeepTheirMemoryUntilDelivered(t *testing.T) {
 	require.Eventually(t, func() bool { return delivered.Load() == 1 }, 10*time.Second, time.Millisecond)
 	time.Sleep(100 * time.Millisecond) // the IO goroutine finishes failing the expired records
 	charge := int64(p.acc.ParkCharge())
-	require.GreaterOrEqual(t, p.Stats().BufferUsed, (n-1)*charge,
+	require.GreaterOrEqual(t, bufferUsed(p), (n-1)*charge,
 		"%d records' outcomes are not delivered yet, but the pool took back their memory", n-delivered.Load())
 	close(release)
-	require.Eventually(t, func() bool { return delivered.Load() == n && p.Stats().BufferUsed == 0 },
+	require.Eventually(t, func() bool { return delivered.Load() == n && bufferUsed(p) == 0 },
 		10*time.Second, time.Millisecond, "every outcome delivered gives its charge back")
 }

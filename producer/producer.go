@@ -860,55 +860,9 @@ func (p *Producer) ownGoroutine() string {
 	return ""
 }
 
-// Stats is a snapshot of the producer's state, for progress reports.
-//
-// Deprecated: use Producer.Metrics, whose ProducerMetrics carries every
-// value of Stats: Buffered is BufferedRecords, BufferUsed is
-// BufferTotalBytes - BufferAvailableBytes, BufferSize is BufferTotalBytes,
-// InFlight is RequestsInFlight, Batches, BatchBytes and UncompressedBytes
-// are BatchAckTotal, BatchAckBytesTotal and
-// BatchAckUncompressedBytesTotal, Retries is BatchRetryTotal, Throttled is
-// ThrottleTimeTotal.
-type Stats struct {
-	// Buffered is the number of records accepted and not yet completed.
-	Buffered int64
-	// BufferUsed is the pool memory in use, in bytes.
-	BufferUsed int64
-	// BufferSize is the pool's size in bytes.
-	BufferSize int64
-	// InFlight is the number of Produce requests awaiting an answer.
-	InFlight int64
-	// Batches counts the batches sent successfully, and BatchBytes their
-	// bytes on the wire; UncompressedBytes is their size before compression.
-	Batches, BatchBytes, UncompressedBytes int64
-	// Retries counts batches sent again after a retriable error.
-	Retries int64
-	// Throttled is the total throttle time the brokers asked for.
-	Throttled time.Duration
-}
-
 type counters struct {
 	inflight, batches, batchBytes, uncompressed, retries atomic.Int64
 	throttled                                            atomic.Int64 // nanoseconds
-}
-
-// Stats returns a snapshot of the producer's counters. It is cheap and safe
-// to call from any goroutine, for example for a progress bar.
-//
-// Deprecated: use Metrics, which carries every value of Stats (see Stats
-// for the names) with the rest of the producer's metrics.
-func (p *Producer) Stats() Stats {
-	return Stats{
-		Buffered:          p.pending[0].Load() + p.pending[1].Load(),
-		BufferUsed:        p.pool.Size() - p.pool.Available(),
-		BufferSize:        p.pool.Size(),
-		InFlight:          p.stats.inflight.Load(),
-		Batches:           p.stats.batches.Load(),
-		BatchBytes:        p.stats.batchBytes.Load(),
-		UncompressedBytes: p.stats.uncompressed.Load(),
-		Retries:           p.stats.retries.Load(),
-		Throttled:         time.Duration(p.stats.throttled.Load()),
-	}
 }
 
 // minMetadataBackoff is the least wait between failed metadata requests

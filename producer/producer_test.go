@@ -116,9 +116,9 @@ func testSendDelivers(t *testing.T, codec compression.Type, workers int) {
 		require.Equal(t, []byte(fmt.Sprintf("value-%06d-%s", i, strings.Repeat("x", 50))), got.Value)
 		require.Equal(t, []byte{byte(i)}, got.Headers[0].Value)
 	}
-	if st := p.Stats(); codec != compression.None {
-		require.Greater(t, st.Batches, int64(3), "several batches per partition")
-		require.Less(t, st.BatchBytes, st.UncompressedBytes, "batches went out compressed")
+	if st := p.Metrics().Producer; codec != compression.None {
+		require.Greater(t, st.BatchAckTotal, int64(3), "several batches per partition")
+		require.Less(t, st.BatchAckBytesTotal, st.BatchAckUncompressedBytesTotal, "batches went out compressed")
 	}
 }
 
@@ -398,7 +398,7 @@ func TestThrottledBrokerDeliversEverything(t *testing.T) {
 		fs[i] = p.Send(context.Background(), &Record{Topic: "slow", Value: value})
 	}
 	waitAll(t, fs)
-	require.Greater(t, p.Stats().Throttled, time.Duration(0), "the broker's throttle was not seen")
+	require.Greater(t, p.Metrics().Producer.ThrottleTimeTotal, time.Duration(0), "the broker's throttle was not seen")
 }
 
 // TestAutoCreateUnderMutationQuota: a missing topic is created by the
@@ -556,7 +556,7 @@ func TestLingeredBatchWaitsForTheBrokersAnswer(t *testing.T) {
 	ctx := context.Background()
 
 	first := p.Send(ctx, &Record{Topic: "pace", Value: []byte("first")})
-	require.Eventually(t, func() bool { return p.Stats().InFlight == 1 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return p.Metrics().Producer.RequestsInFlight == 1 }, 5*time.Second, time.Millisecond)
 	var fs []*Future
 	for i := range 10 {
 		fs = append(fs, p.Send(ctx, &Record{Topic: "pace", Value: fmt.Appendf(nil, "late-%d", i)}))
@@ -596,7 +596,7 @@ func TestQuietPartitionIsNotStarvedByABusyOne(t *testing.T) {
 			time.Sleep(50 * time.Microsecond)
 		}
 	})
-	require.Eventually(t, func() bool { return p.Stats().InFlight >= 3 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return p.Metrics().Producer.RequestsInFlight >= 3 }, 5*time.Second, time.Millisecond)
 
 	start := time.Now()
 	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
@@ -607,7 +607,7 @@ func TestQuietPartitionIsNotStarvedByABusyOne(t *testing.T) {
 	// Linger, then at most one 20 ms answer, then its own 20 ms request
 	// (behind at most 5 in flight).
 	require.Less(t, time.Since(start), time.Second, "the quiet record waited for the busy partition to stop")
-	require.Positive(t, p.Stats().InFlight, "the busy partition was still busy")
+	require.Positive(t, p.Metrics().Producer.RequestsInFlight, "the busy partition was still busy")
 }
 
 // waitFor polls cond every 5ms for up to d.

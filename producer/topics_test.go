@@ -385,8 +385,8 @@ func TestMissingTopicsShareOneMetadataSchedule(t *testing.T) {
 				require.ErrorIs(t, err, ErrDeliveryTimeout)
 				require.Contains(t, err.Error(), fmt.Sprintf("%q", fmt.Sprintf("missing-%d", i%tc.topics)))
 			}
-			require.Eventually(t, func() bool { return p.Stats().BufferUsed == 0 }, 10*time.Second, 10*time.Millisecond,
-				"the pool keeps %d bytes", p.Stats().BufferUsed)
+			require.Eventually(t, func() bool { return bufferUsed(p) == 0 }, 10*time.Second, 10*time.Millisecond,
+				"the pool keeps %d bytes", bufferUsed(p))
 			_, err := p.Send(ctx, &Record{Topic: "healthy", Value: []byte("v")}).Wait(ctx)
 			require.NoError(t, err)
 		})

@@ -87,7 +87,7 @@ func TestTransactionStateMachine(t *testing.T) {
 			if tt.send != nil {
 				_, err := p.Send(ctx, &Record{Topic: "t", Value: []byte("v")}).Wait(ctx)
 				tt.send(t, err)
-				assert.Zero(t, p.Stats().BufferUsed, "a refused record takes no memory")
+				assert.Zero(t, bufferUsed(p), "a refused record takes no memory")
 			}
 			if tt.commit != nil {
 				tt.commit(t, p.CommitTransaction(ctx))
@@ -150,7 +150,7 @@ func TestTransactionAbortFailsUnsent(t *testing.T) {
 		_, err := f.Wait(ctx)
 		require.ErrorIs(t, err, ErrTransactionAborted, "record %d", i)
 	}
-	assert.Zero(t, p.Stats().Buffered)
+	assert.Zero(t, p.Metrics().Producer.BufferedRecords)
 	assert.Equal(t, txnReady, p.txn.load())
 	require.NoError(t, p.BeginTransaction())
 }

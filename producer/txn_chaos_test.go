@@ -116,9 +116,9 @@ func TestTransactionChaos(t *testing.T) {
 		}
 		close(stop)
 		chaos.Wait()
-		st := p.Stats()
-		require.Zero(t, st.Buffered, "every record completed")
-		require.Zero(t, st.BufferUsed, "all memory returned")
+		st := p.Metrics().Producer
+		require.Zero(t, st.BufferedRecords, "every record completed")
+		require.Zero(t, st.BufferTotalBytes-st.BufferAvailableBytes, "all memory returned")
 
 		// Markers are written a moment after EndTxn answers.
 		var got map[int32][]string
@@ -147,7 +147,7 @@ func TestTransactionChaos(t *testing.T) {
 		}
 		_, _, epoch, _ := c.TransactionState("chaos-txn")
 		t.Logf("level %d: %d transactions (%d aborted), %d committed records, epoch %d, %d retries; requests %v",
-			level, transactions, aborted, len(committed), epoch, st.Retries, n)
+			level, transactions, aborted, len(committed), epoch, st.BatchRetryTotal, n)
 	})
 }
 

@@ -191,7 +191,7 @@ func TestAbortWithSendBlockedOnMemoryKeepsPoolUsable(t *testing.T) {
 	require.NoError(t, p.AbortTransaction(ctx))
 	_, err := (<-blocked).Wait(ctx)
 	require.ErrorIs(t, err, ErrTransactionAborted)
-	require.Eventually(t, func() bool { return p.Stats().BufferUsed == 0 }, 5*time.Second, 5*time.Millisecond, "the aborted records' memory returns")
+	require.Eventually(t, func() bool { return bufferUsed(p) == 0 }, 5*time.Second, 5*time.Millisecond, "the aborted records' memory returns")
 	require.NoError(t, p.BeginTransaction())
 	wctx, wcancel := context.WithTimeout(ctx, 1500*time.Millisecond)
 	defer wcancel()

@@ -45,8 +45,14 @@
 // [Cluster.CreateTopic], CreateTopics requests, or, with
 // [Config].AutoCreateTopics, by the Metadata request that names them.
 // Records are kept until [Cluster.Close]; there is no retention, no
-// replication to speak of (stored records survive a broker stop), no TLS or
-// SASL, no consumer groups and no transactions.
+// replication to speak of (stored records survive a broker stop), and no
+// TLS or SASL. Idempotent and transactional producers work as on Kafka
+// (InitProducerId, AddPartitionsToTxn, EndTxn, transaction markers):
+// [Cluster.Records] returns every record with its markers (Transactional
+// and Control set), [Cluster.CommittedRecords] what a read_committed
+// consumer sees. The
+// classic consumer group APIs that a transactional consume-transform-produce
+// loop needs (JoinGroup, SyncGroup, Heartbeat, OffsetCommit) are served too.
 //
 // Every method is safe for concurrent use. [Cluster.Close] stops every
 // goroutine the cluster started, so tests that check for leaked goroutines

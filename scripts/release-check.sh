@@ -14,9 +14,13 @@ root=$(pwd)
 start=$(date +%s)
 
 VERSION=${VERSION:-v0.1.0}
-# The modules users import, tagged at path/VERSION ("." is the root, tag VERSION).
-public=(. observe/samsaprom observe/samsaotel sasl/awsmskiam sasl/kerberos
-	serde/schemaregistry serde/schemaregistry/avro serde/schemaregistry/jsonschema serde/schemaregistry/protobuf)
+# The modules users import, tagged at path/VERSION ("." is the root, tag
+# VERSION): the directories of RELEASING.md's table, the one list of them.
+mapfile -t public < <(sed -n 's/^| `github.com\/samsa-go\/samsa[^`]*` | `\([^`]*\)` |.*/\1/p' RELEASING.md)
+if [ "${#public[@]}" -lt 2 ] || [ "${public[0]}" != . ]; then
+	echo "release-check: RELEASING.md's table of published modules is unreadable (got: ${public[*]:-nothing})" >&2
+	exit 1
+fi
 # The modules nothing publishes: tests, benchmarks and this check.
 private=(interop bench scripts/releasecheck)
 
@@ -26,7 +30,7 @@ while IFS= read -r -d '' gomod; do
 	case " ${public[*]} ${private[*]} " in
 	*" $dir "*) ;;
 	*)
-		echo "release-check: $gomod is in neither list of scripts/release-check.sh: is it published?" >&2
+		echo "release-check: $gomod is neither in RELEASING.md's table of published modules nor in scripts/release-check.sh's private list: is it published?" >&2
 		exit 1
 		;;
 	esac

@@ -27,5 +27,5 @@ require (
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
-	golang.org/x/text v0.3.8 // indirect
+	golang.org/x/text v0.44.0 // indirect
 )

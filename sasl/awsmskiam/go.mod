@@ -31,5 +31,5 @@ require (
 	github.com/xdg-go/scram v1.4.0 // indirect
 	github.com/xdg-go/stringprep v1.0.4 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
-	golang.org/x/text v0.3.8 // indirect
+	golang.org/x/text v0.44.0 // indirect
 )
