@@ -2,10 +2,14 @@ package producer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/samsa-go/samsa/internal/conn"
+	"github.com/samsa-go/samsa/kerr"
 )
 
 // Ping connects to a broker as the producer does (Config.TLS, SASL,
@@ -25,7 +29,18 @@ import (
 // wrapping ErrClosed after Close (a Ping running when Close is called ends
 // with it). Ping neither uses nor disturbs the producer's own connections,
 // and feeds none of its metrics or hooks.
-func (p *Producer) Ping(ctx context.Context) error {
+//
+// With topics, Ping also asks the broker that answered for their metadata,
+// on the same connection, never creating them (whatever
+// Config.DisableAutoTopicCreation says: a check must not make topics), and
+// returns an error naming each topic the broker does not have or refuses
+// (`topic "orders": UNKNOWN_TOPIC_OR_PARTITION ...`, wrapping the
+// kerr.Error, so errors.Is(err, kerr.UnknownTopicOrPartition) or
+// kerr.TopicAuthorizationFailed tells which), all of them in one error;
+// nil when every topic exists with its partitions. So a start-up check
+// finds a topic that was never created at once, instead of its records
+// failing after MaxBlock.
+func (p *Producer) Ping(ctx context.Context, topics ...string) error {
 	if p.closed.Load() {
 		return fmt.Errorf("%w: Ping after Close", ErrClosed)
 	}
@@ -38,8 +53,15 @@ func (p *Producer) Ping(ctx context.Context) error {
 	for _, addr := range p.pingAddrs() {
 		c, err := conn.Dial(ctx, addr, p.connCfg)
 		if err == nil {
+			if len(topics) == 0 {
+				_ = c.Close()
+				return nil
+			}
+			err = pingTopics(ctx, c, topics)
 			_ = c.Close()
-			return nil
+			if err == nil || !errors.Is(err, errPingMetadata) {
+				return err // the broker answered: its answer is the result
+			}
 		}
 		errs = append(errs, err)
 		if ctx.Err() != nil {
@@ -56,6 +78,62 @@ func (p *Producer) Ping(ctx context.Context) error {
 	args := make([]any, len(errs))
 	for i, err := range errs {
 		args[i] = err
+	}
+	return fmt.Errorf(format, args...)
+}
+
+// errPingMetadata marks a Metadata request of Ping that got no answer (the
+// connection broke): Ping then tries the next broker.
+var errPingMetadata = errors.New("no Metadata answer")
+
+// pingTopics asks c for topics' metadata and returns an error naming each
+// topic the answer has with an error or without partitions.
+func pingTopics(ctx context.Context, c *conn.Conn, topics []string) error {
+	req := kmsg.NewPtrMetadataRequest()
+	req.AllowAutoTopicCreation = false
+	for _, name := range topics {
+		t := kmsg.NewMetadataRequestTopic()
+		t.Topic = kmsg.StringPtr(name)
+		req.Topics = append(req.Topics, t)
+	}
+	resp, err := c.Do(ctx, req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("producer: ping: %w", err)
+		}
+		return fmt.Errorf("producer: ping: broker %s: %w: %w", c.Addr(), errPingMetadata, err)
+	}
+	mr := resp.(*kmsg.MetadataResponse)
+	answered := make(map[string]*kmsg.MetadataResponseTopic, len(mr.Topics))
+	for i := range mr.Topics {
+		if n := mr.Topics[i].Topic; n != nil {
+			answered[*n] = &mr.Topics[i]
+		}
+	}
+	var errs []error
+	seen := make(map[string]bool, len(topics))
+	for _, name := range topics {
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		t := answered[name]
+		switch {
+		case t == nil:
+			errs = append(errs, fmt.Errorf("topic %q: not in broker %s's Metadata answer", name, c.Addr()))
+		case t.ErrorCode != 0:
+			errs = append(errs, fmt.Errorf("topic %q: %w", name, kerr.ForCode(t.ErrorCode)))
+		case len(t.Partitions) == 0:
+			errs = append(errs, fmt.Errorf("topic %q: %w (no partitions)", name, kerr.LeaderNotAvailable))
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	format := "producer: ping: broker %s answered: " + strings.TrimSuffix(strings.Repeat("%w; ", len(errs)), "; ")
+	args := []any{c.Addr()}
+	for _, err := range errs {
+		args = append(args, err)
 	}
 	return fmt.Errorf(format, args...)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-go/samsa/internal/testbroker"
 	"github.com/samsa-go/samsa/internal/testutil"
@@ -106,4 +107,39 @@ func TestPing(t *testing.T) {
 			assert.NotContains(t, err.Error(), "secret")
 		})
 	}
+}
+
+// TestPingTopics: Ping with topics says which of them the cluster lacks or
+// refuses, each named with its code, all in one error, without creating
+// any (even on a broker that auto-creates); nil when every one exists.
+func TestPingTopics(t *testing.T) {
+	c := newCluster(t, testbroker.Config{AllowAutoTopicCreation: true})
+	require.NoError(t, c.CreateTopic("orders", 3))
+	require.NoError(t, c.CreateTopic("secret", 1))
+	c.Intercept(testbroker.Interceptor{Keys: []int16{3}, Match: func(_ int32, req kmsg.Request) bool {
+		for _, rt := range req.(*kmsg.MetadataRequest).Topics {
+			if rt.Topic != nil && *rt.Topic == "secret" {
+				return true
+			}
+		}
+		return false
+	}, ErrorCode: kerr.TopicAuthorizationFailed.Code})
+	p := newProducer(t, c, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	require.NoError(t, p.Ping(ctx, "orders"))
+	require.NoError(t, p.Ping(ctx, "orders", "orders"))
+
+	err := p.Ping(ctx, "orders", "never-made", "also-never")
+	require.ErrorIs(t, err, kerr.UnknownTopicOrPartition)
+	assert.Contains(t, err.Error(), `topic "never-made": UNKNOWN_TOPIC_OR_PARTITION`)
+	assert.Contains(t, err.Error(), `topic "also-never": UNKNOWN_TOPIC_OR_PARTITION`)
+	assert.NotContains(t, err.Error(), `"orders"`)
+	_, rerr := c.Records("never-made", 0)
+	assert.Error(t, rerr, "Ping created the topic")
+
+	err = p.Ping(ctx, "secret")
+	require.ErrorIs(t, err, kerr.TopicAuthorizationFailed)
+	assert.Contains(t, err.Error(), `topic "secret"`)
 }

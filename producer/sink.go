@@ -122,6 +122,7 @@ type ioTopic struct {
 	sized    bool      // its partition count was compared with AutoCreatePartitions (checkPartitionCount)
 	failing  failKind  // why Sends fail fast (accumulator.Topic.SetFailing), if they do
 	parkedAt time.Time // when it started parking, for HookTopicUnparked; zero while not parked
+	warnedAt time.Time // when warnMissing last logged it missing; zero once metadata has it
 }
 
 // failKind says why a topic fails its records fast.

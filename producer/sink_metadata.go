@@ -64,10 +64,14 @@ func (s *sink) applyTopic(t *ioTopic, snap *metadata.Snapshot) {
 			// Its records failed before an answer came; now one says why.
 			s.setFailing(t, failMissing, s.missingErr(t, t.err))
 		}
+		if errors.Is(t.err, kerr.UnknownTopicOrPartition) {
+			s.warnMissing(t)
+		}
 		s.maybeCreateTopic(t)
 		return
 	}
 	t.err = nil
+	t.warnedAt = time.Time{}
 	s.checkPartitionCount(t, len(mt.Partitions))
 	recreated := t.id != mt.ID && t.id != ([16]byte{}) && mt.ID != ([16]byte{})
 	if recreated {
@@ -88,6 +92,29 @@ func (s *sink) applyTopic(t *ioTopic, snap *metadata.Snapshot) {
 		s.setFailing(t, notFailing, nil)
 	}
 	s.updatePartitions(t, mt, recreated)
+}
+
+// missingWarnEvery is how often warnMissing logs a topic that stays
+// missing again.
+const missingWarnEvery = time.Minute
+
+// warnMissing logs at Warn that metadata does not have t
+// (UNKNOWN_TOPIC_OR_PARTITION), as Java's producer does at once: the first
+// time at once, then at most once a minute while it stays missing, so that
+// a topic that was never created (broker auto-creation off) is seen in the
+// log long before its records fail at MaxBlock. A topic the producer
+// creates itself (Config.AutoCreateTopics) is not logged: CreateTopics is on
+// its way, and logs its own failure.
+func (s *sink) warnMissing(t *ioTopic) {
+	if s.cfg.AutoCreateTopics || (!t.warnedAt.IsZero() && s.now.Sub(t.warnedAt) < missingWarnEvery) {
+		return
+	}
+	msg := "topic not in metadata (UNKNOWN_TOPIC_OR_PARTITION): its records wait for it, up to MaxBlock; is it created?"
+	if !t.warnedAt.IsZero() {
+		msg = "topic still not in metadata (UNKNOWN_TOPIC_OR_PARTITION): its records wait for it, up to MaxBlock"
+	}
+	t.warnedAt = s.now
+	s.p.log.Warn(msg, "topic", t.name, "max_block", s.cfg.MaxBlock, "auto_create_allowed", !s.cfg.DisableAutoTopicCreation)
 }
 
 // setFailing records why t's records fail fast (err nil: they do not).

@@ -192,6 +192,39 @@ func TestSendAtMissingTopicFailureFailsAtOnce(t *testing.T) {
 	}
 }
 
+// TestMissingTopicWarnsAtOnce: a topic the cluster does not have (broker
+// auto-creation off) is logged at Warn as soon as the first Metadata
+// answer says UNKNOWN_TOPIC_OR_PARTITION, as Java's producer does, not
+// only when its records fail at MaxBlock; once, not at every refetch, and
+// not at all for a topic that exists.
+func TestMissingTopicWarnsAtOnce(t *testing.T) {
+	c := newCluster(t, testbroker.Config{})
+	require.NoError(t, c.CreateTopic("present", 1))
+	var logs testutil.SyncBuffer
+	p := newProducer(t, c, Config{MaxBlock: 10 * time.Second, RetryBackoff: 10 * time.Millisecond, RetryBackoffMax: 50 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := p.Send(ctx, &Record{Topic: "present", Value: []byte("v")}).Wait(ctx)
+	require.NoError(t, err)
+
+	start := time.Now()
+	f := p.Send(ctx, &Record{Topic: "forgotten", Value: []byte("v")})
+	const want = "topic not in metadata (UNKNOWN_TOPIC_OR_PARTITION)"
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), want) }, 5*time.Second, 5*time.Millisecond,
+		"no Warn for the missing topic:\n%s", logs.String())
+	require.Less(t, time.Since(start), 5*time.Second, "warned only at MaxBlock")
+	time.Sleep(500 * time.Millisecond) // several refetches with backoff
+	out := logs.String()
+	require.Equal(t, 1, strings.Count(out, "UNKNOWN_TOPIC_OR_PARTITION"), "warned more than once:\n%s", out)
+	require.Contains(t, out, "topic=forgotten")
+	require.NotContains(t, out, "topic=present")
+
+	require.NoError(t, c.CreateTopic("forgotten", 1))
+	_, err = f.Wait(ctx)
+	require.NoError(t, err, "the record goes through once the topic exists")
+}
+
 // TestUnreachableClusterErrorNamesTheCause: with no broker reachable, a
 // record fails with the real cause (the dial error, naming the address),
 // not as a missing topic; the outage is logged once at Warn.

@@ -36,7 +36,8 @@ var (
 )
 
 // Config configures a [Cluster]. The zero value is a 3-broker cluster on
-// random loopback ports with no topics, which creates none by itself.
+// random loopback ports with no topics, which creates a topic when a
+// Metadata request names it, as a Kafka broker does by default.
 type Config struct {
 	// Brokers is the number of brokers, with ids 0 to Brokers-1. Default 3;
 	// at most 1000.
@@ -45,16 +46,20 @@ type Config struct {
 	// partition count (0 or less: DefaultPartitions). Default none.
 	Topics map[string]int32
 	// DefaultPartitions is the partition count of a topic created with 0
-	// partitions, by Metadata (AutoCreateTopics) or by a CreateTopics
+	// partitions, by Metadata (auto-creation) or by a CreateTopics
 	// request asking for the broker's default. Default 1, as Kafka's
 	// num.partitions. A topic has at most 16384 partitions.
 	DefaultPartitions int32
-	// AutoCreateTopics lets a Metadata request create the unknown topics
-	// it names, when the client allows it, as Kafka's
-	// auto.create.topics.enable does. Default false (Kafka's default is
-	// true): a producer then waits for a topic that a test forgot to
-	// create, and fails after its MaxBlock.
-	AutoCreateTopics bool
+	// DisableAutoTopicCreation keeps a Metadata request from creating the
+	// unknown topics it names, as Kafka's auto.create.topics.enable=false
+	// does on a broker: a producer then waits for a topic that the test
+	// did not create, and fails after its MaxBlock, as against such a
+	// cluster. Default false: a Metadata request whose client allows it
+	// (producer.Config.DisableAutoTopicCreation unset, Java's
+	// allow.auto.create.topics) creates the topic with DefaultPartitions,
+	// Kafka's default. The producer's Config.AutoCreateTopics is another
+	// thing: the producer sending CreateTopics itself.
+	DisableAutoTopicCreation bool
 	// MaxMessageBytes is the largest record batch a partition accepts; a
 	// larger one gets MESSAGE_TOO_LARGE. Default 1048588, Kafka's
 	// message.max.bytes.
@@ -87,7 +92,7 @@ func NewCluster(cfg Config) (*Cluster, error) {
 	tc, err := testbroker.New(testbroker.Config{
 		Brokers:                cfg.Brokers,
 		DefaultPartitions:      cfg.DefaultPartitions,
-		AllowAutoTopicCreation: cfg.AutoCreateTopics,
+		AllowAutoTopicCreation: !cfg.DisableAutoTopicCreation,
 		MaxMessageBytes:        cfg.MaxMessageBytes,
 		Logger:                 cfg.Logger,
 	})

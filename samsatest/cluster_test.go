@@ -161,7 +161,7 @@ func TestRecordsRoundTrip(t *testing.T) {
 
 func TestAutoCreateTopics(t *testing.T) {
 	t.Run("on", func(t *testing.T) {
-		c := samsatest.Start(t, samsatest.Config{AutoCreateTopics: true, DefaultPartitions: 5})
+		c := samsatest.Start(t, samsatest.Config{DefaultPartitions: 5}) // the default, as Kafka's
 		p := newProducer(t, c, producer.Config{})
 		_, err := p.Send(t.Context(), &producer.Record{Topic: "fresh", Value: []byte("v")}).Wait(t.Context())
 		require.NoError(t, err)
@@ -172,7 +172,7 @@ func TestAutoCreateTopics(t *testing.T) {
 		assert.NoError(t, err, "created with DefaultPartitions")
 	})
 	t.Run("off", func(t *testing.T) {
-		c := samsatest.Start(t, samsatest.Config{})
+		c := samsatest.Start(t, samsatest.Config{DisableAutoTopicCreation: true})
 		p := newProducer(t, c, producer.Config{MaxBlock: 300 * time.Millisecond})
 		_, err := p.Send(t.Context(), &producer.Record{Topic: "forgotten", Value: []byte("v")}).Wait(t.Context())
 		require.Error(t, err)

@@ -43,7 +43,8 @@
 // request sent to a broker that does not lead the partition gets
 // NOT_LEADER_OR_FOLLOWER. Topics are created by [Config].Topics,
 // [Cluster.CreateTopic], CreateTopics requests, or, with
-// [Config].AutoCreateTopics, by the Metadata request that names them.
+// by the Metadata request that names them (unless
+// [Config].DisableAutoTopicCreation, as Kafka's auto.create.topics.enable).
 // Records are kept until [Cluster.Close]; there is no retention, no
 // replication to speak of (stored records survive a broker stop), and no
 // TLS or SASL. Idempotent and transactional producers work as on Kafka

@@ -215,8 +215,8 @@ func TestRunRealCluster(t *testing.T) {
 		want    int  // the topic's partitions after the run
 		warning bool // the summary warns that it is not -partitions
 	}{
-		{"created", samsatest.Config{Brokers: 2}, 6, false},
-		{"broker auto-creates", samsatest.Config{Brokers: 2, AutoCreateTopics: true, DefaultPartitions: 1}, 6, false},
+		{"created", samsatest.Config{Brokers: 2, DisableAutoTopicCreation: true}, 6, false},
+		{"broker auto-creates", samsatest.Config{Brokers: 2, DefaultPartitions: 1}, 6, false},
 		{"existed", samsatest.Config{Brokers: 2, Topics: map[string]int32{"real": 2}}, 2, true},
 	}
 	for _, tc := range cases {
