@@ -28,17 +28,32 @@ func TestIdempotentProducerIDExpiredWhileIdle(t *testing.T) {
 	for _, tc := range []struct {
 		name          string
 		unknownErrors bool
+		txn           bool // a transactional producer (version 1: one epoch across transactions)
 	}{
-		{"any sequence accepted, Kafka 2.5+", false},
-		{"UNKNOWN_PRODUCER_ID, Kafka before 2.5", true},
+		{"any sequence accepted, Kafka 2.5+", false, false},
+		{"UNKNOWN_PRODUCER_ID, Kafka before 2.5", true, false},
+		{"transactional, any sequence accepted", false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const partitions, perPart = 4, 1000
-			c := newCluster(t, testbroker.Config{Brokers: 1, UnknownProducerIDErrors: tc.unknownErrors})
+			c := newCluster(t, testbroker.Config{Brokers: 1, UnknownProducerIDErrors: tc.unknownErrors, TransactionVersion: 1})
 			require.NoError(t, c.CreateTopic("t", partitions))
-			p := newProducer(t, c, Config{Linger: 5 * time.Millisecond, BatchSize: 512, RequestTimeout: 5 * time.Second, DeliveryTimeout: 20 * time.Second})
+			cfg := Config{Linger: 5 * time.Millisecond, BatchSize: 512, RequestTimeout: 5 * time.Second, DeliveryTimeout: 20 * time.Second}
+			if tc.txn {
+				cfg.TransactionalID = "idle"
+			}
+			p := newProducer(t, c, cfg)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
+			inTxn := func(f func()) {
+				if !tc.txn {
+					f()
+					return
+				}
+				require.NoError(t, p.BeginTransaction())
+				f()
+				require.NoError(t, p.CommitTransaction(ctx))
+			}
 
 			send := func(from, to int) []*Future {
 				var fs []*Future
@@ -57,7 +72,7 @@ func TestIdempotentProducerIDExpiredWhileIdle(t *testing.T) {
 					require.NoError(t, err)
 				}
 			}
-			wait(send(0, 100))
+			inTxn(func() { wait(send(0, 100)) })
 			time.Sleep(confirmLapse + 50*time.Millisecond) // idle
 			require.Equal(t, partitions, c.ExpireProducerIDs())
 
@@ -65,14 +80,16 @@ func TestIdempotentProducerIDExpiredWhileIdle(t *testing.T) {
 			// (NOT_ENOUGH_REPLICAS, retriable), while later ones, if any
 			// were sent behind it, are taken.
 			c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Times: 1, ErrorCode: 19, Delay: 20 * time.Millisecond})
-			wait(send(100, perPart))
+			inTxn(func() { wait(send(100, perPart)) })
 
 			for part := range int32(partitions) {
 				recs, err := c.Records("t", part)
 				require.NoError(t, err)
 				got := make([]string, 0, len(recs))
 				for _, r := range recs {
-					got = append(got, string(r.Value))
+					if !r.Control {
+						got = append(got, string(r.Value))
+					}
 				}
 				want := make([]string, perPart)
 				for i := range want {
