@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -299,4 +300,42 @@ func TestClassifyTxnProducerIDErrors(t *testing.T) {
 		require.Equal(t, !tc.fatal, te.bump, "%s %v: an abortable one bumps the epoch", tc.what, tc.err)
 		require.ErrorIs(t, te, tc.err)
 	}
+}
+
+// TestTxnBumpAfterTransactionalIDExpiredTakesNewProducerID: an epoch bump
+// (KIP-360, here after a sequence error) that reaches the coordinator only
+// after it expired the transactional id names an id the coordinator no
+// longer knows; Kafka then answers a new producer id at epoch 0 (its
+// TransactionCoordinator creates the metadata afresh, with no epoch to
+// fence against), which the producer adopts: the next transaction commits
+// under it.
+func TestTxnBumpAfterTransactionalIDExpiredTakesNewProducerID(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1, TransactionVersion: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	p := newProducer(t, c, Config{TransactionalID: "late-bump", Linger: time.Millisecond})
+	ctx := testCtx(t)
+	commitOne(t, ctx, p, "before")
+	_, oldPID, _, _ := c.TransactionState("late-bump")
+
+	var bumps atomic.Int32
+	release := c.Intercept(testbroker.Interceptor{Keys: []int16{22}, Stall: true, Match: func(int32, kmsg.Request) bool {
+		bumps.Add(1)
+		return true
+	}})
+	defer release()
+	c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Times: 1, ErrorCode: 45}) // OUT_OF_ORDER_SEQUENCE_NUMBER
+
+	require.NoError(t, p.BeginTransaction())
+	_, err := p.Send(ctx, &Record{Topic: "t", Value: []byte("aborted")}).Wait(ctx)
+	require.True(t, IsAbortable(err), "%v", err)
+	require.NoError(t, p.AbortTransaction(ctx))
+	require.Eventually(t, func() bool { return bumps.Load() > 0 }, 5*time.Second, 5*time.Millisecond, "the bump goes after the abort")
+	require.Equal(t, 1, c.ExpireTransactionalIDs())
+	release()
+
+	commitOne(t, ctx, p, "after")
+	_, pid, epoch, _ := c.TransactionState("late-bump")
+	require.NotEqual(t, oldPID, pid, "a new producer id")
+	require.Equal(t, int16(0), epoch)
+	require.Equal(t, []string{"before", "after"}, committedValues(t, c, "t", 1)[0])
 }
