@@ -81,8 +81,9 @@ func (e *txnError) Unwrap() error { return e.err }
 // AddPartitionsToTxn, AddOffsetsToTxn or EndTxn when the coordinator can
 // bump the epoch (InitProducerId v3+, Kafka 2.5+; fatal otherwise), after
 // which the next transaction runs under a bumped epoch. After
-// INVALID_PRODUCER_EPOCH the abort also bumps the epoch: with InitProducerId at transaction
-// version 1 (KIP-360/KIP-588), with its own EndTxn at version 2 (KIP-890),
+// INVALID_PRODUCER_EPOCH the abort also bumps the epoch: with
+// InitProducerId at transaction version 1 (KIP-360/KIP-588), with its own
+// EndTxn at version 2 (KIP-890),
 // where the abort of a transaction the coordinator timed out succeeds and
 // the producer goes on. At version 2 a zombie (a producer whose epoch a
 // newer one with the same TransactionalID fenced) learns it first from an
@@ -327,8 +328,8 @@ func (p *Producer) CommitTransaction(ctx context.Context) error {
 // When ctx ends first it returns ctx.Err() and the abort stays in
 // progress: call AbortTransaction again. So too when the coordinator
 // answers the abort with an abortable error (IsAbortable, e.g.
-// UNKNOWN_PRODUCER_ID), as Java's abortTransaction throws it. It returns ErrNoTransaction
-// without a transaction, ErrTransactionInProgress while a commit is in
+// UNKNOWN_PRODUCER_ID), as Java's abortTransaction throws it. It returns
+// ErrNoTransaction without a transaction, ErrTransactionInProgress while a commit is in
 // progress, and the fatal error (IsFatal) once only Close is left; from a
 // callback, or a hook on one of the producer's goroutines (see Flush),
 // ErrFlushInCallback.
