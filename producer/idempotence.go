@@ -232,9 +232,11 @@ func isSequenceError(err error) bool {
 //     in flight;
 //   - under idempotence, at most idempotenceMaxInFlight batches are in
 //     flight, and only one until a batch of ip was acknowledged under the
-//     current id and epoch: a broker with no state for this producer
-//     accepts any first sequence, so a second batch could be written while
-//     the first fails, out of order;
+//     current id and epoch, and again after ip had nothing in flight for
+//     confirmLapse (the broker may have expired the producer id meanwhile):
+//     a broker with no state for this producer accepts any first sequence,
+//     so a second batch could be written while the first fails, out of
+//     order;
 //   - no new batch goes out while a resent one is unanswered: new batches
 //     written meanwhile could push it out of the five the broker remembers,
 //     and its answer would then be OUT_OF_ORDER_SEQUENCE_NUMBER instead of
@@ -256,6 +258,9 @@ func (s *sink) mayDrain(ip *ioPart) (ok, more bool) {
 	}
 	if len(ip.retry) > 0 {
 		return len(ip.inflight) == 0, false
+	}
+	if s.idem != nil && ip.confirmed && len(ip.inflight) == 0 && s.now.Sub(ip.ackedAt) >= confirmLapse {
+		ip.confirmed = false // idle: the broker may have expired the producer id (confirmLapse)
 	}
 	if s.idem != nil && (len(ip.inflight) >= idempotenceMaxInFlight || (!ip.confirmed && len(ip.inflight) > 0)) {
 		return false, false
@@ -323,3 +328,17 @@ func (s *sink) inheritSequence(nb, b *batch, offset int) {
 	nb.IO.setSequence(int32((int64(b.IO.baseSequence()) + int64(offset)) & math.MaxInt32)) // sequences wrap to 0
 	s.stamp(nb)
 }
+
+// confirmLapse is how long after its last acknowledged batch a partition
+// counts as confirmed (sink.mayDrain): a partition leader forgets a
+// producer id idle past producer.id.expiration.ms (KIP-854, broker default
+// 1 day), and then takes the first batch it sees of that id, whatever its
+// sequence, as the start (Kafka 2.5+). A partition with nothing in flight
+// for longer therefore sends its next batch alone until the broker
+// acknowledges it, as after a new epoch: were a second batch in flight
+// behind it and the first failed unwritten, the second would be written
+// first, and the first then refused as out of order. It costs at most one
+// round trip when a partition's traffic resumes after a second's pause,
+// and nothing to a partition that keeps sending. A broker expiring ids
+// within a second of their last write is not covered.
+var confirmLapse = time.Second

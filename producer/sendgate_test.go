@@ -94,3 +94,33 @@ func TestMayDrain(t *testing.T) {
 		})
 	}
 }
+
+// TestMayDrainAfterIdle: a partition with nothing in flight for
+// confirmLapse after its last acknowledgement sends its next batch alone
+// until it is acknowledged, as for a new epoch (the broker may have
+// expired the producer id); one acknowledged within confirmLapse keeps up
+// to five in flight.
+func TestMayDrainAfterIdle(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	for _, tt := range []struct {
+		name       string
+		ackedAgo   time.Duration
+		secondGoes bool
+	}{
+		{"acknowledged just now", confirmLapse / 2, true},
+		{"idle past confirmLapse", confirmLapse, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &sink{now: now, idem: &idempotence{producerID: 7}}
+			ip := &ioPart{confirmed: true, ackedAt: now.Add(-tt.ackedAgo)}
+			ok, _ := s.mayDrain(ip)
+			if !ok {
+				t.Fatal("the first batch must go")
+			}
+			ip.inflight = gateBatches(1)
+			if ok, _ := s.mayDrain(ip); ok != tt.secondGoes {
+				t.Fatalf("a second batch in flight: %v, want %v (confirmed %v)", ok, tt.secondGoes, ip.confirmed)
+			}
+		})
+	}
+}

@@ -148,11 +148,12 @@ type ioPart struct {
 	lastErr   error
 	readyOn   int32 // the broker whose ready list holds it, or -1
 	nextSeq   int32
-	lastAcked int64   // highest acknowledged offset, -1 before the first
-	gapped    bool    // its sequence has a gap: the next epoch bump is for it
-	confirmed bool    // a batch succeeded under the current producer id and epoch
-	listed    []int32 // brokers whose ready lists hold it (readyOn's is the live one)
-	hasSealed bool    // the accumulator announced sealed batches
+	lastAcked int64     // highest acknowledged offset, -1 before the first
+	gapped    bool      // its sequence has a gap: the next epoch bump is for it
+	confirmed bool      // a batch succeeded under the current producer id and epoch
+	ackedAt   time.Time // when the last one did (confirmLapse)
+	listed    []int32   // brokers whose ready lists hold it (readyOn's is the live one)
+	hasSealed bool      // the accumulator announced sealed batches
 }
 
 // sendState is what the IO goroutine keeps of a batch once it is sealed

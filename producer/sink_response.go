@@ -217,7 +217,7 @@ func (s *sink) handlePartition(br *ioBroker, ip *ioPart, b *batch, rp *kmsg.Prod
 	case err == nil, errors.Is(err, kerr.DuplicateSequenceNumber):
 		ip.failures = 0
 		ip.lastErr = nil
-		ip.confirmed = true
+		ip.confirmed, ip.ackedAt = true, s.now
 		if s.debug {
 			s.p.log.Debug("acked batch", "topic", ip.topic.name, "partition", ip.acc.ID, "seq", b.IO.baseSequence(), "records", b.Records.Len(), "offset", rp.BaseOffset, "dup", err != nil)
 		}

@@ -55,6 +55,10 @@ var (
 type txnError struct {
 	err   error
 	fatal bool
+	// bump: abortable, and the epoch must be bumped (InitProducerId with
+	// the current producer id and epoch, KIP-360) before the next
+	// transaction, as Java's abortableErrorIfPossible asks.
+	bump bool
 }
 
 func (e *txnError) Error() string { return e.err.Error() }
@@ -73,9 +77,13 @@ func (e *txnError) Unwrap() error { return e.err }
 // TRANSACTION_ABORTABLE from any request (KIP-890: Kafka's answer when it
 // cannot verify that a partition is in the transaction), and
 // INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE and sequence errors on Produce
-// (a transaction the coordinator timed out). After INVALID_PRODUCER_EPOCH
-// the abort also bumps the epoch: with InitProducerId at transaction
-// version 1 (KIP-360/KIP-588), with its own EndTxn at version 2 (KIP-890),
+// (a transaction the coordinator timed out), and UNKNOWN_PRODUCER_ID from
+// AddPartitionsToTxn, AddOffsetsToTxn or EndTxn when the coordinator can
+// bump the epoch (InitProducerId v3+, Kafka 2.5+; fatal otherwise), after
+// which the next transaction runs under a bumped epoch. After
+// INVALID_PRODUCER_EPOCH the abort also bumps the epoch: with
+// InitProducerId at transaction version 1 (KIP-360/KIP-588), with its own
+// EndTxn at version 2 (KIP-890),
 // where the abort of a transaction the coordinator timed out succeeds and
 // the producer goes on. At version 2 a zombie (a producer whose epoch a
 // newer one with the same TransactionalID fenced) learns it first from an
@@ -93,6 +101,18 @@ func IsAbortable(err error) bool {
 // INVALID_TXN_STATE from the coordinator, UNSUPPORTED_VERSION, UNSUPPORTED_FOR_MESSAGE_FORMAT,
 // INVALID_PRODUCER_ID_MAPPING, INVALID_TRANSACTION_TIMEOUT and any other
 // error the coordinator answers EndTxn or InitProducerId with.
+//
+// INVALID_PRODUCER_ID_MAPPING is what a producer idle longer than the
+// broker's transactional.id.expiration.ms (default 7 days) gets from its
+// next transaction's first request (AddPartitionsToTxn, AddOffsetsToTxn,
+// or Produce at transaction version 2): the coordinator forgot the
+// transactional id. It is fatal, as in the Java client since 4.0
+// (KAFKA-18019): a zombie (an instance fenced by a newer one before both
+// idled) cannot be told from the live instance then, and recovering would
+// let it write again, duplicating what the new instance processed. Close
+// the producer and create a new one with the same TransactionalID: its
+// InitProducerId gets a new producer id, and an application that reads
+// its input offsets again on restart keeps exactly-once.
 func IsFatal(err error) bool {
 	var te *txnError
 	return errors.As(err, &te) && te.fatal || errors.Is(err, ErrProducerFenced)
@@ -300,13 +320,16 @@ func (p *Producer) CommitTransaction(ctx context.Context) error {
 // records in flight are awaited (their futures complete with the broker's
 // answer), and then the coordinator aborts it (EndTxn), so that
 // read_committed consumers never see its records. If an error asked for
-// it (INVALID_PRODUCER_EPOCH, a sequence gap), the producer's epoch is
-// bumped afterwards (InitProducerId with the current id and epoch,
-// KIP-360), in the background. Then a new transaction may begin.
+// it (INVALID_PRODUCER_EPOCH, UNKNOWN_PRODUCER_ID, a sequence gap), the
+// producer's epoch is bumped afterwards (InitProducerId with the current
+// id and epoch, KIP-360), in the background. Then a new transaction may
+// begin.
 //
 // When ctx ends first it returns ctx.Err() and the abort stays in
-// progress: call AbortTransaction again. It returns ErrNoTransaction
-// without a transaction, ErrTransactionInProgress while a commit is in
+// progress: call AbortTransaction again. So too when the coordinator
+// answers the abort with an abortable error (IsAbortable, e.g.
+// UNKNOWN_PRODUCER_ID), as Java's abortTransaction throws it. It returns
+// ErrNoTransaction without a transaction, ErrTransactionInProgress while a commit is in
 // progress, and the fatal error (IsFatal) once only Close is left; from a
 // callback, or a hook on one of the producer's goroutines (see Flush),
 // ErrFlushInCallback.
@@ -427,6 +450,11 @@ func (p *Producer) endTxnLocked(ctx context.Context, t *txnManager, method strin
 			if te.fatal {
 				return t.lastErr()
 			}
+			if st := t.load(); st == txnAborting {
+				// The abort failed (abortable): the caller calls it
+				// again, and is told why.
+				return fmt.Errorf("producer: AbortTransaction must be called again: %w", te)
+			}
 			return t.stateErr(method, t.load())
 		}
 		return err
@@ -486,7 +514,9 @@ type TxnOffset struct {
 // It returns ctx.Err() if ctx ends first (the transaction stays open; call
 // it again or abort), ErrNoTransaction without an open transaction, an
 // abortable error (IsAbortable: GROUP_AUTHORIZATION_FAILED, a stale
-// generation or member) or a fatal one (IsFatal).
+// generation or member, UNKNOWN_PRODUCER_ID from AddOffsetsToTxn) or a
+// fatal one (IsFatal, e.g. INVALID_PRODUCER_ID_MAPPING once the
+// coordinator expired the transactional id).
 func (p *Producer) SendOffsetsToTransaction(ctx context.Context, offsets map[string]map[int32]TxnOffset, group GroupMetadata) error {
 	t, err := p.checkTxn("SendOffsetsToTransaction")
 	if err != nil {
@@ -506,6 +536,10 @@ func (p *Producer) SendOffsetsToTransaction(ctx context.Context, offsets map[str
 	var te *txnError
 	if errors.As(err, &te) {
 		t.fail(te.err, te.fatal)
+		if te.bump {
+			s := p.txnSink
+			_ = s.callIO(context.WithoutCancel(ctx), func() { s.txnAskBump(te) }) // ErrClosed: nothing left to bump
+		}
 		return t.lastErr()
 	}
 	return err

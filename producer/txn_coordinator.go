@@ -13,7 +13,9 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -88,9 +90,17 @@ func fencedErr(what string, cause error) *txnError {
 
 // classifyTxn sorts a coordinator's error for request what: nil for
 // retriable ones (the caller retries), else the abortable or fatal
-// txnError, following the Java client's TransactionManager.
+// txnError, following the Java client's TransactionManager (4.x).
+// UNKNOWN_PRODUCER_ID from AddPartitionsToTxn, AddOffsetsToTxn and EndTxn
+// is abortable with an epoch bump (Java's abortableErrorIfPossible; the
+// caller makes it fatal when the coordinator cannot bump, txnClient.classify);
+// from any other request it is an unhandled code: fatal.
+// INVALID_PRODUCER_ID_MAPPING is fatal everywhere (Java since 4.0,
+// KAFKA-18019; see IsFatal).
 func classifyTxn(what string, err error) *txnError {
 	switch {
+	case hasCode(err, codeUnknownProducerID) && bumpsOnUnknownProducerID(what):
+		return &txnError{err: fmt.Errorf("%s: %w", what, err), bump: true}
 	case errors.Is(err, kerr.ProducerFenced), errors.Is(err, kerr.InvalidProducerEpoch):
 		return fencedErr(what, err)
 	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed), errors.Is(err, kerr.UnsupportedVersion),
@@ -109,6 +119,25 @@ func classifyTxn(what string, err error) *txnError {
 		return &txnError{err: fmt.Errorf("%s: %w", what, err), fatal: true} // an unhandled code, as Java
 	}
 	return nil // a connection error: retried
+}
+
+// bumpsOnUnknownProducerID reports whether UNKNOWN_PRODUCER_ID in the
+// answer to request what is abortable with an epoch bump: the requests
+// Java's TransactionManager answers it with abortableErrorIfPossible.
+func bumpsOnUnknownProducerID(what string) bool {
+	return what == "" || what == "AddPartitionsToTxn" || what == "AddOffsetsToTxn" || strings.HasPrefix(what, "EndTxn")
+}
+
+// classify is classifyTxn, with an error that asks an epoch bump made
+// fatal when the transaction coordinator cannot bump (InitProducerId
+// below v3, brokers before 2.5), as Java's canBumpEpoch decides.
+func (c *txnClient) classify(what string, err error) *txnError {
+	te := classifyTxn(what, err)
+	if te != nil && te.bump && c.initPIDMax.Load() < 3 {
+		te.fatal, te.bump = true, false
+		te.err = fmt.Errorf("%w (the coordinator cannot bump the producer epoch: InitProducerId v%d)", te.err, c.initPIDMax.Load())
+	}
+	return te
 }
 
 func isCoordinatorMove(err error) bool {
@@ -131,6 +160,10 @@ type txnClient struct {
 	// features is the cluster's transaction.version, from every
 	// connection of the producer (txn_version.go).
 	features *txnFeatures
+	// initPIDMax is the highest InitProducerId version the transaction
+	// coordinator's connection serves (-1 before one is dialed): 3+ can
+	// bump an epoch (KIP-360).
+	initPIDMax atomic.Int32
 }
 
 type coordKey struct {
@@ -139,7 +172,9 @@ type coordKey struct {
 }
 
 func newTxnClient(p *Producer, cfg conn.Config) *txnClient {
-	return &txnClient{p: p, cfg: cfg, coords: map[coordKey]string{}, conns: map[string]*conn.Conn{}, features: newTxnFeatures()}
+	c := &txnClient{p: p, cfg: cfg, coords: map[coordKey]string{}, conns: map[string]*conn.Conn{}, features: newTxnFeatures()}
+	c.initPIDMax.Store(-1)
+	return c
 }
 
 // close closes the coordinator connections (Producer.Close).
@@ -244,6 +279,9 @@ func (c *txnClient) do(ctx context.Context, k coordKey, req kmsg.Request, max in
 		return nil, err
 	}
 	addr := cn.Addr()
+	if k.typ == txnKey {
+		c.initPIDMax.Store(int32(cn.MaxVersion(22))) // InitProducerId
+	}
 	resp, err := cn.DoMax(ctx, req, max)
 	if err != nil && cn.Err() != nil {
 		c.mu.Lock()
@@ -278,7 +316,7 @@ func (c *txnClient) call(ctx context.Context, what string, k coordKey, max int16
 		if errors.Is(err, ErrClosed) || errors.Is(err, metadata.ErrClosed) {
 			return fmt.Errorf("%s: %w", what, err)
 		}
-		if te := classifyTxn(what, err); te != nil {
+		if te := c.classify(what, err); te != nil {
 			return te
 		}
 		if isCoordinatorMove(err) {
@@ -389,6 +427,13 @@ func (c *txnClient) end(ctx context.Context, p *Producer, commit bool) error {
 			}
 			return err
 		})
+		var te *txnError
+		if errors.As(err, &te) && te.bump {
+			// UNKNOWN_PRODUCER_ID: the epoch is bumped once the
+			// transaction is aborted (KIP-360). As in Java, an abort
+			// answered so fails too, and is called again.
+			_ = s.callIO(context.WithoutCancel(ctx), func() { s.txnAskBump(te) }) // ErrClosed: nothing left to bump
+		}
 		if err != nil {
 			return err
 		}
@@ -726,8 +771,20 @@ func (s *sink) txnAdded(gen uint64, err error) {
 		x.started = true
 	case errors.As(err, &te):
 		x.t.fail(te.err, te.fatal)
+		s.txnAskBump(te)
 	default: // the producer is closing
 		x.t.fail(err, false)
+	}
+}
+
+// txnAskBump asks the epoch bump an abortable coordinator error calls for
+// (txnError.bump: UNKNOWN_PRODUCER_ID, KIP-360): it goes once nothing of
+// the transaction is open at the coordinator (txnMayBump), so the next
+// transaction runs under the new epoch. At transaction version 2 the
+// abort's EndTxn bumps it instead, as in Java.
+func (s *sink) txnAskBump(te *txnError) {
+	if te.bump && !te.fatal && !s.txn.v2 {
+		s.idem.needBump = true
 	}
 }
 

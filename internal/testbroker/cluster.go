@@ -71,6 +71,12 @@ type Config struct {
 	// without keeping them, for long benchmarks: offsets still advance,
 	// but Fetch returns no records.
 	Sink bool
+	// UnknownProducerIDErrors makes every partition answer
+	// UNKNOWN_PRODUCER_ID to a batch of a producer id it has no state for
+	// (never seen, or expired: ExpireProducerIDs) whose first sequence is
+	// not 0, as Kafka brokers before 2.5 did. Default false: such a batch
+	// is accepted, as current Kafka does.
+	UnknownProducerIDErrors bool
 	// MaxMessageBytes is the largest record batch a partition accepts;
 	// a bigger one gets MESSAGE_TOO_LARGE (default 1048588, Kafka's
 	// message.max.bytes).
@@ -470,8 +476,9 @@ func (c *Cluster) addPartitionsLocked(t *topic, n int32) {
 	for int32(len(t.partitions)) < n {
 		c.numParts++
 		p := &partition{log: newPartitionLog(logConfig{
-			Sink:            c.cfg.Sink,
-			MaxMessageBytes: c.cfg.MaxMessageBytes,
+			Sink:                    c.cfg.Sink,
+			MaxMessageBytes:         c.cfg.MaxMessageBytes,
+			UnknownProducerIDErrors: c.cfg.UnknownProducerIDErrors,
 		})}
 		if s := t.state.settings.Load(); s != nil {
 			p.log.setSettings(s.log)
