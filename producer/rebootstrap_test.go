@@ -194,7 +194,6 @@ func TestKnownAddressLeadingToAnotherClusterIsNeverWritten(t *testing.T) {
 	assert.Empty(t, recordsIn(t, other))
 }
 
-
 // The three properties are parsed as Java's ConfigDef does:
 // metadata.recovery.strategy in any case (CaseInsensitiveValidString),
 // the trigger a long of milliseconds where 0 means at once,
