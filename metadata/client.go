@@ -1045,13 +1045,16 @@ func (c *Client) joinCtx(ctx context.Context) (context.Context, func()) {
 // the known brokers (prefer's first, then the last that answered, then the
 // rest in random order), then the bootstrap addresses in random order
 // (before ResolveCanonicalBootstrap expands them). A rebootstrap leaves
-// out the known brokers (rebootstrap is then true); DisableRebootstrap
-// leaves out the bootstrap addresses once an answer listed brokers.
-func (c *Client) candidates(prefer int32) (known, boot []string, rebootstrap bool) {
+// out the known brokers (rebootstrap is then true; only the refresh
+// goroutine's fetches, refresh, rebootstrap); DisableRebootstrap leaves
+// out the bootstrap addresses once an answer listed brokers.
+func (c *Client) candidates(prefer int32, refresh bool) (known, boot []string, rebootstrap bool) {
 	snap := c.Snapshot()
 	c.connMu.Lock()
-	skipKnown := c.rebootstrap
-	c.rebootstrap = false
+	skipKnown := refresh && c.rebootstrap
+	if refresh {
+		c.rebootstrap = false
+	}
 	lastGood := c.lastGood
 	c.connMu.Unlock()
 	seen := map[string]bool{}
@@ -1132,7 +1135,7 @@ func (c *Client) forgetBootstrap(boot []string) {
 // waiting for (Client.Pending).
 func (c *Client) do(ctx context.Context, req kmsg.Request, prefer int32, admin bool, pending *atomic.Pointer[Pending], opts *doOpts) (kmsg.Response, error) {
 	var errs []error
-	known, boot, rebootstrap := c.candidates(prefer)
+	known, boot, rebootstrap := c.candidates(prefer, opts != nil)
 	var check func(string, kmsg.Response) error
 	if opts != nil {
 		check = opts.check
