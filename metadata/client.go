@@ -1170,6 +1170,9 @@ func (c *Client) do(ctx context.Context, req kmsg.Request, prefer int32, admin b
 			return resp, err
 		}
 	}
+	if opts != nil && len(known) > 0 {
+		rebootstrap = true // KIP-899: no known broker answered
+	}
 	if rebootstrap {
 		c.forgetBootstrap(boot)
 	}
