@@ -166,8 +166,8 @@ type Config struct {
 	// instead, even if a known broker still accepts connections (it
 	// bounds a fetch waiting for one) (Java's
 	// metadata.recovery.rebootstrap.trigger.ms). Default 5m; a negative
-	// value means at the first fetch that gets no answer. Unused with
-	// DisableRebootstrap.
+	// value means as soon as a fetch got no answer (the next one asks the
+	// bootstrap addresses). Unused with DisableRebootstrap.
 	RebootstrapTrigger time.Duration
 	// DisableClusterCheck stops sending the expected cluster and node in
 	// ApiVersions v5 (KIP-1242) when dialing a known broker (Java's

@@ -143,8 +143,8 @@ const (
 // NoWait, in Config.Linger, Config.MaxBlock, Config.RetryBackoff or
 // Config.MetadataRecoveryRebootstrapTrigger, asks for no wait at all: no
 // linger (linger.ms=0), never block for memory (max.block.ms=0), no
-// backoff before a retry (retry.backoff.ms=0), rebootstrap at the first
-// fetch without an answer (metadata.recovery.rebootstrap.trigger.ms=0).
+// backoff before a retry (retry.backoff.ms=0), rebootstrap as soon as a
+// fetch got no answer (metadata.recovery.rebootstrap.trigger.ms=0).
 // Zero cannot say that, since a zero field means its default. Other
 // duration fields refuse it.
 const NoWait time.Duration = -1
@@ -311,8 +311,9 @@ type Config struct {
 	// while known brokers accept connections
 	// (metadata.recovery.rebootstrap.trigger.ms, KIP-1102); a fetch held
 	// by a known broker is given up then. 0 means the default, 5m; NoWait
-	// rebootstraps at the first fetch without an answer; another negative
-	// value is an error. Unused with MetadataRecoveryNone.
+	// rebootstraps as soon as a fetch got no answer (the next one asks
+	// Brokers); another negative value is an error. Unused with
+	// MetadataRecoveryNone.
 	MetadataRecoveryRebootstrapTrigger time.Duration
 
 	// DisableMetadataClusterCheck stops the KIP-1242 check of each
