@@ -35,7 +35,21 @@ var (
 	// and the client do not trust each other. It is the same value as
 	// producer.ErrAuthentication.
 	ErrAuthentication = conn.ErrAuthentication
+	// ErrClusterMismatch is wrapped by the error of a broker that is not
+	// part of the client's cluster (Err): its Metadata answer names
+	// another cluster id than the first answer the client applied (the
+	// error names both; the answer is not applied), or, with the cluster
+	// check (Config.DisableClusterCheck unset), it answered a connection's
+	// ApiVersions v5 with REBOOTSTRAP_REQUIRED: it is not the node, or not
+	// in the cluster, the client dialed (KIP-1242; the connection is
+	// closed before any other request). It is the same value as
+	// producer.ErrClusterMismatch.
+	ErrClusterMismatch = conn.ErrClusterMismatch
 )
+
+// defaultRebootstrapTrigger is Config.RebootstrapTrigger's default, as
+// Java's metadata.recovery.rebootstrap.trigger.ms.
+const defaultRebootstrapTrigger = 5 * time.Minute
 
 // newTopicBackoff is the first retry delay for a topic that is not usable
 // yet; it doubles per attempt up to Config.RetryBackoffMax. It is shorter
@@ -136,6 +150,34 @@ type Config struct {
 	// then at most once a minute (per broker, for connections) while it
 	// lasts, at Debug in between.
 	Logger *slog.Logger
+	// DisableRebootstrap makes the bootstrap addresses serve only until
+	// the first answer: from then on only the brokers that answers list
+	// are asked, even when none of them can be reached (Java's
+	// metadata.recovery.strategy=none). Default false: rebootstrap (Java
+	// 4.x's default, KIP-899 and KIP-1102): a fetch that reaches none of
+	// the known brokers goes on to the bootstrap addresses, resolved
+	// again (the cluster may have moved behind the same names), and so
+	// does every fetch while RebootstrapTrigger has passed without an
+	// answer, and the fetch after an answer with REBOOTSTRAP_REQUIRED
+	// (Metadata v13), at once.
+	DisableRebootstrap bool
+	// RebootstrapTrigger is how long fetches may go without an answer
+	// from the known brokers before the bootstrap addresses are asked
+	// instead, even if a known broker still accepts connections (it
+	// bounds a fetch waiting for one) (Java's
+	// metadata.recovery.rebootstrap.trigger.ms). Default 5m; a negative
+	// value means as soon as a fetch got no answer (the next one asks the
+	// bootstrap addresses). Unused with DisableRebootstrap.
+	RebootstrapTrigger time.Duration
+	// DisableClusterCheck stops sending the expected cluster and node in
+	// ApiVersions v5 (KIP-1242) when dialing a known broker (Java's
+	// metadata.cluster.check.enable=false). By default a broker of Kafka
+	// 4.4 or later that is not that node of the client's cluster answers
+	// REBOOTSTRAP_REQUIRED and the connection is closed (an error
+	// wrapping ErrClusterMismatch). Metadata answers are checked either
+	// way: one that names another cluster id than the first answer is
+	// never applied.
+	DisableClusterCheck bool
 	// AllowAutoTopicCreation sets the flag of the same name in every
 	// Metadata request: a broker with auto.create.topics.enable=true then
 	// creates the wanted topics that do not exist (the Java producer's
@@ -202,6 +244,9 @@ func (cfg *Config) validate() error {
 	}
 	if cfg.RetryBackoffMax == 0 {
 		cfg.RetryBackoffMax = time.Second
+	}
+	if cfg.RebootstrapTrigger == 0 {
+		cfg.RebootstrapTrigger = defaultRebootstrapTrigger
 	}
 	if cfg.RetryBackoffMax < cfg.RetryBackoff {
 		return fmt.Errorf("%w: RetryBackoffMax %v is below RetryBackoff %v", ErrInvalidConfig, cfg.RetryBackoffMax, cfg.RetryBackoff)
@@ -280,8 +325,14 @@ type Client struct {
 	lastGood string
 	closed   bool
 	// rebootstrap makes the next request skip the known brokers
-	// (REBOOTSTRAP_REQUIRED).
+	// (REBOOTSTRAP_REQUIRED, RebootstrapTrigger, Rebootstrap).
 	rebootstrap bool
+
+	// cluster is the cluster id of the first applied answer that had
+	// one, as the broker sent it; nil before. Metadata answers for
+	// another id are refused, and dials to known brokers expect it
+	// (ApiVersions v5).
+	cluster atomic.Pointer[string]
 
 	// Owned by the refresh goroutine.
 	topics    map[string]*topicState
@@ -290,6 +341,9 @@ type Client struct {
 	failures  int       // consecutive fetches that reached no broker
 	retryAt   time.Time // after a failure: no fetch before this
 	badHosts  int       // consecutive answers that listed a broker with an invalid host
+	// attemptStart is when fetches started going without an answer
+	// (zero after an answer): RebootstrapTrigger counts from it.
+	attemptStart time.Time
 	// The one retry schedule of every topic waiting for metadata
 	// (topicState.waitBase > 0): each fetch asks for all of them, so
 	// the rate of Metadata requests does not grow with their number.
@@ -595,7 +649,12 @@ func (c *Client) maybeFetch(now time.Time) {
 		c.trigger.Store(false)
 	}
 	start := time.Now()
-	resp, err := c.fetch(names)
+	resp, err := c.fetch(names, start)
+	if err != nil && errors.Is(err, kerr.RebootstrapRequired) && !c.cfg.DisableRebootstrap && c.ctx.Err() == nil {
+		// KIP-1102: the broker says our view is stale: ask the
+		// bootstrap addresses at once, not after a backoff.
+		resp, err = c.fetch(names, time.Now())
+	}
 	now = time.Now()
 	c.lastFetch = now
 	if c.cfg.OnRefresh != nil && c.ctx.Err() == nil {
@@ -632,6 +691,7 @@ func (c *Client) maybeFetch(now time.Time) {
 		c.cfg.Logger.Info("metadata fetch succeeded again", "failures", c.failures)
 	}
 	c.failures, c.retryAt = 0, time.Time{}
+	c.attemptStart = time.Time{}
 	c.err.Store(nil)
 	if full {
 		c.lastFull = now
@@ -654,6 +714,11 @@ func (c *Client) apply(resp *kmsg.MetadataResponse, names []string, now time.Tim
 	// the answer is.
 	if resp.ClusterID != nil {
 		s.ClusterID = conn.BrokerText(c.cfg.SASL, *resp.ClusterID)
+		if c.cluster.Load() == nil && *resp.ClusterID != "" {
+			id := *resp.ClusterID
+			c.cluster.Store(&id) // checkCluster refuses others from now on
+			c.cfg.Logger.Info("cluster id", "cluster_id", s.ClusterID)
+		}
 	}
 	var badHost error
 	for _, b := range resp.Brokers {
@@ -816,8 +881,10 @@ func (c *Client) notify() {
 	}
 }
 
-// fetch sends one Metadata request for names to some broker.
-func (c *Client) fetch(names []string) (*kmsg.MetadataResponse, error) {
+// fetch sends one Metadata request for names to some broker; now is when
+// it starts (RebootstrapTrigger counts from the first fetch without an
+// answer).
+func (c *Client) fetch(names []string, now time.Time) (*kmsg.MetadataResponse, error) {
 	req := kmsg.NewPtrMetadataRequest()
 	req.AllowAutoTopicCreation = c.cfg.AllowAutoTopicCreation
 	req.Topics = make([]kmsg.MetadataRequestTopic, 0, len(names))
@@ -826,7 +893,28 @@ func (c *Client) fetch(names []string) (*kmsg.MetadataResponse, error) {
 		t.Topic = kmsg.StringPtr(n)
 		req.Topics = append(req.Topics, t)
 	}
-	resp, err := c.do(c.ctx, req, -1, false, &c.pending)
+	opts := &doOpts{check: c.checkCluster}
+	if !c.cfg.DisableRebootstrap {
+		// KIP-1102: fetches that got no answer for RebootstrapTrigger
+		// go to the bootstrap addresses, and the known brokers may
+		// hold one fetch only until then.
+		first := c.attemptStart.IsZero()
+		if first {
+			c.attemptStart = now
+		}
+		trigger := max(c.cfg.RebootstrapTrigger, 0)
+		if !first && now.Sub(c.attemptStart) > trigger {
+			c.cfg.Logger.Info("no metadata from the known brokers for metadata.recovery.rebootstrap.trigger.ms: rebootstrapping", "since", c.attemptStart, "trigger", c.cfg.RebootstrapTrigger, "bootstrap", c.cfg.Bootstrap)
+			c.connMu.Lock()
+			c.rebootstrap = true
+			c.connMu.Unlock()
+			c.attemptStart = now
+		}
+		if trigger > 0 {
+			opts.knownUntil = c.attemptStart.Add(trigger)
+		}
+	}
+	resp, err := c.do(c.ctx, req, -1, false, &c.pending, opts)
 	c.pending.Store(nil)
 	if err != nil {
 		return nil, err
@@ -834,14 +922,79 @@ func (c *Client) fetch(names []string) (*kmsg.MetadataResponse, error) {
 	mr := resp.(*kmsg.MetadataResponse)
 	if err := kerr.ForCode(mr.ErrorCode); err != nil {
 		// Metadata v13+ (KIP-1102): REBOOTSTRAP_REQUIRED means our
-		// view of the cluster is too old; start again from Bootstrap.
+		// view of the cluster is too old; start again from Bootstrap
+		// (maybeFetch does at once), unless rebootstrap is off.
 		c.connMu.Lock()
 		c.lastGood = ""
-		c.rebootstrap = errors.Is(err, kerr.RebootstrapRequired)
+		c.rebootstrap = errors.Is(err, kerr.RebootstrapRequired) && !c.cfg.DisableRebootstrap
 		c.connMu.Unlock()
 		return nil, fmt.Errorf("metadata: Metadata response: %w", err)
 	}
 	return mr, nil
+}
+
+// checkCluster refuses a Metadata answer from addr for another cluster
+// than the one of the first answer applied (doOpts.check).
+func (c *Client) checkCluster(addr string, resp kmsg.Response) error {
+	mr, ok := resp.(*kmsg.MetadataResponse)
+	want := c.cluster.Load()
+	if !ok || want == nil || mr.ClusterID == nil || *mr.ClusterID == *want {
+		return nil
+	}
+	return fmt.Errorf("metadata: %s: %w: it answers for cluster %q, this client's cluster is %q (the answer is not used)",
+		addr, ErrClusterMismatch, conn.BrokerText(c.cfg.SASL, *mr.ClusterID), conn.BrokerText(c.cfg.SASL, *want))
+}
+
+// ClusterID returns the cluster id of the first Metadata answer the client
+// applied ("" before one, or when the brokers send none: Kafka before
+// 0.10.1). Answers that name another id are refused from then on
+// (ErrClusterMismatch). It is one atomic load.
+func (c *Client) ClusterID() string {
+	if p := c.cluster.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// Rebootstrap makes the next fetch skip the known brokers and ask the
+// bootstrap addresses, soon (as Trigger), for a caller that found a known
+// broker's address leading elsewhere (ErrClusterMismatch). It does
+// nothing more than Trigger with Config.DisableRebootstrap. It never
+// blocks.
+func (c *Client) Rebootstrap() {
+	if !c.cfg.DisableRebootstrap {
+		c.connMu.Lock()
+		c.rebootstrap = true
+		c.connMu.Unlock()
+	}
+	c.Trigger()
+}
+
+// expect is the identity a dial to addr checks (ApiVersions v5): the
+// client's cluster and the node the last snapshot lists at addr; none for
+// an address no known broker has, or before an answer, or with
+// DisableClusterCheck.
+func (c *Client) expect(addr string) conn.Identity {
+	id := c.cluster.Load()
+	if c.cfg.DisableClusterCheck || id == nil || *id == "" {
+		return conn.Identity{}
+	}
+	for _, b := range c.Snapshot().Brokers {
+		if b.Addr() == addr {
+			return conn.Identity{ClusterID: *id, NodeID: b.NodeID}
+		}
+	}
+	return conn.Identity{}
+}
+
+// doOpts are the refresh goroutine's options of do.
+type doOpts struct {
+	// check, when set, refuses an answer from addr: do then tries the
+	// next address, as for a broken connection.
+	check func(addr string, resp kmsg.Response) error
+	// knownUntil, when not zero, is when do stops waiting for the
+	// known brokers and goes on to the bootstrap addresses.
+	knownUntil time.Time
 }
 
 // Do sends req to some reachable broker and returns its response: the
@@ -855,7 +1008,7 @@ func (c *Client) fetch(names []string) (*kmsg.MetadataResponse, error) {
 func (c *Client) Do(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
 	ctx, stop := c.joinCtx(ctx)
 	defer stop()
-	return c.do(ctx, req, -1, false, nil)
+	return c.do(ctx, req, -1, false, nil, nil)
 }
 
 // DoController is Do, sent to the controller of the last snapshot when it
@@ -868,7 +1021,7 @@ func (c *Client) Do(ctx context.Context, req kmsg.Request) (kmsg.Response, error
 func (c *Client) DoController(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
 	ctx, stop := c.joinCtx(ctx)
 	defer stop()
-	return c.do(ctx, req, c.Snapshot().ControllerID, true, nil)
+	return c.do(ctx, req, c.Snapshot().ControllerID, true, nil, nil)
 }
 
 // connKey is the key of addr's connection in Client.conns: the address, or
@@ -891,9 +1044,19 @@ func (c *Client) joinCtx(ctx context.Context) (context.Context, func()) {
 // candidates lists the addresses to try, in order, without duplicates:
 // the known brokers (prefer's first, then the last that answered, then the
 // rest in random order), then the bootstrap addresses in random order
-// (before ResolveCanonicalBootstrap expands them).
-func (c *Client) candidates(prefer int32) (known, boot []string) {
+// (before ResolveCanonicalBootstrap expands them). A rebootstrap leaves
+// out the known brokers (rebootstrap is then true; only the refresh
+// goroutine's fetches, refresh, rebootstrap); DisableRebootstrap leaves
+// out the bootstrap addresses once an answer listed brokers.
+func (c *Client) candidates(prefer int32, refresh bool) (known, boot []string, rebootstrap bool) {
 	snap := c.Snapshot()
+	c.connMu.Lock()
+	skipKnown := refresh && c.rebootstrap
+	if refresh {
+		c.rebootstrap = false
+	}
+	lastGood := c.lastGood
+	c.connMu.Unlock()
 	seen := map[string]bool{}
 	add := func(out []string, a string) []string {
 		if a != "" && !seen[a] {
@@ -902,14 +1065,21 @@ func (c *Client) candidates(prefer int32) (known, boot []string) {
 		}
 		return out
 	}
-	if b, ok := snap.Brokers[prefer]; ok && prefer >= 0 {
-		known = add(known, b.Addr())
+	if skipKnown {
+		c.cfg.Logger.Info("rebootstrapping: asking the bootstrap addresses, not the known brokers", "bootstrap", c.cfg.Bootstrap)
+	} else {
+		if b, ok := snap.Brokers[prefer]; ok && prefer >= 0 {
+			known = add(known, b.Addr())
+		}
+		for _, b := range snap.Brokers {
+			if b.Addr() == lastGood {
+				// A bootstrap address is no known broker: it
+				// is asked as one (below), not first.
+				known = add(known, lastGood)
+				break
+			}
+		}
 	}
-	c.connMu.Lock()
-	known = add(known, c.lastGood)
-	skipKnown := c.rebootstrap
-	c.rebootstrap = false
-	c.connMu.Unlock()
 	others := make([]string, 0, len(snap.Brokers))
 	for _, b := range snap.Brokers {
 		if !skipKnown {
@@ -920,35 +1090,91 @@ func (c *Client) candidates(prefer int32) (known, boot []string) {
 	for _, a := range others {
 		known = add(known, a)
 	}
+	if c.cfg.DisableRebootstrap && len(snap.Brokers) > 0 {
+		return known, nil, false // metadata.recovery.strategy=none
+	}
 	shuffled := append([]string(nil), c.cfg.Bootstrap...)
 	rand.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
 	for _, a := range shuffled {
 		boot = add(boot, a)
 	}
-	return known, boot
+	return known, boot, skipKnown
+}
+
+// forgetBootstrap closes the connections kept for the bootstrap addresses
+// boot that no known broker has: a rebootstrap resolves and dials them
+// again, since the name may lead elsewhere now.
+func (c *Client) forgetBootstrap(boot []string) {
+	knownAddr := map[string]bool{}
+	for _, b := range c.Snapshot().Brokers {
+		knownAddr[b.Addr()] = true
+	}
+	var old []*conn.Conn
+	c.connMu.Lock()
+	for _, a := range boot {
+		if knownAddr[a] {
+			continue
+		}
+		for _, key := range []string{connKey(a, false), connKey(a, true)} {
+			if cn := c.conns[key]; cn != nil {
+				delete(c.conns, key)
+				old = append(old, cn)
+			}
+		}
+		if c.lastGood == a {
+			c.lastGood = ""
+		}
+	}
+	c.connMu.Unlock()
+	for _, cn := range old {
+		_ = cn.Close()
+	}
 }
 
 // do sends req as Do does; pending, when not nil, follows the broker it is
 // waiting for (Client.Pending).
-func (c *Client) do(ctx context.Context, req kmsg.Request, prefer int32, admin bool, pending *atomic.Pointer[Pending]) (kmsg.Response, error) {
+func (c *Client) do(ctx context.Context, req kmsg.Request, prefer int32, admin bool, pending *atomic.Pointer[Pending], opts *doOpts) (kmsg.Response, error) {
 	var errs []error
-	known, boot := c.candidates(prefer)
+	known, boot, rebootstrap := c.candidates(prefer, opts != nil)
+	var check func(string, kmsg.Response) error
+	if opts != nil {
+		check = opts.check
+	}
 	tried := map[string]bool{}
-	try := func(addr string) (kmsg.Response, bool, error) {
+	try := func(ctx context.Context, addr string) (kmsg.Response, bool, error) {
 		if tried[addr] {
 			return nil, false, nil
 		}
 		tried[addr] = true
-		resp, done, err := c.tryAddr(ctx, req, addr, admin, pending)
+		resp, done, err := c.tryAddr(ctx, req, addr, admin, pending, check)
 		if !done && err != nil {
 			errs = append(errs, err)
 		}
 		return resp, done, err
 	}
+	kctx := ctx // bounded by knownUntil for the known brokers
+	if opts != nil && !opts.knownUntil.IsZero() && len(known) > 0 {
+		var cancel context.CancelFunc
+		kctx, cancel = context.WithDeadline(ctx, opts.knownUntil)
+		defer cancel()
+	}
 	for _, addr := range known {
-		if resp, done, err := try(addr); done {
+		if resp, done, err := try(kctx, addr); done {
+			if err != nil && kctx.Err() != nil && ctx.Err() == nil {
+				// KIP-1102: the rebootstrap trigger passed while
+				// a known broker held the fetch.
+				errs = append(errs, fmt.Errorf("metadata: %s: no answer before metadata.recovery.rebootstrap.trigger.ms (%v) passed: rebootstrapping", addr, c.cfg.RebootstrapTrigger))
+				rebootstrap = true
+				break
+			}
 			return resp, err
 		}
+	}
+	if opts != nil && len(known) > 0 {
+		rebootstrap = true // KIP-899: no known broker answered
+	}
+	if rebootstrap {
+		c.forgetBootstrap(boot)
 	}
 	for _, b := range boot {
 		addrs := []string{b}
@@ -963,7 +1189,7 @@ func (c *Client) do(ctx context.Context, req kmsg.Request, prefer int32, admin b
 			}
 		}
 		for _, addr := range addrs {
-			if resp, done, err := try(addr); done {
+			if resp, done, err := try(ctx, addr); done {
 				return resp, err
 			}
 		}
@@ -975,7 +1201,7 @@ func (c *Client) do(ctx context.Context, req kmsg.Request, prefer int32, admin b
 // done is true when do must return resp and err as they are: an answer, an
 // error another broker would not do better with, or the end of ctx or of
 // the client; otherwise err is why addr failed.
-func (c *Client) tryAddr(ctx context.Context, req kmsg.Request, addr string, admin bool, pending *atomic.Pointer[Pending]) (resp kmsg.Response, done bool, err error) {
+func (c *Client) tryAddr(ctx context.Context, req kmsg.Request, addr string, admin bool, pending *atomic.Pointer[Pending], check func(string, kmsg.Response) error) (resp kmsg.Response, done bool, err error) {
 	key := connKey(addr, admin)
 	var at Pending
 	if pending != nil {
@@ -1000,6 +1226,14 @@ func (c *Client) tryAddr(ctx context.Context, req kmsg.Request, addr string, adm
 	}
 	if err == nil {
 		resp, err = c.attempt(ctx, cn, req)
+		if err == nil && check != nil {
+			if err = check(addr, resp); err != nil {
+				// Not our cluster: nothing more goes there.
+				c.cfg.Logger.Warn("broker refused", "addr", addr, "err", err)
+				c.dropConn(addr, key, cn)
+				return nil, false, err
+			}
+		}
 		if err == nil {
 			c.connMu.Lock()
 			c.lastGood = addr
@@ -1096,7 +1330,9 @@ func (c *Client) connTo(ctx context.Context, addr, key string) (*conn.Conn, erro
 		_ = cn.Close()
 	}
 
-	cn, err := conn.Dial(ctx, addr, c.connCfg)
+	cfg := c.connCfg
+	cfg.Expect = c.expect(addr) // KIP-1242
+	cn, err := conn.Dial(ctx, addr, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -68,14 +68,29 @@
 //
 // # Brokers and bootstrap
 //
-// Requests go to the broker used last while its connection lives, else to
-// the known brokers in random order, else to the Bootstrap addresses in
-// random order. Addresses are dialed by name, so DNS is resolved again on
-// every dial: when every known broker has failed, the bootstrap names are
-// resolved afresh (KIP-899's rebootstrap). When nothing answers, the fetch
-// is retried with exponential backoff from RetryBackoff to RetryBackoffMax.
-// Do and DoController use the same connections for other requests
+// Requests go to the known broker used last while its connection lives,
+// else to the known brokers in random order, else to the Bootstrap
+// addresses in random order. Addresses are dialed by name, so DNS is
+// resolved again on every dial: when every known broker has failed, the
+// bootstrap names are resolved afresh (KIP-899's rebootstrap). A fetch also
+// rebootstraps, skipping the known brokers, when RebootstrapTrigger has
+// passed without an answer and at once after REBOOTSTRAP_REQUIRED
+// (KIP-1102); a rebootstrap dials the bootstrap names again rather than
+// reuse their connections. DisableRebootstrap (Java's
+// metadata.recovery.strategy=none) uses the Bootstrap addresses only until
+// an answer lists brokers. When nothing answers, the fetch is retried with
+// exponential backoff from RetryBackoff to RetryBackoffMax. Do and
+// DoController use the same connections for other requests
 // (InitProducerId, CreateTopics).
+//
+// # Cluster identity
+//
+// The client stays with the cluster of its first answer (ClusterID): an
+// answer naming another cluster id is never applied, and Err wraps
+// ErrClusterMismatch naming both. Unless DisableClusterCheck, a connection
+// to a known broker names that cluster and the node in ApiVersions v5
+// (KIP-1242), and a broker of Kafka 4.4+ that is not that node of that
+// cluster is refused before any request.
 //
 // # Goroutines
 //

@@ -82,6 +82,20 @@ func (a Acks) String() string {
 	}
 }
 
+// MetadataRecoveryStrategy is Config.MetadataRecoveryStrategy, the Java
+// client's metadata.recovery.strategy, whose values it takes.
+type MetadataRecoveryStrategy string
+
+const (
+	// MetadataRecoveryRebootstrap goes back to the bootstrap brokers when
+	// the known ones cannot give metadata: the default (rebootstrap).
+	// The zero value means it too.
+	MetadataRecoveryRebootstrap MetadataRecoveryStrategy = "rebootstrap"
+	// MetadataRecoveryNone never goes back to them after the first
+	// answer (none).
+	MetadataRecoveryNone MetadataRecoveryStrategy = "none"
+)
+
 // DNSLookup is how broker host names are resolved: Config.ClientDNSLookup,
 // the Java client's client.dns.lookup, whose values it takes.
 type DNSLookup string
@@ -115,6 +129,8 @@ const (
 	defaultDialTimeout     = 10 * time.Second // socket.connection.setup.timeout.ms
 	defaultDialTimeoutMax  = 30 * time.Second // socket.connection.setup.timeout.max.ms
 
+	defaultRebootstrapTrigger = 5 * time.Minute // metadata.recovery.rebootstrap.trigger.ms
+
 	// maxDefaultCompressionConcurrency caps the default of
 	// CompressionConcurrency (ours, no Java equivalent).
 	maxDefaultCompressionConcurrency = 4
@@ -124,11 +140,13 @@ const (
 	idempotenceMaxInFlight = 5
 )
 
-// NoWait, in Config.Linger, Config.MaxBlock or Config.RetryBackoff, asks
-// for no wait at all: no linger (linger.ms=0), never block for memory
-// (max.block.ms=0), no backoff before a retry (retry.backoff.ms=0). Zero
-// cannot say that, since a zero field means its default. Other duration
-// fields refuse it.
+// NoWait, in Config.Linger, Config.MaxBlock, Config.RetryBackoff or
+// Config.MetadataRecoveryRebootstrapTrigger, asks for no wait at all: no
+// linger (linger.ms=0), never block for memory (max.block.ms=0), no
+// backoff before a retry (retry.backoff.ms=0), rebootstrap as soon as a
+// fetch got no answer (metadata.recovery.rebootstrap.trigger.ms=0).
+// Zero cannot say that, since a zero field means its default. Other
+// duration fields refuse it.
 const NoWait time.Duration = -1
 
 // Config configures a Producer. The zero value of every field means its
@@ -138,8 +156,9 @@ const NoWait time.Duration = -1
 //
 // Every time.Duration field follows one rule: 0 means the field's default,
 // a positive value is used as it is, and a negative value is an error from
-// New, except NoWait in the three fields where Java's 0 means "no wait"
-// (Linger, MaxBlock, RetryBackoff): there NoWait asks for none.
+// New, except NoWait in the four fields where Java's 0 means "no wait"
+// (Linger, MaxBlock, RetryBackoff, MetadataRecoveryRebootstrapTrigger):
+// there NoWait asks for none.
 //
 // ConfigFromProperties builds a Config from Java or librdkafka property
 // names.
@@ -270,6 +289,46 @@ type Config struct {
 	// metadata cache (metadata.max.idle.ms). 0 means the default, 5m; a
 	// negative value (NoWait included) is an error.
 	MetadataMaxIdle time.Duration
+
+	// MetadataRecoveryStrategy says what metadata does when the brokers it
+	// knows cannot tell it anything (metadata.recovery.strategy).
+	// MetadataRecoveryRebootstrap, the default (also the zero value, as
+	// in Java 4.x): rebootstrap (KIP-899, KIP-1102) when no known broker
+	// can be reached, when none answered for
+	// MetadataRecoveryRebootstrapTrigger, and at once when a broker
+	// answers REBOOTSTRAP_REQUIRED: forget the known brokers for that
+	// fetch and ask the Brokers addresses, their names resolved again (a
+	// cluster that moved behind the same names is found there).
+	// MetadataRecoveryNone: Brokers serve only until the first answer;
+	// if every known broker goes away, records wait and fail at
+	// DeliveryTimeout, as in Java. Another value is an error from New.
+	// Either way the producer stays with the cluster of its first
+	// answer: see ErrClusterMismatch.
+	MetadataRecoveryStrategy MetadataRecoveryStrategy
+
+	// MetadataRecoveryRebootstrapTrigger is how long metadata fetches
+	// may go without an answer before the producer rebootstraps, even
+	// while known brokers accept connections
+	// (metadata.recovery.rebootstrap.trigger.ms, KIP-1102); a fetch held
+	// by a known broker is given up then. 0 means the default, 5m; NoWait
+	// rebootstraps as soon as a fetch got no answer (the next one asks
+	// Brokers); another negative value is an error. Unused with
+	// MetadataRecoveryNone.
+	MetadataRecoveryRebootstrapTrigger time.Duration
+
+	// DisableMetadataClusterCheck stops the KIP-1242 check of each
+	// connection to a known broker (metadata.cluster.check.enable=false;
+	// on by default, as in Java 4.4): ApiVersions v5 names the cluster id
+	// of the producer's first Metadata answer and the node dialed, and a
+	// broker of Kafka 4.4+ that is not that node of that cluster answers
+	// REBOOTSTRAP_REQUIRED: the connection is closed before any request,
+	// records wait for the right broker (failing at DeliveryTimeout with
+	// an error wrapping ErrClusterMismatch), and the producer
+	// rebootstraps. Unlike Java, the check stays on with
+	// MetadataRecoveryNone. Older brokers answer ApiVersions v4: only
+	// their Metadata answers are checked, which the producer does either
+	// way.
+	DisableMetadataClusterCheck bool
 
 	// DisableIdempotence turns off the idempotent producer
 	// (enable.idempotence=false). Idempotence is on by default (KIP-679):
@@ -635,6 +694,14 @@ func (c Config) withDefaults() (Config, error) {
 	if c.DialTimeoutMax > 0 && c.DialTimeout > c.DialTimeoutMax {
 		c.DialTimeout = c.DialTimeoutMax
 	}
+	switch c.MetadataRecoveryStrategy {
+	case "":
+		c.MetadataRecoveryStrategy = MetadataRecoveryRebootstrap
+	case MetadataRecoveryRebootstrap, MetadataRecoveryNone:
+	default:
+		fail("MetadataRecoveryStrategy", "%q is not %s or %s", string(c.MetadataRecoveryStrategy), MetadataRecoveryRebootstrap, MetadataRecoveryNone)
+	}
+	c.MetadataRecoveryRebootstrapTrigger = duration("MetadataRecoveryRebootstrapTrigger", c.MetadataRecoveryRebootstrapTrigger, defaultRebootstrapTrigger, true, fail)
 	switch c.ClientDNSLookup {
 	case "":
 		c.ClientDNSLookup = DNSUseAllIPs

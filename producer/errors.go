@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/samsa-go/samsa/bufferpool"
+	"github.com/samsa-go/samsa/internal/conn"
 	"github.com/samsa-go/samsa/kerr"
 )
 
@@ -123,6 +124,21 @@ var (
 	// setting is invalid. The message names every bad field (or property)
 	// and says why.
 	ErrInvalidConfig = errors.New("producer: invalid config")
+
+	// ErrClusterMismatch is a cause, never alone: a record that waited for
+	// a broker of another cluster fails at DeliveryTimeout with
+	// ErrDeliveryTimeout wrapping it.
+	// The producer stays with the cluster of its first Metadata answer: a
+	// broker whose Metadata answer names another cluster id is refused
+	// (the message names both ids) and its answer never used, and, unless
+	// Config.DisableMetadataClusterCheck, a connection whose ApiVersions
+	// v5 handshake (KIP-1242, Kafka 4.4+) says the broker is not the node
+	// of the cluster dialed is closed before any request (the message
+	// names the node and cluster expected). Nothing is written there;
+	// records wait for the producer's cluster, which it looks for again
+	// at the bootstrap brokers (MetadataRecoveryRebootstrap). It is the
+	// same value as metadata.ErrClusterMismatch.
+	ErrClusterMismatch = conn.ErrClusterMismatch
 )
 
 // KafkaError is an error code returned by a broker: an alias of kerr.Error,

@@ -193,6 +193,9 @@ func New(cfg Config) (*Producer, error) {
 		// would use its num.partitions, not AutoCreatePartitions.
 		AllowAutoTopicCreation:    !cfg.DisableAutoTopicCreation && !cfg.AutoCreateTopics,
 		ResolveCanonicalBootstrap: cfg.ClientDNSLookup == DNSResolveCanonicalBootstrapServersOnly,
+		DisableRebootstrap:        cfg.MetadataRecoveryStrategy == MetadataRecoveryNone,
+		RebootstrapTrigger:        metadataTrigger(cfg),
+		DisableClusterCheck:       cfg.DisableMetadataClusterCheck,
 		SendBufferBytes:           cfg.SendBufferBytes,
 		ReceiveBufferBytes:        cfg.ReceiveBufferBytes,
 	})
@@ -869,6 +872,16 @@ type counters struct {
 // when RetryBackoff is NoWait: batches are then retried at once, but a
 // broker that is down is not polled in a loop.
 const minMetadataBackoff = 10 * time.Millisecond
+
+// metadataTrigger is metadata.Config.RebootstrapTrigger for cfg (after
+// withDefaults, where NoWait became 0): there 0 is the default, and "at
+// once" is negative.
+func metadataTrigger(cfg Config) time.Duration {
+	if cfg.MetadataRecoveryRebootstrapTrigger <= 0 {
+		return -1
+	}
+	return cfg.MetadataRecoveryRebootstrapTrigger
+}
 
 // metadataBackoff is the metadata client's RetryBackoff for cfg (after
 // withDefaults, where NoWait became 0): RetryBackoff, or with NoWait

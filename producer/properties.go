@@ -30,8 +30,10 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 // brought over unchanged. Values are parsed strictly: whole decimal numbers,
 // "true" or "false", and durations as integer milliseconds; surrounding
 // spaces are ignored. A value of 0 keeps its Java meaning: linger.ms=0,
-// max.block.ms=0 and retry.backoff.ms=0 become NoWait (no linger, no
-// blocking, no backoff), and a 0 where Java has no such meaning is refused.
+// max.block.ms=0, retry.backoff.ms=0 and
+// metadata.recovery.rebootstrap.trigger.ms=0 become NoWait (no linger, no
+// blocking, no backoff, rebootstrap at once), and a 0 where Java has no
+// such meaning is refused.
 //
 // Keys it maps (librdkafka aliases in parentheses):
 //
@@ -57,6 +59,10 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 //	metadata.max.age.ms
 //	  (topic.metadata.refresh.interval.ms)           MetadataMaxAge
 //	metadata.max.idle.ms                             MetadataMaxIdle
+//	metadata.recovery.strategy                       MetadataRecoveryStrategy: rebootstrap or none, in
+//	                                                 any case, as in Java
+//	metadata.recovery.rebootstrap.trigger.ms         MetadataRecoveryRebootstrapTrigger
+//	metadata.cluster.check.enable                    DisableMetadataClusterCheck, inverted
 //	enable.idempotence                               DisableIdempotence, inverted
 //	allow.auto.create.topics                         DisableAutoTopicCreation, inverted
 //	enable.metrics.push                              DisableMetricsPush, inverted
@@ -182,10 +188,8 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 // changes what is delivered: connections.max.idle.ms (samsa keeps its
 // broker connections while it runs), reconnect.backoff.ms and
 // reconnect.backoff.max.ms (reconnections wait RetryBackoff, doubled up to
-// RetryBackoffMax), metadata.recovery.strategy and
-// metadata.recovery.rebootstrap.trigger.ms (samsa always goes back to the
-// bootstrap brokers when no known broker answers), bootstrap.resolve.timeout.ms,
-// metadata.cluster.check.enable, partitioner.availability.timeout.ms
+// RetryBackoffMax), bootstrap.resolve.timeout.ms,
+// partitioner.availability.timeout.ms
 // (the adaptive partitioner weighs queues instead), the metrics keys
 // (metric.reporters, metrics.*, auto.include.jmx.reporter: see
 // Producer.Metrics and Hooks), the Java security
@@ -429,6 +433,23 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 			positiveMs(key, v, "MetadataMaxAge", &c.MetadataMaxAge)
 		case "metadata.max.idle.ms":
 			positiveMs(key, v, "MetadataMaxIdle", &c.MetadataMaxIdle)
+		case "metadata.recovery.strategy":
+			// Java's CaseInsensitiveValidString: none or rebootstrap,
+			// in any case.
+			switch l := MetadataRecoveryStrategy(strings.ToLower(v)); l {
+			case MetadataRecoveryRebootstrap, MetadataRecoveryNone:
+				c.MetadataRecoveryStrategy = l
+			default:
+				fail(key, "%q is not %s or %s", v, MetadataRecoveryRebootstrap, MetadataRecoveryNone)
+			}
+		case "metadata.recovery.rebootstrap.trigger.ms":
+			if d, ok := msZero(key, v); ok {
+				c.MetadataRecoveryRebootstrapTrigger = d
+			}
+		case "metadata.cluster.check.enable":
+			if b, ok := boolean(key, v); ok {
+				c.DisableMetadataClusterCheck = !b
+			}
 		case "enable.idempotence":
 			if b, ok := boolean(key, v); ok {
 				c.DisableIdempotence, idemSet = !b, true

@@ -20,6 +20,11 @@ func (s *sink) dial(br *ioBroker) {
 	}
 	br.dialing = true
 	addr, cfg := br.addr, s.brokerConn(br)
+	if id := s.p.meta.ClusterID(); id != "" && !s.cfg.DisableMetadataClusterCheck {
+		// KIP-1242: a broker that is not this node of our cluster
+		// refuses the handshake, and nothing is written to it.
+		cfg.Expect = conn.Identity{ClusterID: id, NodeID: br.id}
+	}
 	s.background.Go(func() {
 		// Close ends the dial at once (closing is canceled before quit);
 		// conn.Dial bounds it by the setup timeout, up to DialTimeoutMax.
@@ -66,7 +71,13 @@ func (s *sink) handleDial(d dialResult) {
 			}
 		}
 		s.p.log.Log(context.Background(), level, msg, "broker", br.id, "addr", br.addr, "err", d.err, "failures", br.failures)
-		s.p.meta.Trigger()
+		if errors.Is(d.err, ErrClusterMismatch) {
+			// The address leads elsewhere now: look for our
+			// cluster at the bootstrap brokers (KIP-1242).
+			s.p.meta.Rebootstrap()
+		} else {
+			s.p.meta.Trigger()
+		}
 		s.authFailed(br, d.err)
 		return
 	}

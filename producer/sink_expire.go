@@ -240,6 +240,11 @@ func (s *sink) timeoutErr(ip *ioPart, b *batch) error {
 	} else if cause == nil {
 		cause = s.p.meta.Err()
 	}
+	if merr := s.p.meta.Err(); errors.Is(merr, ErrClusterMismatch) && !errors.Is(cause, ErrClusterMismatch) {
+		// Metadata refuses the only brokers it can reach (another
+		// cluster): that is why the leader cannot be found again.
+		cause = merr
+	}
 	if s.idem != nil && !s.idem.canSend() && s.idem.lastErr != nil {
 		cause = s.idem.lastErr // nothing goes out without a producer id; it names InitProducerId
 	}

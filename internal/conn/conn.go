@@ -143,6 +143,12 @@ type Config struct {
 	// default entirely.
 	MaxVersions map[int16]int16
 
+	// Expect, when its ClusterID is set, is the broker the dial means to
+	// reach: ApiVersions v5 (KIP-1242) sends it, and a broker that is not
+	// that node of that cluster fails Dial with an error wrapping
+	// ErrClusterMismatch (negotiate.go). Default: none sent.
+	Expect Identity
+
 	// TLS, if not nil, runs a TLS handshake right after the Dialer
 	// connects (tls.go). A config without ServerName gets the broker's
 	// host, so certificates are verified against it. A certificate that

@@ -3,6 +3,7 @@ package conn
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"runtime/debug"
@@ -15,8 +16,28 @@ import (
 
 // maxApiVersionsVersion is the ApiVersions version we start with: v3 added
 // the client software name and version (KIP-511) and flexible encoding; v4
-// changed only the error for an unsupported version.
-const maxApiVersionsVersion = 4
+// changed only the error for an unsupported version. identityApiVersions,
+// v5 (KIP-1242), adds the cluster and node the client means to reach: it is
+// sent only with Config.Expect, so that a broker before Kafka 4.4 costs no
+// second ApiVersions round trip when there is nothing to check.
+const (
+	maxApiVersionsVersion = 4
+	identityApiVersions   = 5
+)
+
+// ErrClusterMismatch is wrapped by the error of a broker that belongs to
+// another cluster, or is another node, than the one the client means to
+// reach: a Dial whose ApiVersions v5 answer is REBOOTSTRAP_REQUIRED
+// (KIP-1242), or, in package metadata, a Metadata answer for another
+// cluster.
+var ErrClusterMismatch = errors.New("broker belongs to another cluster")
+
+// Identity is the broker a dial means to reach (Config.Expect): node NodeID
+// of cluster ClusterID. The zero value (no ClusterID) checks nothing.
+type Identity struct {
+	ClusterID string
+	NodeID    int32
+}
 
 // negotiate runs the ApiVersions handshake synchronously on c.nc, before the
 // goroutines start, and fills c.versions. Without TLS (secure false), an
@@ -29,12 +50,24 @@ const maxApiVersionsVersion = 4
 // ApiVersions versions it supports; we then retry with the highest of them.
 func (c *Conn) negotiate(secure bool) error {
 	br := bufio.NewReaderSize(c.nc, 4096)
-	version := min(int16(maxApiVersionsVersion), (*kmsg.ApiVersionsRequest)(nil).MaxVersion())
+	expect := c.cfg.Expect
+	checking := expect.ClusterID != "" && expect.NodeID >= 0
+	version := int16(maxApiVersionsVersion)
+	if checking {
+		version = identityApiVersions
+	}
+	version = min(version, (*kmsg.ApiVersionsRequest)(nil).MaxVersion())
 	for attempt := 0; ; attempt++ {
 		req := kmsg.NewPtrApiVersionsRequest()
 		req.Version = version
 		req.ClientSoftwareName = c.cfg.SoftwareName
 		req.ClientSoftwareVersion = c.cfg.SoftwareVersion
+		if checking && version >= identityApiVersions {
+			// Both or neither: a broker answers INVALID_REQUEST
+			// to one alone.
+			req.ClusterID = kmsg.StringPtr(expect.ClusterID)
+			req.NodeID = expect.NodeID
+		}
 		corr := c.corr
 		c.corr++
 		if _, err := c.nc.Write(c.format.AppendRequest(nil, req, corr)); err != nil {
@@ -89,6 +122,11 @@ func (c *Conn) negotiate(secure bool) error {
 			continue
 		}
 		if err := kerr.ForCode(resp.ErrorCode); err != nil {
+			if checking && version >= identityApiVersions && errors.Is(err, kerr.RebootstrapRequired) {
+				// KIP-1242: not the node, or not the cluster, we
+				// dialed; nothing may be written here.
+				return fmt.Errorf("conn: %s: %w: it is not node %d of cluster %q (ApiVersions v%d: %w)", c.addr, ErrClusterMismatch, expect.NodeID, BrokerText(c.cfg.SASL, expect.ClusterID), version, err)
+			}
 			return fmt.Errorf("conn: %s: ApiVersions handshake (v%d): %w", c.addr, version, err)
 		}
 		c.versions = negotiatedVersions(resp.ApiKeys, c.cfg.MaxVersions)

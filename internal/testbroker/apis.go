@@ -53,6 +53,7 @@ const (
 	ecInvalidReplicationFact  int16 = 38
 	ecInvalidConfig           int16 = 40
 	ecInvalidRequest          int16 = 42
+	ecRebootstrapRequired     int16 = 129
 	ecInvalidProducerEpoch    int16 = 47
 	ecFetchSessionIDNotFound  int16 = 70
 	ecFencedLeaderEpoch       int16 = 74
@@ -164,6 +165,17 @@ const transactionVersionFeature = "transaction.version"
 func handleAPIVersions(cn *conn, _ *reqHeader, req kmsg.Request) result {
 	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
 	resp.ApiKeys = apiVersionsKeys(cn.c)
+	// KIP-1242 (v5): a client that names the cluster and node it dialed
+	// learns, with REBOOTSTRAP_REQUIRED, that this broker is not that
+	// node of that cluster; one of the two alone is INVALID_REQUEST.
+	if r := req.(*kmsg.ApiVersionsRequest); r.Version >= 5 && (r.ClusterID != nil || r.NodeID >= 0) {
+		switch {
+		case r.ClusterID == nil || r.NodeID < 0:
+			resp.ErrorCode = ecInvalidRequest
+		case *r.ClusterID != cn.c.cfg.ClusterID || r.NodeID != cn.b.id:
+			resp.ErrorCode = ecRebootstrapRequired
+		}
+	}
 	if resp.Version >= 3 {
 		c := cn.c
 		sf := kmsg.NewApiVersionsResponseSupportedFeature()

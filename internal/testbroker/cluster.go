@@ -123,7 +123,9 @@ type Config struct {
 	// is one second of the rate. 0 turns the quota off (the default).
 	ProduceByteRate int64
 	// ClusterID is the cluster id Metadata reports (default
-	// "samsa-testbroker").
+	// "samsa-testbroker"). An ApiVersions v5 request that names another
+	// cluster id or another broker (KIP-1242) is answered
+	// REBOOTSTRAP_REQUIRED.
 	ClusterID string
 	// Logger receives connection errors and lifecycle events (default:
 	// discarded).

@@ -1,0 +1,215 @@
+package metadata
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/samsa-go/samsa/internal/testbroker"
+	"github.com/samsa-go/samsa/kerr"
+)
+
+// movingName is a bootstrap name ("kafka.test:9092") that a test points
+// at one cluster, then another, as DNS would: the Dialer resolves it at
+// every dial.
+type movingName struct{ target atomic.Value }
+
+func (m *movingName) point(cl *testbroker.Cluster) { m.target.Store(cl.Addrs()[0]) }
+
+func (m *movingName) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if addr == "kafka.test:9092" {
+		addr = m.target.Load().(string)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, network, addr)
+}
+
+// clusterWith starts a cluster of n brokers with cluster id id ("" for
+// the default) and the topics given, closed with the test.
+func clusterWith(t *testing.T, n int, id string, topics ...string) *testbroker.Cluster {
+	t.Helper()
+	cl, err := testbroker.New(testbroker.Config{Brokers: n, ClusterID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.Close() })
+	for _, tp := range topics {
+		if err := cl.CreateTopic(tp, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cl
+}
+
+// onCluster reports whether s lists the broker 0 of a cluster whose
+// addresses are addrs (Cluster.Addrs, taken before a Close).
+func onCluster(s *Snapshot, addrs []string) bool {
+	b, ok := s.Brokers[0]
+	return ok && b.Addr() == addrs[0]
+}
+
+// stays fails the test if cond stops holding within d.
+func stays(t *testing.T, c *Client, d time.Duration, what string, cond func(*Snapshot) bool) {
+	t.Helper()
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		if !cond(c.Snapshot()) {
+			t.Fatalf("%s: no longer true after %v: %+v", what, d-time.Until(end), c.Snapshot())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// metadata.recovery.strategy: with rebootstrap (the default) a client
+// whose brokers all went away finds the cluster again behind its
+// bootstrap name; with none (DisableRebootstrap) it keeps asking the
+// brokers it knows, as Java's does, and never goes back to the name.
+func TestRecoveryStrategyWhenEveryBrokerIsGone(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		none  bool
+		moves bool
+	}{{"rebootstrap", false, true}, {"none", true, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			first := clusterWith(t, 2, "", "t")
+			firstAddrs := first.Addrs()
+			second := clusterWith(t, 2, "", "t") // the same cluster id, moved
+			secondAddrs := second.Addrs()
+			var name movingName
+			name.point(first)
+			c := newClient(t, Config{Bootstrap: []string{"kafka.test:9092"}, Dialer: name.dial,
+				DialTimeout: time.Second, RetryBackoff: 10 * time.Millisecond, RetryBackoffMax: 50 * time.Millisecond,
+				DisableRebootstrap: tc.none})
+			c.Want("t")
+			waitFor(t, c, "the first cluster", func(s *Snapshot) bool { return s.Topics["t"].Usable() })
+
+			_ = first.Close()
+			name.point(second)
+			c.Trigger()
+			if tc.moves {
+				waitFor(t, c, "the second cluster", func(s *Snapshot) bool { return onCluster(s, secondAddrs) })
+				return
+			}
+			stays(t, c, time.Second, "brokers of the first cluster", func(s *Snapshot) bool { return onCluster(s, firstAddrs) })
+			if err := c.Err(); !errors.Is(err, ErrNoBroker) {
+				t.Fatalf("Err() = %v, want ErrNoBroker", err)
+			}
+		})
+	}
+}
+
+// metadata.recovery.rebootstrap.trigger.ms (KIP-1102): known brokers that
+// accept connections but never answer Metadata hold the client only until
+// the trigger passes; then it asks its bootstrap name, which leads to the
+// cluster's new brokers. Without the trigger it would wait twice
+// RequestTimeout at each of them.
+func TestRebootstrapTriggerLeavesSilentBrokers(t *testing.T) {
+	first := clusterWith(t, 2, "", "t")
+	second := clusterWith(t, 2, "", "t")
+	secondAddrs := second.Addrs()
+	var name movingName
+	name.point(first)
+	c := newClient(t, Config{Bootstrap: []string{"kafka.test:9092"}, Dialer: name.dial,
+		RequestTimeout: 30 * time.Second, RetryBackoff: 10 * time.Millisecond, RetryBackoffMax: 50 * time.Millisecond,
+		RebootstrapTrigger: 300 * time.Millisecond})
+	c.Want("t")
+	waitFor(t, c, "the first cluster", func(s *Snapshot) bool { return s.Topics["t"].Usable() })
+
+	first.Intercept(testbroker.Interceptor{Keys: []int16{3}, Stall: true})
+	name.point(second)
+	start := time.Now()
+	c.Trigger()
+	waitFor(t, c, "the second cluster", func(s *Snapshot) bool { return onCluster(s, secondAddrs) })
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("rebootstrapped after %v, want about the trigger (300ms)", took)
+	}
+}
+
+// REBOOTSTRAP_REQUIRED in a Metadata answer (v13, KIP-1102): with
+// rebootstrap the next fetch goes to the bootstrap name at once, not after
+// RetryBackoff; with none (DisableRebootstrap) the known brokers are asked
+// again and the bootstrap name never.
+func TestRebootstrapRequiredAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		none    bool
+		backoff time.Duration
+	}{{"rebootstrap at once", false, 5 * time.Second}, {"none", true, 20 * time.Millisecond}} {
+		t.Run(tc.name, func(t *testing.T) {
+			first := clusterWith(t, 1, "", "t")
+			firstAddrs := first.Addrs()
+			second := clusterWith(t, 1, "", "t", "u")
+			secondAddrs := second.Addrs()
+			var name movingName
+			name.point(first)
+			c := newClient(t, Config{Bootstrap: []string{"kafka.test:9092"}, Dialer: name.dial,
+				RetryBackoff: tc.backoff, RetryBackoffMax: tc.backoff, DisableRebootstrap: tc.none})
+			c.Want("t")
+			waitFor(t, c, "the first cluster", func(s *Snapshot) bool { return s.Topics["t"].Usable() })
+
+			first.Intercept(testbroker.Interceptor{Keys: []int16{3}, ErrorCode: kerr.RebootstrapRequired.Code})
+			name.point(second)
+			start := time.Now()
+			c.Want("u") // fetched at once
+			if !tc.none {
+				waitFor(t, c, "the second cluster", func(s *Snapshot) bool { return onCluster(s, secondAddrs) && s.Topics["u"].Usable() })
+				if took := time.Since(start); took >= tc.backoff/2 {
+					t.Fatalf("rebootstrapped after %v, want at once (RetryBackoff %v)", took, tc.backoff)
+				}
+				return
+			}
+			stays(t, c, time.Second, "brokers of the first cluster", func(s *Snapshot) bool {
+				return onCluster(s, firstAddrs) && !s.Topics["u"].Usable()
+			})
+			if err := c.Err(); !errors.Is(err, kerr.RebootstrapRequired) {
+				t.Fatalf("Err() = %v, want REBOOTSTRAP_REQUIRED", err)
+			}
+		})
+	}
+}
+
+// A bootstrap name that comes to lead to another cluster (another cluster
+// id) is refused: its Metadata answer is never applied, Err names both
+// ids, and once the name leads to the client's cluster again (new
+// brokers, the same id) the client follows it.
+func TestAnswerFromAnotherClusterIsRefused(t *testing.T) {
+	first := clusterWith(t, 1, "cluster-a", "t")
+	other := clusterWith(t, 1, "cluster-b", "t")
+	otherAddrs := other.Addrs()
+	back := clusterWith(t, 1, "cluster-a", "t")
+	backAddrs := back.Addrs()
+	var name movingName
+	name.point(first)
+	c := newClient(t, Config{Bootstrap: []string{"kafka.test:9092"}, Dialer: name.dial,
+		DialTimeout: time.Second, RetryBackoff: 10 * time.Millisecond, RetryBackoffMax: 50 * time.Millisecond})
+	c.Want("t")
+	waitFor(t, c, "the first cluster", func(s *Snapshot) bool { return s.Topics["t"].Usable() })
+	if got := c.ClusterID(); got != "cluster-a" {
+		t.Fatalf("ClusterID() = %q, want cluster-a", got)
+	}
+
+	_ = first.Close()
+	name.point(other)
+	c.Trigger()
+	deadline := time.Now().Add(10 * time.Second)
+	for err := c.Err(); !errors.Is(err, ErrClusterMismatch); err = c.Err() {
+		if time.Now().After(deadline) {
+			t.Fatalf("Err() = %v, want ErrClusterMismatch", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if msg := c.Err().Error(); !strings.Contains(msg, `"cluster-a"`) || !strings.Contains(msg, `"cluster-b"`) {
+		t.Fatalf("Err() = %q, want both cluster ids named", msg)
+	}
+	stays(t, c, 500*time.Millisecond, "no broker of the other cluster", func(s *Snapshot) bool { return !onCluster(s, otherAddrs) })
+
+	name.point(back)
+	waitFor(t, c, "the cluster back", func(s *Snapshot) bool { return onCluster(s, backAddrs) && s.Topics["t"].Usable() })
+	if got := c.ClusterID(); got != "cluster-a" {
+		t.Fatalf("ClusterID() = %q after the move, want cluster-a", got)
+	}
+}
