@@ -231,6 +231,7 @@ type Conn struct {
 	nc       net.Conn
 	format   *kmsg.RequestFormatter
 	versions []int16                  // negotiated version per key, -1 if unusable
+	release  string                   // the Kafka releases the broker's API versions are those of (brokerRelease)
 	features atomic.Pointer[Features] // the broker's finalized features, from ApiVersions
 
 	mu       sync.Mutex
@@ -518,7 +519,7 @@ func (c *Conn) SendMax(req kmsg.Request, max int16, done func(kmsg.Response, err
 		v = max
 	}
 	if v < 0 {
-		done(nil, fmt.Errorf("conn: %s: %w: the broker does not support %s", c.addr, kerr.UnsupportedVersion, kmsg.NameForKey(req.Key())))
+		done(nil, fmt.Errorf("conn: %s: %w: the broker offers no %s (its API versions are those of %s)", c.addr, kerr.UnsupportedVersion, kmsg.NameForKey(req.Key()), c.release))
 		return
 	}
 	req.SetVersion(v)

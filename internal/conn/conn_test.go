@@ -630,12 +630,52 @@ func TestAcksZeroCompletesAfterWrite(t *testing.T) {
 	}
 }
 
+// TestUnsupportedKeyFailsAtOnce: a request whose key the broker does not
+// offer fails before anything is written, with UNSUPPORTED_VERSION and a
+// text that names the API and the Kafka release the broker's versions are
+// those of (the fake broker offers Produce up to v11: Kafka 3.8 or 3.9).
 func TestUnsupportedKeyFailsAtOnce(t *testing.T) {
 	b := newFakeBroker(t, nil)
 	c := dial(t, b.addr(), Config{})
 	_, err := c.Do(context.Background(), kmsg.NewPtrFetchRequest())
 	if !errors.Is(err, kerr.UnsupportedVersion) {
 		t.Fatalf("Do(Fetch): %v, want UNSUPPORTED_VERSION", err)
+	}
+	if want := "the broker offers no Fetch (its API versions are those of Kafka 3.8 or 3.9)"; !strings.Contains(err.Error(), want) {
+		t.Fatalf("Do(Fetch): %q, want it to say %q", err, want)
+	}
+}
+
+// TestBrokerRelease: the release named from a broker's highest Produce
+// version, at each version where Kafka raised it (the matrix of
+// interop/realkafka_versions_test.go checks 2.8, 3.6, 3.9, 4.0 and 4.4
+// against real brokers).
+func TestBrokerRelease(t *testing.T) {
+	for _, tc := range []struct {
+		produceMax int16
+		want       string
+	}{
+		{-1, "no Kafka release (no Produce)"},
+		{2, "Kafka older than 0.11"},
+		{3, "Kafka 0.11"},
+		{5, "Kafka 1.0 or 1.1"},
+		{6, "Kafka 2.0"},
+		{7, "Kafka 2.1 to 2.3"},
+		{8, "Kafka 2.4 to 2.7"},
+		{9, "Kafka 2.8 to 3.6"},
+		{10, "Kafka 3.7"},
+		{11, "Kafka 3.8 or 3.9"},
+		{12, "Kafka 4.0"},
+		{13, "Kafka 4.1 or later"},
+		{14, "Kafka 4.1 or later"},
+	} {
+		keys := []kmsg.ApiVersionsResponseApiKey{{ApiKey: 18, MaxVersion: 4}}
+		if tc.produceMax >= 0 {
+			keys = append(keys, kmsg.ApiVersionsResponseApiKey{ApiKey: 0, MinVersion: 3, MaxVersion: tc.produceMax})
+		}
+		if got := brokerRelease(keys); got != tc.want {
+			t.Errorf("Produce up to v%d: %q, want %q", tc.produceMax, got, tc.want)
+		}
 	}
 }
 

@@ -130,6 +130,7 @@ func (c *Conn) negotiate(secure bool) error {
 			return fmt.Errorf("conn: %s: ApiVersions handshake (v%d): %w", c.addr, version, err)
 		}
 		c.versions = negotiatedVersions(resp.ApiKeys, c.cfg.MaxVersions)
+		c.release = brokerRelease(resp.ApiKeys)
 		f := finalizedFeatures(resp)
 		c.features.Store(&f)
 		return nil
@@ -161,6 +162,47 @@ func finalizedFeatures(resp *kmsg.ApiVersionsResponse) Features {
 		f.Levels[ff.Name] = ff.MaxVersionLevel
 	}
 	return f
+}
+
+// brokerRelease names the Apache Kafka releases whose brokers offer the
+// highest Produce version of keys, for errors about an API the broker
+// lacks: an ApiVersions answer carries no release (4.x's none at all), so,
+// like kgo's kversion, the release is derived from the versions offered.
+// Produce's max grew in 0.11 (v3), 1.0 (v5), 2.0, 2.1, 2.4, 2.8, 3.7, 3.8,
+// 4.0 and 4.1 (v13).
+func brokerRelease(keys []kmsg.ApiVersionsResponseApiKey) string {
+	produceMax := int16(-1)
+	for _, k := range keys {
+		if k.ApiKey == produceKey {
+			produceMax = k.MaxVersion
+		}
+	}
+	switch {
+	case produceMax < 0:
+		return "no Kafka release (no Produce)"
+	case produceMax < 3:
+		return "Kafka older than 0.11"
+	case produceMax == 3:
+		return "Kafka 0.11"
+	case produceMax <= 5:
+		return "Kafka 1.0 or 1.1"
+	case produceMax == 6:
+		return "Kafka 2.0"
+	case produceMax == 7:
+		return "Kafka 2.1 to 2.3"
+	case produceMax == 8:
+		return "Kafka 2.4 to 2.7"
+	case produceMax == 9:
+		return "Kafka 2.8 to 3.6"
+	case produceMax == 10:
+		return "Kafka 3.7"
+	case produceMax == 11:
+		return "Kafka 3.8 or 3.9"
+	case produceMax == 12:
+		return "Kafka 4.0"
+	default:
+		return "Kafka 4.1 or later"
+	}
 }
 
 // negotiatedVersions returns, per API key, the highest version that kmsg and

@@ -2,9 +2,8 @@
 # shellcheck shell=bash
 
 KAFKA_HOME_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-KAFKA_LIB="$KAFKA_HOME_DIR/target/lib"
-KAFKA_CLASSES="$KAFKA_HOME_DIR/target/classes"
-KAFKA_VERSION=4.4.0
+# The version pom.xml names; start.sh -version V runs another one.
+KAFKA_DEFAULT_VERSION=4.4.0
 
 # Per-node JVM: a small heap; the serial collector, which costs less CPU
 # than G1 on a 2-core machine; and the C1 JIT only (TieredStopAtLevel=1):
@@ -20,7 +19,42 @@ TOOL_JVM_OPTS="-Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1"
 # it instead of loading and verifying those classes again, which halves a
 # node's start-up CPU. One archive per JDK; refetched jars drop it.
 # SAMSA_KAFKA_CDS=0 turns it off.
-CDS_DIR="$KAFKA_HOME_DIR/target/cds"
+#
+# set_kafka_version V points KAFKA_LIB, KAFKA_CLASSES and CDS_DIR at
+# version V's own directories (target/lib, target/classes and target/cds for
+# the default version, target/lib-V... for another) and sets KAFKA_MODE:
+#   kraft4  4.x: KRaft, formatted and checked by SamsaKafkaSetup (every option)
+#   kraft3  3.3 to 3.9: KRaft, formatted by Kafka's own StorageTool
+#   zk      2.1 to 3.2: a ZooKeeper server beside the brokers
+set_kafka_version() {
+	local v=$1 major minor rest
+	[[ $v =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "a Kafka version is X.Y.Z (e.g. 3.9.2), not '$v'"
+	major=${v%%.*} rest=${v#*.}
+	minor=${rest%%.*}
+	if ((major >= 4)); then
+		KAFKA_MODE=kraft4
+	elif ((major == 3 && minor >= 3)); then
+		KAFKA_MODE=kraft3
+	elif ((major == 3 || (major == 2 && minor >= 1))); then
+		KAFKA_MODE=zk
+	else
+		die "Kafka $v is not supported: 2.1 and later are (ZooKeeper before 3.3, KRaft from 3.3)"
+	fi
+	KAFKA_VERSION=$v
+	local suffix=""
+	[[ $v == "$KAFKA_DEFAULT_VERSION" ]] || suffix="-$v"
+	KAFKA_LIB="$KAFKA_HOME_DIR/target/lib$suffix"
+	KAFKA_CLASSES="$KAFKA_HOME_DIR/target/classes$suffix"
+	CDS_DIR="$KAFKA_HOME_DIR/target/cds$suffix"
+}
+set_kafka_version "$KAFKA_DEFAULT_VERSION"
+
+# use_dir_version DIR switches to the version DIR's cluster runs
+# (DIR/kafka.version, written by start.sh); a DIR without it runs the
+# default version.
+use_dir_version() {
+	[[ ! -s $1/kafka.version ]] || set_kafka_version "$(<"$1/kafka.version")"
+}
 
 die() {
 	echo "kafka: $*" >&2
@@ -51,31 +85,53 @@ javac_bin() {
 	fi
 }
 
-# ensure_jars copies Kafka's jars into target/lib with Maven, once per
-# pom.xml change, and compiles SamsaKafkaSetup.java and
-# SamsaTelemetryCapture.java (the -telemetry plugin). Concurrent callers
-# serialize on a lock file.
+# ensure_jars copies the jars of Kafka $KAFKA_VERSION into KAFKA_LIB with
+# Maven, once per pom.xml change (another version than the default through
+# -Dkafka.version), and for 4.x compiles SamsaKafkaSetup.java and
+# SamsaTelemetryCapture.java (the -telemetry plugin) against them.
+# Concurrent callers for one version serialize on its lock file, and every
+# Maven run on another one (they share ~/.m2).
 ensure_jars() {
 	mkdir -p "$KAFKA_HOME_DIR/target"
-	local lock="$KAFKA_HOME_DIR/target/.lock"
-	if command -v flock >/dev/null 2>&1; then
+	local lock="$KAFKA_HOME_DIR/target/.lock" log="$KAFKA_HOME_DIR/target/mvn.log"
+	local -a mvn_version=()
+	if [[ $KAFKA_VERSION != "$KAFKA_DEFAULT_VERSION" ]]; then
+		lock+="-$KAFKA_VERSION" log="$KAFKA_HOME_DIR/target/mvn-$KAFKA_VERSION.log"
+		mvn_version=("-Dkafka.version=$KAFKA_VERSION")
+	fi
+	local have_flock=0
+	command -v flock >/dev/null 2>&1 && have_flock=1
+	if ((have_flock)); then
 		exec {lockfd}>"$lock"
 		flock "$lockfd"
 	fi
 	local stamp="$KAFKA_LIB/.complete"
 	if [[ ! -f $stamp || $KAFKA_HOME_DIR/pom.xml -nt $stamp ]]; then
 		command -v mvn >/dev/null 2>&1 || die "mvn not found (needed once to fetch Kafka's jars)"
+		if ((have_flock)); then
+			exec {mvnfd}>"$KAFKA_HOME_DIR/target/.mvn-lock"
+			flock "$mvnfd"
+		fi
 		say "fetching Kafka $KAFKA_VERSION jars with Maven into $KAFKA_LIB"
 		rm -rf "$KAFKA_LIB" "$CDS_DIR"
-		if ! mvn -q -B -f "$KAFKA_HOME_DIR/pom.xml" dependency:copy-dependencies \
-			-DincludeScope=runtime -DoutputDirectory="$KAFKA_LIB" >"$KAFKA_HOME_DIR/target/mvn.log" 2>&1; then
-			tail -n 30 "$KAFKA_HOME_DIR/target/mvn.log" >&2
-			die "mvn dependency:copy-dependencies failed (is Maven Central reachable? full log: $KAFKA_HOME_DIR/target/mvn.log)"
+		if ! mvn -q -B -f "$KAFKA_HOME_DIR/pom.xml" dependency:copy-dependencies "${mvn_version[@]}" \
+			-DincludeScope=runtime -DoutputDirectory="$KAFKA_LIB" </dev/null >"$log" 2>&1; then
+			tail -n 30 "$log" >&2
+			die "mvn dependency:copy-dependencies failed (is Maven Central reachable? full log: $log)"
 		fi
 		touch "$stamp"
+		if [[ -n ${mvnfd:-} ]]; then
+			exec {mvnfd}>&-
+		fi
 	fi
 	local name src cls
-	for name in SamsaKafkaSetup SamsaTelemetryCapture; do
+	local -a tools=(SamsaKafkaSetup SamsaTelemetryCapture)
+	# Before 4.0 the scripts run Kafka's own tools instead: SamsaKafkaSetup
+	# does not compile against 3.6's jars. The telemetry plugin is built
+	# for the default version only (4.0's ClientTelemetry API differs).
+	[[ $KAFKA_VERSION == "$KAFKA_DEFAULT_VERSION" ]] || tools=(SamsaKafkaSetup)
+	[[ $KAFKA_MODE == kraft4 ]] || tools=()
+	for name in "${tools[@]}"; do
 		src="$KAFKA_HOME_DIR/$name.java"
 		cls="$KAFKA_CLASSES/$name.class"
 		if [[ ! -f $cls || $src -nt $cls || $stamp -nt $cls ]]; then
@@ -138,17 +194,21 @@ cds_done() {
 	rm -rf "$CDS_DIR/dumping"
 }
 
-# node_pid DIR N prints node N's pid if that process is alive and is ours.
-node_pid() {
-	local f="$1/node-$2/pid" pid
+# our_pid PIDFILE FLAG prints the pid in PIDFILE if that process is alive
+# and has FLAG among its arguments: a reused pid is not ours.
+our_pid() {
+	local f=$1 pid
 	[[ -s $f ]] || return 1
 	pid=$(<"$f")
 	[[ $pid =~ ^[0-9]+$ ]] || return 1
 	kill -0 "$pid" 2>/dev/null || return 1
-	# Only a JVM started for this DIR counts: a reused pid is not ours.
-	tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -qxF -- "-Dsamsa.kafka.dir=$1" || return 1
+	tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -qxF -- "$2" || return 1
 	echo "$pid"
 }
+
+# node_pid DIR N prints node N's pid if that process is alive and is ours
+# (a JVM started for this DIR).
+node_pid() { our_pid "$1/node-$2/pid" "-Dsamsa.kafka.dir=$1"; }
 
 # start_node DIR N launches node N from DIR/node-N/server.properties in its
 # own session, logging to DIR/logs/node-N.log.
@@ -240,12 +300,70 @@ wait_started() {
 	from=$(<"$dir/node-$n/logline")
 	local deadline=$((SECONDS + ${SAMSA_KAFKA_START_TIMEOUT:-120}))
 	local want="[BrokerServer id=$n] Transition from STARTING to STARTED"
+	# A ZooKeeper-mode broker (before 3.3 here) says it differently.
+	[[ $KAFKA_MODE != zk ]] || want="[KafkaServer id=$n] started"
 	until awk -v from="$from" -v want="$want" 'NR > from && index($0, want) { found = 1; exit }
 		END { exit !found }' "$dir/logs/node-$n.log"; do
 		node_pid "$dir" "$n" >/dev/null || { say "node $n exited while starting (see $dir/logs/node-$n.log)"; return 1; }
 		((SECONDS < deadline)) || { say "node $n not started after ${SAMSA_KAFKA_START_TIMEOUT:-120}s"; return 1; }
 		sleep 0.1
 	done
+}
+
+# zk_pid DIR prints the pid of DIR's ZooKeeper server if it is alive and
+# ours.
+zk_pid() { our_pid "$1/zk/pid" "-Dsamsa.kafka.zk=$1"; }
+
+# start_zk DIR PORT starts a standalone ZooKeeper server (from Kafka's own
+# class path: kafka_2.13 before 4.0 depends on zookeeper) on
+# 127.0.0.1:PORT, its data in DIR/zk, logging to DIR/logs/zookeeper.log,
+# and waits until it accepts connections.
+start_zk() {
+	local dir=$1 port=$2 java
+	java=$(java_bin)
+	mkdir -p "$dir/zk/data"
+	printf '%s\n' "dataDir=$dir/zk/data" "clientPort=$port" "clientPortAddress=127.0.0.1" \
+		"maxClientCnxns=0" "admin.enableServer=false" >"$dir/zk/zk.properties"
+	rm -f "$dir/zk/pid"
+	echo "==== $(date -u '+%Y-%m-%dT%H:%M:%SZ') start ZooKeeper" >>"$dir/logs/zookeeper.log"
+	# shellcheck disable=SC2086 # TOOL_JVM_OPTS is a list of flags
+	setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$dir/zk/pid" \
+		"$java" $TOOL_JVM_OPTS -Dsamsa.kafka.zk="$dir" -Dlog4j2.configurationFile="$dir/log4j2.properties" \
+		-cp "$KAFKA_LIB/*" org.apache.zookeeper.server.ZooKeeperServerMain "$dir/zk/zk.properties" \
+		</dev/null >>"$dir/logs/zookeeper.log" 2>&1 &
+	disown "$!"
+	local deadline=$((SECONDS + 30))
+	until (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
+		if ((SECONDS >= deadline)) || { [[ -s $dir/zk/pid ]] && ! zk_pid "$dir" >/dev/null; }; then
+			say "ZooKeeper did not start (see $dir/logs/zookeeper.log)"
+			return 1
+		fi
+		sleep 0.1
+	done
+}
+
+# stop_zk DIR stops DIR's ZooKeeper server, if any (SIGTERM, SIGKILL after
+# 10 s), and waits for it to exit. Stop the brokers first: a broker whose
+# ZooKeeper is gone waits for it in its controlled shutdown.
+stop_zk() {
+	local dir=$1 pid i
+	[[ -d $dir/zk ]] || return 0
+	if ! pid=$(zk_pid "$dir"); then
+		rm -f "$dir/zk/pid"
+		return 0
+	fi
+	kill -TERM "$pid" 2>/dev/null || true
+	for ((i = 0; i < 100; i++)); do
+		zk_pid "$dir" >/dev/null || break
+		sleep 0.1
+	done
+	if zk_pid "$dir" >/dev/null; then
+		say "ZooKeeper still up after SIGTERM: SIGKILL"
+		kill -KILL "$pid" 2>/dev/null || true
+		while zk_pid "$dir" >/dev/null; do sleep 0.1; done
+	fi
+	echo "==== $(date -u '+%Y-%m-%dT%H:%M:%SZ') ZooKeeper stopped" >>"$dir/logs/zookeeper.log"
+	rm -f "$dir/zk/pid"
 }
 
 # all_nodes DIR prints the node numbers configured in DIR.

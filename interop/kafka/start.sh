@@ -2,7 +2,11 @@
 # start.sh: starts a real Apache Kafka KRaft cluster on 127.0.0.1 from the
 # Maven Central jars (see README.md in this directory).
 #
-#   start.sh [-brokers 1|3] [-dir DIR] [-sasl-ssl] [-gssapi] [-quota] [-acl] [-no-auto-create] [-telemetry] [-txn-version 1|2]
+#   start.sh [-version V] [-brokers 1|3] [-dir DIR] [-sasl-ssl] [-gssapi] [-quota] [-acl] [-no-auto-create] [-telemetry] [-txn-version 1|2] [-conf KEY=VALUE]...
+#
+# -version V (default 4.4.0) runs another Apache Kafka release: 4.x as
+# 4.4.0, 3.3 to 3.9 in KRaft mode and 2.x in ZooKeeper mode, the latter two
+# without the security, quota, ACL, telemetry and txn-version options.
 #
 # Prints the PLAINTEXT bootstrap list as the last line of stdout and writes
 # DIR/env (shell-sourceable KEY=VALUE lines). Progress goes to stderr. On
@@ -12,13 +16,26 @@ set -euo pipefail
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
 
 usage() {
-	echo "usage: $0 [-brokers 1|3] [-dir DIR] [-sasl-ssl] [-gssapi] [-quota] [-acl] [-no-auto-create] [-telemetry] [-txn-version 1|2]" >&2
+	echo "usage: $0 [-version V] [-brokers 1|3] [-dir DIR] [-sasl-ssl] [-gssapi] [-quota] [-acl] [-no-auto-create] [-telemetry] [-txn-version 1|2] [-conf KEY=VALUE]..." >&2
 	exit 2
 }
 
 nodes=1 dir="" sasl_ssl=0 gssapi=0 quota=0 acl=0 auto_create=1 telemetry=0 txn_version=""
+version=$KAFKA_DEFAULT_VERSION
+declare -a confs=()
 while (($# > 0)); do
 	case $1 in
+	-version | --version)
+		(($# >= 2)) || usage
+		version=$2
+		shift
+		;;
+	-conf | --conf)
+		(($# >= 2)) || usage
+		[[ $2 =~ ^[A-Za-z0-9._-]+=.*$ ]] || die "-conf wants KEY=VALUE (a broker property), not '$2'"
+		confs+=("$2")
+		shift
+		;;
 	-brokers | --brokers)
 		(($# >= 2)) || usage
 		nodes=$2
@@ -50,6 +67,18 @@ while (($# > 0)); do
 done
 [[ $nodes == 1 || $nodes == 3 ]] || die "-brokers must be 1 or 3, not $nodes"
 [[ -z $txn_version || $txn_version == 1 || $txn_version == 2 ]] || die "-txn-version must be 1 or 2, not $txn_version"
+set_kafka_version "$version"
+if [[ $KAFKA_MODE != kraft4 ]]; then
+	# These need SamsaKafkaSetup (built against Kafka 4.x) or 4.x's
+	# storage tool.
+	for opt in sasl_ssl gssapi quota acl telemetry; do
+		((${!opt} == 0)) || die "-${opt//_/-} needs Kafka 4.x, not $KAFKA_VERSION"
+	done
+	[[ -z $txn_version ]] || die "-txn-version needs Kafka 4.x (transaction.version, KIP-890), not $KAFKA_VERSION"
+fi
+# SamsaTelemetryCapture is built against the default version's API.
+((telemetry == 0)) || [[ $KAFKA_VERSION == "$KAFKA_DEFAULT_VERSION" ]] ||
+	die "-telemetry needs Kafka $KAFKA_DEFAULT_VERSION (SamsaTelemetryCapture's client telemetry API), not $KAFKA_VERSION"
 if ((sasl_ssl)); then
 	command -v openssl >/dev/null 2>&1 || die "-sasl-ssl needs openssl"
 fi
@@ -75,6 +104,7 @@ else
 fi
 chmod 700 "$dir"
 mkdir -p "$dir/logs"
+echo "$KAFKA_VERSION" >"$dir/kafka.version"
 
 started=0
 cleanup() {
@@ -85,6 +115,7 @@ cleanup() {
 	if ((started == 0)); then
 		say "start failed; stopping what was started in $dir"
 		stop_nodes "$dir" KILL $(all_nodes "$dir") || true
+		stop_zk "$dir"
 		stop_kdc "$dir"
 		log_tails "$dir" 40
 	fi
@@ -133,6 +164,8 @@ for ((n = 0; n < nodes; n++)); do
 	gport[n]=$(free_port)
 	voters+="${voters:+,}$n@127.0.0.1:${cport[n]}"
 done
+zk_port=""
+[[ $KAFKA_MODE != zk ]] || zk_port=$(free_port)
 rf=$((nodes < 3 ? nodes : 3))
 min_isr=$((nodes < 2 ? nodes : 2))
 
@@ -203,6 +236,25 @@ for ((n = 0; n < nodes; n++)); do
 	mkdir -p "$nd/data"
 	listeners="PLAINTEXT://127.0.0.1:${pport[n]},INTERNAL://127.0.0.1:${iport[n]}"
 	advertised=$listeners
+	if [[ $KAFKA_MODE == zk ]]; then
+		# ZooKeeper mode: no controller listener, no KRaft settings.
+		cat >"$nd/server.properties" <<EOF
+# Written by samsa's interop/kafka/start.sh: node $n of $nodes, Kafka $KAFKA_VERSION in ZooKeeper mode.
+broker.id=$n
+zookeeper.connect=127.0.0.1:$zk_port
+listeners=$listeners
+advertised.listeners=$advertised
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT
+inter.broker.listener.name=INTERNAL
+log.dirs=$nd/data
+offsets.topic.replication.factor=$rf
+transaction.state.log.replication.factor=$rf
+transaction.state.log.min.isr=$min_isr
+group.initial.rebalance.delay.ms=0
+EOF
+		((auto_create)) || echo "auto.create.topics.enable=false" >>"$nd/server.properties"
+		continue
+	fi
 	listeners+=",CONTROLLER://127.0.0.1:${cport[n]}"
 	if ((sasl_ssl)); then
 		listeners+=",SASL_SSL://127.0.0.1:${sport[n]}"
@@ -218,7 +270,7 @@ for ((n = 0; n < nodes; n++)); do
 	((acl)) && internal_proto=SASL_PLAINTEXT
 	{
 		cat <<EOF
-# Written by samsa's interop/kafka/start.sh: node $n of $nodes.
+# Written by samsa's interop/kafka/start.sh: node $n of $nodes, Kafka $KAFKA_VERSION.
 process.roles=broker,controller
 node.id=$n
 controller.quorum.voters=$voters
@@ -231,8 +283,6 @@ log.dirs=$nd/data
 offsets.topic.replication.factor=$rf
 transaction.state.log.replication.factor=$rf
 transaction.state.log.min.isr=$min_isr
-share.coordinator.state.topic.replication.factor=$rf
-share.coordinator.state.topic.min.isr=$min_isr
 group.initial.rebalance.delay.ms=0
 # A restarted node can register again only once its old session expired
 # (DUPLICATE_BROKER_REGISTRATION until then), and a killed one is fenced
@@ -240,6 +290,10 @@ group.initial.rebalance.delay.ms=0
 broker.session.timeout.ms=4000
 broker.heartbeat.interval.ms=500
 EOF
+		if [[ $KAFKA_MODE == kraft4 ]]; then
+			echo "share.coordinator.state.topic.replication.factor=$rf"
+			echo "share.coordinator.state.topic.min.isr=$min_isr"
+		fi
 		((auto_create)) || echo "auto.create.topics.enable=false"
 		if ((telemetry)); then
 			# KIP-714: the capture plugin makes the broker advertise the
@@ -289,6 +343,16 @@ EOF
 		fi
 	} >"$nd/server.properties"
 done
+# -conf KEY=VALUE: appended to every node's properties, so it wins over a
+# line above with the same key.
+if ((${#confs[@]} > 0)); then
+	for ((n = 0; n < nodes; n++)); do
+		{
+			echo "# -conf"
+			printf '%s\n' "${confs[@]}"
+		} >>"$dir/node-$n/server.properties"
+	done
+fi
 
 # Format every node's storage (one JVM for all). SCRAM users are
 # written into the bootstrap metadata, so they exist from the first second.
@@ -314,8 +378,25 @@ declare -a configs=()
 for ((n = 0; n < nodes; n++)); do
 	configs+=("$dir/node-$n/server.properties")
 done
-run_tool "$dir" format "${configs[@]}" -- --cluster-id "$cluster_id" "${fmt_args[@]}" \
-	>"$dir/logs/format.log" 2>&1 || die "formatting the storage failed (see $dir/logs/format.log)"
+case $KAFKA_MODE in
+kraft4)
+	run_tool "$dir" format "${configs[@]}" -- --cluster-id "$cluster_id" "${fmt_args[@]}" \
+		>"$dir/logs/format.log" 2>&1 || die "formatting the storage failed (see $dir/logs/format.log)"
+	;;
+kraft3)
+	# Kafka 3.x's own storage tool, one JVM per node (its entry point
+	# exits the JVM).
+	for c in "${configs[@]}"; do
+		# shellcheck disable=SC2086 # TOOL_JVM_OPTS is a list of flags
+		"$(java_bin)" $TOOL_JVM_OPTS -Dlog4j2.configurationFile="$dir/log4j2-tools.properties" -cp "$KAFKA_LIB/*" \
+			kafka.tools.StorageTool format --cluster-id "$cluster_id" --config "$c" \
+			>>"$dir/logs/format.log" 2>&1 || die "formatting the storage failed (see $dir/logs/format.log)"
+	done
+	;;
+zk)
+	start_zk "$dir" "$zk_port" || exit 1
+	;;
+esac
 t_format=$SECONDS
 
 all=""
@@ -347,7 +428,9 @@ if ((acl)); then
 	((sasl_ssl)) && deny+=",User:$acl_user"
 	setup_args+=(--denied-topic "$denied_topic" --deny-principals "$deny" --rf "$rf")
 fi
-setup_tool "$dir" "$all" "${setup_args[@]}" || exit 1
+if [[ $KAFKA_MODE == kraft4 ]]; then
+	setup_tool "$dir" "$all" "${setup_args[@]}" || exit 1
+fi
 for n in $all; do
 	wait_started "$dir" "$n" || exit 1
 done
@@ -357,7 +440,8 @@ done
 	echo "SAMSA_KAFKA_BROKERS=$brokers"
 	echo "SAMSA_KAFKA_NODES=$nodes"
 	echo "SAMSA_KAFKA_VERSION=$KAFKA_VERSION"
-	echo "SAMSA_KAFKA_TXN_VERSION=${txn_version:-2}"
+	[[ $KAFKA_MODE != kraft4 ]] || echo "SAMSA_KAFKA_TXN_VERSION=${txn_version:-2}"
+	[[ $KAFKA_MODE != zk ]] || echo "SAMSA_KAFKA_ZOOKEEPER=127.0.0.1:$zk_port"
 	if ((sasl_ssl)); then
 		echo "SAMSA_KAFKA_SASL_SSL_BROKERS=$sasl_brokers"
 		echo "SAMSA_KAFKA_CA=$dir/ca.pem"
@@ -393,5 +477,5 @@ done
 	fi
 } >"$dir/env"
 started=1
-say "$nodes-node cluster up in $((SECONDS - t0))s (storage formatted after $((t_format - t0))s); env in $dir/env, logs in $dir/logs"
+say "$nodes-node Kafka $KAFKA_VERSION cluster up in $((SECONDS - t0))s (storage formatted after $((t_format - t0))s); env in $dir/env, logs in $dir/logs"
 echo "$brokers"

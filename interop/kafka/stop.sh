@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # stop.sh: stops every node of a cluster started by start.sh (SIGTERM, then
 # SIGKILL after SAMSA_KAFKA_STOP_TIMEOUT seconds, default 20), and its KDC
-# (-gssapi), and waits until they have exited. Idempotent: a stopped or
+# (-gssapi) or ZooKeeper server (Kafka before 3.3), and waits until they have exited. Idempotent: a stopped or
 # missing cluster is not an error. DIR (storage, logs, env) is kept.
 #
 #   stop.sh [-dir DIR]      (default DIR: $SAMSA_KAFKA_DIR)
@@ -27,6 +27,9 @@ if [[ ! -d $dir ]]; then
 	exit 0
 fi
 dir=$(cd "$dir" && pwd)
+use_dir_version "$dir"
 # shellcheck disable=SC2046 # node numbers
 stop_nodes "$dir" TERM $(all_nodes "$dir")
+# After the brokers: they talk to ZooKeeper in their controlled shutdown.
+stop_zk "$dir"
 stop_kdc "$dir"

@@ -8,7 +8,11 @@
 #     kadmin.local): its DIR/env keys are exported (SAMSA_KAFKA_BROKERS,
 #     SAMSA_KAFKA_GSSAPI_BROKERS, SAMSA_KRB5_*, ...);
 #   - a 3-node cluster with -no-auto-create: SAMSA_KAFKA3_BROKERS,
-#     SAMSA_KAFKA3_DIR, SAMSA_KAFKA3_NODES.
+#     SAMSA_KAFKA3_DIR, SAMSA_KAFKA3_NODES;
+#   - one 1-node cluster per older version of SAMSA_KAFKA_MATRIX_VERSIONS
+#     (default "2.8.2 3.9.2"; empty: none), for the version matrix:
+#     SAMSA_KAFKA_MATRIX lists them and the 1-node 4.4 cluster as
+#     VERSION=BOOTSTRAP pairs (interop/realkafka_versions_test.go).
 #
 # Without java, javac or mvn on PATH it prints one line and runs COMMAND
 # without clusters (the real-Kafka tests skip themselves); so does
@@ -50,6 +54,8 @@ fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/samsa-kafka-run.XXXXXX")
 dir1="$tmp/kafka1" dir3="$tmp/kafka3"
+matrix_versions=${SAMSA_KAFKA_MATRIX_VERSIONS-2.8.2 3.9.2}
+declare -a old_dirs=() old_pids=()
 rc=1
 cleanup() {
 	local status=$?
@@ -57,18 +63,19 @@ cleanup() {
 	trap - EXIT INT TERM
 	# A start.sh still running (interrupted here: background jobs ignore
 	# SIGINT) stops its own nodes on SIGTERM.
-	local p
-	for p in ${p1:-} ${p3:-}; do
+	local p d
+	for p in ${p1:-} ${p3:-} "${old_pids[@]}"; do
 		kill -TERM "$p" 2>/dev/null || true
 	done
 	wait
-	"$here/stop.sh" -dir "$dir1" >/dev/null 2>&1 &
-	"$here/stop.sh" -dir "$dir3" >/dev/null 2>&1 &
+	for d in "$dir1" "$dir3" "${old_dirs[@]}"; do
+		"$here/stop.sh" -dir "$d" >/dev/null 2>&1 &
+	done
 	wait
 	if ((rc == 0)); then
 		rm -rf "$tmp"
 	else
-		echo "== Kafka clusters stopped; their logs are kept in $dir1/logs and $dir3/logs"
+		echo "== Kafka clusters stopped; their logs are kept in $tmp/kafka*/logs"
 	fi
 	exit "$rc"
 }
@@ -76,15 +83,24 @@ trap cleanup EXIT
 trap 'rc=130; exit 130' INT
 trap 'rc=143; exit 143' TERM
 
-echo "== starting real Apache Kafka clusters (1 node: ${one_args[*]:2}; 3 nodes: -no-auto-create)"
+echo "== starting real Apache Kafka clusters (1 node: ${one_args[*]:2}; 3 nodes: -no-auto-create; the matrix's older versions: ${matrix_versions:-none})"
 t0=$SECONDS
 "$here/start.sh" -dir "$dir1" "${one_args[@]}" >"$tmp/start1.out" &
 p1=$!
 "$here/start.sh" -dir "$dir3" -brokers 3 -no-auto-create >"$tmp/start3.out" &
 p3=$!
+# The older versions of the matrix, one node each, beside them.
+for v in $matrix_versions; do
+	old_dirs+=("$tmp/kafka-$v")
+	"$here/start.sh" -version "$v" -dir "$tmp/kafka-$v" >"$tmp/start-$v.out" &
+	old_pids+=("$!")
+done
 ok=1
 wait "$p1" || ok=0
 wait "$p3" || ok=0
+for p in "${old_pids[@]}"; do
+	wait "$p" || ok=0
+done
 if ((ok == 0)); then
 	echo "== a Kafka cluster did not start (its logs are printed above)" >&2
 	exit 1
@@ -98,7 +114,14 @@ SAMSA_KAFKA3_DIR=$dir3
 SAMSA_KAFKA3_BROKERS=$(sed -n 's/^SAMSA_KAFKA_BROKERS=//p' "$dir3/env")
 SAMSA_KAFKA3_NODES=$(sed -n 's/^SAMSA_KAFKA_NODES=//p' "$dir3/env")
 export SAMSA_KAFKA3_DIR SAMSA_KAFKA3_BROKERS SAMSA_KAFKA3_NODES
+SAMSA_KAFKA_MATRIX=""
+for v in $matrix_versions; do
+	SAMSA_KAFKA_MATRIX+="$v=$(sed -n 's/^SAMSA_KAFKA_BROKERS=//p' "$tmp/kafka-$v/env") "
+done
+SAMSA_KAFKA_MATRIX+="$SAMSA_KAFKA_VERSION=$SAMSA_KAFKA_BROKERS"
+export SAMSA_KAFKA_MATRIX
 echo "== Kafka $SAMSA_KAFKA_VERSION up in $((SECONDS - t0))s: SAMSA_KAFKA_BROKERS=$SAMSA_KAFKA_BROKERS SAMSA_KAFKA3_BROKERS=$SAMSA_KAFKA3_BROKERS"
+echo "== broker version matrix: SAMSA_KAFKA_MATRIX=$SAMSA_KAFKA_MATRIX"
 
 set +e
 "$@"
