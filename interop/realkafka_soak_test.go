@@ -75,7 +75,8 @@ func TestRealKafkaSoak(t *testing.T) {
 	}
 	event("broker-idle-close", func(t *testing.T) soakRow { return soakBrokerIdle(t, one) })
 	event("pid-expiry", func(t *testing.T) soakRow { return soakPidExpiry(t, one) })
-	event("txn-id-expiry", func(t *testing.T) soakRow { return soakTxnExpiry(t, one) })
+	event("txn-id-expiry", func(t *testing.T) soakRow { return soakTxnExpiry(t, one, 2) })
+	event("txn-id-expiry-tv1", func(t *testing.T) soakRow { return soakTxnExpiry(t, one, 1) })
 	event("txn-id-expiry-java", func(t *testing.T) soakRow { return soakTxnExpiryJava(t, one) })
 	event("leader-reassigned", func(t *testing.T) soakRow { return soakReassign(t, three) })
 	px := newSoakProxy(t, one.addrs[0])
@@ -508,8 +509,14 @@ func soakProducers(t *testing.T, c *realCluster, topic string) int {
 // soakTxnExpiry: the coordinator forgets the transactional id after 5 s
 // (transactional.id.expiration.ms=5000); the producer idles 8 s: its next
 // transaction fails fatally with INVALID_PRODUCER_ID_MAPPING, and a new
-// producer with the same transactional id commits.
-func soakTxnExpiry(t *testing.T, c *realCluster) soakRow {
+// producer with the same transactional id commits. At transaction.version
+// level (KIP-890): 2 (Kafka 4.4's default), the answer to the first
+// Produce; 1, to AddPartitionsToTxn (the level is set back afterwards).
+func soakTxnExpiry(t *testing.T, c *realCluster, level int16) soakRow {
+	if was := txnVersionOf(t, c); was != level {
+		setTxnVersion(t, c, level)
+		t.Cleanup(func() { setTxnVersion(t, c, was) })
+	}
 	topic := uniqueTopic("soak-txn")
 	c.createTopic(t, topic, 2, 1, nil)
 	ctx := realContext(t, 2*time.Minute)
@@ -534,6 +541,8 @@ func soakTxnExpiry(t *testing.T, c *realCluster) soakRow {
 	lines, _ := lg.since(mark)
 	require.Error(t, commitErr, "the transaction after the id expired committed")
 	t.Logf("CommitTransaction after the idle: %v (IsFatal %v, IsAbortable %v)", commitErr, producer.IsFatal(commitErr), producer.IsAbortable(commitErr))
+	t.Logf("a record of that transaction: %v (IsFatal %v, ErrTransactionAborted %v)", r.out[len(r.out)-1].err,
+		producer.IsFatal(r.out[len(r.out)-1].err), errors.Is(r.out[len(r.out)-1].err, producer.ErrTransactionAborted))
 	assert.True(t, producer.IsFatal(commitErr), "IsFatal(%v)", commitErr)
 	assert.Contains(t, commitErr.Error(), "INVALID_PRODUCER_ID_MAPPING")
 	recErr := r.out[failedFrom].err
@@ -882,12 +891,16 @@ func soakOtherCluster(t *testing.T, c, other *realCluster, px *soakProxy) soakRo
 	afterLines, _ := lg.since(mark2)
 	row := r.figures(t, soakRead(t, c.addrs, topic, false, r.acked()))
 	elsewhere := soakEndOffsets(t, other, topic)
-	mismatch := 0
+	mismatch, sample := 0, ""
 	for _, l := range mismatchLines {
 		if strings.Contains(l, idA) && strings.Contains(l, idB) {
+			if mismatch == 0 {
+				sample = l
+			}
 			mismatch++
 		}
 	}
+	t.Logf("the first log line naming both cluster ids: %s", sample)
 	row.recover = fmt.Sprintf("%v after the address led back, %v after the cluster served again", r.firstAckAfter(back).Round(time.Millisecond), r.firstAckAfter(up).Round(time.Millisecond))
 	row.note = fmt.Sprintf("address led to cluster %s instead of %s for %v: %d records written there, %d acked meanwhile, %d log lines name both ids; %d Metadata requests; while away %s; after %s",
 		idB, idA, back.Sub(switched).Round(time.Millisecond), elsewhere, ackedAway, mismatch, obs.metadata.Load()-mdBefore, soakSummary(mismatchLines), soakSummary(afterLines))
