@@ -428,6 +428,7 @@ func (s *sink) split(b *batch) ([]*batch, error) {
 		}
 		nb.Created = b.Created
 		nb.IO.attempts = b.IO.attempts
+		nb.IO.topicID = b.IO.topicID // made for the same topic (staleTopic)
 		if err := s.finish(nb); err != nil {
 			for _, x := range append(out, nb) {
 				s.p.acc.Free(x) // drops copies: b keeps the completions

@@ -73,17 +73,31 @@ func (l *requestLog) produces(from int) []seenRequest {
 // broker no longer hosts), each fails with an error naming the topic, both
 // ids and the recreation; records sent once the producer knows the new id
 // go through, and the new topic holds only them. Produce v12 by name wrote
-// the old records into the new topic.
+// the old records into the new topic. The stalled request's answer is the
+// broker's (UNKNOWN_TOPIC_ID: retried, then failed), or MESSAGE_TOO_LARGE:
+// the halves of the split batch are for the old topic too.
 func TestRecreatedTopicNeverGetsOldRecords(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		answer int16 // the stalled request's error code; 0: the broker's answer
+	}{
+		{"retried", 0},
+		{"split", 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testRecreatedTopicNeverGetsOldRecords(t, tc.answer) })
+	}
+}
+
+func testRecreatedTopicNeverGetsOldRecords(t *testing.T, answer int16) {
 	c := newCluster(t, testbroker.Config{Brokers: 1})
 	require.NoError(t, c.CreateTopic("t", 1))
 	log := logRequests(c)
-	p := newProducer(t, c, Config{MaxInFlight: 1, DeliveryTimeout: 30 * time.Second, RequestTimeout: 20 * time.Second,
-		MetadataMaxAge: 100 * time.Millisecond})
+	p := newProducer(t, c, Config{MaxInFlight: 1, Linger: 100 * time.Millisecond, DeliveryTimeout: 30 * time.Second,
+		RequestTimeout: 20 * time.Second, MetadataMaxAge: 100 * time.Millisecond})
 	require.NoError(t, sendTo(t, p, "t", 0, 10*time.Second)) // the topic id known
 	old := oldID(t, p, "t")
 	var stalled atomic.Int32
-	unstall := c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Stall: true,
+	unstall := c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Times: 1, Stall: true, ErrorCode: answer,
 		Match: func(int32, kmsg.Request) bool { stalled.Add(1); return true }})
 	defer unstall()
 	ctx := context.Background()
@@ -91,9 +105,11 @@ func TestRecreatedTopicNeverGetsOldRecords(t *testing.T) {
 	send := func(v string) *Future {
 		return p.Send(ctx, &Record{Topic: "t", Partition: 0, ExplicitPartition: true, Value: []byte(v)})
 	}
-	fs = append(fs, send("old-0"))
+	for i := range 4 { // one batch (Linger)
+		fs = append(fs, send(fmt.Sprint("old-", i)))
+	}
 	require.True(t, waitFor(5*time.Second, func() bool { return stalled.Load() > 0 }), "no Produce stalled")
-	for i := 1; i < 20; i++ {
+	for i := 4; i < 20; i++ {
 		fs = append(fs, send(fmt.Sprint("old-", i)))
 		if i%5 == 0 {
 			time.Sleep(20 * time.Millisecond) // several batches behind the stalled request
