@@ -103,3 +103,48 @@ func deleteTopic(t *testing.T, b *samsaBroker, topic string) {
 	require.Len(t, resp.Topics, 1)
 	require.Zero(t, resp.Topics[0].ErrorCode, "DeleteTopics %s", topic)
 }
+
+// TestSamsaLeaderHintOnKfake (KIP-951): kfake moves a partition's leader
+// while it holds every Metadata request; the NOT_LEADER_OR_FOLLOWER
+// answer's CurrentLeader and NodeEndpoints take the record to the new
+// leader without a Metadata answer.
+func TestSamsaLeaderHintOnKfake(t *testing.T) {
+	b := startKfake(t)
+	kf := b.kf
+	const topic = "hinted"
+	b.createTopic(t, topic, 1)
+	p := newSamsaProducer(t, b.addrs, producer.Config{DeliveryTimeout: 20 * time.Second})
+	ctx := testContext(t)
+	send := func() error {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_, err := p.Send(ctx, &producer.Record{Topic: topic, Value: []byte("v")}).Wait(wctx)
+		return err
+	}
+	require.NoError(t, send())
+	var mu sync.Mutex
+	var nodes []int32
+	kf.ControlKey(0, func(kmsg.Request) (kmsg.Response, error, bool) {
+		kf.KeepControl()
+		mu.Lock()
+		nodes = append(nodes, kf.CurrentNode())
+		mu.Unlock()
+		return nil, nil, false
+	})
+	release := make(chan struct{})
+	var held sync.Once
+	defer held.Do(func() { close(release) })
+	kf.ControlKey(3, func(kmsg.Request) (kmsg.Response, error, bool) {
+		kf.KeepControl()
+		kf.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	leader := kf.LeaderFor(topic, 0)
+	to := (leader + 1) % 3
+	require.NoError(t, kf.MoveTopicPartition(topic, 0, to))
+	require.NoError(t, send(), "the record did not reach the new leader while Metadata was held")
+	held.Do(func() { close(release) })
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []int32{leader, to}, nodes, "Produce requests by broker")
+}
