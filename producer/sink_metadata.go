@@ -83,7 +83,12 @@ func (s *sink) applyTopic(t *ioTopic, snap *metadata.Snapshot) {
 		}
 	}
 	old := t.id
-	t.id = mt.ID
+	if mt.ID != ([16]byte{}) {
+		// An answer without ids (a broker before Metadata v10, or one
+		// not upgraded yet) keeps the id known: forgetting it would hide
+		// a recreation seen by the next answer with ids.
+		t.id = mt.ID
+	}
 	if recreated {
 		// What is buffered was made for the old topic: it never goes to
 		// the new one. Batches in flight fail when their answer puts

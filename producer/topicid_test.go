@@ -317,3 +317,49 @@ func TestProduceVersionByTopicID(t *testing.T) {
 		})
 	}
 }
+
+// TestRecreationSeenThroughAnswersWithoutIDs: Metadata answers without
+// topic ids (a broker not upgraded yet) while the topic is deleted and
+// recreated do not make the producer forget the old id: the next answer
+// with ids shows the recreation, and the records buffered for the old
+// topic fail instead of going to the new one.
+func TestRecreationSeenThroughAnswersWithoutIDs(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	p := newProducer(t, c, Config{Linger: 30 * time.Second, DeliveryTimeout: time.Minute, MetadataMaxAge: 50 * time.Millisecond})
+	ctx := context.Background()
+	warm := p.Send(ctx, &Record{Topic: "t", Value: []byte("warm")})
+	require.NoError(t, p.Flush(ctx))
+	_, err := warm.Wait(ctx)
+	require.NoError(t, err)
+	old := oldID(t, p, "t")
+	var zeroed atomic.Int32
+	unzero := c.Intercept(testbroker.Interceptor{Keys: []int16{3}, After: true, Rewrite: func(resp kmsg.Response) {
+		r := resp.(*kmsg.MetadataResponse)
+		for i := range r.Topics {
+			r.Topics[i].TopicID = [16]byte{}
+		}
+		zeroed.Add(1)
+	}})
+	defer unzero()
+	require.True(t, waitFor(5*time.Second, func() bool { return zeroed.Load() >= 2 }), "no Metadata answer without ids")
+	var olds []*Future
+	for i := range 5 {
+		olds = append(olds, p.Send(ctx, &Record{Topic: "t", Value: []byte(fmt.Sprint("old-", i))}))
+	}
+	require.NoError(t, c.DeleteTopic("t"))
+	require.NoError(t, c.CreateTopic("t", 1))
+	n := zeroed.Load()
+	require.True(t, waitFor(5*time.Second, func() bool { return zeroed.Load() >= n+2 }), "no answer without ids after the recreation")
+	unzero()
+	for i, f := range olds {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := f.Wait(wctx)
+		cancel()
+		require.ErrorIs(t, err, kerr.UnknownTopicID, "record old-%d", i)
+		require.Contains(t, err.Error(), uuidString(old), "record old-%d", i)
+	}
+	hw, err := c.HighWatermark("t", 0)
+	require.NoError(t, err)
+	require.Zero(t, hw, "the recreated topic got records made for the old one")
+}
