@@ -54,12 +54,16 @@ func TestRecreatedTopicRestartsLeaderEpochs(t *testing.T) {
 	oldLeader, epoch, err := c.Leader("t", 0)
 	require.NoError(t, err)
 	require.Equal(t, int32(3), epoch)
+	id := oldID(t, p, "t")
 	// Recreate it: the new partition 0 is led by the other broker, epoch 0.
 	require.NoError(t, c.DeleteTopic("t"))
 	require.NoError(t, c.CreateTopic("t", 1))
 	if l, _, _ := c.Leader("t", 0); l == oldLeader {
 		require.NoError(t, c.MoveLeader("t", 0, 1-oldLeader)) // epoch 1, still < 3
 	}
+	// A record made while the producer still knows the old topic id fails
+	// (TestRecreatedTopicNeverGetsOldRecords): send once it knows the new.
+	waitTopicID(t, p, "t", id)
 	err = sendTo(t, p, "t", 0, 10*time.Second)
 	// The metadata client knows the live leader; only the IO goroutine
 	// ignores it.
@@ -230,7 +234,8 @@ func TestHugeProduceThrottleFailsAtDeliveryTimeout(t *testing.T) {
 // an error naming the topic and the recreation (wrapping
 // UNKNOWN_TOPIC_OR_PARTITION), and give their memory back; a record sent to
 // such a partition afterwards is out of range (ErrInvalidRecord); the
-// partition that remains works.
+// partition that remains works for new records (its records buffered for
+// the old topic fail with UNKNOWN_TOPIC_ID: they never go to the new one).
 func TestRecreatedTopicWithFewerPartitionsFailsGoneRecords(t *testing.T) {
 	c := newCluster(t, testbroker.Config{Brokers: 1})
 	require.NoError(t, c.CreateTopic("t", 4))
@@ -260,13 +265,9 @@ func TestRecreatedTopicWithFewerPartitionsFailsGoneRecords(t *testing.T) {
 		require.Contains(t, err.Error(), "t[")
 	}
 	for _, f := range fs[:10] {
-		_, done, _ := f.Result()
-		require.False(t, done, "a record of the partition that remains failed")
-	}
-	require.NoError(t, p.Flush(ctx))
-	for _, f := range fs[:10] {
 		_, err := f.Wait(ctx)
-		require.NoError(t, err)
+		require.ErrorIs(t, err, kerr.UnknownTopicID, "a record made for the old topic")
+		require.Contains(t, err.Error(), "deleted and recreated")
 	}
 	require.True(t, waitFor(5*time.Second, func() bool { return bufferUsed(p) == 0 }), "%d bytes still in use", bufferUsed(p))
 	err = sendTo(t, p, "t", 2, 10*time.Second)
@@ -412,6 +413,29 @@ func TestShrunkTopicIgnoresFewerPartitionsUnderSameID(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // later, sound answers
 	_, done, err := f.Result()
 	require.False(t, done, "a record of the live partition 1 failed: %v", err)
+}
+
+// oldID returns the topic id the IO goroutine knows for topic.
+func oldID(t *testing.T, p *Producer, topic string) [16]byte {
+	t.Helper()
+	var id [16]byte
+	require.NoError(t, p.txnSink.callIO(context.Background(), func() { id = p.txnSink.topics[topic].id }))
+	return id
+}
+
+// waitTopicID waits until the IO goroutine knows topic under an id other
+// than old (and not zero).
+func waitTopicID(t *testing.T, p *Producer, topic string, old [16]byte) {
+	t.Helper()
+	require.True(t, waitFor(10*time.Second, func() bool {
+		var id [16]byte
+		_ = p.txnSink.callIO(context.Background(), func() {
+			if it := p.txnSink.topics[topic]; it != nil {
+				id = it.id
+			}
+		})
+		return id != old && id != [16]byte{}
+	}), "the IO goroutine never saw a new topic id for %q", topic)
 }
 
 func (p *Producer) topicCount(name string) int32 {

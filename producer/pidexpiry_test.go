@@ -339,3 +339,67 @@ func TestTxnBumpAfterTransactionalIDExpiredTakesNewProducerID(t *testing.T) {
 	require.Equal(t, int16(0), epoch)
 	require.Equal(t, []string{"before", "after"}, committedValues(t, c, "t", 1)[0])
 }
+
+// TestTxnUnknownProducerIDWhileSendingOffsets: SendOffsetsToTransaction
+// made while the transaction's AddPartitionsToTxn is in flight, answered
+// UNKNOWN_PRODUCER_ID, returns the abortable error at once: it used to
+// wait for the epoch bump, which goes only after the abort that it kept
+// AbortTransaction from making (it held the transaction's operations),
+// until its ctx ended.
+func TestTxnUnknownProducerIDWhileSendingOffsets(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1, TransactionVersion: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	p := newProducer(t, c, Config{TransactionalID: "offsets-unknown-pid", Linger: time.Millisecond})
+	ctx := testCtx(t)
+	commitOne(t, ctx, p, "before")
+	c.Intercept(testbroker.Interceptor{Keys: []int16{24}, Times: 1, Delay: 300 * time.Millisecond, ErrorCode: kerr.UnknownProducerID.Code})
+
+	require.NoError(t, p.BeginTransaction())
+	f := p.Send(ctx, &Record{Topic: "t", Value: []byte("aborted")})
+	time.Sleep(50 * time.Millisecond) // the AddPartitionsToTxn is in flight
+	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := p.SendOffsetsToTransaction(octx, map[string]map[int32]TxnOffset{"in": {0: {Offset: 1, LeaderEpoch: -1}}}, GroupMetadata{GroupID: "g"})
+	require.Error(t, err)
+	require.NoError(t, octx.Err(), "SendOffsetsToTransaction waited until its ctx ended (%v)", time.Since(start))
+	require.ErrorIs(t, err, kerr.UnknownProducerID)
+	require.True(t, IsAbortable(err), "%v", err)
+	require.NoError(t, p.AbortTransaction(ctx))
+	_, _ = f.Wait(ctx)
+	commitOne(t, ctx, p, "after")
+	require.Equal(t, []string{"before", "after"}, committedValues(t, c, "t", 1)[0])
+}
+
+// TestTxnAbortAnsweredUnknownProducerIDEnds: an abort whose EndTxn is
+// answered UNKNOWN_PRODUCER_ID every time fails once (called again, as in
+// Java), and the second ends through the epoch bump, as Java's abort ends
+// with its InitProducerId: it used to fail forever. The next transaction
+// runs under the bumped epoch.
+func TestTxnAbortAnsweredUnknownProducerIDEnds(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1, TransactionVersion: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	p := newProducer(t, c, Config{TransactionalID: "abort-unknown-pid", Linger: time.Millisecond})
+	ctx := testCtx(t)
+	commitOne(t, ctx, p, "before")
+	_, pid, epoch, _ := c.TransactionState("abort-unknown-pid")
+	// After: the coordinator aborts the transaction, and its answer is
+	// lost to UNKNOWN_PRODUCER_ID, every time.
+	remove := c.Intercept(testbroker.Interceptor{Keys: []int16{26}, After: true, ErrorCode: kerr.UnknownProducerID.Code,
+		Match: func(_ int32, r kmsg.Request) bool { return !r.(*kmsg.EndTxnRequest).Commit }})
+
+	require.NoError(t, p.BeginTransaction())
+	_, err := p.Send(ctx, &Record{Topic: "t", Value: []byte("aborted")}).Wait(ctx)
+	require.NoError(t, err)
+	err = p.AbortTransaction(ctx)
+	require.ErrorIs(t, err, kerr.UnknownProducerID, "the first abort fails, as in Java")
+	require.False(t, IsFatal(err), "%v", err)
+	require.NoError(t, p.AbortTransaction(ctx), "the second ends through the bump")
+	remove()
+
+	commitOne(t, ctx, p, "after")
+	_, pid2, epoch2, _ := c.TransactionState("abort-unknown-pid")
+	require.Equal(t, pid, pid2)
+	require.Greater(t, epoch2, epoch, "the next transaction ran under a bumped epoch")
+	require.Equal(t, []string{"before", "after"}, committedValues(t, c, "t", 1)[0])
+}

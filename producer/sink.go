@@ -172,6 +172,11 @@ type sendState struct {
 	// delivery timeout while a request carried it: the batch stays until
 	// that request's answer is in, which then only releases it.
 	expired bool
+	// topicID is the topic id the batch is for: its topic's when it was
+	// first sent (zero while the metadata has none). A batch of a topic
+	// since deleted and recreated is never sent under the new id
+	// (staleTopic).
+	topicID [16]byte
 }
 
 // baseSequence returns the batch's idempotent base sequence, or -1.

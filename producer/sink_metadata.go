@@ -80,12 +80,28 @@ func (s *sink) applyTopic(t *ioTopic, snap *metadata.Snapshot) {
 		// Nor do the brokers have producer state for its partitions (the
 		// send gate lets one batch go until one is acknowledged again),
 		// and offsets start over (OnDataLoss compares with the new ones).
-		s.p.log.Info("topic recreated (new topic id)", "topic", t.name, "partitions", len(mt.Partitions))
+		s.p.log.Warn("topic deleted and recreated (new topic id): failing the records made for the old one",
+			"topic", t.name, "partitions", len(mt.Partitions), "old_id", uuidString(t.id), "new_id", uuidString(mt.ID))
 		for _, ip := range t.parts {
 			ip.epoch, ip.confirmed, ip.lastAcked = -1, false, -1
 		}
 	}
-	t.id = mt.ID
+	old := t.id
+	if mt.ID != ([16]byte{}) {
+		// An answer without ids (a broker before Metadata v10, or one
+		// not upgraded yet) keeps the id known: forgetting it would hide
+		// a recreation seen by the next answer with ids.
+		t.id = mt.ID
+	}
+	if recreated {
+		// What is buffered was made for the old topic: it never goes to
+		// the new one. Batches in flight fail when their answer puts
+		// them back in retry (staleTopic).
+		// Partitions the new topic lacks fail as gone (failGone).
+		for _, ip := range t.parts[:min(len(t.parts), len(mt.Partitions))] {
+			s.failPending(ip, recreatedErr(t, ip.acc.ID, old))
+		}
+	}
 	if t.failing != notFailing && t.failing != failAuth {
 		// An authentication failure is checkAuth's to clear: a failed
 		// fetch applies the old snapshot, which still has the topic.
@@ -239,8 +255,13 @@ func (s *sink) failGone(ip *ioPart) {
 	}
 	ip.leader = -1
 	ip.acc.SetLeaderless(true)
-	err := fmt.Errorf("%s[%d]: the topic was recreated with %d partitions, so partition %d no longer exists: %w",
-		ip.topic.name, ip.acc.ID, ip.topic.ts.count.Load(), ip.acc.ID, kerr.UnknownTopicOrPartition)
+	s.failPending(ip, fmt.Errorf("%s[%d]: the topic was recreated with %d partitions, so partition %d no longer exists: %w",
+		ip.topic.name, ip.acc.ID, ip.topic.ts.count.Load(), ip.acc.ID, kerr.UnknownTopicOrPartition))
+}
+
+// failPending fails with err ip's batches that are not in flight: open,
+// sealed, or waiting to be resent.
+func (s *sink) failPending(ip *ioPart, err error) {
 	for _, b := range ip.retry {
 		s.fail(ip, b, err) // with ErrOutcomeUnknown if an attempt may have been written
 	}

@@ -4,12 +4,14 @@
 package producer
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-go/samsa/internal/recordbatch"
+	"github.com/samsa-go/samsa/kerr"
 )
 
 // sendAll writes as many Produce requests as the in-flight limits allow.
@@ -100,6 +102,9 @@ func (s *sink) sendOne(br *ioBroker) bool {
 	if s.txn != nil {
 		max = s.txn.produceMax() // v11 or v12: the transaction version's flow
 	}
+	if pr.byName && (max < 0 || max > produceMaxByName) {
+		max = produceMaxByName // a topic without an id (KIP-516)
+	}
 	c.SendMax(req, max, func(resp kmsg.Response, err error) {
 		s.respMu.Lock()
 		s.respQ = append(s.respQ, produceResponse{broker: br, conn: c, req: pr, batches: batches, resp: resp, err: err})
@@ -121,7 +126,13 @@ type produceRequest struct {
 	batches []*batch
 	topics  map[*ioTopic]int // index in req.Topics
 	sentAt  time.Time        // handed to the connection, for the request latency
+	byName  bool             // a topic has no id: the request goes at v12 at most
 }
+
+// produceMaxByName is the last Produce version that names topics: v13
+// addresses them by topic id (KIP-516, Kafka 4.1), which metadata from a
+// broker without topic ids (the zero id) cannot give.
+const produceMaxByName int16 = 12
 
 // maxFreeRequests bounds the idle requests kept: enough for every request
 // in flight to three brokers at MaxInFlight 5; beyond that requests are
@@ -138,6 +149,7 @@ func (s *sink) newRequest() *produceRequest {
 	topics := pr.req.Topics
 	pr.req.Default()
 	pr.req.Topics = topics[:0]
+	pr.byName = false
 	pr.req.Acks = s.cfg.Acks.Wire()
 	pr.req.TimeoutMillis = int32(s.cfg.RequestTimeout / time.Millisecond)
 	if s.txn != nil {
@@ -160,6 +172,9 @@ func (pr *produceRequest) topic(t *ioTopic) *kmsg.ProduceRequestTopic {
 	pr.req.Topics = append(pr.req.Topics, kmsg.NewProduceRequestTopic())
 	rt := &pr.req.Topics[i]
 	rt.Topic, rt.TopicID, rt.Partitions = t.name, t.id, parts
+	if t.id == ([16]byte{}) {
+		pr.byName = true
+	}
 	return rt
 }
 
@@ -187,10 +202,16 @@ func (s *sink) nextBatch(ip *ioPart, room int, first bool) (b *batch, more bool)
 	}
 	if len(ip.retry) > 0 {
 		b = ip.retry[0]
+		if err := staleTopic(ip, b); err != nil {
+			ip.retry = popFront(ip.retry, 1)
+			s.fail(ip, b, err) // made for the topic before its recreation
+			return nil, len(ip.retry) > 0 || ip.hasSealed
+		}
 		if len(b.IO.raw) > room && !first {
 			return nil, true
 		}
 		ip.retry = popFront(ip.retry, 1)
+		b.IO.topicID = ip.topic.id // the same, or an id learned since (answers are matched by it)
 		if s.idem != nil && b.IO.baseSequence() < 0 {
 			s.sequence(ip, b)
 		}
@@ -225,7 +246,27 @@ func (s *sink) nextBatch(ip *ioPart, room int, first bool) (b *batch, more bool)
 		recordbatch.Stamp(nb.IO.raw, -1, -1, -1)
 	}
 	nb.IO.attempts++
+	nb.IO.topicID = ip.topic.id // the topic it is made for, from now on
 	return nb, more
+}
+
+// staleTopic returns the error of a batch made for a topic that has since
+// been deleted and recreated under the same name (its id is no longer the
+// topic's): it must not land in the new topic. Nil otherwise, and while
+// either id is unknown (a broker without topic ids).
+func staleTopic(ip *ioPart, b *batch) error {
+	var zero [16]byte
+	if b.IO.topicID == zero || ip.topic.id == zero || b.IO.topicID == ip.topic.id {
+		return nil
+	}
+	return recreatedErr(ip.topic, ip.acc.ID, b.IO.topicID)
+}
+
+// recreatedErr is the error of records made for topic id old of t, which
+// was deleted and recreated with the id it has now.
+func recreatedErr(t *ioTopic, partition int32, old [16]byte) error {
+	return fmt.Errorf("%s[%d]: the topic was deleted and recreated (topic id %s, now %s): records made for the old topic are not sent to the new one: %w",
+		t.name, partition, uuidString(old), uuidString(t.id), kerr.UnknownTopicID)
 }
 
 // finish compresses a sealed batch once.

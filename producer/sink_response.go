@@ -7,7 +7,10 @@ package producer
 import (
 	"errors"
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -104,7 +107,7 @@ func (s *sink) handleResponse(r produceResponse, closing bool) {
 	var cur answerCursor
 	for _, b := range r.batches {
 		ip := b.Partition.IO
-		rp := cur.find(resp, ip)
+		rp := cur.find(resp, ip, b.IO.topicID)
 		s.observeBatch(br, b, lat, rp, true, nil)
 		switch {
 		case b.IO.expired:
@@ -126,7 +129,7 @@ func (s *sink) handleResponse(r produceResponse, closing bool) {
 			b.IO.ambiguous = true
 			s.retryOrFail(ip, b, fmt.Errorf("broker %d did not answer for %s[%d]", br.id, ip.topic.name, ip.acc.ID))
 		default:
-			s.handlePartition(br, ip, b, rp)
+			s.handlePartition(br, ip, b, rp, resp.Brokers)
 		}
 		// A partition waiting for its in-flight batches (to resend in
 		// order, or at the idempotent limit) may send again.
@@ -177,10 +180,20 @@ func (s *sink) takeResponses() []produceResponse {
 // ended: a request of thousands of partitions is matched in linear time.
 type answerCursor struct{ t, p int }
 
-func (c *answerCursor) find(resp *kmsg.ProduceResponse, ip *ioPart) *kmsg.ProduceResponseTopicPartition {
+// sameTopic reports whether rt answers for ip's topic: by name up to v12,
+// by id (the batch's, which the request carried) from v13 on, where the
+// answer has no names.
+func sameTopic(resp *kmsg.ProduceResponse, rt *kmsg.ProduceResponseTopic, ip *ioPart, id [16]byte) bool {
+	if resp.Version >= 13 {
+		return rt.TopicID == id && id != [16]byte{}
+	}
+	return rt.Topic == ip.topic.name
+}
+
+func (c *answerCursor) find(resp *kmsg.ProduceResponse, ip *ioPart, id [16]byte) *kmsg.ProduceResponseTopicPartition {
 	for t := c.t; t < len(resp.Topics) && t <= c.t+1; t++ {
 		rt := &resp.Topics[t]
-		if rt.Topic != ip.topic.name && (resp.Version < 13 || rt.TopicID != ip.topic.id) {
+		if !sameTopic(resp, rt, ip, id) {
 			continue
 		}
 		p := 0
@@ -192,13 +205,13 @@ func (c *answerCursor) find(resp *kmsg.ProduceResponse, ip *ioPart) *kmsg.Produc
 			return &rt.Partitions[p]
 		}
 	}
-	return findPartition(resp, ip)
+	return findPartition(resp, ip, id)
 }
 
-func findPartition(resp *kmsg.ProduceResponse, ip *ioPart) *kmsg.ProduceResponseTopicPartition {
+func findPartition(resp *kmsg.ProduceResponse, ip *ioPart, id [16]byte) *kmsg.ProduceResponseTopicPartition {
 	for i := range resp.Topics {
 		rt := &resp.Topics[i]
-		if rt.Topic != ip.topic.name && (resp.Version < 13 || rt.TopicID != ip.topic.id) {
+		if !sameTopic(resp, rt, ip, id) {
 			continue
 		}
 		for j := range rt.Partitions {
@@ -210,7 +223,9 @@ func findPartition(resp *kmsg.ProduceResponse, ip *ioPart) *kmsg.ProduceResponse
 	return nil
 }
 
-func (s *sink) handlePartition(br *ioBroker, ip *ioPart, b *batch, rp *kmsg.ProduceResponseTopicPartition) {
+// handlePartition handles rp, the answer for b; eps are the answer's
+// NodeEndpoints (KIP-951).
+func (s *sink) handlePartition(br *ioBroker, ip *ioPart, b *batch, rp *kmsg.ProduceResponseTopicPartition, eps []kmsg.ProduceResponseBroker) {
 	err := kerr.ForCode(rp.ErrorCode)
 	s.checkLogStart(ip, rp.LogStartOffset)
 	switch {
@@ -248,21 +263,49 @@ func (s *sink) handlePartition(br *ioBroker, ip *ioPart, b *batch, rp *kmsg.Prod
 	}
 	err = fmt.Errorf("%s[%d] on broker %d: %w%s", ip.topic.name, ip.acc.ID, br.id, err, msg)
 	if kerr.IsRetriable(err) || isSequenceError(err) {
+		moved := false
 		if needsMetadata(err) {
 			ip.leader = -1 // wait for the new leader
-			if cl := rp.CurrentLeader; cl.LeaderID >= 0 && cl.LeaderEpoch > ip.epoch && s.brokers[cl.LeaderID] != nil {
-				ip.leader, ip.epoch = cl.LeaderID, cl.LeaderEpoch // KIP-951
+			if errors.Is(err, kerr.NotLeaderOrFollower) || errors.Is(err, kerr.FencedLeaderEpoch) {
+				moved = s.leaderHint(ip, rp.CurrentLeader, eps)
 			}
 			ip.acc.SetLeaderless(ip.leader < 0)
-			s.p.meta.Trigger()
+			s.p.meta.Trigger() // as Java: a hint moves one partition, the refresh all the others
 		}
 		if isSequenceError(err) {
 			s.sequenceError(ip, b, err)
 		}
 		s.retryOrFail(ip, b, err)
+		if moved {
+			ip.backoff = time.Time{} // a new leader: retried at once, as Java's accumulator does
+		}
 		return
 	}
 	s.fail(ip, b, err)
+}
+
+// leaderHint moves ip to the leader a NOT_LEADER_OR_FOLLOWER or
+// FENCED_LEADER_EPOCH answer names (KIP-951), without waiting for a
+// Metadata answer, as Java's Metadata.updatePartitionLeadership: only a
+// leader epoch newer than the one known (any, while none is), and only to
+// a broker known or listed in the answer's endpoints, eps. A broker the
+// producer has not seen yet joins its brokers; a known broker keeps the
+// address its metadata gave. It reports whether ip moved.
+func (s *sink) leaderHint(ip *ioPart, cl kmsg.ProduceResponseTopicPartitionCurrentLeader, eps []kmsg.ProduceResponseBroker) bool {
+	if cl.LeaderID < 0 || cl.LeaderEpoch < 0 || (ip.epoch >= 0 && cl.LeaderEpoch <= ip.epoch) {
+		return false // none, or stale
+	}
+	if s.brokers[cl.LeaderID] == nil {
+		i := slices.IndexFunc(eps, func(e kmsg.ProduceResponseBroker) bool { return e.NodeID == cl.LeaderID })
+		if i < 0 || conn.CheckHost(eps[i].Host) != nil || eps[i].Port <= 0 || eps[i].Port > 65535 {
+			return false // nowhere to send to: the metadata refresh tells
+		}
+		addr := net.JoinHostPort(eps[i].Host, strconv.Itoa(int(eps[i].Port)))
+		s.brokers[cl.LeaderID] = &ioBroker{id: cl.LeaderID, addr: addr, stats: s.p.rec.broker(cl.LeaderID, addr)}
+		s.p.log.Info("broker learned from a Produce answer's new leader (KIP-951)", "broker", cl.LeaderID, "addr", addr)
+	}
+	ip.leader, ip.epoch = cl.LeaderID, cl.LeaderEpoch
+	return true
 }
 
 // checkLogStart reports acknowledged records that left the log: the
@@ -306,7 +349,7 @@ func (ip *ioPart) landed(b *batch) {
 }
 
 func needsMetadata(err error) bool {
-	for _, e := range []error{kerr.NotLeaderOrFollower, kerr.UnknownTopicOrPartition, kerr.LeaderNotAvailable,
+	for _, e := range []error{kerr.NotLeaderOrFollower, kerr.UnknownTopicOrPartition, kerr.UnknownTopicID, kerr.LeaderNotAvailable,
 		kerr.NetworkException, kerr.KafkaStorageError, kerr.FencedLeaderEpoch, kerr.UnknownLeaderEpoch} {
 		if errors.Is(err, e) {
 			return true
@@ -319,6 +362,10 @@ func needsMetadata(err error) bool {
 // delivery timeout has passed.
 func (s *sink) retryOrFail(ip *ioPart, b *batch, err error) {
 	ip.lastErr = err
+	if serr := staleTopic(ip, b); serr != nil {
+		s.fail(ip, b, fmt.Errorf("%w; the last error was: %w", serr, err))
+		return
+	}
 	if s.debug {
 		s.p.log.Debug("retrying batch", "topic", ip.topic.name, "partition", ip.acc.ID, "records", b.Records.Len(), "seq", b.IO.baseSequence(), "attempts", b.IO.attempts, "ambiguous", b.IO.ambiguous, "err", err)
 	}
@@ -381,6 +428,7 @@ func (s *sink) split(b *batch) ([]*batch, error) {
 		}
 		nb.Created = b.Created
 		nb.IO.attempts = b.IO.attempts
+		nb.IO.topicID = b.IO.topicID // made for the same topic (staleTopic)
 		if err := s.finish(nb); err != nil {
 			for _, x := range append(out, nb) {
 				s.p.acc.Free(x) // drops copies: b keeps the completions

@@ -328,7 +328,11 @@ func (p *Producer) CommitTransaction(ctx context.Context) error {
 // When ctx ends first it returns ctx.Err() and the abort stays in
 // progress: call AbortTransaction again. So too when the coordinator
 // answers the abort with an abortable error (IsAbortable, e.g.
-// UNKNOWN_PRODUCER_ID), as Java's abortTransaction throws it. It returns
+// UNKNOWN_PRODUCER_ID), as Java's abortTransaction throws it. An abort
+// that begins with that epoch bump already asked for (called again, or
+// after an AddPartitionsToTxn answered UNKNOWN_PRODUCER_ID) and is answered
+// UNKNOWN_PRODUCER_ID again ends through the bump, and returns the bump's
+// result, as Java's abort returns its InitProducerId's. It returns
 // ErrNoTransaction without a transaction, ErrTransactionInProgress while a commit is in
 // progress, and the fatal error (IsFatal) once only Close is left; from a
 // callback, or a hook on one of the producer's goroutines (see Flush),

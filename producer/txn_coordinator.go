@@ -380,7 +380,8 @@ type txnInfo struct {
 	started bool
 	maybe   bool  // not started, but an AddOffsetsToTxn's or TxnOffsetCommit's outcome is unknown (txnIO.maybeStarted)
 	v2      bool  // the transaction runs transaction version 2 (txnIO.v2)
-	err     error // the producer could not get an id (fatal)
+	bump    bool  // an epoch bump was pending (idempotence.needBump) when the caller asked
+	err     error // the producer could not get an id (fatal), or, to a needID waiter, why the transaction can only abort
 }
 
 // end ends the transaction with EndTxn (commit or abort) when the
@@ -431,8 +432,28 @@ func (c *txnClient) end(ctx context.Context, p *Producer, commit bool) error {
 		if errors.As(err, &te) && te.bump {
 			// UNKNOWN_PRODUCER_ID: the epoch is bumped once the
 			// transaction is aborted (KIP-360). As in Java, an abort
-			// answered so fails too, and is called again.
+			// answered so fails too, and is called again; an abort that
+			// began with the bump already pending (called again, or
+			// after an AddPartitionsToTxn answered so) ends through the
+			// bump instead, as Java's abort ends with its InitProducerId:
+			// the coordinator does not know the producer id, so no
+			// EndTxn can succeed, and the bump (KIP-360, at the next
+			// safe point, before any record of the next transaction) is
+			// what fences the transaction's writes.
 			_ = s.callIO(context.WithoutCancel(ctx), func() { s.txnAskBump(te) }) // ErrClosed: nothing left to bump
+			if !commit && info.bump {
+				p.log.Info("abort ends through an epoch bump: the coordinator does not know the producer id", "transactional_id", c.p.cfg.TransactionalID, "err", err)
+				if err := s.callIO(ctx, func() { s.txnEnded(next) }); err != nil {
+					return err
+				}
+				// The abort's result is the bump's, as Java's is its
+				// InitProducerId's: wait for the producer id.
+				bumped, err := s.txnQuery(ctx, true, false)
+				if err != nil {
+					return err
+				}
+				return bumped.err
+			}
 		}
 		if err != nil {
 			return err
@@ -829,15 +850,28 @@ func (s *sink) txnAnswer() {
 	if len(x.waiters) == 0 || len(x.adding) > 0 {
 		return
 	}
-	info := txnInfo{pid: s.idem.producerID, epoch: s.idem.epoch, started: x.started, maybe: x.maybeStarted, v2: x.v2}
-	fatal := x.t.load() == txnFatal
+	info := txnInfo{pid: s.idem.producerID, epoch: s.idem.epoch, started: x.started, maybe: x.maybeStarted, v2: x.v2, bump: s.idem.needBump}
+	state := x.t.load()
+	fatal := state == txnFatal
 	if fatal {
 		info.err = x.t.lastErr()
 	}
+	// A needID waiter (SendOffsetsToTransaction) of a transaction that can
+	// only abort now is told so at once: the epoch bump it would wait for
+	// goes only once the transaction is aborted, which AbortTransaction
+	// cannot do while SendOffsetsToTransaction holds the transaction's
+	// operations.
+	abortable := state == txnAbortable
 	noID := s.idem.producerID < 0 || s.idem.requesting
 	bumping := s.idem.needBump && !x.started // AddOffsetsToTxn waits for the bump too
 	keep := x.waiters[:0]
 	for _, w := range x.waiters {
+		if abortable && w.needID {
+			ai := info
+			ai.err = x.t.lastErr()
+			w.ch <- ai
+			continue
+		}
 		if !fatal && ((noID && (x.started || w.needID)) || (w.needID && bumping) || (w.drain && s.inflight > 0)) {
 			keep = append(keep, w) // wait for the id, or for the Produce requests
 			continue

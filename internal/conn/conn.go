@@ -137,10 +137,10 @@ type Config struct {
 	OnWrite func(WriteInfo)
 	OnRead  func(ReadInfo)
 
-	// MaxVersions caps the version used per API key. Default (nil):
-	// Produce is capped at v12, the last version that names topics (v13
-	// addresses them by topic id, KIP-516). A non-nil map replaces the
-	// default entirely.
+	// MaxVersions caps the version used per API key. Default (nil): no
+	// cap, every API at the highest version both kmsg and the broker
+	// support (Produce v13 addresses topics by id, KIP-516: the producer
+	// caps a request at v12 with SendMax when a topic has no id).
 	MaxVersions map[int16]int16
 
 	// Expect, when its ClusterID is set, is the broker the dial means to
@@ -216,9 +216,6 @@ func (cfg *Config) setDefaults() {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.MaxVersions == nil {
-		cfg.MaxVersions = map[int16]int16{produceKey: 12}
 	}
 }
 

@@ -96,12 +96,12 @@ func TestDialNegotiatesVersions(t *testing.T) {
 			wantAPI: 4,
 		},
 		{
-			name: "produce v13 capped at v12 by default",
+			name: "produce v13 by default",
 			keys: []kmsg.ApiVersionsResponseApiKey{
 				{ApiKey: 0, MinVersion: 3, MaxVersion: 13},
 				{ApiKey: 18, MinVersion: 0, MaxVersion: 4},
 			},
-			want:    map[int16]int16{0: 12, 18: 4},
+			want:    map[int16]int16{0: 13, 18: 4},
 			wantAPI: 4,
 		},
 		{

@@ -25,7 +25,7 @@ func TestAgainstTestbroker(t *testing.T) {
 	}
 	var throttles atomic.Int32
 	c := dial(t, cl.Addrs()[0], Config{OnThrottle: func(string, time.Duration) { throttles.Add(1) }})
-	if v := c.MaxVersion(0); v < 3 || v > 12 {
+	if v := c.MaxVersion(0); v < 3 || v > 13 {
 		t.Fatalf("Produce version %d", v)
 	}
 	remove := cl.Intercept(testbroker.Interceptor{Keys: []int16{3}, Times: 1, Throttle: 100 * time.Millisecond})

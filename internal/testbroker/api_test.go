@@ -3,6 +3,8 @@ package testbroker
 import (
 	"encoding/binary"
 	"io"
+	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -148,6 +150,27 @@ func TestProduceNotLeader(t *testing.T) {
 	hw, err := c.HighWatermark("t", 0)
 	require.NoError(t, err)
 	assert.Zero(t, hw, "nothing appended")
+}
+
+// TestNotLeaderEndpointOnRequestListener: KIP-951's NodeEndpoints name
+// the leader on the listener the request came in on, as Kafka answers with
+// the request's listener name (a client that follows a hint to a broker it
+// does not know must reach it there).
+func TestNotLeaderEndpointOnRequestListener(t *testing.T) {
+	c := newTestCluster(t, Config{Security: &Security{Listeners: []Listener{
+		{Name: "A", Protocol: Plaintext}, {Name: "B", Protocol: Plaintext}}}})
+	require.NoError(t, c.CreateTopic("t", 1))
+	leader, _ := leaderAddr(t, c, "t", 0)
+	other := (leader + 1) % 3
+	for _, name := range []string{"A", "B"} {
+		addrs := c.ListenerAddrs(name)
+		w := dialBroker(t, addrs[other], "nl")
+		resp := w.request(produceRequest(10, -1, "t", map[int32][]byte{0: testBatch{}.build(t)})).(*kmsg.ProduceResponse)
+		require.Equal(t, ecNotLeaderOrFollower, resp.Topics[0].Partitions[0].ErrorCode)
+		require.Len(t, resp.Brokers, 1)
+		b := resp.Brokers[0]
+		assert.Equal(t, addrs[leader], net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))), "listener %s", name)
+	}
 }
 
 func TestProduceByTopicID(t *testing.T) {

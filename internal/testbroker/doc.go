@@ -52,7 +52,9 @@
 // random topic id; partition leaders are spread round-robin across the
 // running brokers, and a Produce, Fetch or ListOffsets sent to another
 // broker gets NOT_LEADER_OR_FOLLOWER (Produce v10+ and Fetch v12+ also name
-// the current leader, KIP-951). [Cluster.Records], [Cluster.NumBatches] and
+// the current leader, KIP-951, with its endpoint on the request's
+// listener). Produce and Fetch v13 address topics by id: an id no topic has
+// (deleted, or recreated with a new id) gets UNKNOWN_TOPIC_ID. [Cluster.Records], [Cluster.NumBatches] and
 // [Cluster.HighWatermark] read a partition back for assertions.
 //
 // Topic configs given to CreateTopics are validated (INVALID_CONFIG for an

@@ -31,7 +31,7 @@ func handleFetch(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
 		if wait > 0 && req.MinBytes > 0 {
 			signal, done = c.appended.wait() // before building: no lost wake-up
 		}
-		resp, n, failed := c.buildFetch(cn.b.id, req)
+		resp, n, failed := c.buildFetch(cn, req)
 		left := time.Until(deadline)
 		if failed || n >= int(req.MinBytes) || left <= 0 || signal == nil {
 			done()
@@ -57,9 +57,10 @@ func handleFetch(cn *conn, _ *reqHeader, kreq kmsg.Request) result {
 // one ("invalid MessageSetSize -1").
 var noRecords = []byte{}
 
-// buildFetch builds one fetch response; n is the bytes of records in it,
-// failed whether a partition got an error.
-func (c *Cluster) buildFetch(self int32, req *kmsg.FetchRequest) (resp *kmsg.FetchResponse, n int, failed bool) {
+// buildFetch builds one fetch response for cn's broker; n is the bytes of
+// records in it, failed whether a partition got an error.
+func (c *Cluster) buildFetch(cn *conn, req *kmsg.FetchRequest) (resp *kmsg.FetchResponse, n int, failed bool) {
+	self := cn.b.id
 	resp = req.ResponseKind().(*kmsg.FetchResponse)
 	remaining := int64(math.MaxInt32)
 	if req.Version >= 3 {
@@ -89,7 +90,7 @@ func (c *Cluster) buildFetch(self int32, req *kmsg.FetchRequest) (resp *kmsg.Fet
 						rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = leader, epoch
 					}
 					if req.Version >= 16 {
-						resp.Brokers = appendBrokerEndpoint(c, resp.Brokers, leader,
+						resp.Brokers = appendBrokerEndpoint(cn, resp.Brokers, leader,
 							func(b *kmsg.FetchResponseBroker) int32 { return b.NodeID }, fetchBroker)
 					}
 				case p.CurrentLeaderEpoch >= 0 && p.CurrentLeaderEpoch < epoch:

@@ -51,7 +51,7 @@ func handleProduce(cn *conn, h *reqHeader, kreq kmsg.Request) result {
 					if req.Version >= 10 { // KIP-951: point at the new leader
 						rp.CurrentLeader.LeaderID = leader
 						rp.CurrentLeader.LeaderEpoch = part.epoch.Load()
-						resp.Brokers = appendBrokerEndpoint(c, resp.Brokers, leader,
+						resp.Brokers = appendBrokerEndpoint(cn, resp.Brokers, leader,
 							func(b *kmsg.ProduceResponseBroker) int32 { return b.NodeID }, produceBroker)
 					}
 					break
@@ -135,8 +135,10 @@ func growPartitions(s []kmsg.ProduceResponseTopicPartition) ([]kmsg.ProduceRespo
 }
 
 // appendBrokerEndpoint adds broker id's endpoint to a KIP-951 list once
-// (Produce and Fetch responses have each their own broker type).
-func appendBrokerEndpoint[B any](c *Cluster, bs []B, id int32, nodeID func(*B) int32, newBroker func(id int32, host string, port int32) B) []B {
+// (Produce and Fetch responses have each their own broker type): on cn's
+// listener, as Kafka answers with the request's listener name.
+func appendBrokerEndpoint[B any](cn *conn, bs []B, id int32, nodeID func(*B) int32, newBroker func(id int32, host string, port int32) B) []B {
+	c := cn.c
 	if id < 0 || int(id) >= len(c.brokers) {
 		return bs
 	}
@@ -145,7 +147,7 @@ func appendBrokerEndpoint[B any](c *Cluster, bs []B, id int32, nodeID func(*B) i
 			return bs
 		}
 	}
-	host, port := c.brokers[id].addr()
+	host, port := c.brokers[id].advertised(cn)
 	return append(bs, newBroker(id, host, port))
 }
 

@@ -1,0 +1,365 @@
+package producer
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsa-go/samsa/internal/testbroker"
+	"github.com/samsa-go/samsa/kerr"
+)
+
+// seenRequest is one request a cluster received, as requestLog keeps it.
+type seenRequest struct {
+	broker  int32
+	key     int16
+	version int16
+	topicID [16]byte // Produce: the first topic's id
+	topic   string   // Produce: the first topic's name
+}
+
+// requestLog records every request the cluster receives, in order. It
+// must be registered before any other interceptor of the "before" stage
+// (it never matches, so the others still apply).
+type requestLog struct {
+	mu   sync.Mutex
+	seen []seenRequest
+}
+
+func logRequests(c *testbroker.Cluster) *requestLog {
+	l := &requestLog{}
+	c.Intercept(testbroker.Interceptor{Match: func(broker int32, req kmsg.Request) bool {
+		r := seenRequest{broker: broker, key: req.Key(), version: req.GetVersion()}
+		if pr, ok := req.(*kmsg.ProduceRequest); ok && len(pr.Topics) > 0 {
+			r.topicID, r.topic = pr.Topics[0].TopicID, strings.Clone(pr.Topics[0].Topic)
+		}
+		l.mu.Lock()
+		l.seen = append(l.seen, r)
+		l.mu.Unlock()
+		return false
+	}})
+	return l
+}
+
+func (l *requestLog) requests() []seenRequest {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.seen)
+}
+
+// produces returns the Produce requests seen since request index from.
+func (l *requestLog) produces(from int) []seenRequest {
+	var out []seenRequest
+	for _, r := range l.requests()[from:] {
+		if r.key == 0 {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// TestRecreatedTopicNeverGetsOldRecords (issue 32, KIP-516): a topic
+// deleted and recreated under the same name while records for the old one
+// are in flight (a stalled Produce) and buffered behind them: none of them
+// lands in the new topic (Produce v13 names the old topic id, which the
+// broker no longer hosts), each fails with an error naming the topic, both
+// ids and the recreation; records sent once the producer knows the new id
+// go through, and the new topic holds only them. Produce v12 by name wrote
+// the old records into the new topic. The stalled request's answer is the
+// broker's (UNKNOWN_TOPIC_ID: retried, then failed), or MESSAGE_TOO_LARGE:
+// the halves of the split batch are for the old topic too.
+func TestRecreatedTopicNeverGetsOldRecords(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		answer int16 // the stalled request's error code; 0: the broker's answer
+	}{
+		{"retried", 0},
+		{"split", 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testRecreatedTopicNeverGetsOldRecords(t, tc.answer) })
+	}
+}
+
+func testRecreatedTopicNeverGetsOldRecords(t *testing.T, answer int16) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	log := logRequests(c)
+	p := newProducer(t, c, Config{MaxInFlight: 1, Linger: 100 * time.Millisecond, DeliveryTimeout: 30 * time.Second,
+		RequestTimeout: 20 * time.Second, MetadataMaxAge: 100 * time.Millisecond})
+	require.NoError(t, sendTo(t, p, "t", 0, 10*time.Second)) // the topic id known
+	old := oldID(t, p, "t")
+	var stalled atomic.Int32
+	unstall := c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Times: 1, Stall: true, ErrorCode: answer,
+		Match: func(int32, kmsg.Request) bool { stalled.Add(1); return true }})
+	defer unstall()
+	ctx := context.Background()
+	var fs []*Future
+	send := func(v string) *Future {
+		return p.Send(ctx, &Record{Topic: "t", Partition: 0, ExplicitPartition: true, Value: []byte(v)})
+	}
+	for i := range 4 { // one batch (Linger)
+		fs = append(fs, send(fmt.Sprint("old-", i)))
+	}
+	require.True(t, waitFor(5*time.Second, func() bool { return stalled.Load() > 0 }), "no Produce stalled")
+	for i := 4; i < 20; i++ {
+		fs = append(fs, send(fmt.Sprint("old-", i)))
+		if i%5 == 0 {
+			time.Sleep(20 * time.Millisecond) // several batches behind the stalled request
+		}
+	}
+	require.NoError(t, c.DeleteTopic("t"))
+	require.NoError(t, c.CreateTopic("t", 1))
+	waitTopicID(t, p, "t", old)
+	newID := oldID(t, p, "t")
+	unstall() // the broker handles the old request now: its topic id is gone
+	for i, f := range fs {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := f.Wait(wctx)
+		cancel()
+		require.Error(t, err, "record old-%d", i)
+		require.ErrorIs(t, err, kerr.UnknownTopicID, "record old-%d", i)
+		for _, want := range []string{"t[0]", "deleted and recreated", uuidString(old), uuidString(newID)} {
+			require.Contains(t, err.Error(), want, "record old-%d", i)
+		}
+	}
+	var news []*Future
+	for i := range 3 {
+		news = append(news, send(fmt.Sprint("new-", i)))
+	}
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	require.NoError(t, p.Flush(fctx))
+	for _, f := range news {
+		_, err := f.Wait(fctx)
+		require.NoError(t, err)
+	}
+	recs, err := c.Records("t", 0)
+	require.NoError(t, err)
+	var got []string
+	for _, r := range recs {
+		got = append(got, string(r.Value))
+	}
+	require.Equal(t, []string{"new-0", "new-1", "new-2"}, got, "the recreated topic holds records made for the old one")
+	for _, r := range log.produces(0) {
+		require.Equal(t, int16(13), r.version, "Produce to broker %d", r.broker)
+		require.NotEqual(t, [16]byte{}, r.topicID)
+	}
+}
+
+// TestUnknownTopicIDRefreshesMetadata: a Produce answer of
+// UNKNOWN_TOPIC_ID (a broker that does not know the topic id yet) is
+// retried after a metadata refresh, as Java does for every
+// InvalidMetadataException, and the record of the topic, which still
+// exists, goes through once.
+func TestUnknownTopicIDRefreshesMetadata(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	log := logRequests(c)
+	p := newProducer(t, c, Config{DeliveryTimeout: 10 * time.Second, RequestTimeout: 5 * time.Second})
+	require.NoError(t, sendTo(t, p, "t", 0, 10*time.Second))
+	from := len(log.requests())
+	c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Times: 1, ErrorCode: 100}) // UNKNOWN_TOPIC_ID
+	require.NoError(t, sendTo(t, p, "t", 0, 10*time.Second))
+	var keys []int16
+	for _, r := range log.requests()[from:] {
+		keys = append(keys, r.key)
+	}
+	first := slices.Index(keys, 0)
+	require.GreaterOrEqual(t, first, 0, "no Produce: %v", keys)
+	second := first + 1 + slices.Index(keys[first+1:], 0)
+	require.Greater(t, second, first, "no second Produce: %v", keys)
+	require.Contains(t, keys[first:second], int16(3), "UNKNOWN_TOPIC_ID retried without a Metadata request: %v", keys)
+	n, err := c.HighWatermark("t", 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), n, "each record once")
+}
+
+// TestLeaderHintToUnknownBroker (KIP-951): a partition's leader moves to a
+// broker the producer has never seen (its Metadata answers leave broker 2
+// out); the NOT_LEADER_OR_FOLLOWER answer's CurrentLeader and
+// NodeEndpoints move the partition there while every Metadata request
+// stalls: no Metadata round trip was needed.
+func TestLeaderHintToUnknownBroker(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 3})
+	require.NoError(t, c.CreateTopic("t", 1))
+	require.NoError(t, c.MoveLeader("t", 0, 0))
+	log := logRequests(c)
+	c.Intercept(testbroker.Interceptor{Keys: []int16{3}, After: true, Rewrite: func(resp kmsg.Response) {
+		r := resp.(*kmsg.MetadataResponse)
+		r.Brokers = slices.DeleteFunc(r.Brokers, func(b kmsg.MetadataResponseBroker) bool { return b.NodeID == 2 })
+	}})
+	p := newProducer(t, c, Config{DeliveryTimeout: 5 * time.Second, RequestTimeout: 2 * time.Second})
+	require.NoError(t, sendTo(t, p, "t", 0, 10*time.Second))
+	_, known := p.meta.Snapshot().Brokers[2]
+	require.False(t, known, "the producer's metadata lists broker 2")
+	var metas atomic.Int32
+	unstall := c.Intercept(testbroker.Interceptor{Keys: []int16{3}, Stall: true,
+		Match: func(int32, kmsg.Request) bool { metas.Add(1); return true }})
+	defer unstall()
+	require.NoError(t, c.MoveLeader("t", 0, 2))
+	from := len(log.requests())
+	require.NoError(t, sendTo(t, p, "t", 0, 4*time.Second), "the record did not reach the new leader without metadata")
+	var to []int32
+	for _, r := range log.produces(from) {
+		to = append(to, r.broker)
+	}
+	require.Equal(t, []int32{0, 2}, to, "Produce requests by broker")
+	hw, err := c.HighWatermark("t", 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), hw)
+	t.Logf("%d Metadata requests stalled meanwhile", metas.Load())
+}
+
+// TestStaleLeaderHintIgnored (KIP-951): a CurrentLeader whose leader epoch
+// is not newer than the one the producer knows is ignored (Java's
+// Metadata.updatePartitionLeadership): no Produce goes to the broker it
+// names; the record goes to the live leader after a metadata refresh.
+func TestStaleLeaderHintIgnored(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		delta int32 // the hint's epoch minus the known one
+	}{
+		{"older epoch", -1},
+		{"same epoch", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, testbroker.Config{Brokers: 2})
+			require.NoError(t, c.CreateTopic("t", 1))
+			for _, to := range []int32{1, 0} { // epoch 2 or more, led by broker 0
+				require.NoError(t, c.MoveLeader("t", 0, to))
+			}
+			_, epoch, err := c.Leader("t", 0)
+			require.NoError(t, err)
+			log := logRequests(c)
+			p := newProducer(t, c, Config{DeliveryTimeout: 5 * time.Second, RequestTimeout: 2 * time.Second})
+			require.NoError(t, sendTo(t, p, "t", 0, 10*time.Second))
+			c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Times: 1, After: true, Rewrite: func(resp kmsg.Response) {
+				r := resp.(*kmsg.ProduceResponse)
+				rp := &r.Topics[0].Partitions[0]
+				rp.ErrorCode, rp.BaseOffset = 6, -1 // NOT_LEADER_OR_FOLLOWER
+				rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = 1, epoch+tc.delta
+				b := kmsg.NewProduceResponseBroker()
+				b.NodeID, b.Host, b.Port = 1, "127.0.0.1", 1 // not broker 1's port: never dialled if ignored
+				r.Brokers = append(r.Brokers[:0], b)
+			}})
+			from := len(log.requests())
+			require.NoError(t, sendTo(t, p, "t", 0, 4*time.Second))
+			for _, r := range log.produces(from) {
+				require.Equal(t, int32(0), r.broker, "a Produce went to the stale hint's broker")
+			}
+		})
+	}
+}
+
+// TestProduceVersionByTopicID: Produce goes at v13 by topic id where the
+// broker offers it, and at v12 by name to a broker capped at v12 (Kafka
+// before 4.1) or for metadata without topic ids (the zero id); the records
+// land either way.
+func TestProduceVersionByTopicID(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		capV12      bool
+		zeroIDs     bool
+		wantVersion int16
+	}{
+		{"v13 where offered", false, false, 13},
+		{"broker capped at v12", true, false, 12},
+		{"metadata without topic ids", false, true, 12},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, testbroker.Config{Brokers: 1})
+			require.NoError(t, c.CreateTopic("t", 2))
+			log := logRequests(c)
+			if tc.capV12 {
+				c.Intercept(testbroker.Interceptor{Keys: []int16{18}, After: true, Rewrite: func(resp kmsg.Response) {
+					r := resp.(*kmsg.ApiVersionsResponse)
+					for i := range r.ApiKeys {
+						if r.ApiKeys[i].ApiKey == 0 {
+							r.ApiKeys[i].MaxVersion = 12
+						}
+					}
+				}})
+			}
+			if tc.zeroIDs {
+				rewriteMetadata(c, 0, func(r *kmsg.MetadataResponse) {
+					for i := range r.Topics {
+						r.Topics[i].TopicID = [16]byte{}
+					}
+				})
+			}
+			p := newProducer(t, c, Config{DeliveryTimeout: 5 * time.Second, RequestTimeout: 2 * time.Second})
+			for part := range int32(2) {
+				require.NoError(t, sendTo(t, p, "t", part, 10*time.Second))
+			}
+			produces := log.produces(0)
+			require.NotEmpty(t, produces)
+			for _, r := range produces {
+				require.Equal(t, tc.wantVersion, r.version)
+				if tc.wantVersion >= 13 {
+					require.NotEqual(t, [16]byte{}, r.topicID)
+				} else {
+					require.Equal(t, "t", r.topic)
+				}
+			}
+			for part := range int32(2) {
+				hw, err := c.HighWatermark("t", part)
+				require.NoError(t, err)
+				require.Equal(t, int64(1), hw)
+			}
+		})
+	}
+}
+
+// TestRecreationSeenThroughAnswersWithoutIDs: Metadata answers without
+// topic ids (a broker not upgraded yet) while the topic is deleted and
+// recreated do not make the producer forget the old id: the next answer
+// with ids shows the recreation, and the records buffered for the old
+// topic fail instead of going to the new one.
+func TestRecreationSeenThroughAnswersWithoutIDs(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	p := newProducer(t, c, Config{Linger: 30 * time.Second, DeliveryTimeout: time.Minute, MetadataMaxAge: 50 * time.Millisecond})
+	ctx := context.Background()
+	warm := p.Send(ctx, &Record{Topic: "t", Value: []byte("warm")})
+	require.NoError(t, p.Flush(ctx))
+	_, err := warm.Wait(ctx)
+	require.NoError(t, err)
+	old := oldID(t, p, "t")
+	var zeroed atomic.Int32
+	unzero := c.Intercept(testbroker.Interceptor{Keys: []int16{3}, After: true, Rewrite: func(resp kmsg.Response) {
+		r := resp.(*kmsg.MetadataResponse)
+		for i := range r.Topics {
+			r.Topics[i].TopicID = [16]byte{}
+		}
+		zeroed.Add(1)
+	}})
+	defer unzero()
+	require.True(t, waitFor(5*time.Second, func() bool { return zeroed.Load() >= 2 }), "no Metadata answer without ids")
+	var olds []*Future
+	for i := range 5 {
+		olds = append(olds, p.Send(ctx, &Record{Topic: "t", Value: []byte(fmt.Sprint("old-", i))}))
+	}
+	require.NoError(t, c.DeleteTopic("t"))
+	require.NoError(t, c.CreateTopic("t", 1))
+	n := zeroed.Load()
+	require.True(t, waitFor(5*time.Second, func() bool { return zeroed.Load() >= n+2 }), "no answer without ids after the recreation")
+	unzero()
+	for i, f := range olds {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := f.Wait(wctx)
+		cancel()
+		require.ErrorIs(t, err, kerr.UnknownTopicID, "record old-%d", i)
+		require.Contains(t, err.Error(), uuidString(old), "record old-%d", i)
+	}
+	hw, err := c.HighWatermark("t", 0)
+	require.NoError(t, err)
+	require.Zero(t, hw, "the recreated topic got records made for the old one")
+}
