@@ -296,9 +296,62 @@ func soakRead(t *testing.T, addrs []string, topic string, committed bool, min in
 // by the producer (nil).
 type soakObserver struct {
 	metadata, connected, brokerClosed, clientClosed atomic.Int64
+
+	mu       sync.Mutex
+	mdAnswer []time.Time // when each Metadata answer was applied
+	batches  []soakBatch // every Produce attempt's answer
 }
 
-func (o *soakObserver) OnMetadataRefreshed(producer.MetadataRefresh) { o.metadata.Add(1) }
+// soakBatch is one Produce attempt of a batch: when its answer came, when
+// it was written, to which broker, and the broker's error.
+type soakBatch struct {
+	part, broker   int32
+	sent, answered time.Time
+	err            error
+}
+
+func (o *soakObserver) OnMetadataRefreshed(m producer.MetadataRefresh) {
+	o.metadata.Add(1)
+	if m.Err == nil {
+		o.mu.Lock()
+		o.mdAnswer = append(o.mdAnswer, time.Now())
+		o.mu.Unlock()
+	}
+}
+
+func (o *soakObserver) OnBatchWritten(b producer.BatchWritten) {
+	now := time.Now()
+	o.mu.Lock()
+	o.batches = append(o.batches, soakBatch{part: b.Partition, broker: b.Broker.NodeID, sent: now.Add(-b.Latency), answered: now, err: b.Err})
+	o.mu.Unlock()
+}
+
+// leaderMove tells how the producer followed partition part's leader
+// after from: the first error answer, the first batch the new leader
+// wrote (when written, when answered), and the first Metadata answer
+// applied after that error.
+func (o *soakObserver) leaderMove(part, newLeader int32, from time.Time) (errAt time.Time, errText string, okSent, okAt, mdAt time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, b := range o.batches {
+		if b.part != part || b.answered.Before(from) {
+			continue
+		}
+		if b.err != nil && errAt.IsZero() {
+			errAt, errText = b.answered, b.err.Error()
+		}
+		if b.err == nil && b.broker == newLeader && okAt.IsZero() {
+			okSent, okAt = b.sent, b.answered
+		}
+	}
+	for _, at := range o.mdAnswer {
+		if !errAt.IsZero() && at.After(errAt) {
+			mdAt = at
+			break
+		}
+	}
+	return
+}
 
 func (o *soakObserver) OnBrokerConnected(_ producer.BrokerInfo, _ time.Duration, err error) {
 	if err == nil {
@@ -700,8 +753,24 @@ func soakReassign(t *testing.T, c *realCluster) soakRow {
 	lines, _ := lg.since(mark)
 	row := r.figures(t, soakRead(t, c.addrs, topic, false, r.acked()))
 	row.recover = fmt.Sprintf("%v (longest gap between partition 0's acks)", r.maxAckGap(0, moved.Add(-time.Second)).Round(time.Millisecond))
-	row.note = fmt.Sprintf("partition 0 replicas %v → %v, leader %d → %d (seen %v after the request); %d Metadata requests from the move to the end; %s",
-		replicas, target, leader, newLeader, leaderMoved.Sub(moved).Round(time.Millisecond), mdDuring, soakSummary(lines))
+	errAt, errText, okSent, okAt, mdAt := obs.leaderMove(0, newLeader, moved)
+	follow := "no error answer: the producer learned the move from Metadata"
+	if !errAt.IsZero() {
+		rel := func(at time.Time) string {
+			if at.IsZero() {
+				return "never"
+			}
+			return "+" + at.Sub(errAt).Round(time.Millisecond).String()
+		}
+		how := "after a Metadata answer"
+		if !okSent.IsZero() && (mdAt.IsZero() || okSent.Before(mdAt)) {
+			how = "without waiting for Metadata (KIP-951 hint)"
+		}
+		follow = fmt.Sprintf("first error %q; from it: first batch to node %d written %s, acked %s, first Metadata answer %s: followed %s",
+			errText, newLeader, rel(okSent), rel(okAt), rel(mdAt), how)
+	}
+	row.note = fmt.Sprintf("partition 0 replicas %v → %v, leader %d → %d (seen %v after the request); %s; %d Metadata requests from the move to the end; %s",
+		replicas, target, leader, newLeader, leaderMoved.Sub(moved).Round(time.Millisecond), follow, mdDuring, soakSummary(lines))
 	assert.Zero(t, row.unknown, "records with an unknown outcome")
 	assert.Zero(t, row.failed, "records failed: %s", r.errs())
 	return row
