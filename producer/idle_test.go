@@ -1,0 +1,219 @@
+package producer
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/samsa-go/samsa/internal/testbroker"
+)
+
+// connEvents records the Produce connections' hooks: when each was set up
+// and dropped, and why.
+type connEvents struct {
+	mu        sync.Mutex
+	connected []time.Time
+	dropped   []time.Time
+	errs      []error
+}
+
+func (h *connEvents) OnBrokerConnected(_ BrokerInfo, _ time.Duration, err error) {
+	if err != nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.connected = append(h.connected, time.Now())
+}
+
+func (h *connEvents) OnBrokerDisconnected(_ BrokerInfo, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.dropped = append(h.dropped, time.Now())
+	h.errs = append(h.errs, err)
+}
+
+func (h *connEvents) counts() (connected, dropped int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.connected), len(h.dropped)
+}
+
+// sendOne sends one record to topic and waits for it.
+func sendOne(t *testing.T, p *Producer, topic, value string) RecordMetadata {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	md, err := p.Send(ctx, &Record{Topic: topic, Value: []byte(value)}).Wait(ctx)
+	require.NoError(t, err, "record %q", value)
+	return md
+}
+
+// storedValues returns the values of topic's partition 0, in offset order.
+func storedValues(t *testing.T, c *testbroker.Cluster, topic string) []string {
+	t.Helper()
+	recs, err := c.Records(topic, 0)
+	require.NoError(t, err)
+	out := make([]string, len(recs))
+	for i, r := range recs {
+		out[i] = string(r.Value)
+	}
+	return out
+}
+
+// ConnMaxIdle (connections.max.idle.ms): a leader connection that carried
+// nothing for ConnMaxIdle is closed by the producer, which the broker sees;
+// the next record dials again and every record is stored exactly once.
+func TestIdleConnectionClosedByProducer(t *testing.T) {
+	const maxIdle = 200 * time.Millisecond
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("idle", 1))
+	h := &connEvents{}
+	p := newProducer(t, c, Config{ConnMaxIdle: maxIdle, Hooks: []Hook{h}})
+
+	sendOne(t, p, "idle", "first")
+	answered := time.Now()
+	require.Eventually(t, func() bool { _, d := h.counts(); return d == 1 }, 10*time.Second, 5*time.Millisecond,
+		"the idle Produce connection was not closed")
+	h.mu.Lock()
+	idleFor, why := h.dropped[0].Sub(answered), h.errs[0]
+	h.mu.Unlock()
+	assert.GreaterOrEqual(t, idleFor, maxIdle-10*time.Millisecond, "closed before it was idle for ConnMaxIdle")
+	assert.NoError(t, why, "closed by the producer, not broken")
+	// The broker sees the close: only the metadata connection is left.
+	require.Eventually(t, func() bool { return c.Stats().Connections == 1 }, 10*time.Second, 5*time.Millisecond,
+		"the broker still has %d connections", c.Stats().Connections)
+
+	sendOne(t, p, "idle", "second")
+	connected, _ := h.counts()
+	assert.Equal(t, 2, connected, "the next record dials a new connection")
+	assert.Equal(t, []string{"first", "second"}, storedValues(t, c, "idle"), "each record exactly once")
+	assert.Zero(t, p.Stats().Retries, "an idle close costs no retry")
+}
+
+// A connection is never closed for idleness while a request is in flight,
+// however much longer than ConnMaxIdle its answer takes.
+func TestIdleConnectionKeptWhileRequestInFlight(t *testing.T) {
+	const maxIdle = 150 * time.Millisecond
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("slow", 1))
+	h := &connEvents{}
+	p := newProducer(t, c, Config{ConnMaxIdle: maxIdle, Hooks: []Hook{h}})
+	sendOne(t, p, "slow", "warm") // the connection exists before the slow answer
+	// Its answer takes six times ConnMaxIdle.
+	c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Times: 1, Delay: 6 * maxIdle})
+	sendOne(t, p, "slow", "slow")
+	connected, dropped := h.counts()
+	assert.Equal(t, 1, connected, "one connection carried both records")
+	assert.Zero(t, dropped, "the connection was closed while its request was in flight")
+	assert.Equal(t, []string{"warm", "slow"}, storedValues(t, c, "slow"))
+	assert.Zero(t, p.Stats().Retries)
+	// Idle after the answer, it is closed then.
+	require.Eventually(t, func() bool { _, d := h.counts(); return d == 1 }, 10*time.Second, 5*time.Millisecond)
+}
+
+// A broker that closes connections idle for its connections.max.idle.ms,
+// shorter than the producer's ConnMaxIdle: the records sent after the
+// close are all delivered, exactly once, at the cost of a reconnect only
+// (no retry, no ErrOutcomeUnknown), with idempotence on and off.
+func TestBrokerIdleCloseCostsOnlyAReconnect(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		noIdm bool
+	}{{"idempotent", false}, {"not idempotent", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, testbroker.Config{Brokers: 1, ConnectionsMaxIdle: 200 * time.Millisecond})
+			require.NoError(t, c.CreateTopic("closed", 1))
+			h := &connEvents{}
+			p := newProducer(t, c, Config{ConnMaxIdle: time.Minute, DisableIdempotence: tc.noIdm, Hooks: []Hook{h}})
+
+			want := []string{}
+			for round := range 3 {
+				v := fmt.Sprintf("round %d", round)
+				sendOne(t, p, "closed", v)
+				want = append(want, v)
+				// The broker closes every connection, Produce and
+				// metadata, once they are idle.
+				require.Eventually(t, func() bool { return c.Stats().Connections == 0 }, 10*time.Second, 5*time.Millisecond,
+					"the broker did not close its idle connections")
+			}
+			// Then a burst after the close.
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			fs := make([]*Future, 50)
+			for i := range fs {
+				v := fmt.Sprintf("burst %d", i)
+				fs[i] = p.Send(ctx, &Record{Topic: "closed", Value: []byte(v)})
+				want = append(want, v)
+			}
+			for i, f := range fs {
+				_, err := f.Wait(ctx)
+				require.NoError(t, err, "record %d", i) // no ErrOutcomeUnknown, no error at all
+			}
+			assert.Equal(t, want, storedValues(t, c, "closed"), "every record exactly once, in order")
+			assert.Zero(t, p.Stats().Retries, "a connection closed while idle costs a reconnect, not a retry")
+			assert.GreaterOrEqual(t, c.Stats().IdleClosed, int64(3))
+			connected, _ := h.counts()
+			assert.Equal(t, 4, connected, "one Produce connection per round")
+		})
+	}
+}
+
+// ConnMaxIdle's default and its "never": an idle connection stays open.
+func TestConnMaxIdleDefaultAndNever(t *testing.T) {
+	cfg, err := Config{Brokers: []string{"localhost:9092"}}.withDefaults()
+	require.NoError(t, err)
+	assert.Equal(t, 9*time.Minute, cfg.ConnMaxIdle, "Java's 540000 ms")
+
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("kept", 1))
+	h := &connEvents{}
+	p := newProducer(t, c, Config{ConnMaxIdle: -time.Millisecond, Hooks: []Hook{h}})
+	sendOne(t, p, "kept", "one")
+	time.Sleep(300 * time.Millisecond)
+	_, dropped := h.counts()
+	assert.Zero(t, dropped, "a negative ConnMaxIdle never closes a connection")
+}
+
+// connections.max.idle.ms maps to ConnMaxIdle: milliseconds, any negative
+// value (Java's -1) is never, 0 and non-numbers are errors naming the key.
+func TestConnMaxIdleFromProperties(t *testing.T) {
+	for _, tc := range []struct {
+		value   string
+		want    time.Duration
+		never   bool
+		wantErr string
+	}{
+		{value: "540000", want: 9 * time.Minute},
+		{value: " 200 ", want: 200 * time.Millisecond},
+		{value: "-1", never: true},
+		{value: "-30000", never: true},
+		{value: "9223372036854775807", want: time.Duration(maxMillis) * time.Millisecond},
+		{value: "0", wantErr: "connections.max.idle.ms: 0 would close every connection"},
+		{value: "9m", wantErr: `connections.max.idle.ms: "9m" is not a number of milliseconds (-1 for never)`},
+		{value: "", wantErr: `connections.max.idle.ms: "" is not a number of milliseconds`},
+	} {
+		t.Run(tc.value, func(t *testing.T) {
+			cfg, err := ConfigFromProperties(map[string]string{"bootstrap.servers": "k:9092", "connections.max.idle.ms": tc.value})
+			if tc.wantErr != "" {
+				require.ErrorIs(t, err, ErrInvalidConfig)
+				assert.Contains(t, err.Error(), tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Empty(t, cfg.IgnoredProperties(), "mapped, not ignored")
+			full, err := cfg.withDefaults()
+			require.NoError(t, err)
+			if tc.never {
+				assert.Negative(t, full.ConnMaxIdle, "never")
+				return
+			}
+			assert.Equal(t, tc.want, full.ConnMaxIdle)
+		})
+	}
+}
