@@ -123,7 +123,9 @@ func TestConfigDurationRule(t *testing.T) {
 		{"DialTimeout", func(c *Config) *time.Duration { return &c.DialTimeout }, 10 * time.Second, false},
 		{"DialTimeoutMax", func(c *Config) *time.Duration { return &c.DialTimeoutMax }, 30 * time.Second, false},
 		{"TransactionTimeout", func(c *Config) *time.Duration { return &c.TransactionTimeout }, 60 * time.Second, false},
+		{"ConnMaxIdle", func(c *Config) *time.Duration { return &c.ConnMaxIdle }, 9 * time.Minute, false},
 	}
+	never := map[string]bool{"ConnMaxIdle": true} // a negative value means never, kept as given
 	// A Config's duration fields, by reflection, must all be in the table.
 	var all []string
 	rt := reflect.TypeFor[Config]()
@@ -158,6 +160,14 @@ func TestConfigDurationRule(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, positive, got, "a positive value is kept")
 
+			if never[f.name] {
+				for _, d := range []time.Duration{NoWait, -time.Millisecond, -time.Second} {
+					got, err = get(d)
+					require.NoError(t, err)
+					assert.Equal(t, d, got, "negative means never")
+				}
+				return
+			}
 			got, err = get(NoWait)
 			if f.noWait {
 				require.NoError(t, err)
