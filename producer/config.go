@@ -363,11 +363,12 @@ type Config struct {
 	// negative value (NoWait included) is an error.
 	DialTimeoutMax time.Duration
 
-	// ConnMaxIdle closes a Produce connection to a broker that has carried
-	// no request and no answer for that long, with nothing in flight
-	// (connections.max.idle.ms); the next request to that broker dials
-	// again. It is never closed while a request is being written or
-	// awaits its answer, however long that takes. Closing first (Kafka's
+	// ConnMaxIdle closes a broker connection that has carried no request
+	// and no answer for that long, with nothing in flight
+	// (connections.max.idle.ms): Produce, metadata and transaction
+	// coordinator connections alike; the next request to that broker
+	// dials again. A connection is never closed while a request is being
+	// written or awaits its answer, however long that takes. Closing first (Kafka's
 	// brokers close connections idle for 10 minutes, and NATs and load
 	// balancers drop them, often silently) keeps a request from being
 	// written into a connection that is gone. A connection the broker or

@@ -217,3 +217,64 @@ func TestConnMaxIdleFromProperties(t *testing.T) {
 		})
 	}
 }
+
+// Every connection a transactional producer keeps (Produce, metadata, the
+// transaction coordinator's) is closed once idle for ConnMaxIdle, and the
+// next transaction dials again and commits its records exactly once.
+func TestIdleConnectionsOfATransactionalProducerClosed(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 2})
+	require.NoError(t, c.CreateTopic("txn-idle", 1))
+	p := newProducer(t, c, Config{ConnMaxIdle: 200 * time.Millisecond, TransactionalID: "idle-tx"})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for round := range 2 {
+		require.NoError(t, p.BeginTransaction())
+		f := p.Send(ctx, &Record{Topic: "txn-idle", Value: []byte(fmt.Sprintf("round %d", round))})
+		require.NoError(t, p.CommitTransaction(ctx))
+		_, err := f.Wait(ctx)
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return c.Stats().Connections == 0 }, 10*time.Second, 5*time.Millisecond,
+			"round %d: the brokers still have %d connections from the idle producer", round, c.Stats().Connections)
+	}
+	recs, err := c.Records("txn-idle", 0)
+	require.NoError(t, err)
+	var values []string
+	for _, r := range recs {
+		if !r.Control {
+			values = append(values, string(r.Value))
+		}
+	}
+	assert.Equal(t, []string{"round 0", "round 1"}, values, "each record once")
+}
+
+// A transaction coordinator connection the broker closed while idle is
+// dialed again at the next transactional request, which is not failed
+// for it: the coordinator is not looked up again (FindCoordinator) and
+// the transactions commit their records exactly once.
+func TestBrokerIdleCloseOfCoordinatorConnection(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1, ConnectionsMaxIdle: 200 * time.Millisecond})
+	require.NoError(t, c.CreateTopic("txn-closed", 1))
+	p := newProducer(t, c, Config{ConnMaxIdle: time.Minute, TransactionalID: "closed-tx"})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for round := range 3 {
+		require.NoError(t, p.BeginTransaction())
+		f := p.Send(ctx, &Record{Topic: "txn-closed", Value: []byte(fmt.Sprintf("round %d", round))})
+		require.NoError(t, p.CommitTransaction(ctx))
+		_, err := f.Wait(ctx)
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return c.Stats().Connections == 0 }, 10*time.Second, 5*time.Millisecond,
+			"the broker did not close its idle connections")
+	}
+	assert.Equal(t, int64(1), c.Stats().Requests[10], "FindCoordinator once: a closed idle connection is no failure")
+	recs, err := c.Records("txn-closed", 0)
+	require.NoError(t, err)
+	var values []string
+	for _, r := range recs {
+		if !r.Control {
+			values = append(values, string(r.Value))
+		}
+	}
+	assert.Equal(t, []string{"round 0", "round 1", "round 2"}, values, "each record once")
+	assert.Zero(t, p.Stats().Retries)
+}
