@@ -3,6 +3,7 @@ package producer
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/samsa-go/samsa/internal/testbroker"
+	"github.com/samsa-go/samsa/internal/testutil"
 )
 
 // connEvents records the Produce connections' hooks: when each was set up
@@ -120,7 +122,8 @@ func TestIdleConnectionKeptWhileRequestInFlight(t *testing.T) {
 // A broker that closes connections idle for its connections.max.idle.ms,
 // shorter than the producer's ConnMaxIdle: the records sent after the
 // close are all delivered, exactly once, at the cost of a reconnect only
-// (no retry, no ErrOutcomeUnknown), with idempotence on and off.
+// (no retry, no ErrOutcomeUnknown, no Warn in the log), with idempotence
+// on and off.
 func TestBrokerIdleCloseCostsOnlyAReconnect(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -130,7 +133,9 @@ func TestBrokerIdleCloseCostsOnlyAReconnect(t *testing.T) {
 			c := newCluster(t, testbroker.Config{Brokers: 1, ConnectionsMaxIdle: 200 * time.Millisecond})
 			require.NoError(t, c.CreateTopic("closed", 1))
 			h := &connEvents{}
-			p := newProducer(t, c, Config{ConnMaxIdle: time.Minute, DisableIdempotence: tc.noIdm, Hooks: []Hook{h}})
+			var logs testutil.SyncBuffer
+			p := newProducer(t, c, Config{ConnMaxIdle: time.Minute, DisableIdempotence: tc.noIdm, Hooks: []Hook{h},
+				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 
 			want := []string{}
 			for round := range 3 {
@@ -160,6 +165,7 @@ func TestBrokerIdleCloseCostsOnlyAReconnect(t *testing.T) {
 			assert.GreaterOrEqual(t, c.Stats().IdleClosed, int64(3))
 			connected, _ := h.counts()
 			assert.Equal(t, 4, connected, "one Produce connection per round")
+			assert.Empty(t, logs.String(), "an idle connection closed is no outage")
 		})
 	}
 }

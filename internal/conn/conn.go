@@ -116,7 +116,9 @@ type Config struct {
 	SendBufferBytes, ReceiveBufferBytes int
 
 	// Logger receives connection events: a connection's first throttle at
-	// Info and later ones at Debug, breaks at Warn (a broker's first break
+	// Info and later ones at Debug, a break with nothing in flight (a
+	// broker or a NAT closing an idle connection) at Info, other breaks at
+	// Warn (a broker's first break
 	// in the process, then at most once per logging.RepeatEvery, at Debug
 	// in between: its producer and metadata connections, which break
 	// together, log once), dials at Debug; nothing per request above
@@ -623,9 +625,15 @@ func (c *Conn) fail(err error) {
 	if c.idle != nil {
 		c.idle.Stop()
 	}
+	// Nothing sent awaits an answer: the peer (a broker's
+	// connections.max.idle.ms, a NAT, a load balancer) closed an idle
+	// connection, which costs its owner a reconnect and nothing else.
+	idle := c.inflight.len() == 0 && c.queue.len() == 0
 	c.mu.Unlock()
 	_ = c.nc.Close()
-	if !errors.Is(err, ErrClosed) {
+	if idle && !errors.Is(err, ErrClosed) {
+		c.cfg.Logger.Info("broker closed an idle connection", "addr", c.addr, "err", err)
+	} else if !errors.Is(err, ErrClosed) {
 		level := breaks.Level(c.addr, time.Now())
 		c.cfg.Logger.Log(context.Background(), level, "broker connection broken", "addr", c.addr, "err", err)
 	}
