@@ -91,6 +91,10 @@ type Config struct {
 	// again from DialTimeout (socket.connection.setup.timeout.max.ms).
 	// Default (or below DialTimeout): DialTimeout, no growth.
 	DialTimeoutMax time.Duration
+	// ConnMaxIdle closes a connection that has had no request in flight
+	// for that long (connections.max.idle.ms); the next request to its
+	// broker dials again. Default 0 (or negative): never.
+	ConnMaxIdle time.Duration
 	// Dialer opens the network connection to a broker (for a proxy, your
 	// own name resolution, or tests), with the address as given
 	// ("host:port"). Default: a net.Dialer that resolves the host and tries
@@ -264,6 +268,7 @@ func (cfg *Config) connConfig() conn.Config {
 		DialTimeout:    cfg.DialTimeout,
 		RequestTimeout: cfg.RequestTimeout,
 		DialTimeoutMax: cfg.DialTimeoutMax,
+		MaxIdle:        max(cfg.ConnMaxIdle, 0),
 		Setups:         &conn.SetupTimeouts{},
 		Dialer:         cfg.Dialer,
 		Logger:         cfg.Logger,

@@ -128,6 +128,7 @@ const (
 	defaultMetadataMaxIdle = 5 * time.Minute
 	defaultDialTimeout     = 10 * time.Second // socket.connection.setup.timeout.ms
 	defaultDialTimeoutMax  = 30 * time.Second // socket.connection.setup.timeout.max.ms
+	defaultConnMaxIdle     = 9 * time.Minute  // connections.max.idle.ms, a minute under Kafka's broker default
 
 	defaultRebootstrapTrigger = 5 * time.Minute // metadata.recovery.rebootstrap.trigger.ms
 
@@ -158,7 +159,8 @@ const NoWait time.Duration = -1
 // a positive value is used as it is, and a negative value is an error from
 // New, except NoWait in the four fields where Java's 0 means "no wait"
 // (Linger, MaxBlock, RetryBackoff, MetadataRecoveryRebootstrapTrigger):
-// there NoWait asks for none.
+// there NoWait asks for none; and ConnMaxIdle, where any negative value
+// means "never", as Java's -1.
 //
 // ConfigFromProperties builds a Config from Java or librdkafka property
 // names.
@@ -419,6 +421,24 @@ type Config struct {
 	// DialTimeout, it lowers DialTimeout to itself (Java's rule too). A
 	// negative value (NoWait included) is an error.
 	DialTimeoutMax time.Duration
+
+	// ConnMaxIdle closes a broker connection that has carried no request and
+	// no answer for that long, with nothing in flight
+	// (connections.max.idle.ms): Produce, metadata and transaction
+	// coordinator connections alike; the next request to that broker dials
+	// again. A connection is never closed while a request is being written
+	// or awaits its answer, however long that takes. Closing first (Kafka's
+	// brokers close connections idle for 10 minutes, and NATs and load
+	// balancers drop them) keeps a request from being written into a
+	// connection that is gone. A connection the broker or the network closed
+	// (FIN or RST) while nothing was in flight costs a reconnect too, never
+	// a retry or ErrOutcomeUnknown; one a NAT or load balancer forgot
+	// without a word is only found out when a request to it times out
+	// (RequestTimeout, an ambiguous outcome): set ConnMaxIdle below such a
+	// device's idle timeout (Azure Event Hubs: 4 minutes). 0 means the
+	// default, 9m, as Java's; a negative value (NoWait or -1ms, say) means
+	// never: a connection stays open until it breaks or the producer closes.
+	ConnMaxIdle time.Duration
 
 	// Dialer opens the network connection of every connection the
 	// producer makes (bootstrap and metadata, Produce, the transaction
@@ -689,6 +709,9 @@ func (c Config) withDefaults() (Config, error) {
 		fail("AutoCreateReplicationFactor", "must be positive, or -1 for the broker's default, got %d",
 			c.AutoCreateReplicationFactor)
 	}
+	if c.ConnMaxIdle == 0 {
+		c.ConnMaxIdle = defaultConnMaxIdle
+	} // negative: never close an idle connection
 	c.DialTimeoutMax = duration("DialTimeoutMax", c.DialTimeoutMax, max(defaultDialTimeoutMax, c.DialTimeout), false, fail)
 	c.DialTimeout = duration("DialTimeout", c.DialTimeout, min(defaultDialTimeout, c.DialTimeoutMax), false, fail)
 	if c.DialTimeoutMax > 0 && c.DialTimeout > c.DialTimeoutMax {

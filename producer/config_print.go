@@ -95,6 +95,7 @@ func (c Config) printedFields() []printedField {
 	num("AutoCreateReplicationFactor", int64(c.AutoCreateReplicationFactor))
 	dur("DialTimeout", c.DialTimeout)
 	dur("DialTimeoutMax", c.DialTimeoutMax)
+	dur("ConnMaxIdle", c.ConnMaxIdle)
 	set("Dialer", c.Dialer != nil, "set")
 	if c.ClientDNSLookup != "" {
 		add("ClientDNSLookup", string(c.ClientDNSLookup), slog.StringValue(string(c.ClientDNSLookup)))

@@ -124,7 +124,9 @@ func TestConfigDurationRule(t *testing.T) {
 		{"DialTimeoutMax", func(c *Config) *time.Duration { return &c.DialTimeoutMax }, 30 * time.Second, false},
 		{"TransactionTimeout", func(c *Config) *time.Duration { return &c.TransactionTimeout }, 60 * time.Second, false},
 		{"MetadataRecoveryRebootstrapTrigger", func(c *Config) *time.Duration { return &c.MetadataRecoveryRebootstrapTrigger }, 5 * time.Minute, true},
+		{"ConnMaxIdle", func(c *Config) *time.Duration { return &c.ConnMaxIdle }, 9 * time.Minute, false},
 	}
+	never := map[string]bool{"ConnMaxIdle": true} // a negative value means never, kept as given
 	// A Config's duration fields, by reflection, must all be in the table.
 	var all []string
 	rt := reflect.TypeFor[Config]()
@@ -159,6 +161,14 @@ func TestConfigDurationRule(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, positive, got, "a positive value is kept")
 
+			if never[f.name] {
+				for _, d := range []time.Duration{NoWait, -time.Millisecond, -time.Second} {
+					got, err = get(d)
+					require.NoError(t, err)
+					assert.Equal(t, d, got, "negative means never")
+				}
+				return
+			}
 			got, err = get(NoWait)
 			if f.noWait {
 				require.NoError(t, err)

@@ -130,8 +130,8 @@ type HookBrokerConnected interface {
 
 // HookBrokerDisconnected is called on the IO goroutine when a connection
 // that HookBrokerConnected reported as set up is dropped, with the error
-// that broke it (nil when the producer closed it: the broker moved, or
-// Close).
+// that broke it (nil when the producer closed it: the broker moved, it
+// was idle for Config.ConnMaxIdle, or Close).
 type HookBrokerDisconnected interface {
 	OnBrokerDisconnected(b BrokerInfo, err error)
 }

@@ -176,6 +176,7 @@ func New(cfg Config) (*Producer, error) {
 		ClientID:        connCfg.ClientID,
 		DialTimeout:     connCfg.DialTimeout,
 		DialTimeoutMax:  connCfg.DialTimeoutMax,
+		ConnMaxIdle:     cfg.ConnMaxIdle,
 		Dialer:          connCfg.Dialer,
 		RequestTimeout:  connCfg.RequestTimeout,
 		TLS:             connCfg.TLS,
@@ -234,7 +235,9 @@ func New(cfg Config) (*Producer, error) {
 	p.clock = newClock()
 	if cfg.TransactionalID != "" {
 		connCfg.MaxVersions = txnMaxVersions
-		p.txn = newTxnManager(p, newTxnClient(p, connCfg))
+		txnCfg := connCfg
+		txnCfg.MaxIdle = max(cfg.ConnMaxIdle, 0) // the IO goroutine closes its own connections (sink.closeIdle)
+		p.txn = newTxnManager(p, newTxnClient(p, txnCfg))
 	}
 	if !cfg.DisableMetricsPush {
 		p.push = newPusher(p, time.Now())

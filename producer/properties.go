@@ -68,6 +68,7 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 //	enable.metrics.push                              DisableMetricsPush, inverted
 //	socket.connection.setup.timeout.ms               DialTimeout
 //	socket.connection.setup.timeout.max.ms           DialTimeoutMax
+//	connections.max.idle.ms                          ConnMaxIdle; -1 (any negative) is never, 0 is refused
 //	client.dns.lookup                                ClientDNSLookup: use_all_dns_ips or
 //	                                                 resolve_canonical_bootstrap_servers_only
 //	send.buffer.bytes, receive.buffer.bytes          SendBufferBytes, ReceiveBufferBytes; -1 is the
@@ -185,8 +186,7 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 //
 // The rest of the Java producer's documented keys (Apache Kafka 4.x) are
 // reported as ignored too, because samsa has no setting for them and none
-// changes what is delivered: connections.max.idle.ms (samsa keeps its
-// broker connections while it runs), reconnect.backoff.ms and
+// changes what is delivered: reconnect.backoff.ms and
 // reconnect.backoff.max.ms (reconnections wait RetryBackoff, doubled up to
 // RetryBackoffMax), bootstrap.resolve.timeout.ms,
 // partitioner.availability.timeout.ms
@@ -466,6 +466,21 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 			positiveMs(key, v, "DialTimeout", &c.DialTimeout)
 		case "socket.connection.setup.timeout.max.ms":
 			positiveMs(key, v, "DialTimeoutMax", &c.DialTimeoutMax)
+		case "connections.max.idle.ms":
+			// Java: a long; a negative value turns idle closing off.
+			// 0 would close every connection the moment it goes
+			// idle: refused, as Config's 0 means the default.
+			n, err := strconv.ParseInt(v, 10, 64)
+			switch {
+			case err != nil:
+				fail(key, "%q is not a number of milliseconds (-1 for never)", v)
+			case n < 0:
+				c.ConnMaxIdle = -time.Millisecond
+			case n == 0:
+				fail(key, "0 would close every connection as soon as it is idle: give a positive time, or -1 for never")
+			default:
+				c.ConnMaxIdle = time.Duration(min(n, maxMillis)) * time.Millisecond
+			}
 		case "client.dns.lookup":
 			// Java's ConfigDef: these two values, exactly (3.0 removed
 			// "default").

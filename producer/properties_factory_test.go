@@ -48,8 +48,8 @@ func TestMechanismFactoryBuildsFromProperties(t *testing.T) {
 		{
 			name: "factory builds the mechanism",
 			props: map[string]string{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "samsa-test-factory",
-				"sasl.test.factory.file": " /a/file ", "sasl.kerberos.service.name": "kafka", "connections.max.idle.ms": "1"},
-			wantIgnored: []string{"connections.max.idle.ms"},
+				"sasl.test.factory.file": " /a/file ", "sasl.kerberos.service.name": "kafka", "reconnect.backoff.ms": "1"},
+			wantIgnored: []string{"reconnect.backoff.ms"},
 		},
 		{
 			name: "factory error under sasl.mechanism",
@@ -90,7 +90,7 @@ func TestMechanismFactoryBuildsFromProperties(t *testing.T) {
 			assert.ElementsMatch(t, tc.wantIgnored, cfg.ignoredProps)
 			if m, ok := cfg.SASL.(factoryMech); ok {
 				assert.Equal(t, "/a/file", m.props["sasl.test.factory.file"], "values trimmed")
-				assert.Equal(t, "1", m.props["connections.max.idle.ms"], "every property")
+				assert.Equal(t, "1", m.props["reconnect.backoff.ms"], "every property")
 			}
 		})
 	}

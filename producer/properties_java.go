@@ -23,7 +23,6 @@ import (
 var javaIgnoredKeys = map[string]bool{
 	"auto.include.jmx.reporter":                           true,
 	"bootstrap.resolve.timeout.ms":                        true,
-	"connections.max.idle.ms":                             true,
 	"metric.reporters":                                    true,
 	"metrics.num.samples":                                 true,
 	"metrics.recording.level":                             true,
@@ -116,7 +115,7 @@ var mappedKeys = []string{
 	"retry.backoff.max.ms", "max.in.flight.requests.per.connection", "max.in.flight",
 	"metadata.max.age.ms", "topic.metadata.refresh.interval.ms", "metadata.max.idle.ms",
 	"enable.idempotence", "allow.auto.create.topics", "socket.connection.setup.timeout.ms",
-	"socket.connection.setup.timeout.max.ms", "client.dns.lookup", "send.buffer.bytes", "receive.buffer.bytes",
+	"socket.connection.setup.timeout.max.ms", "connections.max.idle.ms", "client.dns.lookup", "send.buffer.bytes", "receive.buffer.bytes",
 	"partitioner.class", "partitioner", "partitioner.ignore.keys",
 	"partitioner.adaptive.partitioning.enable", "retries", "message.send.max.retries",
 	"batch.num.messages", "queue.buffering.max.messages", "key.serializer", "value.serializer",

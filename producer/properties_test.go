@@ -366,7 +366,8 @@ func TestConfigFromPropertiesJavaKeys(t *testing.T) {
 	assert.Equal(t, 131072, cfg.SendBufferBytes)
 	assert.Equal(t, 32768, cfg.ReceiveBufferBytes)
 	assert.Equal(t, DNSUseAllIPs, cfg.ClientDNSLookup)
-	want := []string{"connections.max.idle.ms", "key.serializer", "metrics.recording.level", "reconnect.backoff.max.ms",
+	assert.Equal(t, 9*time.Minute, cfg.ConnMaxIdle, "connections.max.idle.ms maps")
+	want := []string{"key.serializer", "metrics.recording.level", "reconnect.backoff.max.ms",
 		"reconnect.backoff.ms", "retries", "session.timeout.ms", "ssl.truststore.password"}
 	assert.Equal(t, want, cfg.IgnoredProperties(), "sorted")
 	cfg.IgnoredProperties()[0] = "changed"
@@ -383,7 +384,7 @@ func TestConfigFromPropertiesJavaKeys(t *testing.T) {
 	out := logs.String()
 	assert.Equal(t, 1, strings.Count(out, "are ignored"), "logged once: %s", out)
 	assert.Contains(t, out, "level=WARN")
-	assert.Contains(t, out, "connections.max.idle.ms, key.serializer, metrics.recording.level, reconnect.backoff.max.ms")
+	assert.Contains(t, out, "key.serializer, metrics.recording.level, reconnect.backoff.max.ms")
 	assert.NotContains(t, out, "changeit", "the value of a secret key is never logged")
 
 	cases := []struct {
@@ -506,7 +507,7 @@ func TestEveryJavaProducerKeyMapsOrIsReported(t *testing.T) {
 		{"key.serializer", "org.apache.kafka.common.serialization.StringSerializer", ignored},
 		{"value.serializer", "org.apache.kafka.common.serialization.ByteArraySerializer", ignored},
 		{"socket.connection.setup.timeout.ms", "10000", maps}, {"socket.connection.setup.timeout.max.ms", "30000", maps},
-		{"connections.max.idle.ms", "540000", ignored}, {"partitioner.class", "", maps}, {"interceptor.classes", "", maps},
+		{"connections.max.idle.ms", "540000", maps}, {"partitioner.class", "", maps}, {"interceptor.classes", "", maps},
 		{"enable.idempotence", "true", maps}, {"transaction.timeout.ms", "60000", maps}, {"transactional.id", "tx", maps},
 		{"transaction.two.phase.commit.enable", "false", ignored}, {"metadata.recovery.strategy", "rebootstrap", maps},
 		{"metadata.recovery.rebootstrap.trigger.ms", "300000", maps}, {"metadata.cluster.check.enable", "true", maps},

@@ -199,6 +199,7 @@ type ioBroker struct {
 	lastErr  error // why the last dial failed; nil once connected
 	backoff  time.Time
 	inflight int
+	used     time.Time // when conn last carried a request or an answer, or was dialed (ConnMaxIdle)
 	ready    []*ioPart
 	lingered []lingering // open batches past Linger, waiting for an answer (see sealLingered)
 	answers  uint64      // Produce requests answered (or failed)
@@ -420,6 +421,9 @@ func (s *sink) resetTimer() {
 		}
 	}
 	for _, br := range s.brokers {
+		if br.conn != nil && br.inflight == 0 {
+			next = s.closeIdle(br, next) // sink_dial.go
+		}
 		if len(br.ready) == 0 {
 			continue
 		}

@@ -93,10 +93,57 @@ func (s *sink) handleDial(d dialResult) {
 	}
 	br.failures, br.lastErr = 0, nil
 	br.conn = d.conn
+	br.used = time.Now() // s.now is the last step's
 	if s.txn != nil {
 		s.p.txn.client.features.observe(d.conn) // transaction.version
 	}
 	s.observeDial(br, d.took, nil)
+}
+
+// closeIdle closes br's connection, which has nothing in flight, once it
+// has been idle for ConnMaxIdle (connections.max.idle.ms), and returns
+// next, or the time it is due if that is earlier: the IO goroutine's timer
+// wakes for it, and no other timer or goroutine exists for idleness.
+// Nothing is being written either: the IO goroutine writes only through
+// sendOne, which counts the request in br.inflight before handing it over.
+// The next request to br dials again (sendAll).
+func (s *sink) closeIdle(br *ioBroker, next time.Time) time.Time {
+	if s.cfg.ConnMaxIdle <= 0 { // never
+		return next
+	}
+	due := br.used.Add(s.cfg.ConnMaxIdle)
+	if due.After(s.now) {
+		if due.Before(next) {
+			return due
+		}
+		return next
+	}
+	s.p.log.Debug("closing idle broker connection", "broker", br.id, "addr", br.addr, "idle", s.now.Sub(br.used), "max_idle", s.cfg.ConnMaxIdle)
+	s.dropConn(br, nil) // HookBrokerDisconnected: nil, the producer closed it
+	return next
+}
+
+// connUsable reports whether br's connection may carry a request. A
+// connection that broke while nothing was in flight (a broker closes
+// connections idle for its connections.max.idle.ms, and a NAT or a load
+// balancer drops them) is dropped at once, and the next request dials
+// again: no request was lost with it, so it costs no retry, no backoff and
+// no ErrOutcomeUnknown. One that broke with requests in flight is left to
+// their failures (handleResponse), which drop it; meanwhile nothing is
+// sent on it.
+func (s *sink) connUsable(br *ioBroker) bool {
+	select {
+	case <-br.conn.Done():
+	default:
+		return true
+	}
+	if br.inflight > 0 {
+		return false
+	}
+	err := br.conn.Err()
+	s.p.log.Debug("broker connection closed while idle; reconnecting", "broker", br.id, "addr", br.addr, "idle", s.now.Sub(br.used), "err", err)
+	s.dropConn(br, err)
+	return true
 }
 
 // backoff returns the wait before attempt n (1-based): RetryBackoff doubled

@@ -23,6 +23,9 @@ func (s *sink) sendAll() {
 		if len(br.ready) == 0 {
 			continue
 		}
+		if br.conn != nil && !s.connUsable(br) {
+			continue // its requests in flight fail first, then it redials
+		}
 		if br.conn == nil {
 			s.dial(br)
 			continue
@@ -97,6 +100,7 @@ func (s *sink) sendOne(br *ioBroker) bool {
 	s.p.stats.inflight.Add(1)
 	s.p.rec.requestWritten(br.stats)
 	pr.sentAt = s.now
+	br.used = s.now
 	c, batches := br.conn, pr.batches
 	max := int16(-1)
 	if s.txn != nil {

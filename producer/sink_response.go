@@ -49,6 +49,7 @@ func (s *sink) handleResponse(r produceResponse, closing bool) {
 	br := r.broker
 	br.inflight--
 	br.answers++
+	br.used = s.now
 	s.inflight--
 	s.p.stats.inflight.Add(-1)
 	lat := s.observeAnswer(&r)

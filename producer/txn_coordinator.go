@@ -250,7 +250,19 @@ func (c *txnClient) conn(ctx context.Context, k coordKey) (*conn.Conn, error) {
 		return nil, ErrClosed
 	}
 	if cn != nil {
-		return cn, nil
+		select {
+		case <-cn.Done():
+			// Closed while idle (ConnMaxIdle, or the broker's own
+			// idle timeout): dial anew rather than fail a request.
+			c.mu.Lock()
+			if c.conns[addr] == cn {
+				delete(c.conns, addr)
+			}
+			c.mu.Unlock()
+			cn.Close()
+		default:
+			return cn, nil
+		}
 	}
 	if cn, err = conn.Dial(ctx, addr, c.cfg); err != nil {
 		c.forget(k)

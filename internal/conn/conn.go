@@ -116,7 +116,9 @@ type Config struct {
 	SendBufferBytes, ReceiveBufferBytes int
 
 	// Logger receives connection events: a connection's first throttle at
-	// Info and later ones at Debug, breaks at Warn (a broker's first break
+	// Info and later ones at Debug, a break with nothing in flight (a
+	// broker or a NAT closing an idle connection) at Info, other breaks at
+	// Warn (a broker's first break
 	// in the process, then at most once per logging.RepeatEvery, at Debug
 	// in between: its producer and metadata connections, which break
 	// together, log once), dials at Debug; nothing per request above
@@ -154,6 +156,18 @@ type Config struct {
 	// host, so certificates are verified against it. A certificate that
 	// does not verify fails Dial with an error wrapping ErrAuthentication.
 	TLS *tls.Config
+
+	// MaxIdle, when positive, closes the connection once it has had
+	// nothing to do for that long (connections.max.idle.ms): no request
+	// queued, being written or awaiting its answer since it was set up or
+	// its last request was done. Done is closed then and Err wraps
+	// ErrClosed; nothing is logged. A request is never cut: the time
+	// starts again when the last one is done. The owner replaces the
+	// connection at its next use (Done). Its timer is the runtime's (no
+	// goroutine waits for it), reset when the last request is done.
+	// Default 0: never; a long-lived owner that counts its own requests
+	// (the producer's IO goroutine) closes its connections itself.
+	MaxIdle time.Duration
 
 	// SASL, if not nil, authenticates the connection after ApiVersions
 	// and again before the broker's session lifetime ends (KIP-368;
@@ -256,6 +270,13 @@ type Conn struct {
 	wg            sync.WaitGroup
 	throttleSeen  atomic.Bool // the first throttle was logged at Info
 	timed         bool        // OnWrite or OnRead is set: take timestamps
+
+	// Config.MaxIdle's state, under mu: idle is nil without it; busy
+	// counts the requests sent and not done (answered, or written for
+	// acks=0), and idleSince is when busy last fell to 0.
+	idle      *time.Timer
+	busy      int
+	idleSince time.Time
 }
 
 // pending is one request on its way through the connection.
@@ -357,6 +378,10 @@ func dialSetup(ctx context.Context, addr string, cfg Config, timeout time.Durati
 	}
 	cfg.Logger.Debug("connected", "addr", addr, "produce_version", c.MaxVersion(produceKey))
 
+	if cfg.MaxIdle > 0 {
+		c.idleSince = time.Now()
+		c.idle = time.AfterFunc(cfg.MaxIdle, c.idleExpired)
+	}
 	c.wg.Add(2)
 	go c.writeLoop()
 	go c.readLoop()
@@ -541,6 +566,12 @@ func (c *Conn) SendMax(req kmsg.Request, max int16, done func(kmsg.Response, err
 	p.seq = c.seq
 	c.seq++
 	c.queue.push(p)
+	if c.idle != nil {
+		c.busy++
+		if c.busy == 1 {
+			c.idle.Stop()
+		}
+	}
 	c.mu.Unlock()
 	select {
 	case c.wake <- struct{}{}:
@@ -595,9 +626,18 @@ func (c *Conn) fail(err error) {
 	}
 	c.err = err
 	close(c.done)
+	if c.idle != nil {
+		c.idle.Stop()
+	}
+	// Nothing sent awaits an answer: the peer (a broker's
+	// connections.max.idle.ms, a NAT, a load balancer) closed an idle
+	// connection, which costs its owner a reconnect and nothing else.
+	idle := c.inflight.len() == 0 && c.queue.len() == 0
 	c.mu.Unlock()
 	_ = c.nc.Close()
-	if !errors.Is(err, ErrClosed) {
+	if idle && !errors.Is(err, ErrClosed) {
+		c.cfg.Logger.Info("broker closed an idle connection", "addr", c.addr, "err", err)
+	} else if !errors.Is(err, ErrClosed) {
 		level := breaks.Level(c.addr, time.Now())
 		c.cfg.Logger.Log(context.Background(), level, "broker connection broken", "addr", c.addr, "err", err)
 	}
@@ -688,6 +728,11 @@ func (c *Conn) writeLoop() {
 		for _, p := range unflushed {
 			p.fn(nil, nil)
 			putPending(p)
+		}
+		if c.idle != nil && len(unflushed) > 0 {
+			c.mu.Lock()
+			c.requestsDone(len(unflushed))
+			c.mu.Unlock()
 		}
 		clear(unflushed)
 		unflushed = unflushed[:0]
@@ -900,6 +945,9 @@ func (c *Conn) readResponses(br *bufio.Reader) error {
 			return fmt.Errorf("conn: %s: %w: response correlation id %d, want %d (%s)", c.addr, kerr.NetworkException, corr, p.corr, kmsg.NameForKey(p.req.Key()))
 		}
 		c.inflight.pop()
+		if c.idle != nil {
+			c.requestsDone(1)
+		}
 		if next := c.inflight.peek(); next != nil {
 			_ = c.nc.SetReadDeadline(next.deadline)
 		} else {
@@ -918,6 +966,30 @@ func (c *Conn) readResponses(br *bufio.Reader) error {
 		}
 		p.fn(resp, err)
 		putPending(p)
+	}
+}
+
+// requestsDone notes n requests done (Config.MaxIdle), under mu: the
+// last one starts the idle time.
+func (c *Conn) requestsDone(n int) {
+	c.busy -= n
+	if c.busy == 0 && c.err == nil {
+		c.idleSince = time.Now()
+		c.idle.Reset(c.cfg.MaxIdle)
+	}
+}
+
+// idleExpired closes the connection if it has had nothing to do for
+// Config.MaxIdle. The timer may fire late, racing a request sent or done
+// meanwhile: the state under mu decides, and a request done later resets
+// the timer again.
+func (c *Conn) idleExpired() {
+	c.mu.Lock()
+	due := c.err == nil && c.busy == 0 && time.Since(c.idleSince) >= c.cfg.MaxIdle
+	c.mu.Unlock()
+	if due {
+		c.cfg.Logger.Debug("closing idle connection", "addr", c.addr, "max_idle", c.cfg.MaxIdle)
+		c.fail(fmt.Errorf("%w: idle for %v", ErrClosed, c.cfg.MaxIdle))
 	}
 }
 

@@ -2,6 +2,7 @@ package conn
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -180,5 +181,50 @@ func TestOnWriteAndOnRead(t *testing.T) {
 	case w := <-writes:
 		t.Errorf("unexpected write %+v (the handshake is not reported)", w)
 	default:
+	}
+}
+
+// Config.MaxIdle closes a connection that had nothing to do for that long,
+// never one whose request is still awaiting its answer, however long the
+// answer takes; without it a connection stays open.
+func TestMaxIdleClosesOnlyIdleConnections(t *testing.T) {
+	const maxIdle = 150 * time.Millisecond
+	cl, err := testbroker.New(testbroker.Config{Brokers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.CreateTopic("t", 1); err != nil {
+		t.Fatal(err)
+	}
+	kept := dial(t, cl.Addrs()[0], Config{})
+	c := dial(t, cl.Addrs()[0], Config{MaxIdle: maxIdle})
+
+	// An answer that takes three times MaxIdle.
+	remove := cl.Intercept(testbroker.Interceptor{Keys: []int16{3}, Times: 1, Delay: 3 * maxIdle})
+	defer remove()
+	if _, err := c.Do(context.Background(), metadataReq("t")); err != nil {
+		t.Fatalf("a request longer than MaxIdle was cut: %v", err)
+	}
+	answered := time.Now()
+	if err := c.Err(); err != nil {
+		t.Fatalf("closed as its answer came: %v", err)
+	}
+	select {
+	case <-c.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the idle connection was not closed")
+	}
+	if idle := time.Since(answered); idle < maxIdle-10*time.Millisecond {
+		t.Fatalf("closed after %v idle, before MaxIdle %v", idle, maxIdle)
+	}
+	if err := c.Err(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Err %v, want ErrClosed", err)
+	}
+	if _, err := c.Do(context.Background(), metadataReq("t")); !errors.Is(err, ErrNotSent) {
+		t.Fatalf("a request on the closed connection: %v, want ErrNotSent", err)
+	}
+	if err := kept.Err(); err != nil {
+		t.Fatalf("a connection without MaxIdle was closed: %v", err)
 	}
 }

@@ -485,3 +485,34 @@ func TestFetchEmptyRecordsNotNull(t *testing.T) {
 		assert.Empty(t, fp.RecordBatches)
 	}
 }
+
+// ConnectionsMaxIdle (Kafka's connections.max.idle.ms): a connection that
+// sent no request for that long is closed without a word, one whose
+// request is being handled is not (however long that takes), and
+// Stats.IdleClosed counts the closes.
+func TestConnectionsMaxIdle(t *testing.T) {
+	const maxIdle = 150 * time.Millisecond
+	c := newTestCluster(t, Config{Brokers: 1, ConnectionsMaxIdle: maxIdle})
+	c.Intercept(Interceptor{Keys: []int16{apiVersionsKey}, Times: 1, Delay: 3 * maxIdle})
+	w := dialBroker(t, c.Addrs()[0], "idle")
+	start := time.Now()
+	resp := w.request(kmsg.NewPtrApiVersionsRequest()).(*kmsg.ApiVersionsResponse)
+	require.Zero(t, resp.ErrorCode, "answered after three times ConnectionsMaxIdle")
+	require.GreaterOrEqual(t, time.Since(start), 3*maxIdle)
+	answered := time.Now()
+	assert.Zero(t, c.Stats().IdleClosed)
+
+	_ = w.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err := w.br.ReadByte()
+	require.ErrorIs(t, err, io.EOF, "the broker closes the idle connection")
+	assert.GreaterOrEqual(t, time.Since(answered), maxIdle-10*time.Millisecond, "not before ConnectionsMaxIdle")
+	assert.Equal(t, int64(1), c.Stats().IdleClosed)
+	require.Eventually(t, func() bool { return c.Stats().Connections == 0 }, 5*time.Second, 5*time.Millisecond)
+
+	// Negative: never.
+	never := newTestCluster(t, Config{Brokers: 1, ConnectionsMaxIdle: -1})
+	w = dialBroker(t, never.Addrs()[0], "kept")
+	time.Sleep(2 * maxIdle)
+	assert.Zero(t, w.request(kmsg.NewPtrApiVersionsRequest()).(*kmsg.ApiVersionsResponse).ErrorCode)
+	assert.Zero(t, never.Stats().IdleClosed)
+}

@@ -31,6 +31,8 @@ type broker struct {
 	// their records and their length as produced, header included
 	// (duplicates not counted).
 	batches, records, bytes atomic.Int64
+	// idleClosed counts the connections closed for ConnectionsMaxIdle.
+	idleClosed atomic.Int64
 }
 
 // listen starts the broker on port (0: a random one), and its accept

@@ -25,6 +25,9 @@ const (
 	// DefaultSocketRequestMaxBytes is Kafka's socket.request.max.bytes
 	// default (100 MiB).
 	DefaultSocketRequestMaxBytes = 100 << 20
+	// DefaultConnectionsMaxIdle is Kafka's connections.max.idle.ms
+	// default (10 minutes).
+	DefaultConnectionsMaxIdle = 10 * time.Minute
 )
 
 // Errors returned by the runtime operations of a [Cluster].
@@ -122,6 +125,14 @@ type Config struct {
 	// throttle passes; older versions get a delayed response. The burst
 	// is one second of the rate. 0 turns the quota off (the default).
 	ProduceByteRate int64
+	// ConnectionsMaxIdle is Kafka's connections.max.idle.ms: a broker
+	// closes a connection that has sent it no request for that long since
+	// it was opened or its last request was answered (default 10 minutes,
+	// Kafka's; negative: never). The connection is closed as Kafka's
+	// broker does, without a word to the client; Stats.IdleClosed counts
+	// these closes. A connection whose request is being handled is never
+	// closed for idleness.
+	ConnectionsMaxIdle time.Duration
 	// ClusterID is the cluster id Metadata reports (default
 	// "samsa-testbroker"). An ApiVersions v5 request that names another
 	// cluster id or another broker (KIP-1242) is answered
@@ -233,6 +244,9 @@ func (cfg *Config) setDefaults() error {
 	}
 	if cfg.ProduceByteRate < 0 {
 		return fmt.Errorf("%w: ProduceByteRate %d < 0", ErrInvalidConfig, cfg.ProduceByteRate)
+	}
+	if cfg.ConnectionsMaxIdle == 0 {
+		cfg.ConnectionsMaxIdle = DefaultConnectionsMaxIdle
 	}
 	if cfg.ClusterID == "" {
 		cfg.ClusterID = "samsa-testbroker"
@@ -686,6 +700,9 @@ type Stats struct {
 	Requests map[int16]int64
 	// Connections is the number of open client connections.
 	Connections int
+	// IdleClosed counts the connections the brokers closed because they
+	// sent no request for Config.ConnectionsMaxIdle.
+	IdleClosed int64
 	// Batches and Records count the produced batches the brokers
 	// appended (in sink mode too) and the records in them; a batch
 	// answered as a duplicate is not counted again.
@@ -705,6 +722,7 @@ func (c *Cluster) Stats() Stats {
 		b.mu.Lock()
 		s.Connections += len(b.conns)
 		b.mu.Unlock()
+		s.IdleClosed += b.idleClosed.Load()
 		s.Batches += b.batches.Load()
 		s.Records += b.records.Load()
 		s.Bytes += b.bytes.Load()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -97,9 +98,23 @@ func (cn *conn) serve() {
 		// pool memory. The size prefix is read alone, with no buffered
 		// read-ahead: a muted connection leaves the rest of its request in
 		// the kernel's socket buffer, where it costs the heap nothing.
+		// connections.max.idle.ms: the wait for the next request is
+		// the connection's idle time (one request at a time).
+		idle := cn.c.cfg.ConnectionsMaxIdle
+		if idle > 0 {
+			_ = cn.nc.SetReadDeadline(time.Now().Add(idle))
+		}
 		if _, err := io.ReadFull(cn.nc, cn.sizeBuf[:]); err != nil {
+			if idle > 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+				cn.b.idleClosed.Add(1)
+				cn.c.log.Debug("testbroker: closing idle connection", "broker", cn.b.id, "remote", remote, "connections_max_idle", idle)
+				return
+			}
 			cn.logReadError(err)
 			return
+		}
+		if idle > 0 {
+			_ = cn.nc.SetReadDeadline(time.Time{})
 		}
 		size := int32(binary.BigEndian.Uint32(cn.sizeBuf[:]))
 		if size < minRequestSize || size > cn.c.cfg.SocketRequestMaxBytes {
