@@ -74,6 +74,7 @@ func TestRealKafkaSoak(t *testing.T) {
 		})
 	}
 	event("broker-idle-close", func(t *testing.T) soakRow { return soakBrokerIdle(t, one) })
+	event("client-idle-close", func(t *testing.T) soakRow { return soakClientIdle(t, one) })
 	event("pid-expiry", func(t *testing.T) soakRow { return soakPidExpiry(t, one) })
 	event("txn-id-expiry", func(t *testing.T) soakRow { return soakTxnExpiry(t, one, 2) })
 	event("txn-id-expiry-tv1", func(t *testing.T) soakRow { return soakTxnExpiry(t, one, 1) })
@@ -374,15 +375,22 @@ type soakLog struct {
 	lines *[]string
 	times *[]time.Time
 	attrs []slog.Attr
+	// debug keeps the Debug lines about idle connections too.
+	debug bool
 }
 
 func newSoakLog() soakLog {
 	return soakLog{mu: new(sync.Mutex), lines: new([]string), times: new([]time.Time)}
 }
 
-func (h soakLog) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+func (h soakLog) Enabled(_ context.Context, l slog.Level) bool {
+	return l >= slog.LevelInfo || h.debug && l >= slog.LevelDebug
+}
 
 func (h soakLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Level < slog.LevelInfo && !strings.Contains(r.Message, "idle") {
+		return nil
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s", r.Level, r.Message)
 	for _, a := range h.attrs {
@@ -463,6 +471,7 @@ func newSoakProducer(t *testing.T, addrs []string, cfg producer.Config) (*produc
 	t.Helper()
 	obs := new(soakObserver)
 	lg := newSoakLog()
+	lg.debug = cfg.ConnMaxIdle > 0
 	cfg.Hooks = append(cfg.Hooks, obs)
 	cfg.Logger = slog.New(lg)
 	return newSamsaProducer(t, addrs, cfg), obs, lg
@@ -494,6 +503,40 @@ func soakBrokerIdle(t *testing.T, c *realCluster) soakRow {
 	row.note = fmt.Sprintf("broker closed %d idle connection(s) during the 5 s idle (seen by the connection's reader at once; HookBrokerDisconnected reported %d by the end); Produce connections set up %d in all (connection-close-total %d); %s",
 		len(brokenIdle), closed, obs.connected.Load(), m.Producer.ConnectionCloseTotal, soakSummary(lines))
 	assert.NotEmpty(t, brokenIdle, "the broker closed no idle connection: is connections.max.idle.ms=3000 set?")
+	assert.Zero(t, row.unknown, "records with an unknown outcome")
+	assert.Zero(t, row.failed, "records failed: %s", r.errs())
+	return row
+}
+
+// soakClientIdle: the producer's ConnMaxIdle (1 s) is below the broker's
+// connections.max.idle.ms (3 s): over the same 5 s idle, the producer
+// closes its connections first and the broker closes none.
+func soakClientIdle(t *testing.T, c *realCluster) soakRow {
+	topic := uniqueTopic("soak-cidle")
+	c.createTopic(t, topic, 3, 1, nil)
+	ctx := realContext(t, 2*time.Minute)
+	p, obs, lg := newSoakProducer(t, c.addrs, producer.Config{ConnMaxIdle: time.Second})
+	r := newSoakRun(topic, 3)
+	r.send(ctx, p, 300)
+	r.wait(t, 60*time.Second)
+	closesBefore := p.Metrics().Producer.ConnectionCloseTotal
+	idle := time.Now()
+	time.Sleep(5 * time.Second)
+	resumed := time.Now()
+	closesIdle := p.Metrics().Producer.ConnectionCloseTotal - closesBefore
+	byClient := lg.between(idle, resumed, "closing idle connection")
+	byClientAll := lg.between(time.Time{}, resumed, "closing idle connection")
+	byBroker := lg.between(idle, resumed, "broker connection broken", "broker closed an idle connection")
+	_, mark := lg.since(0)
+	r.send(ctx, p, 300)
+	r.wait(t, 60*time.Second)
+	lines, _ := lg.since(mark)
+	row := r.figures(t, soakRead(t, c.addrs, topic, false, r.acked()))
+	row.recover = r.firstAckAfter(resumed).Round(time.Millisecond).String()
+	row.note = fmt.Sprintf("ConnMaxIdle 1s: during the 5 s idle the producer closed %d idle connection(s) (Debug \"closing idle connection\"; %d since it started, the metadata one included; Produce ones in connection-close-total: %d), the broker %d; Produce connections set up %d in all; after resuming %s",
+		len(byClient), len(byClientAll), closesIdle, len(byBroker), obs.connected.Load(), soakSummary(lines))
+	assert.NotEmpty(t, byClient, "the producer closed no idle connection")
+	assert.Empty(t, byBroker, "the broker closed an idle connection first")
 	assert.Zero(t, row.unknown, "records with an unknown outcome")
 	assert.Zero(t, row.failed, "records failed: %s", r.errs())
 	return row
