@@ -223,8 +223,8 @@ func testKgoTransactionsUnderCoordinatorFaults(t *testing.T, cfg testbroker.Conf
 	require.NoError(t, c.CreateTopic(topic, partitions))
 	// The answers that say the last transaction is still being
 	// completed: AddPartitionsToTxn's CONCURRENT_TRANSACTIONS at
-	// version 1, a Produce's NOT_ENOUGH_REPLICAS at version 2
-	// (the broker could not add the partition yet).
+	// version 1, a Produce's at version 2 (the broker could not add
+	// the partition yet).
 	var concurrent atomic.Int64
 	c.Intercept(testbroker.Interceptor{Keys: []int16{0, 24}, After: true, Rewrite: func(resp kmsg.Response) {
 		switch r := resp.(type) {
@@ -239,7 +239,7 @@ func testKgoTransactionsUnderCoordinatorFaults(t *testing.T, cfg testbroker.Conf
 		case *kmsg.ProduceResponse:
 			for _, rt := range r.Topics {
 				for _, rp := range rt.Partitions {
-					if rp.ErrorCode == 19 {
+					if rp.ErrorCode == 51 {
 						concurrent.Add(1)
 					}
 				}

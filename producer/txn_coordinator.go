@@ -1036,11 +1036,18 @@ func (s *sink) txnProducerID(pid int64, epoch int16, err error) {
 // INVALID_TXN_STATE (abortable), TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
 // CLUSTER_AUTHORIZATION_FAILED and INVALID_PRODUCER_ID_MAPPING (fatal), as
 // the Java client's TransactionManager.handleFailedBatch. The batch fails
-// with the error; the producer does not retry it.
+// with the error; the producer does not retry it. CONCURRENT_TRANSACTIONS
+// is retried instead: Kafka 4.x answers it to a Produce v12+ (transaction
+// version 2) that comes while the coordinator still completes the previous
+// transaction, before adding the partition; the batch was not written
+// (Java's ConcurrentTransactionsException is retriable).
 func (s *sink) txnProduceError(br *ioBroker, ip *ioPart, b *batch, err error) bool {
 	where := fmt.Sprintf("Produce %s[%d] on broker %d", ip.topic.name, ip.acc.ID, br.id)
 	var te *txnError
 	switch {
+	case errors.Is(err, kerr.ConcurrentTransactions):
+		s.retryOrFail(ip, b, fmt.Errorf("%s: %w", where, err))
+		return true
 	case errors.Is(err, kerr.ProducerFenced):
 		te = fencedErr(where, err)
 	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed), errors.Is(err, kerr.ClusterAuthorizationFailed),

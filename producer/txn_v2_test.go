@@ -279,8 +279,12 @@ func TestTxnV2AbortAfterFailedProduce(t *testing.T) {
 
 // TestTxnV2ProduceWhileMarkersPending: the next transaction's first
 // Produce arrives while the coordinator still writes the last one's
-// markers; Kafka cannot add the partition yet and answers
-// NOT_ENOUGH_REPLICAS, which the producer retries until it can.
+// markers; Kafka 4.x cannot add the partition yet and answers
+// CONCURRENT_TRANSACTIONS (a Produce v12+), which the producer retries
+// until it can, as Java (ConcurrentTransactionsException is retriable):
+// the transaction must not become abortable. Found by the soak
+// (interop's TestRealKafkaSoak, a commit then the next transaction at
+// once on Kafka 4.4).
 func TestTxnV2ProduceWhileMarkersPending(t *testing.T) {
 	c := newCluster(t, testbroker.Config{Brokers: 1, TransactionMarkerDelay: 200 * time.Millisecond})
 	require.NoError(t, c.CreateTopic("t", 1))
@@ -288,7 +292,7 @@ func TestTxnV2ProduceWhileMarkersPending(t *testing.T) {
 	c.Intercept(testbroker.Interceptor{Keys: []int16{0}, After: true, Rewrite: func(r kmsg.Response) {
 		for _, rt := range r.(*kmsg.ProduceResponse).Topics {
 			for _, rp := range rt.Partitions {
-				if rp.ErrorCode == 19 {
+				if rp.ErrorCode == 51 {
 					refused.Add(1)
 				}
 			}

@@ -39,8 +39,9 @@ import (
 // delay on a goroutine, and pending offsets are committed or dropped.
 // While a Prepare* state lasts, InitProducerId, AddPartitionsToTxn,
 // AddOffsetsToTxn, a repeated EndTxn and any EndTxn v5 get
-// CONCURRENT_TRANSACTIONS, and a Produce v12 that would add a partition
-// NOT_ENOUGH_REPLICAS (Kafka's answer when it cannot add it yet).
+// CONCURRENT_TRANSACTIONS, and so does a Produce v12+ that would add a
+// partition (Kafka 4.x passes the coordinator's answer on to a client of
+// transaction version 2, which retries it; older versions never add).
 //
 // Fencing: every InitProducerId bumps the epoch, and the coordinator
 // answers an older epoch with PRODUCER_FENCED (INVALID_PRODUCER_EPOCH
@@ -652,8 +653,11 @@ func (c *Cluster) checkTxnProduceLocked(topic string, partition int32, version i
 		return ecInvalidProducerEpoch, fmt.Sprintf("epoch %d of producer id %d is not the current epoch %d", epoch, pid, m.epoch), false
 	case m.state == txnPrepareCommit || m.state == txnPrepareAbort:
 		if version >= 12 {
-			// Kafka retries the add, then answers a retriable error.
-			return ecNotEnoughReplicas, "unable to add the partition to the transaction: CONCURRENT_TRANSACTIONS", false
+			// Kafka 4.x's ReplicaManager answers CONCURRENT_TRANSACTIONS
+			// as is to an operation that supports epoch bumps (Produce
+			// v12+, transaction version 2), and NOT_ENOUGH_REPLICAS only
+			// to older clients, which would not retry it.
+			return ecConcurrentTransactions, "the coordinator is completing the previous transaction", false
 		}
 		return notAdded, fmt.Sprintf("the transaction of producer id %d is %s", pid, m.state), false
 	case m.state != txnOngoing:

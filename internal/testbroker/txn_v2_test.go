@@ -118,7 +118,7 @@ func TestTxnV2StateMachine(t *testing.T) {
 			{"commit", commit, 0, "PrepareCommit", 1},
 			{"commit retried", retry(true), ecConcurrentTransactions, "PrepareCommit", 0},
 			{"abort", func(p *txnProducer) int16 { p.epoch++; return p.end(false) }, ecConcurrentTransactions, "PrepareCommit", 1},
-			{"produce cannot add yet", produce0, ecNotEnoughReplicas, "PrepareCommit", 1},
+			{"produce cannot add yet", produce0, ecConcurrentTransactions, "PrepareCommit", 1},
 			{"offsets cannot add yet", offsets, ecConcurrentTransactions, "PrepareCommit", 1},
 			{"markers written", wait("CompleteCommit"), 0, "CompleteCommit", 1},
 			{"produce", produce0, 0, "Ongoing", 1},
