@@ -123,6 +123,8 @@ func TestConfigDurationRule(t *testing.T) {
 		{"DialTimeout", func(c *Config) *time.Duration { return &c.DialTimeout }, 10 * time.Second, false},
 		{"DialTimeoutMax", func(c *Config) *time.Duration { return &c.DialTimeoutMax }, 30 * time.Second, false},
 		{"TransactionTimeout", func(c *Config) *time.Duration { return &c.TransactionTimeout }, 60 * time.Second, false},
+		// Default 0: off, as Java's partitioner.availability.timeout.ms.
+		{"PartitionerAvailabilityTimeout", func(c *Config) *time.Duration { return &c.PartitionerAvailabilityTimeout }, 0, false},
 	}
 	// A Config's duration fields, by reflection, must all be in the table.
 	var all []string

@@ -254,6 +254,7 @@ func (s *sink) handlePartition(br *ioBroker, ip *ioPart, b *batch, rp *kmsg.Prod
 				ip.leader, ip.epoch = cl.LeaderID, cl.LeaderEpoch // KIP-951
 			}
 			ip.acc.SetLeaderless(ip.leader < 0)
+			s.markReadiness(ip)
 			s.p.meta.Trigger()
 		}
 		if isSequenceError(err) {
