@@ -141,9 +141,15 @@ func (p *Producer) fetchPartitions(ctx context.Context, topic string) ([]Partiti
 	}
 	brokers := make(map[int32]metadata.Broker, len(resp.Brokers))
 	for _, b := range resp.Brokers {
+		// As the metadata client reads them (invariant 14): a host that
+		// cannot be one leaves its broker out (its replicas show only
+		// their id), a rack is bounded and cleaned.
+		if conn.CheckHost(b.Host) != nil {
+			continue
+		}
 		mb := metadata.Broker{NodeID: b.NodeID, Host: b.Host, Port: b.Port}
 		if b.Rack != nil {
-			mb.Rack = *b.Rack
+			mb.Rack = conn.BrokerText(p.cfg.SASL, *b.Rack)
 		}
 		brokers[b.NodeID] = mb
 	}

@@ -28,6 +28,9 @@ func TestPartitionsForListsLeadersAndReplicas(t *testing.T) {
 			if resp.Brokers[i].NodeID == 0 {
 				resp.Brokers[i].Rack = kmsg.StringPtr("rack-a")
 			}
+			if resp.Brokers[i].NodeID == 1 {
+				resp.Brokers[i].Rack = kmsg.StringPtr("rack\nb") // escaped, as every broker text
+			}
 		}
 		for i := range resp.Topics {
 			if resp.Topics[i].Topic == nil || *resp.Topics[i].Topic != "pf" {
@@ -60,7 +63,7 @@ func TestPartitionsForListsLeadersAndReplicas(t *testing.T) {
 		host, port := splitAddr(t, addrs[id])
 		return Node{ID: id, Host: host, Port: port, Rack: rack}
 	}
-	n0, n1, n2 := node(0, "rack-a"), node(1, ""), node(2, "")
+	n0, n1, n2 := node(0, "rack-a"), node(1, `rack\nb`), node(2, "")
 	unknown := Node{ID: 99, Port: -1}
 	want := []PartitionInfo{
 		{Topic: "pf", Partition: 0, Leader: &n0, Replicas: []Node{n0, n1}, InSyncReplicas: []Node{n0, n1}, OfflineReplicas: []Node{}},
