@@ -88,8 +88,9 @@
 //     when CI is set): both producers on one schedule of broker 1's Produce
 //     latency against the test broker (all fast, slow, never answering past
 //     partitioner.availability.timeout.ms), adaptive partitioning on and
-//     off; the share of records per broker compared per phase, broker 1's
-//     partitions left out by both; partitionsFor against PartitionsFor.
+//     off, at one fixed rate; the slow broker's share within 0.1 of Java's,
+//     broker 1's partitions left out by both past the timeout, none with
+//     adaptive off; partitionsFor against PartitionsFor.
 //   - samsa's Schema Registry serializers against a real Apicurio Registry
 //     and real Kafka (realregistry_test.go, the registry from
 //     interop/registry/start.sh given by SAMSA_SCHEMA_REGISTRY_URL; skipped

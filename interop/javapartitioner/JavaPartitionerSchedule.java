@@ -4,12 +4,12 @@
 // runs it and the samsa producer on the same schedule and compares.
 //
 // Usage: JavaPartitionerSchedule BOOTSTRAP TOPIC ADAPTIVE AVAILABILITY_MS
-//        PHASES PHASE_MS RECORD_BYTES BATCH_BYTES
+//        PHASES PHASE_MS RECORD_BYTES BATCH_BYTES RECORDS_PER_SECOND
 //
 // Protocol on stdin and stdout, one line each:
 //   PINFO p leader replicas isr offline   partitionsFor(topic), before any phase
 //   PHASE i   then it reads a line (the Go side has set phase i's faults)
-//             and sends keyless records for PHASE_MS
+//             and sends keyless records for PHASE_MS at RECORDS_PER_SECOND
 //   SENT      then it reads a line (faults lifted), flushes, and prints
 //   RESULT i p n   records of phase i acknowledged on partition p
 //   END
@@ -38,6 +38,7 @@ public class JavaPartitionerSchedule {
         long phaseMs = Long.parseLong(args[5]);
         int recordBytes = Integer.parseInt(args[6]);
         int batchBytes = Integer.parseInt(args[7]);
+        long rate = Long.parseLong(args[8]);
 
         Properties props = new Properties();
         props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
@@ -68,18 +69,20 @@ public class JavaPartitionerSchedule {
                 System.out.flush();
                 in.readLine();
                 final AtomicIntegerArray c = counts[ph];
-                long end = System.nanoTime() + phaseMs * 1_000_000L;
-                for (int i = 0; System.nanoTime() < end; i++) {
-                    producer.send(new ProducerRecord<>(topic, value), (md, err) -> {
-                        if (err != null) {
-                            failed.incrementAndGet();
-                        } else {
-                            c.incrementAndGet(md.partition());
-                        }
-                    });
-                    if (i % 50 == 0) {
-                        Thread.sleep(1); // a steady rate, not one burst
+                long start = System.nanoTime(), sent = 0, total = rate * phaseMs / 1000;
+                while (sent < total) {
+                    // A fixed rate: the records due by now, then a nap.
+                    long due = Math.min(total, (System.nanoTime() - start) / 1000 * rate / 1_000_000);
+                    for (; sent < due; sent++) {
+                        producer.send(new ProducerRecord<>(topic, value), (md, err) -> {
+                            if (err != null) {
+                                failed.incrementAndGet();
+                            } else {
+                                c.incrementAndGet(md.partition());
+                            }
+                        });
                     }
+                    Thread.sleep(1);
                 }
             }
             System.out.println("SENT");
