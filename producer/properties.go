@@ -80,6 +80,8 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 //	                                                 for keyed records too, as partitioner.ignore.keys)
 //	partitioner (librdkafka)                         murmur2_random only (the default)
 //	partitioner.ignore.keys                          true: every record uses the sticky partitioner
+//	partitioner.adaptive.partitioning.enable         DisableAdaptivePartitioning, inverted
+//	partitioner.availability.timeout.ms              PartitionerAvailabilityTimeout (0: off)
 //
 // As in the Java client, when enable.idempotence is not given and acks is
 // not all, max.in.flight.requests.per.connection is above 5 or retries is
@@ -89,8 +91,7 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 // transaction.timeout.ms are ints (at most 2147483647), the others longs,
 // where Long.MAX_VALUE (or anything past 73 years) means 73 years.
 //
-// partitioner.adaptive.partitioning.enable=true is accepted (samsa's sticky
-// partitioner is always adaptive), and interceptor.classes only empty.
+// interceptor.classes is accepted only empty.
 //
 // Keys it accepts without a setting to map them to are reported: they are
 // listed by Config.IgnoredProperties, and New logs them once, at Warn, to
@@ -188,9 +189,7 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 // reported as ignored too, because samsa has no setting for them and none
 // changes what is delivered: reconnect.backoff.ms and
 // reconnect.backoff.max.ms (reconnections wait RetryBackoff, doubled up to
-// RetryBackoffMax), bootstrap.resolve.timeout.ms,
-// partitioner.availability.timeout.ms
-// (the adaptive partitioner weighs queues instead), the metrics keys
+// RetryBackoffMax), bootstrap.resolve.timeout.ms, the metrics keys
 // (metric.reporters, metrics.*, auto.include.jmx.reporter: see
 // Producer.Metrics and Hooks), the Java security
 // plumbing (security.providers, ssl.provider, ssl.cipher.suites,
@@ -540,8 +539,12 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 				c.Partitioner = ignoreKeysPartitioner{}
 			}
 		case "partitioner.adaptive.partitioning.enable":
-			if b, ok := boolean(key, v); ok && !b {
-				fail(key, "false is not supported: the sticky partitioner is always adaptive")
+			if b, ok := boolean(key, v); ok {
+				c.DisableAdaptivePartitioning = !b
+			}
+		case "partitioner.availability.timeout.ms":
+			if d, ok := ms(key, v); ok {
+				c.PartitionerAvailabilityTimeout = d // 0: off, Java's default
 			}
 		case "retries", "message.send.max.retries":
 			// Retries run until DeliveryTimeout whatever the count (as

@@ -27,7 +27,6 @@ var javaIgnoredKeys = map[string]bool{
 	"metrics.num.samples":                                 true,
 	"metrics.recording.level":                             true,
 	"metrics.sample.window.ms":                            true,
-	"partitioner.availability.timeout.ms":                 true,
 	"reconnect.backoff.max.ms":                            true,
 	"reconnect.backoff.ms":                                true,
 	"transaction.two.phase.commit.enable":                 true,
@@ -117,7 +116,7 @@ var mappedKeys = []string{
 	"enable.idempotence", "allow.auto.create.topics", "socket.connection.setup.timeout.ms",
 	"socket.connection.setup.timeout.max.ms", "connections.max.idle.ms", "client.dns.lookup", "send.buffer.bytes", "receive.buffer.bytes",
 	"partitioner.class", "partitioner", "partitioner.ignore.keys",
-	"partitioner.adaptive.partitioning.enable", "retries", "message.send.max.retries",
+	"partitioner.adaptive.partitioning.enable", "partitioner.availability.timeout.ms", "retries", "message.send.max.retries",
 	"batch.num.messages", "queue.buffering.max.messages", "key.serializer", "value.serializer",
 	"interceptor.classes", "transactional.id", "transaction.timeout.ms",
 }

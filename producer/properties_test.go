@@ -24,6 +24,16 @@ func TestConfigFromProperties(t *testing.T) {
 	}{
 		{"empty", map[string]string{}, Config{}},
 		{
+			"KIP-794's partitioner keys",
+			map[string]string{"partitioner.adaptive.partitioning.enable": "false", "partitioner.availability.timeout.ms": "250"},
+			Config{DisableAdaptivePartitioning: true, PartitionerAvailabilityTimeout: 250 * time.Millisecond},
+		},
+		{
+			"adaptive on, availability timeout off",
+			map[string]string{"partitioner.adaptive.partitioning.enable": "true", "partitioner.availability.timeout.ms": "0"},
+			Config{},
+		},
+		{
 			"a typical Java config",
 			map[string]string{
 				"bootstrap.servers":                        "k1:9092, k2:9092,,",
@@ -248,7 +258,8 @@ func TestConfigFromPropertiesErrors(t *testing.T) {
 			[]string{`partitioner.class: "com.example.MyPartitioner" cannot be loaded in Go: set Config.Partitioner`},
 		},
 		{"librdkafka crc partitioner", map[string]string{"partitioner": "consistent_random"}, []string{"partitioner: \"consistent_random\" is not supported"}},
-		{"adaptive off", map[string]string{"partitioner.adaptive.partitioning.enable": "false"}, []string{"always adaptive"}},
+		{"adaptive not a boolean", map[string]string{"partitioner.adaptive.partitioning.enable": "no"}, []string{"partitioner.adaptive.partitioning.enable"}},
+		{"availability timeout negative", map[string]string{"partitioner.availability.timeout.ms": "-1"}, []string{"partitioner.availability.timeout.ms"}},
 		{"bad protocol", map[string]string{"security.protocol": "SSH"}, []string{`security.protocol: "SSH" is not PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL`}},
 		{"ignored keys still parse", map[string]string{"retries": "many"}, []string{"retries"}},
 		{"unknown DNS lookup", map[string]string{"client.dns.lookup": "default"}, []string{`client.dns.lookup: "default" is not use_all_dns_ips or resolve_canonical_bootstrap_servers_only`}},
@@ -495,7 +506,7 @@ func TestEveryJavaProducerKeyMapsOrIsReported(t *testing.T) {
 		{"buffer.memory", "33554432", maps}, {"retries", "2147483647", maps}, {"retries", "5", ignored},
 		{"acks", "all", maps}, {"compression.type", "zstd", maps}, {"compression.gzip.level", "5", maps},
 		{"compression.lz4.level", "9", maps}, {"compression.zstd.level", "3", maps}, {"batch.size", "16384", maps},
-		{"partitioner.adaptive.partitioning.enable", "true", maps}, {"partitioner.availability.timeout.ms", "0", ignored},
+		{"partitioner.adaptive.partitioning.enable", "true", maps}, {"partitioner.availability.timeout.ms", "0", maps},
 		{"partitioner.ignore.keys", "false", maps}, {"linger.ms", "5", maps}, {"delivery.timeout.ms", "120000", maps},
 		{"client.id", "c", maps}, {"send.buffer.bytes", "131072", maps}, {"receive.buffer.bytes", "32768", maps},
 		{"max.request.size", "1048576", maps}, {"reconnect.backoff.ms", "50", ignored}, {"reconnect.backoff.max.ms", "1000", ignored},
