@@ -215,6 +215,16 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 // ConfigFromProperties does not apply defaults or check settings against
 // each other; New does.
 func ConfigFromProperties(props map[string]string) (Config, error) {
+	return configFromProperties(props, PropertiesOptions{})
+}
+
+func configFromProperties(props map[string]string, opts PropertiesOptions) (Config, error) {
+	// Config providers first (properties_providers.go), as in Java.
+	res := resolveConfigProviders(props, opts)
+	if len(res.bad) > 0 {
+		return Config{}, fmt.Errorf("%w: %s", ErrInvalidConfig, strings.Join(res.bad, "; "))
+	}
+	props = res.props
 	keys := make([]string, 0, len(props))
 	for k := range props {
 		keys = append(keys, k)
@@ -234,6 +244,14 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 		sec         securityProps // TLS and SASL keys (properties_security.go)
 	)
 	fail := func(key, format string, args ...any) {
+		if name, ok := res.from[key]; ok {
+			// A provider's value may be a secret: never printed.
+			for i, a := range args {
+				if _, ok := a.(string); ok {
+					args[i] = "(the value from config provider " + name + ")"
+				}
+			}
+		}
 		for i, a := range args {
 			// Values are printed with %q: bounded (untrusted).
 			if v, ok := a.(string); ok {
@@ -543,7 +561,10 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 				ignored = append(ignored, key)
 			case serdeKey(key):
 				// Read by serde/schemaregistry from the same file.
-			case !sec.take(key, v):
+			case sec.take(key, v):
+			case otherClientKey(key):
+				ignored = append(ignored, key)
+			default:
 				unknown = append(unknown, key)
 			}
 		}
@@ -576,6 +597,7 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 	if len(bad) > 0 {
 		return Config{}, fmt.Errorf("%w: %s", ErrInvalidConfig, strings.Join(bad, "; "))
 	}
+	ignored = append(ignored, res.ignored...)
 	slices.Sort(ignored)
 	c.ignoredProps = slices.Compact(ignored)
 	return c, nil
