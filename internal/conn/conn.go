@@ -252,6 +252,7 @@ type Conn struct {
 	wg            sync.WaitGroup
 	throttleSeen  atomic.Bool // the first throttle was logged at Info
 	timed         bool        // OnWrite or OnRead is set: take timestamps
+	answered      bool        // the reader delivered a response (the reader's)
 }
 
 // pending is one request on its way through the connection.
@@ -777,7 +778,11 @@ func (c *Conn) writeLoop() {
 func (c *Conn) readLoop() {
 	defer c.wg.Done()
 	br := bufio.NewReaderSize(c.nc, bufSize)
-	c.fail(c.readResponses(br))
+	err := c.readResponses(br)
+	if !c.answered && c.cfg.SASL == nil {
+		err = c.saslListenerErr(err) // dialerr.go
+	}
+	c.fail(err)
 	c.exit(nil)
 }
 
@@ -896,6 +901,7 @@ func (c *Conn) readResponses(br *bufio.Reader) error {
 			return fmt.Errorf("conn: %s: %w: response correlation id %d, want %d (%s)", c.addr, kerr.NetworkException, corr, p.corr, kmsg.NameForKey(p.req.Key()))
 		}
 		c.inflight.pop()
+		c.answered = true
 		if next := c.inflight.peek(); next != nil {
 			_ = c.nc.SetReadDeadline(next.deadline)
 		} else {
