@@ -269,9 +269,9 @@ func TestPlaintextClientOnSASLListenerFailsFast(t *testing.T) {
 		want string
 	}{
 		{"SASL_PLAINTEXT listener, no SASL", Config{Brokers: c.ListenerAddrs(testbroker.SASLPlaintext)},
-			"set security.protocol=SASL_PLAINTEXT or SASL_SSL and sasl.mechanism (Config.SASL); the listener enables PLAIN"},
+			"set security.protocol=SASL_PLAINTEXT or SASL_SSL and sasl.mechanism (Config.SASL); the listener enables [\"PLAIN\"]"},
 		{"SASL_SSL listener, TLS without SASL", Config{Brokers: c.ListenerAddrs(testbroker.SASLSSL), TLS: ca.ClientConfig()},
-			"set security.protocol=SASL_SSL and sasl.mechanism (Config.SASL); the listener enables PLAIN"},
+			"set security.protocol=SASL_SSL and sasl.mechanism (Config.SASL); the listener enables [\"PLAIN\"]"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

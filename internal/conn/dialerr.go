@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/samsa-go/samsa/internal/safetext"
 	"github.com/samsa-go/samsa/kerr"
 )
 
@@ -95,11 +93,7 @@ func (c *Conn) saslListenerErr(err error) error {
 	if c.cfg.TLS != nil {
 		proto = "SASL_SSL"
 	}
-	listed := strings.Join(mechs[:min(len(mechs), 8)], ", ")
-	if listed == "" {
-		listed = "no mechanism it names"
-	}
-	return mismatch(c.addr, fmt.Sprintf(needsSASL, proto, safetext.Bound(listed)), peerClosed(err))
+	return mismatch(c.addr, fmt.Sprintf(needsSASL, proto, BrokerTexts(nil, mechs)), peerClosed(err))
 }
 
 // peerClosed is the cause closedByPeer found in err, without the

@@ -134,7 +134,7 @@ func TestNoSASLOnSASLListener(t *testing.T) {
 		want string // "" for a network error
 		drop bool
 	}{
-		{"SASL_PLAINTEXT", cl.ListenerAddrs(testbroker.SASLPlaintext)[0], false, "set security.protocol=SASL_PLAINTEXT or SASL_SSL and sasl.mechanism (Config.SASL); the listener enables PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER", false},
+		{"SASL_PLAINTEXT", cl.ListenerAddrs(testbroker.SASLPlaintext)[0], false, "set security.protocol=SASL_PLAINTEXT or SASL_SSL and sasl.mechanism (Config.SASL); the listener enables [\"PLAIN\" \"SCRAM-SHA-256\" \"SCRAM-SHA-512\" \"OAUTHBEARER\"]", false},
 		{"SASL_SSL with TLS", cl.ListenerAddrs(testbroker.SASLSSL)[0], true, "set security.protocol=SASL_SSL and sasl.mechanism", false},
 		{"a plaintext listener closing the connection", cl.ListenerAddrs(testbroker.Plaintext)[0], false, "", true},
 	}
