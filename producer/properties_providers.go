@@ -112,14 +112,22 @@ type configProvider interface {
 // provider, never the value. Values are replaced once: a placeholder in
 // a provider's answer stays as it is, as in Java.
 func resolveConfigProviders(props map[string]string, opts PropertiesOptions) resolvedProps {
-	r := resolvedProps{props: make(map[string]string, len(props))}
 	var providerKeys []string
+	placeholders := false
 	for k, v := range props {
 		if k == keyConfigProviders || strings.HasPrefix(k, keyConfigProviders+".") {
 			providerKeys = append(providerKeys, k)
-			continue
 		}
-		r.props[k] = v
+		placeholders = placeholders || strings.Contains(v, "${")
+	}
+	if providerKeys == nil && !placeholders {
+		return resolvedProps{props: props} // nothing to do: no copy
+	}
+	r := resolvedProps{props: make(map[string]string, len(props))}
+	for k, v := range props {
+		if k != keyConfigProviders && !strings.HasPrefix(k, keyConfigProviders+".") {
+			r.props[k] = v
+		}
 	}
 	slices.Sort(providerKeys)
 	bad := func(key, format string, args ...any) {
@@ -240,6 +248,9 @@ func resolveConfigProviders(props map[string]string, opts PropertiesOptions) res
 	slices.Sort(keys)
 	for _, key := range keys {
 		v := r.props[key]
+		if !strings.Contains(v, "${") {
+			continue
+		}
 		matches := placeholder.FindAllStringSubmatchIndex(v, -1)
 		if matches == nil {
 			continue
