@@ -244,6 +244,10 @@ type Conn struct {
 	wire   socketWriter
 	queued int64
 
+	// answered: the reader delivered a response past the handshake (the
+	// reader's; see saslListenerErr).
+	answered bool
+
 	wake          chan struct{} // 1-buffered: Send → writer
 	done          chan struct{} // closed once err is set
 	throttleUntil atomic.Int64  // unix nanos; 0 if never throttled
@@ -252,7 +256,6 @@ type Conn struct {
 	wg            sync.WaitGroup
 	throttleSeen  atomic.Bool // the first throttle was logged at Info
 	timed         bool        // OnWrite or OnRead is set: take timestamps
-	answered      bool        // the reader delivered a response (the reader's)
 }
 
 // pending is one request on its way through the connection.
@@ -901,7 +904,6 @@ func (c *Conn) readResponses(br *bufio.Reader) error {
 			return fmt.Errorf("conn: %s: %w: response correlation id %d, want %d (%s)", c.addr, kerr.NetworkException, corr, p.corr, kmsg.NameForKey(p.req.Key()))
 		}
 		c.inflight.pop()
-		c.answered = true
 		if next := c.inflight.peek(); next != nil {
 			_ = c.nc.SetReadDeadline(next.deadline)
 		} else {
@@ -918,6 +920,7 @@ func (c *Conn) readResponses(br *bufio.Reader) error {
 		if c.cfg.OnRead != nil {
 			c.cfg.OnRead(ReadInfo{Key: p.req.Key(), Version: p.req.GetVersion(), Bytes: int(n) + 4, Latency: time.Since(p.written), Err: err})
 		}
+		c.answered = true
 		p.fn(resp, err)
 		putPending(p)
 	}
