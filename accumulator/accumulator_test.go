@@ -331,3 +331,31 @@ func TestFreeZeroesTheIOSlots(t *testing.T) {
 	require.Same(t, &state, b2.Partition.IO)
 	a.Free(b2)
 }
+
+// Load tells the partitioner why to avoid a partition: -1 without a
+// leader (whatever else), -2 with a leader that is not ready, else the
+// queue length; clearing one reason leaves the other.
+func TestLoadReportsLeaderlessAndUnready(t *testing.T) {
+	a, _ := newAcc(t, 1<<20, 1024, time.Second)
+	p := a.NewPartition(a.NewTopic("load"), 0)
+	cases := []struct {
+		leaderless, unready bool
+		want                int
+	}{
+		{false, false, 0},
+		{true, false, -1},
+		{false, true, -2},
+		{true, true, -1},
+	}
+	for _, tc := range cases {
+		p.SetLeaderless(tc.leaderless)
+		p.SetUnready(tc.unready)
+		require.Equal(t, tc.want, p.Load(), "leaderless %v, unready %v", tc.leaderless, tc.unready)
+	}
+	p.SetLeaderless(true)
+	p.SetUnready(true)
+	p.SetLeaderless(false)
+	require.Equal(t, -2, p.Load(), "clearing leaderless keeps unready")
+	p.SetUnready(false)
+	require.Equal(t, 0, p.Load())
+}

@@ -33,9 +33,18 @@ type Partition[C, P, B any] struct {
 	// buffer that holds as much.
 	lastSize int
 
-	queued     atomic.Int32 // batches open or sealed, not yet taken by the IO goroutine
-	leaderless atomic.Bool  // set by the IO goroutine while the partition has no leader
+	queued atomic.Int32 // batches open or sealed, not yet taken by the IO goroutine
+	// unusable holds the IO goroutine's reasons for partitioners to avoid
+	// the partition: leaderlessBit while it has no leader, unreadyBit
+	// while its leader is excluded by partitioner.availability.timeout.ms.
+	// One word, so that Load reads one atomic.
+	unusable atomic.Uint32
 }
+
+const (
+	leaderlessBit uint32 = 1 << iota
+	unreadyBit
+)
 
 // NewPartition returns the queue of partition id of t. The IO goroutine
 // creates partitions when metadata arrives and publishes them with
@@ -45,16 +54,34 @@ func (a *Accumulator[C, P, B]) NewPartition(t *Topic[C, P, B], id int32) *Partit
 }
 
 // Load returns the partition's queue length for the adaptive partitioner,
-// or -1 while the partition has no known leader.
+// -1 while the partition has no known leader, or -2 while its leader is
+// not ready (SetUnready).
 func (p *Partition[C, P, B]) Load() int {
-	if p.leaderless.Load() {
-		return -1
+	if u := p.unusable.Load(); u != 0 {
+		if u&leaderlessBit != 0 {
+			return -1
+		}
+		return -2
 	}
 	return int(p.queued.Load())
 }
 
 // SetLeaderless records whether the partition lacks a leader (IO goroutine).
-func (p *Partition[C, P, B]) SetLeaderless(v bool) { p.leaderless.Store(v) }
+func (p *Partition[C, P, B]) SetLeaderless(v bool) { p.setBit(leaderlessBit, v) }
+
+// SetUnready records whether the partition's leader has not been ready to
+// take requests for longer than the partitioner's availability timeout
+// (KIP-794's partitioner.availability.timeout.ms), so that the adaptive
+// partitioner leaves the partition out (IO goroutine).
+func (p *Partition[C, P, B]) SetUnready(v bool) { p.setBit(unreadyBit, v) }
+
+func (p *Partition[C, P, B]) setBit(bit uint32, v bool) {
+	if v {
+		p.unusable.Or(bit)
+	} else {
+		p.unusable.And(^bit)
+	}
+}
 
 // Append appends a record to the partition's open batch. When the open batch
 // is full (or there is none) it seals it and opens a new one, with memory from

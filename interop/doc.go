@@ -82,6 +82,15 @@
 //     random bytes) no more than 2 % above what the Java client stores for
 //     the same batches (realkafka_compression_test.go, with
 //     kafka/JavaCompressionProducer.java run from Kafka's jars).
+//   - KIP-794's partitioner against kafka-clients 4.4 itself
+//     (javapartitioner_test.go, javapartitioner/JavaPartitionerSchedule.java
+//     with the jars mvn fetches; skipped without java, javac or mvn, failing
+//     when CI is set): both producers on one schedule of broker 1's Produce
+//     latency against the test broker (all fast, slow, never answering past
+//     partitioner.availability.timeout.ms), adaptive partitioning on and
+//     off, at one fixed rate; the slow broker's share within 0.1 of Java's,
+//     broker 1's partitions left out by both past the timeout, none with
+//     adaptive off; partitionsFor against PartitionsFor.
 //   - samsa's Schema Registry serializers against a real Apicurio Registry
 //     and real Kafka (realregistry_test.go, the registry from
 //     interop/registry/start.sh given by SAMSA_SCHEMA_REGISTRY_URL; skipped

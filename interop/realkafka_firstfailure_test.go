@@ -75,6 +75,14 @@ func (l realListeners) plaintextOnSASLSSL() producer.Config {
 	return producer.Config{Brokers: l.saslSSL}
 }
 
+// tlsOnSASLSSL is a producer Config with TLS that trusts the cluster's CA
+// but without SASL, whose bootstrap brokers are the SASL_SSL listener's:
+// Kafka answers its ApiVersions, then closes the connection at its first
+// Metadata request.
+func (l realListeners) tlsOnSASLSSL() producer.Config {
+	return producer.Config{Brokers: l.saslSSL, TLS: l.tls.Clone()}
+}
+
 // tlsOnPlaintext is a producer Config with TLS that trusts the cluster's CA
 // (it would verify the SASL_SSL listener's certificate) whose bootstrap
 // brokers are the PLAINTEXT listener's.
@@ -168,6 +176,10 @@ func TestRealKafkaFirstFailure(t *testing.T) {
 			[]string{"the listener speaks TLS, but the client connects in plaintext", "security.protocol=SSL or SASL_SSL"}, true, failing},
 		{"TLS on PLAINTEXT", l.tlsOnPlaintext(), l.plaintext[0],
 			[]string{"the listener does not speak TLS, but the client connects with TLS", "security.protocol=PLAINTEXT or SASL_PLAINTEXT"}, true, failing},
+		{"TLS without SASL on SASL_SSL", l.tlsOnSASLSSL(), l.saslSSL[0],
+			[]string{"the listener requires SASL authentication, but the client connects without it", "security.protocol=SASL_SSL and sasl.mechanism"}, true,
+			// The connection is set up, then broken: conn logs that too.
+			append([]string{"broker connection broken"}, failing...)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -106,6 +106,36 @@ func TestRealKafkaSASLSSL(t *testing.T) {
 		require.Positive(t, fetches.Load(), "the token came from the endpoint")
 	})
 
+	// A Java team keeps the SCRAM password in a Kubernetes secret volume
+	// and names it with DirectoryConfigProvider (KIP-297): the same
+	// properties work here, allowed.paths included.
+	t.Run("SCRAM password from a DirectoryConfigProvider", func(t *testing.T) {
+		dir := t.TempDir()
+		require.NoError(t, os.WriteFile(dir+"/password", []byte(scramPass), 0o600))
+		cfg, err := producer.ConfigFromProperties(map[string]string{
+			"bootstrap.servers":                            brokers,
+			"security.protocol":                            "SASL_SSL",
+			"ssl.truststore.type":                          "PEM",
+			"ssl.truststore.location":                      os.Getenv("SAMSA_KAFKA_CA"),
+			"sasl.mechanism":                               "SCRAM-SHA-512",
+			"sasl.jaas.config":                             `org.apache.kafka.common.security.scram.ScramLoginModule required username="` + scramUser + `" password="${secrets:` + dir + `:password}";`,
+			"config.providers":                             "secrets",
+			"config.providers.secrets.class":               "org.apache.kafka.common.config.provider.DirectoryConfigProvider",
+			"config.providers.secrets.param.allowed.paths": dir,
+		})
+		require.NoError(t, err)
+		topic := uniqueTopic("samsa-sasl-provider")
+		c.createTopic(t, topic, 3, 1, nil)
+		p := newSamsaProducer(t, secureAddrs, producer.Config{TLS: cfg.TLS, SASL: cfg.SASL})
+		const n = 500
+		recs := makeSamsaRecords(topic, n)
+		mds := sendAll(t, p, recs)
+		got := consumeAll(t, c.addrs, topic, 3, n)
+		checkDelivered(t, recs, mds, got, 3, compression.None)
+		require.NoError(t, p.Close(testContext(t)))
+		assert.NotContains(t, fmt.Sprintf("%v", cfg), scramPass)
+	})
+
 	t.Run("wrong password", func(t *testing.T) {
 		const secret = "not-the-password-x9"
 		p := newSamsaProducer(t, secureAddrs, producer.Config{TLS: tlsCfg.Clone(), SASL: sasl.ScramSHA512(scramUser, secret), DeliveryTimeout: 2 * time.Minute})

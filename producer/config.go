@@ -490,6 +490,30 @@ type Config struct {
 	// KIP-794's uniform sticky partitioner for records without a key.
 	Partitioner Partitioner
 
+	// DisableAdaptivePartitioning makes the uniform sticky partitioner
+	// (records that the Partitioner leaves to it: those without a key, by
+	// default) switch partitions uniformly
+	// (partitioner.adaptive.partitioning.enable=false): each next
+	// partition is drawn with equal chances among the partitions with a
+	// leader, and each gets BatchSize bytes in turn. By default, as in
+	// Java (true), the draw is adaptive (KIP-794): a partition weighs
+	// (longest queue + 1 - its queue of batches), so partitions on faster
+	// brokers get more records, and PartitionerAvailabilityTimeout
+	// applies.
+	DisableAdaptivePartitioning bool
+
+	// PartitionerAvailabilityTimeout leaves out of the adaptive sticky
+	// partitioner's choice the partitions whose leader has had batches to
+	// send but could not take a request for longer than this
+	// (partitioner.availability.timeout.ms, KIP-794): its connection is
+	// not up (a broker unreachable), or MaxInFlight requests wait for its
+	// answers (a slow broker). The partitions come back once their leader
+	// takes a request again. When every partition is left out, the choice
+	// is among them all. Default 0: off, as in Java. It has no effect
+	// with DisableAdaptivePartitioning (as in Java) and on records whose
+	// partition the Partitioner chose; a negative value is an error.
+	PartitionerAvailabilityTimeout time.Duration
+
 	// BufferPool provides the memory for batches (KIP-72's pluggable
 	// pool). A partition's first batch starts with min(BatchSize, 16 KiB)
 	// halved while it stays even and at least 512 bytes (512 for the
@@ -695,6 +719,7 @@ func (c Config) withDefaults() (Config, error) {
 		fail("TransactionalID", "transactions require idempotence (DisableIdempotence is set)")
 	}
 	c.MetadataMaxAge = duration("MetadataMaxAge", c.MetadataMaxAge, defaultMetadataMaxAge, false, fail)
+	c.PartitionerAvailabilityTimeout = duration("PartitionerAvailabilityTimeout", c.PartitionerAvailabilityTimeout, 0, false, fail)
 	c.MetadataMaxIdle = duration("MetadataMaxIdle", c.MetadataMaxIdle, defaultMetadataMaxIdle, false, fail)
 	switch {
 	case c.AutoCreatePartitions == 0:

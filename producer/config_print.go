@@ -103,6 +103,8 @@ func (c Config) printedFields() []printedField {
 	num("SendBufferBytes", int64(c.SendBufferBytes))
 	num("ReceiveBufferBytes", int64(c.ReceiveBufferBytes))
 	set("Partitioner", c.Partitioner != nil, fmt.Sprintf("%T", c.Partitioner))
+	flag("DisableAdaptivePartitioning", c.DisableAdaptivePartitioning)
+	dur("PartitionerAvailabilityTimeout", c.PartitionerAvailabilityTimeout)
 	set("BufferPool", c.BufferPool != nil, fmt.Sprintf("%T", c.BufferPool))
 	set("Logger", c.Logger != nil, "set")
 	if len(c.Hooks) > 0 {

@@ -125,6 +125,8 @@ func TestConfigDurationRule(t *testing.T) {
 		{"TransactionTimeout", func(c *Config) *time.Duration { return &c.TransactionTimeout }, 60 * time.Second, false},
 		{"MetadataRecoveryRebootstrapTrigger", func(c *Config) *time.Duration { return &c.MetadataRecoveryRebootstrapTrigger }, 5 * time.Minute, true},
 		{"ConnMaxIdle", func(c *Config) *time.Duration { return &c.ConnMaxIdle }, 9 * time.Minute, false},
+		// Default 0: off, as Java's partitioner.availability.timeout.ms.
+		{"PartitionerAvailabilityTimeout", func(c *Config) *time.Duration { return &c.PartitionerAvailabilityTimeout }, 0, false},
 	}
 	never := map[string]bool{"ConnMaxIdle": true} // a negative value means never, kept as given
 	// A Config's duration fields, by reflection, must all be in the table.

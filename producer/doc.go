@@ -39,7 +39,12 @@
 // (murmur2(key) & 0x7fffffff) % partitions (KeyPartition computes it), so
 // Java, librdkafka's murmur2_random and samsa agree on where a key lands; a
 // record without a key goes to a sticky partition that changes after about
-// BatchSize bytes, preferring partitions with shorter queues (KIP-794).
+// BatchSize bytes, preferring partitions with shorter queues (KIP-794;
+// Config.DisableAdaptivePartitioning draws uniformly instead, and
+// Config.PartitionerAvailabilityTimeout leaves out the partitions of a
+// leader that took no request for that long). PartitionsFor lists a
+// topic's partitions with their leaders and replicas, as Java's
+// partitionsFor.
 // RoundRobinPartitioner, ManualPartitioner (each record goes to its
 // Record.Partition, 0 included) and PartitionerFunc are the alternatives; a
 // custom partitioner may return UnknownPartition to leave a record to the

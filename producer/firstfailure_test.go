@@ -243,3 +243,55 @@ func TestUnreachableClusterFailsWithTheCause(t *testing.T) {
 		})
 	}
 }
+
+// TestPlaintextClientOnSASLListenerFailsFast: a client without SASL
+// dialling a SASL listener got its ApiVersions answered, then the
+// connection closed at its Metadata request (Kafka's
+// SaslServerAuthenticator refuses any other request before SaslHandshake):
+// each record waited MaxBlock (60 s) for "the broker disconnected before
+// responding: EOF". A second connection's SaslHandshake now tells the
+// listener wants SASL, and records fail at once naming security.protocol,
+// as for a TLS listener dialled in plaintext.
+func TestPlaintextClientOnSASLListenerFailsFast(t *testing.T) {
+	ca, err := testbroker.NewTestCA()
+	require.NoError(t, err)
+	srv, err := ca.ServerConfig("127.0.0.1")
+	require.NoError(t, err)
+	c := newCluster(t, testbroker.Config{Brokers: 1, Security: &testbroker.Security{
+		Listeners: []testbroker.Listener{{Protocol: testbroker.SASLPlaintext}, {Protocol: testbroker.SASLSSL}},
+		TLS:       srv,
+		Users:     []testbroker.User{{Mechanism: testbroker.MechPlain, Name: "alice", Password: "alice-secret"}},
+	}})
+	require.NoError(t, c.CreateTopic("events", 1))
+	cases := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"SASL_PLAINTEXT listener, no SASL", Config{Brokers: c.ListenerAddrs(testbroker.SASLPlaintext)},
+			"set security.protocol=SASL_PLAINTEXT or SASL_SSL and sasl.mechanism (Config.SASL); the listener enables [\"PLAIN\"]"},
+		{"SASL_SSL listener, TLS without SASL", Config{Brokers: c.ListenerAddrs(testbroker.SASLSSL), TLS: ca.ClientConfig()},
+			"set security.protocol=SASL_SSL and sasl.mechanism (Config.SASL); the listener enables [\"PLAIN\"]"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tc.cfg
+			cfg.Logger = slog.New(slog.DiscardHandler) // MaxBlock: its 60 s default
+			p, err := New(cfg)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = p.Close(context.Background()) })
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			for i := range 2 {
+				_, err := p.Send(ctx, &Record{Topic: "events", Value: []byte("x")}).Wait(ctx)
+				require.Error(t, err, "record %d", i)
+				require.NoError(t, ctx.Err(), "record %d failed only when the test gave up: %v", i, err)
+				assert.ErrorIs(t, err, ErrAuthentication)
+				assert.False(t, IsRetriable(err))
+				assert.NotErrorIs(t, err, ErrDeliveryTimeout, "failed fast, not after MaxBlock")
+				assert.Contains(t, err.Error(), "the listener requires SASL authentication, but the client connects without it")
+				assert.Contains(t, err.Error(), tc.want)
+			}
+		})
+	}
+}

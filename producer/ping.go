@@ -14,7 +14,9 @@ import (
 
 // Ping connects to a broker as the producer does (Config.TLS, SASL,
 // DialTimeout and the connection settings), runs the ApiVersions handshake
-// and, with SASL, authenticates, then closes the connection: for readiness
+// and, with SASL, authenticates (without SASL, it sends one Metadata
+// request for no topic, which a SASL listener answers by closing the
+// connection), then closes the connection: for readiness
 // probes and start-up checks. It tries Config.Brokers in order, then the
 // brokers the producer learned from metadata, and returns nil at the first
 // that answers.
@@ -22,7 +24,8 @@ import (
 // Otherwise it returns, once every broker failed, what each did, naming it
 // ("cannot connect to broker 127.0.0.1:9: connection refused (nothing is
 // listening there)", "no such host", "timed out after 10s", a listener that
-// speaks TLS to a plaintext client or not to a TLS one); the error wraps
+// speaks TLS to a plaintext client or not to a TLS one, a SASL listener
+// dialled without SASL); the error wraps
 // ErrAuthentication when a broker refused the credentials or certificates
 // or its listener does not speak the client's protocol, which no retry
 // fixes. It returns ctx's error (wrapped) when ctx ends first, and an error
@@ -52,6 +55,9 @@ func (p *Producer) Ping(ctx context.Context, topics ...string) error {
 	var errs []error
 	for _, addr := range p.pingAddrs() {
 		c, err := conn.Dial(ctx, addr, p.connCfg)
+		if err == nil && p.connCfg.SASL == nil {
+			err = saslListenerCheck(ctx, c)
+		}
 		if err == nil {
 			if len(topics) == 0 {
 				_ = c.Close()
@@ -156,4 +162,20 @@ func (p *Producer) pingAddrs() []string {
 		add(b.Addr())
 	}
 	return out
+}
+
+// saslListenerCheck sends, on c (a connection without SASL), one Metadata
+// request for no topic: a SASL listener answers ApiVersions to such a
+// client but closes the connection at its next request, which the
+// connection then names as a mismatch (wrapping ErrAuthentication). Only
+// that error is returned (c closed); any other outcome leaves the Ping a
+// success, as before.
+func saslListenerCheck(ctx context.Context, c *conn.Conn) error {
+	req := kmsg.NewPtrMetadataRequest()
+	req.Topics = []kmsg.MetadataRequestTopic{}
+	if _, err := c.Do(ctx, req); err != nil && errors.Is(err, ErrAuthentication) {
+		_ = c.Close()
+		return err
+	}
+	return nil
 }

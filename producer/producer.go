@@ -524,7 +524,7 @@ func (p *Producer) topic(name string) (*topicState, error) {
 	if err := validateTopic(name); err != nil {
 		return nil, err
 	}
-	t := &topicState{name: name, acc: p.acc.NewTopic(name), sticky: newStickyPartitioner(min(p.cfg.BatchSize, p.cfg.MaxRequestSize))}
+	t := &topicState{name: name, acc: p.acc.NewTopic(name), sticky: newStickyPartitioner(min(p.cfg.BatchSize, p.cfg.MaxRequestSize), p.cfg.DisableAdaptivePartitioning)}
 	t.stats = p.newTopicStats(t)
 	actual, _ := p.topics.LoadOrStore(name, t)
 	return actual.(*topicState), nil

@@ -80,6 +80,8 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 //	                                                 for keyed records too, as partitioner.ignore.keys)
 //	partitioner (librdkafka)                         murmur2_random only (the default)
 //	partitioner.ignore.keys                          true: every record uses the sticky partitioner
+//	partitioner.adaptive.partitioning.enable         DisableAdaptivePartitioning, inverted
+//	partitioner.availability.timeout.ms              PartitionerAvailabilityTimeout (0: off)
 //
 // As in the Java client, when enable.idempotence is not given and acks is
 // not all, max.in.flight.requests.per.connection is above 5 or retries is
@@ -89,8 +91,7 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 // transaction.timeout.ms are ints (at most 2147483647), the others longs,
 // where Long.MAX_VALUE (or anything past 73 years) means 73 years.
 //
-// partitioner.adaptive.partitioning.enable=true is accepted (samsa's sticky
-// partitioner is always adaptive), and interceptor.classes only empty.
+// interceptor.classes is accepted only empty.
 //
 // Keys it accepts without a setting to map them to are reported: they are
 // listed by Config.IgnoredProperties, and New logs them once, at Warn, to
@@ -188,9 +189,7 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 // reported as ignored too, because samsa has no setting for them and none
 // changes what is delivered: reconnect.backoff.ms and
 // reconnect.backoff.max.ms (reconnections wait RetryBackoff, doubled up to
-// RetryBackoffMax), bootstrap.resolve.timeout.ms,
-// partitioner.availability.timeout.ms
-// (the adaptive partitioner weighs queues instead), the metrics keys
+// RetryBackoffMax), bootstrap.resolve.timeout.ms, the metrics keys
 // (metric.reporters, metrics.*, auto.include.jmx.reporter: see
 // Producer.Metrics and Hooks), the Java security
 // plumbing (security.providers, ssl.provider, ssl.cipher.suites,
@@ -209,6 +208,37 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 // without a word, so that one properties file serves both: that module's
 // ConfigFromProperties reads them, and reports their typos.
 //
+// One client.properties may serve Java's producers, consumers and admin
+// clients: the keys of kafka-clients 4.4's ConsumerConfig,
+// AdminClientConfig and CommonClientConfigs that the producer has no use
+// for (group.id, auto.offset.reset, client.rack, enable.auto.commit,
+// isolation.level, key.deserializer, max.poll.records,
+// partition.assignment.strategy, bootstrap.controllers, metrics.context.*
+// and the others of otherClientKeys) are accepted and reported as
+// ignored, as Java logs them ("supplied but isn't a known config").
+//
+// Config providers (KIP-297, KIP-887; properties_providers.go) run first,
+// as in Java: with config.providers=NAME and config.providers.NAME.class
+// one of Java's FileConfigProvider, DirectoryConfigProvider or
+// EnvVarConfigProvider, a placeholder ${NAME:path:key} (${NAME:VAR} for
+// environment variables) in any value is replaced with what the provider
+// reads, so that a password kept in a Kubernetes secret file reaches
+// sasl.jaas.config. Their allowed.paths and allowlist.pattern parameters
+// are honoured, and the environment variable SAMSA_AUTOMATIC_CONFIG_PROVIDERS
+// (EnvAutomaticConfigProviders; Java's system property
+// org.apache.kafka.automatic.config.providers) or ConfigFromPropertiesWith
+// restricts which classes may run. A placeholder that cannot be resolved
+// (no such provider, no such key, a path not allowed) is an error naming
+// the key and the provider; Java would leave it in the value. A value a
+// provider filled in never appears in an error. A file a provider reads
+// may be up to 1 MiB, a filled-in value too, and 16 MiB are read in all.
+//
+// ssl.* keys (and enable.ssl.certificate.verification) without
+// security.protocol SSL or SASL_SSL, and sasl.* keys without
+// SASL_PLAINTEXT or SASL_SSL, are an error naming security.protocol: Java
+// ignores them with a warning, and its client then connects without TLS
+// or without authenticating.
+//
 // Any other key is an error, naming the nearest known key when it looks like a typo
 // (`"lingr.ms" (did you mean linger.ms?)`). The returned error wraps
 // ErrInvalidConfig and lists every problem: the unknown keys, sorted (the
@@ -219,6 +249,16 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 // ConfigFromProperties does not apply defaults or check settings against
 // each other; New does.
 func ConfigFromProperties(props map[string]string) (Config, error) {
+	return configFromProperties(props, PropertiesOptions{})
+}
+
+func configFromProperties(props map[string]string, opts PropertiesOptions) (Config, error) {
+	// Config providers first (properties_providers.go), as in Java.
+	res := resolveConfigProviders(props, opts)
+	if len(res.bad) > 0 {
+		return Config{}, fmt.Errorf("%w: %s", ErrInvalidConfig, strings.Join(res.bad, "; "))
+	}
+	props = res.props
 	keys := make([]string, 0, len(props))
 	for k := range props {
 		keys = append(keys, k)
@@ -238,6 +278,14 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 		sec         securityProps // TLS and SASL keys (properties_security.go)
 	)
 	fail := func(key, format string, args ...any) {
+		if name, ok := res.from[key]; ok {
+			// A provider's value may be a secret: never printed.
+			for i, a := range args {
+				if _, ok := a.(string); ok {
+					args[i] = "(the value from config provider " + name + ")"
+				}
+			}
+		}
 		for i, a := range args {
 			// Values are printed with %q: bounded (untrusted).
 			if v, ok := a.(string); ok {
@@ -540,8 +588,12 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 				c.Partitioner = ignoreKeysPartitioner{}
 			}
 		case "partitioner.adaptive.partitioning.enable":
-			if b, ok := boolean(key, v); ok && !b {
-				fail(key, "false is not supported: the sticky partitioner is always adaptive")
+			if b, ok := boolean(key, v); ok {
+				c.DisableAdaptivePartitioning = !b
+			}
+		case "partitioner.availability.timeout.ms":
+			if d, ok := ms(key, v); ok {
+				c.PartitionerAvailabilityTimeout = d // 0: off, Java's default
 			}
 		case "retries", "message.send.max.retries":
 			// Retries run until DeliveryTimeout whatever the count (as
@@ -579,7 +631,10 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 				ignored = append(ignored, key)
 			case serdeKey(key):
 				// Read by serde/schemaregistry from the same file.
-			case !sec.take(key, v):
+			case sec.take(key, v):
+			case otherClientKey(key):
+				ignored = append(ignored, key)
+			default:
 				unknown = append(unknown, key)
 			}
 		}
@@ -612,6 +667,7 @@ func ConfigFromProperties(props map[string]string) (Config, error) {
 	if len(bad) > 0 {
 		return Config{}, fmt.Errorf("%w: %s", ErrInvalidConfig, strings.Join(bad, "; "))
 	}
+	ignored = append(ignored, res.ignored...)
 	slices.Sort(ignored)
 	c.ignoredProps = slices.Compact(ignored)
 	return c, nil

@@ -27,7 +27,6 @@ var javaIgnoredKeys = map[string]bool{
 	"metrics.num.samples":                                 true,
 	"metrics.recording.level":                             true,
 	"metrics.sample.window.ms":                            true,
-	"partitioner.availability.timeout.ms":                 true,
 	"reconnect.backoff.max.ms":                            true,
 	"reconnect.backoff.ms":                                true,
 	"transaction.two.phase.commit.enable":                 true,
@@ -117,7 +116,7 @@ var mappedKeys = []string{
 	"enable.idempotence", "allow.auto.create.topics", "socket.connection.setup.timeout.ms",
 	"socket.connection.setup.timeout.max.ms", "connections.max.idle.ms", "client.dns.lookup", "send.buffer.bytes", "receive.buffer.bytes",
 	"partitioner.class", "partitioner", "partitioner.ignore.keys",
-	"partitioner.adaptive.partitioning.enable", "retries", "message.send.max.retries",
+	"partitioner.adaptive.partitioning.enable", "partitioner.availability.timeout.ms", "retries", "message.send.max.retries",
 	"batch.num.messages", "queue.buffering.max.messages", "key.serializer", "value.serializer",
 	"interceptor.classes", "transactional.id", "transaction.timeout.ms",
 }
@@ -183,6 +182,10 @@ func nearestKnownKey(key string) string {
 	for k := range refusedKeys {
 		consider(k)
 	}
+	for k := range otherClientKeys {
+		consider(k)
+	}
+	consider(keyConfigProviders)
 	return best
 }
 
@@ -240,4 +243,57 @@ func logIgnoredProperties(l *slog.Logger, keys []string) {
 	slices.Sort(keys)
 	l.Warn("producer: these properties have no meaning for samsa and are ignored",
 		"properties", strings.Join(keys, ", "))
+}
+
+// otherClientKeys are the keys of Java's consumer and admin clients and of
+// CommonClientConfigs that the producer has no use for, so that one
+// client.properties serves producers, consumers and admin clients: as
+// Java logs "supplied but isn't a known config" for them,
+// ConfigFromProperties accepts them and reports them
+// (Config.IgnoredProperties; New logs them once at Warn). The list is
+// kafka-clients 4.4.0's ConsumerConfig.configNames(),
+// AdminClientConfig.configNames() and CommonClientConfigs' *_CONFIG and
+// default.list.* names, less ProducerConfig.configNames() (and less the
+// keys ConfigFromProperties already knows); client.rack, common to all
+// three and a producer key since 4.4 (rack-aware partitioning, which samsa
+// does not do), is here too.
+var otherClientKeys = map[string]bool{
+	"auto.commit.interval.ms":                           true,
+	"auto.offset.reset":                                 true,
+	"bootstrap.controllers":                             true,
+	"check.crcs":                                        true,
+	"default.api.timeout.ms":                            true,
+	"default.list.key.serde.inner":                      true,
+	"default.list.key.serde.type":                       true,
+	"default.list.value.serde.inner":                    true,
+	"default.list.value.serde.type":                     true,
+	"enable.auto.commit":                                true,
+	"exclude.internal.topics":                           true,
+	"fetch.max.bytes":                                   true,
+	"fetch.max.wait.ms":                                 true,
+	"fetch.min.bytes":                                   true,
+	"group.id":                                          true,
+	"group.instance.id":                                 true,
+	"group.protocol":                                    true,
+	"group.remote.assignor":                             true,
+	"heartbeat.interval.ms":                             true,
+	"internal.throw.on.fetch.stable.offset.unsupported": true,
+	"isolation.level":                                   true,
+	"key.deserializer":                                  true,
+	"max.partition.fetch.bytes":                         true,
+	"max.poll.interval.ms":                              true,
+	"max.poll.records":                                  true,
+	"partition.assignment.strategy":                     true,
+	"rebalance.timeout.ms":                              true,
+	"share.acknowledgement.mode":                        true,
+	"share.acquire.mode":                                true,
+	"value.deserializer":                                true,
+	"client.rack":                                       true,
+}
+
+// otherClientKey reports whether key is one of otherClientKeys, or a
+// metrics.context.* key (CommonClientConfigs.METRICS_CONTEXT_PREFIX: labels
+// for metrics reporters).
+func otherClientKey(key string) bool {
+	return otherClientKeys[key] || strings.HasPrefix(key, "metrics.context.")
 }

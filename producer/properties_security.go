@@ -113,6 +113,9 @@ func (sp *securityProps) apply(c *Config, fail func(key, format string, args ...
 		fail("security.protocol", "%q is not PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", sp.v["security.protocol"])
 		return nil
 	}
+	if !sp.protocolCovers(proto, useTLS, useSASL, fail) {
+		return nil
+	}
 	if v, ok := get("session.timeout.ms"); ok {
 		if _, err := parseNonNegative(v); err != nil {
 			fail("session.timeout.ms", "%q is not a number of milliseconds", v)
@@ -147,6 +150,57 @@ func (sp *securityProps) apply(c *Config, fail func(key, format string, args ...
 	// Not parsed: as in Java, keys of a login that is not built are
 	// accepted whatever their values (and reported as ignored).
 	return append(ignored, sp.oauthIgnored()...)
+}
+
+// protocolCovers reports whether every ssl.* and sasl.* key given has a
+// use under security.protocol proto, and fails security.protocol
+// otherwise: Java ignores TLS keys without SSL or SASL_SSL, and SASL keys
+// without SASL_PLAINTEXT or SASL_SSL, with a warning, and the client then
+// connects without TLS or without authenticating, which against a SASL
+// listener shows only as a connection closed. Here the file is refused.
+func (sp *securityProps) protocolCovers(proto string, useTLS, useSASL bool, fail func(key, format string, args ...any)) bool {
+	var ssl, sasl []string
+	for k := range sp.props {
+		switch {
+		case !useTLS && (strings.HasPrefix(k, "ssl.") || k == "enable.ssl.certificate.verification"):
+			ssl = append(ssl, k)
+		case !useSASL && strings.HasPrefix(k, "sasl."):
+			sasl = append(sasl, k)
+		}
+	}
+	given := "is " + proto
+	if _, set := sp.v["security.protocol"]; !set {
+		given = "is not set (PLAINTEXT)"
+	}
+	list := func(keys []string) string {
+		slices.Sort(keys)
+		for i, k := range keys {
+			keys[i] = safetext.Bound(k) // escaped: keys are input too
+		}
+		if len(keys) > 3 {
+			return strings.Join(keys[:3], ", ") + fmt.Sprintf(" and %d more", len(keys)-3)
+		}
+		return strings.Join(keys, ", ")
+	}
+	switch {
+	case len(sasl) > 0 && len(ssl) > 0:
+		fail("security.protocol", "%s, so the SASL and TLS keys given (%s; %s) would be ignored and the client would connect without them: set security.protocol=SASL_SSL, or remove those keys", given, list(sasl), list(ssl))
+	case len(sasl) > 0:
+		want := "SASL_PLAINTEXT or SASL_SSL"
+		if useTLS {
+			want = "SASL_SSL"
+		}
+		fail("security.protocol", "%s, so the SASL keys given (%s) would be ignored and the client would connect without authenticating: set security.protocol=%s, or remove those keys", given, list(sasl), want)
+	case len(ssl) > 0:
+		want := "SSL or SASL_SSL"
+		if useSASL {
+			want = "SASL_SSL"
+		}
+		fail("security.protocol", "%s, so the TLS keys given (%s) would be ignored and the client would connect in plaintext: set security.protocol=%s, or remove those keys", given, list(ssl), want)
+	default:
+		return true
+	}
+	return false
 }
 
 // usedByFactory reports whether key is one the mechanism factory that

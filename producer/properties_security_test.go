@@ -284,10 +284,12 @@ func TestSecurityPropertiesSettings(t *testing.T) {
 	assert.Nil(t, cfg.TLS.RootCAs, "the system's CAs")
 	assert.Nil(t, cfg.SASL)
 
-	// SASL keys without a SASL protocol are ignored, as in Java.
-	cfg, err = producer.ConfigFromProperties(map[string]string{"security.protocol": "SSL", "sasl.mechanism": "PLAIN"})
-	require.NoError(t, err)
-	assert.Nil(t, cfg.SASL)
+	// SASL keys without a SASL protocol are an error naming
+	// security.protocol (Java ignores them, and connects unauthenticated).
+	_, err = producer.ConfigFromProperties(map[string]string{"security.protocol": "SSL", "sasl.mechanism": "PLAIN"})
+	require.ErrorIs(t, err, producer.ErrInvalidConfig)
+	assert.ErrorContains(t, err, "security.protocol: is SSL, so the SASL keys given (sasl.mechanism) would be ignored")
+	assert.ErrorContains(t, err, "set security.protocol=SASL_SSL")
 
 	for _, mech := range []string{"OAUTHBEARER", "AWS_MSK_IAM"} {
 		cfg, err = producer.ConfigFromProperties(map[string]string{"security.protocol": "SASL_SSL", "sasl.mechanism": mech})
@@ -309,4 +311,47 @@ func TestSecurityPropertiesSettings(t *testing.T) {
 	assert.Contains(t, fmt.Sprint(cfg.SASL), `u\"v`)
 	assert.NotContains(t, fmt.Sprintf("%+v", cfg), "p w;x")
 	_ = x509.NewCertPool
+}
+
+// TestSecurityKeysNeedTheirProtocol: ssl.* and sasl.* keys in a file
+// without security.protocol (or with one that does not use them) were
+// dropped silently: not reported, and a client meant to authenticate
+// connected without SASL (against a SASL listener, a record then waited
+// 60 s for "the broker disconnected before responding: EOF"). Java ignores
+// them with a warning; here the file is an error naming
+// security.protocol, and never the secrets.
+func TestSecurityKeysNeedTheirProtocol(t *testing.T) {
+	const pw = "hunter2-secret"
+	jaasLine := `org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="` + pw + `";`
+	cases := []struct {
+		name  string
+		props map[string]string
+		want  string
+	}{
+		{"SASL without security.protocol", map[string]string{"sasl.mechanism": "PLAIN", "sasl.jaas.config": jaasLine},
+			"security.protocol: is not set (PLAINTEXT), so the SASL keys given (sasl.jaas.config, sasl.mechanism) would be ignored and the client would connect without authenticating: set security.protocol=SASL_PLAINTEXT or SASL_SSL"},
+		{"SASL with PLAINTEXT", map[string]string{"security.protocol": "PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512", "sasl.jaas.config": jaasLine},
+			"security.protocol: is PLAINTEXT, so the SASL keys given"},
+		{"GSSAPI without the Kerberos import, and without a protocol", map[string]string{"sasl.mechanism": "GSSAPI"},
+			"security.protocol: is not set (PLAINTEXT), so the SASL keys given (sasl.mechanism)"},
+		{"librdkafka's credentials", map[string]string{"sasl.username": "u", "sasl.password": pw},
+			"(sasl.password, sasl.username) would be ignored"},
+		{"TLS without security.protocol", map[string]string{"ssl.truststore.location": "/etc/ca.pem"},
+			"security.protocol: is not set (PLAINTEXT), so the TLS keys given (ssl.truststore.location) would be ignored and the client would connect in plaintext: set security.protocol=SSL or SASL_SSL"},
+		{"TLS with SASL_PLAINTEXT", map[string]string{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.jaas.config": jaasLine, "ssl.ca.location": "/etc/ca.pem"},
+			"security.protocol: is SASL_PLAINTEXT, so the TLS keys given (ssl.ca.location) would be ignored and the client would connect in plaintext: set security.protocol=SASL_SSL"},
+		{"both", map[string]string{"sasl.mechanism": "PLAIN", "ssl.endpoint.identification.algorithm": "", "enable.ssl.certificate.verification": "false"},
+			"so the SASL and TLS keys given (sasl.mechanism; enable.ssl.certificate.verification, ssl.endpoint.identification.algorithm) would be ignored and the client would connect without them: set security.protocol=SASL_SSL"},
+		{"Kerberos tuning keys", map[string]string{"sasl.kerberos.service.name": "kafka"},
+			"security.protocol: is not set (PLAINTEXT), so the SASL keys given (sasl.kerberos.service.name)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.props["bootstrap.servers"] = "k:9092"
+			_, err := producer.ConfigFromProperties(tc.props)
+			require.ErrorIs(t, err, producer.ErrInvalidConfig)
+			assert.ErrorContains(t, err, tc.want)
+			assert.NotContains(t, err.Error(), pw)
+		})
+	}
 }

@@ -24,6 +24,16 @@ func TestConfigFromProperties(t *testing.T) {
 	}{
 		{"empty", map[string]string{}, Config{}},
 		{
+			"KIP-794's partitioner keys",
+			map[string]string{"partitioner.adaptive.partitioning.enable": "false", "partitioner.availability.timeout.ms": "250"},
+			Config{DisableAdaptivePartitioning: true, PartitionerAvailabilityTimeout: 250 * time.Millisecond},
+		},
+		{
+			"adaptive on, availability timeout off",
+			map[string]string{"partitioner.adaptive.partitioning.enable": "true", "partitioner.availability.timeout.ms": "0"},
+			Config{},
+		},
+		{
 			"a typical Java config",
 			map[string]string{
 				"bootstrap.servers":                        "k1:9092, k2:9092,,",
@@ -248,7 +258,8 @@ func TestConfigFromPropertiesErrors(t *testing.T) {
 			[]string{`partitioner.class: "com.example.MyPartitioner" cannot be loaded in Go: set Config.Partitioner`},
 		},
 		{"librdkafka crc partitioner", map[string]string{"partitioner": "consistent_random"}, []string{"partitioner: \"consistent_random\" is not supported"}},
-		{"adaptive off", map[string]string{"partitioner.adaptive.partitioning.enable": "false"}, []string{"always adaptive"}},
+		{"adaptive not a boolean", map[string]string{"partitioner.adaptive.partitioning.enable": "no"}, []string{"partitioner.adaptive.partitioning.enable"}},
+		{"availability timeout negative", map[string]string{"partitioner.availability.timeout.ms": "-1"}, []string{"partitioner.availability.timeout.ms"}},
 		{"bad protocol", map[string]string{"security.protocol": "SSH"}, []string{`security.protocol: "SSH" is not PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL`}},
 		{"ignored keys still parse", map[string]string{"retries": "many"}, []string{"retries"}},
 		{"unknown DNS lookup", map[string]string{"client.dns.lookup": "default"}, []string{`client.dns.lookup: "default" is not use_all_dns_ips or resolve_canonical_bootstrap_servers_only`}},
@@ -358,6 +369,7 @@ func TestConfigFromPropertiesJavaKeys(t *testing.T) {
 		"key.serializer":           "org.apache.kafka.common.serialization.StringSerializer",
 		"retries":                  "3",
 		"ssl.truststore.password":  "changeit",
+		"security.protocol":        "SSL", // ssl.* keys need it (else an error)
 		"session.timeout.ms":       "45000",
 	}
 	cfg, err := ConfigFromProperties(props)
@@ -495,7 +507,7 @@ func TestEveryJavaProducerKeyMapsOrIsReported(t *testing.T) {
 		{"buffer.memory", "33554432", maps}, {"retries", "2147483647", maps}, {"retries", "5", ignored},
 		{"acks", "all", maps}, {"compression.type", "zstd", maps}, {"compression.gzip.level", "5", maps},
 		{"compression.lz4.level", "9", maps}, {"compression.zstd.level", "3", maps}, {"batch.size", "16384", maps},
-		{"partitioner.adaptive.partitioning.enable", "true", maps}, {"partitioner.availability.timeout.ms", "0", ignored},
+		{"partitioner.adaptive.partitioning.enable", "true", maps}, {"partitioner.availability.timeout.ms", "0", maps},
 		{"partitioner.ignore.keys", "false", maps}, {"linger.ms", "5", maps}, {"delivery.timeout.ms", "120000", maps},
 		{"client.id", "c", maps}, {"send.buffer.bytes", "131072", maps}, {"receive.buffer.bytes", "32768", maps},
 		{"max.request.size", "1048576", maps}, {"reconnect.backoff.ms", "50", ignored}, {"reconnect.backoff.max.ms", "1000", ignored},
@@ -548,11 +560,163 @@ func TestEveryJavaProducerKeyMapsOrIsReported(t *testing.T) {
 		{"sasl.oauthbearer.assertion.template.file", "", ignored},
 	}
 	for _, k := range keys {
-		cfg, err := ConfigFromProperties(map[string]string{k.key: k.value})
+		props := map[string]string{k.key: k.value}
+		if strings.HasPrefix(k.key, "ssl.") || strings.HasPrefix(k.key, "sasl.") {
+			// Without a protocol that uses it, a TLS or SASL key is an
+			// error naming security.protocol (Java ignores it).
+			_, err := ConfigFromProperties(props)
+			assert.ErrorContains(t, err, "security.protocol", "%s=%s", k.key, k.value)
+			props["security.protocol"] = "SASL_SSL"
+			if k.key != "sasl.mechanism" {
+				props["sasl.mechanism"] = "AWS_MSK_IAM" // needs no other key
+			}
+		}
+		cfg, err := ConfigFromProperties(props)
+		if !k.ignored && err != nil {
+			// A mapped key may need others (a file, credentials): it is
+			// known all the same.
+			assert.NotContains(t, err.Error(), "unknown", "%s=%s", k.key, k.value)
+			continue
+		}
 		if !assert.NoError(t, err, "%s=%s", k.key, k.value) {
 			continue
 		}
 		reported := slices.Contains(cfg.IgnoredProperties(), k.key)
 		assert.Equal(t, k.ignored, reported, "%s=%s reported as ignored: %v", k.key, k.value, reported)
+	}
+}
+
+// javaClientDefaults are the keys of kafka-clients 4.4.0's ConsumerConfig
+// and AdminClientConfig (configDef().configKeys(), with their defaults)
+// and CommonClientConfigs' default.list.* names, less the ssl.*, sasl.*,
+// security.protocol and bootstrap.servers keys tested elsewhere: a
+// consumer's or an admin client's properties, as a shared
+// client.properties holds them.
+var javaClientDefaults = []struct{ key, value string }{
+	{"allow.auto.create.topics", "true"},
+	{"auto.commit.interval.ms", "5000"},
+	{"auto.offset.reset", "latest"},
+	{"bootstrap.controllers", ""},
+	{"bootstrap.resolve.timeout.ms", "0"},
+	{"check.crcs", "true"},
+	{"client.dns.lookup", "use_all_dns_ips"},
+	{"client.id", ""},
+	{"client.rack", ""},
+	{"config.providers", ""},
+	{"connections.max.idle.ms", "300000"},
+	{"default.api.timeout.ms", "60000"},
+	{"enable.auto.commit", "true"},
+	{"enable.metrics.push", "false"},
+	{"exclude.internal.topics", "true"},
+	{"fetch.max.bytes", "52428800"},
+	{"fetch.max.wait.ms", "500"},
+	{"fetch.min.bytes", "1"},
+	{"group.id", ""},
+	{"group.instance.id", ""},
+	{"group.protocol", "classic"},
+	{"group.remote.assignor", ""},
+	{"heartbeat.interval.ms", "3000"},
+	{"interceptor.classes", ""},
+	{"internal.throw.on.fetch.stable.offset.unsupported", "false"},
+	{"isolation.level", "read_uncommitted"},
+	{"key.deserializer", ""},
+	{"max.partition.fetch.bytes", "1048576"},
+	{"max.poll.interval.ms", "300000"},
+	{"max.poll.records", "500"},
+	{"metadata.cluster.check.enable", "true"},
+	{"metadata.max.age.ms", "300000"},
+	{"metadata.recovery.rebootstrap.trigger.ms", "300000"},
+	{"metadata.recovery.strategy", "rebootstrap"},
+	{"metric.reporters", "org.apache.kafka.common.metrics.JmxReporter"},
+	{"metrics.num.samples", "2"},
+	{"metrics.recording.level", "INFO"},
+	{"metrics.sample.window.ms", "30000"},
+	{"partition.assignment.strategy", "org.apache.kafka.clients.consumer.RangeAssignor,org.apache.kafka.clients.consumer.CooperativeStickyAssignor"},
+	{"receive.buffer.bytes", "65536"},
+	{"reconnect.backoff.max.ms", "1000"},
+	{"reconnect.backoff.ms", "50"},
+	{"request.timeout.ms", "30000"},
+	{"retries", "2147483647"},
+	{"retry.backoff.max.ms", "1000"},
+	{"retry.backoff.ms", "100"},
+	{"security.providers", ""},
+	{"send.buffer.bytes", "131072"},
+	{"session.timeout.ms", "45000"},
+	{"share.acknowledgement.mode", "implicit"},
+	{"share.acquire.mode", "BATCH_OPTIMIZED"},
+	{"socket.connection.setup.timeout.max.ms", "30000"},
+	{"socket.connection.setup.timeout.ms", "10000"},
+	{"value.deserializer", ""},
+	{"default.list.key.serde.inner", ""},
+	{"default.list.key.serde.type", ""},
+	{"default.list.value.serde.inner", ""},
+	{"default.list.value.serde.type", ""},
+}
+
+// consumerAdminOnlyKeys are the keys of kafka-clients 4.4.0's consumer,
+// admin and common configs that ProducerConfig does not have (and
+// client.rack, which the producer has since 4.4 but samsa has no use for).
+var consumerAdminOnlyKeys = []string{
+	"auto.commit.interval.ms", "auto.offset.reset", "bootstrap.controllers", "check.crcs", "client.rack",
+	"default.api.timeout.ms", "default.list.key.serde.inner", "default.list.key.serde.type",
+	"default.list.value.serde.inner", "default.list.value.serde.type", "enable.auto.commit",
+	"exclude.internal.topics", "fetch.max.bytes", "fetch.max.wait.ms", "fetch.min.bytes", "group.id",
+	"group.instance.id", "group.protocol", "group.remote.assignor", "heartbeat.interval.ms",
+	"internal.throw.on.fetch.stable.offset.unsupported", "isolation.level", "key.deserializer",
+	"max.partition.fetch.bytes", "max.poll.interval.ms", "max.poll.records", "partition.assignment.strategy",
+	"rebalance.timeout.ms", "share.acknowledgement.mode", "share.acquire.mode", "value.deserializer",
+}
+
+// TestSharedClientPropertiesAccepted: one client.properties serves Java's
+// producers, consumers and admin clients. Its consumer and admin keys
+// (group.id, auto.offset.reset, client.rack, ...) were unknown-key errors;
+// they are accepted and reported by IgnoredProperties, as Java logs them
+// ("supplied but isn't a known config"). The producer keys among them are
+// mapped as before.
+func TestSharedClientPropertiesAccepted(t *testing.T) {
+	all := map[string]string{"bootstrap.servers": "k:9092", "metrics.context.team": "payments"}
+	for _, kv := range javaClientDefaults {
+		all[kv.key] = kv.value
+		cfg, err := ConfigFromProperties(map[string]string{"bootstrap.servers": "k:9092", kv.key: kv.value})
+		if !assert.NoError(t, err, "%s=%s", kv.key, kv.value) {
+			continue
+		}
+		if slices.Contains(consumerAdminOnlyKeys, kv.key) {
+			// No producer setting: reported. (The keys the producer
+			// shares map, or are reported, as its own.)
+			assert.Contains(t, cfg.IgnoredProperties(), kv.key, "reported as ignored")
+		}
+	}
+	cfg, err := ConfigFromProperties(all)
+	require.NoError(t, err)
+	ignored := cfg.IgnoredProperties()
+	for _, k := range []string{"group.id", "auto.offset.reset", "client.rack", "enable.auto.commit", "isolation.level",
+		"key.deserializer", "max.poll.records", "partition.assignment.strategy", "group.protocol",
+		"bootstrap.controllers", "default.api.timeout.ms", "share.acknowledgement.mode", "metrics.context.team",
+		"default.list.key.serde.inner", "session.timeout.ms", "heartbeat.interval.ms"} {
+		assert.Contains(t, ignored, k)
+	}
+	assert.NotContains(t, ignored, "config.providers", "used (empty: no provider), not ignored")
+	assert.Equal(t, []string{"k:9092"}, cfg.Brokers)
+}
+
+// TestUnknownKeySuggestsAnyClientKey: a key no Kafka client knows stays
+// an error (Java only warns; a typo that drops a setting silently is
+// worse), naming the nearest key of any client.
+func TestUnknownKeySuggestsAnyClientKey(t *testing.T) {
+	cases := []struct{ key, want string }{
+		{"linger.m", "linger.ms"},
+		{"group.idd", "group.id"},
+		{"auto.offset.rest", "auto.offset.reset"},
+		{"client.rak", "client.rack"},
+		{"config.provider", "config.providers"},
+		{"max.poll.record", "max.poll.records"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.key, func(t *testing.T) {
+			_, err := ConfigFromProperties(map[string]string{"bootstrap.servers": "k:9092", tc.key: "1"})
+			require.ErrorIs(t, err, ErrInvalidConfig)
+			assert.ErrorContains(t, err, `unknown properties: "`+tc.key+`" (did you mean `+tc.want+`?)`)
+		})
 	}
 }

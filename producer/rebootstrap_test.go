@@ -86,6 +86,19 @@ func clusterOf(t *testing.T, id string) *testbroker.Cluster {
 	return c
 }
 
+// movedCluster starts from's cluster moved to a new broker: the same
+// cluster id, and topic "t" with the same topic id (a moved cluster keeps
+// its topics; a new id would be a recreated topic, whose records the
+// producer never sends to it).
+func movedCluster(t *testing.T, from *testbroker.Cluster, id string) *testbroker.Cluster {
+	t.Helper()
+	topicID, err := from.TopicID("t")
+	require.NoError(t, err)
+	c := newCluster(t, testbroker.Config{Brokers: 1, ClusterID: id})
+	require.NoError(t, c.CreateTopicWithID("t", 1, topicID))
+	return c
+}
+
 func sendOne(t *testing.T, p *Producer, value string, wait time.Duration) error {
 	t.Helper()
 	_, err := waitFuture(t, p.Send(context.Background(), &Record{Topic: "t", Value: []byte(value)}), wait)
@@ -114,7 +127,8 @@ func TestClusterReplacedBehindBootstrapName(t *testing.T) {
 		delivered bool
 	}{{MetadataRecoveryRebootstrap, true}, {"", true}, {MetadataRecoveryNone, false}} {
 		t.Run(string(tc.strategy), func(t *testing.T) {
-			old, moved := clusterOf(t, "cluster-a"), clusterOf(t, "cluster-a")
+			old := clusterOf(t, "cluster-a")
+			moved := movedCluster(t, old, "cluster-a")
 			var n network
 			n.point(old.Addrs()[0])
 			p := movingProducer(t, &n, Config{MetadataRecoveryStrategy: tc.strategy, DeliveryTimeout: 3 * time.Second})
@@ -156,7 +170,7 @@ func TestBootstrapNameLeadingToAnotherCluster(t *testing.T) {
 	assert.Contains(t, err.Error(), `"cluster-b"`)
 	assert.Empty(t, recordsIn(t, other))
 
-	back := clusterOf(t, "cluster-a") // the producer's cluster, at new addresses
+	back := movedCluster(t, ours, "cluster-a") // the producer's cluster, at new addresses
 	n.point(back.Addrs()[0])
 	require.NoError(t, sendOne(t, p, "back", 10*time.Second))
 	assert.Equal(t, []string{"back"}, recordsIn(t, back))

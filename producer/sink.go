@@ -204,6 +204,9 @@ type ioBroker struct {
 	lingered []lingering // open batches past Linger, waiting for an answer (see sealLingered)
 	answers  uint64      // Produce requests answered (or failed)
 	stats    *brokerStats
+	// readiness: when it last had batches, and last took them
+	// (partitioner.availability.timeout.ms, availability.go).
+	readiness brokerReadiness
 }
 
 type produceResponse struct {
@@ -307,6 +310,7 @@ func (s *sink) step() {
 		s.askLeaders() // its answer asks again if a leader is still missing
 	}
 	s.sendAll()
+	s.trackReadiness()
 	if s.txn != nil {
 		s.txnStep() // after sendAll: the send gate queues partitions to add
 	}
@@ -442,6 +446,7 @@ func (s *sink) resetTimer() {
 	if s.leaderAskDue && s.leaderAskAt.Before(next) {
 		next = s.leaderAskAt
 	}
+	next = s.readinessWake(next)
 	d := max(next.Sub(s.now), 0)
 	s.timer.Reset(d + time.Duration(rand.Int64N(int64(time.Millisecond)/4)))
 }

@@ -224,6 +224,7 @@ func (s *sink) updatePartitions(t *ioTopic, mt *metadata.Topic, recreated bool) 
 			ip.backoff = time.Time{}
 		}
 		ip.acc.SetLeaderless(leader < 0)
+		s.markReadiness(ip)
 		if ip.hasSealed || len(ip.retry) > 0 {
 			s.markReady(ip)
 		}

@@ -271,6 +271,7 @@ func (s *sink) handlePartition(br *ioBroker, ip *ioPart, b *batch, rp *kmsg.Prod
 				moved = s.leaderHint(ip, rp.CurrentLeader, eps)
 			}
 			ip.acc.SetLeaderless(ip.leader < 0)
+			s.markReadiness(ip)
 			s.p.meta.Trigger() // as Java: a hint moves one partition, the refresh all the others
 		}
 		if isSequenceError(err) {

@@ -29,7 +29,7 @@ func stickyProduced(sp *stickyPartitioner) uint64 { return sp.state.Load() & 0xf
 
 func TestStickySwitchesAfterBatchSizeBytes(t *testing.T) {
 	const batch = 1000
-	sp := newStickyPartitioner(batch)
+	sp := newStickyPartitioner(batch, false)
 	p := sp.partition(6, nil)
 	require.True(t, p >= 0 && p < 6)
 
@@ -50,7 +50,7 @@ func TestStickySwitchesAfterBatchSizeBytes(t *testing.T) {
 // A record larger than batch.size switches at once, and the count never
 // overflows.
 func TestStickyLargeRecordSwitchesAtOnce(t *testing.T) {
-	sp := newStickyPartitioner(16384)
+	sp := newStickyPartitioner(16384, false)
 	p := sp.partition(3, nil)
 	sp.appended(p, math.MaxInt/2, 3, nil)
 	assert.Zero(t, stickyProduced(sp))
@@ -60,7 +60,7 @@ func TestStickyLargeRecordSwitchesAtOnce(t *testing.T) {
 // count toward the new one.
 func TestStickyIgnoresStaleAppends(t *testing.T) {
 	q := newQueues(0, 0)
-	sp := newStickyPartitioner(100)
+	sp := newStickyPartitioner(100, false)
 	p := sp.partition(2, q.load)
 	sp.appended(1-p, 50, 2, q.load)
 	assert.Zero(t, stickyProduced(sp))
@@ -78,7 +78,7 @@ func TestStickyPartitionCountChanges(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			sp := newStickyPartitioner(100)
+			sp := newStickyPartitioner(100, false)
 			for sp.partition(tc.from, nil) != tc.from-1 { // make the sticky one the last
 				sp.appended(sp.partition(tc.from, nil), 100, tc.from, nil)
 			}
@@ -89,7 +89,7 @@ func TestStickyPartitionCountChanges(t *testing.T) {
 }
 
 func TestStickyNoPartitions(t *testing.T) {
-	sp := newStickyPartitioner(100)
+	sp := newStickyPartitioner(100, false)
 	assert.Equal(t, UnknownPartition, sp.partition(0, nil))
 	sp.appended(UnknownPartition, 10, 0, nil) // must not panic or count
 	assert.Zero(t, stickyProduced(sp))
@@ -99,7 +99,7 @@ func TestStickyNoPartitions(t *testing.T) {
 // the "uniform" of KIP-794.
 func TestStickySpreadsUniformly(t *testing.T) {
 	const n, batch, records = 8, 1000, 80000 // 8000 switches, ~1000 per partition
-	sp := newStickyPartitioner(batch)
+	sp := newStickyPartitioner(batch, false)
 	var bytes [n]int
 	for range records {
 		p := sp.partition(n, nil)
@@ -119,7 +119,7 @@ func TestStickyPrefersLessLoadedPartitions(t *testing.T) {
 	// Weights are max+1-queue: 10, 1, 0 (no leader), 1 -> partition 0 is
 	// expected 10/12 of the time.
 	q := newQueues(0, 9, -1, 9)
-	sp := newStickyPartitioner(100)
+	sp := newStickyPartitioner(100, false)
 	var picks [4]int
 	const trials = 12000
 	for range trials {
@@ -136,7 +136,7 @@ func TestStickyPrefersLessLoadedPartitions(t *testing.T) {
 // Equal queues mean a uniform choice among the partitions with a leader.
 func TestStickyEqualLoadIsUniform(t *testing.T) {
 	q := newQueues(3, 3, 3, -1)
-	sp := newStickyPartitioner(100)
+	sp := newStickyPartitioner(100, false)
 	var picks [4]int
 	const trials = 9000
 	for range trials {
@@ -151,7 +151,7 @@ func TestStickyEqualLoadIsUniform(t *testing.T) {
 
 func TestStickyNoLeaderAnywhere(t *testing.T) {
 	q := newQueues(-1, -1, -1)
-	sp := newStickyPartitioner(100)
+	sp := newStickyPartitioner(100, false)
 	p, ok := sp.next(3, q.load)
 	assert.False(t, ok)
 	assert.True(t, p >= 0 && p < 3)
@@ -164,7 +164,7 @@ func TestStickyNoLeaderAnywhere(t *testing.T) {
 // partition that has one instead of piling up behind the dead leader.
 func TestStickyLeavesPartitionThatLostItsLeader(t *testing.T) {
 	q := newQueues(0, 0, 0)
-	sp := newStickyPartitioner(1 << 20)
+	sp := newStickyPartitioner(1<<20, false)
 	p := sp.partition(3, q.load)
 	q[p].Store(-1)
 	next := sp.partition(3, q.load)
@@ -179,7 +179,7 @@ func TestStickyLeavesPartitionThatLostItsLeader(t *testing.T) {
 func TestStickyConcurrent(t *testing.T) {
 	const n, batch, goroutines, per = 6, 2000, 8, 20000
 	q := newQueues(make([]int, n)...)
-	sp := newStickyPartitioner(batch)
+	sp := newStickyPartitioner(batch, false)
 	var bytes [n]atomic.Int64
 	var wg sync.WaitGroup
 	for range goroutines {
@@ -213,7 +213,7 @@ func TestStickyConcurrent(t *testing.T) {
 func TestStickyDoesNotAllocate(t *testing.T) {
 	q := newQueues(1, 0, 2, -1, 5)
 	load := q.load
-	sp := newStickyPartitioner(300)
+	sp := newStickyPartitioner(300, false)
 	allocs := testing.AllocsPerRun(1000, func() {
 		p := sp.partition(5, load)
 		sp.appended(p, 100, 5, load) // switches every third call
@@ -226,7 +226,7 @@ func BenchmarkSticky(b *testing.B) {
 		q := newQueues(make([]int, n)...)
 		load := q.load
 		b.Run(fmt.Sprintf("partitions=%d/serial", n), func(b *testing.B) {
-			sp := newStickyPartitioner(16384)
+			sp := newStickyPartitioner(16384, false)
 			b.ReportAllocs()
 			for b.Loop() {
 				p := sp.partition(n, load)
@@ -234,7 +234,7 @@ func BenchmarkSticky(b *testing.B) {
 			}
 		})
 		b.Run(fmt.Sprintf("partitions=%d/parallel", n), func(b *testing.B) {
-			sp := newStickyPartitioner(16384)
+			sp := newStickyPartitioner(16384, false)
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
@@ -244,11 +244,74 @@ func BenchmarkSticky(b *testing.B) {
 			})
 		})
 		b.Run(fmt.Sprintf("partitions=%d/switch", n), func(b *testing.B) {
-			sp := newStickyPartitioner(16384)
+			sp := newStickyPartitioner(16384, false)
 			b.ReportAllocs()
 			for b.Loop() {
 				sp.next(n, load)
 			}
 		})
 	}
+}
+
+// With adaptive partitioning off (partitioner.adaptive.partitioning.enable
+// =false) queues weigh nothing: the draw is uniform among the partitions
+// with a leader, as Java's nextPartition without load stats.
+func TestStickyUniformIgnoresQueues(t *testing.T) {
+	q := newQueues(0, 9, -1, 9)
+	sp := newStickyPartitioner(100, true)
+	var picks [4]int
+	const trials = 9000
+	for range trials {
+		p, ok := sp.next(4, q.load)
+		require.True(t, ok)
+		picks[p]++
+	}
+	assert.Zero(t, picks[2], "a partition without a leader was picked")
+	for _, p := range []int{0, 1, 3} {
+		assert.InDelta(t, trials/3, picks[p], trials*0.05, "partition %d", p)
+	}
+}
+
+// A partition whose leader is not ready (-2: past
+// partitioner.availability.timeout.ms) is left out while another is
+// available; when none is, the draw is among the not-ready ones (with a
+// leader), not the leaderless ones, and the sticky partition stays put.
+func TestStickyLeavesOutUnreadyLeaders(t *testing.T) {
+	q := newQueues(0, -2, 0, -2)
+	sp := newStickyPartitioner(100, false)
+	var picks [4]int
+	for range 4000 {
+		p, ok := sp.next(4, q.load)
+		require.True(t, ok)
+		picks[p]++
+	}
+	assert.Zero(t, picks[1])
+	assert.Zero(t, picks[3])
+	assert.InDelta(t, 2000, picks[0], 200)
+
+	q = newQueues(-1, -2, -1, -2)
+	picks = [4]int{}
+	for range 4000 {
+		p, ok := sp.next(4, q.load)
+		require.False(t, ok)
+		picks[p]++
+	}
+	assert.Zero(t, picks[0]+picks[2], "leaderless partitions drawn while some have a leader")
+	assert.InDelta(t, 2000, picks[1], 200)
+
+	// The sticky partition loses its place once its leader is not ready,
+	// and sticks to its replacement.
+	q = newQueues(0, 0, 0)
+	sp = newStickyPartitioner(1<<20, false)
+	p := sp.partition(3, q.load)
+	q[p].Store(-2)
+	next := sp.partition(3, q.load)
+	assert.NotEqual(t, p, next)
+	assert.Equal(t, next, sp.partition(3, q.load))
+	// Every leader not ready: it stays where it is.
+	for i := range q {
+		q[i].Store(-2)
+	}
+	assert.Equal(t, next, sp.partition(3, q.load))
+	assert.Equal(t, next, sp.partition(3, q.load))
 }

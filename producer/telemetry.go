@@ -6,8 +6,8 @@ package producer
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"time"
@@ -52,6 +52,8 @@ type pusher struct {
 	enc       pushEncoder
 	comp      *compression.Compressor // the subscription's codec's, made on first use
 	wire      []byte
+
+	idState instanceIDState // the id as ClientInstanceID reads it (client_instance.go)
 }
 
 // telemetryStartDelay is how long the first GetTelemetrySubscriptions
@@ -165,6 +167,7 @@ func (t *pusher) subscribe() (time.Duration, bool) {
 		t.enc.ledger.Reset() // as Java: the values last pushed mean nothing now
 	}
 	t.instance, t.sub, t.failures = resp.ClientInstanceID, sub, 0
+	t.idState.set(t.instance, nil)
 	if t.comp != nil && t.comp.Type() != sub.Codec() {
 		t.comp = nil
 	}
@@ -287,6 +290,7 @@ func (t *pusher) answered(api string, code int16, throttle time.Duration) (time.
 		return max(t.interval(), throttle), true
 	default:
 		t.p.log.Warn("client metrics: "+api+" refused; pushing no more metrics", "err", kerr.ForCode(code))
+		t.idState.set(UUID{}, fmt.Errorf("%w: %s refused: %w", ErrTelemetryDisabled, api, kerr.ForCode(code)))
 		return 0, false
 	}
 }
@@ -299,6 +303,7 @@ func (t *pusher) answered(api string, code int16, throttle time.Duration) (time.
 func (t *pusher) failed(api string, err error) time.Duration {
 	if errors.Is(err, kerr.UnsupportedVersion) {
 		t.p.log.Debug("client metrics: the broker does not offer "+api+"; asking again in 5 minutes", "err", err)
+		t.idState.set(UUID{}, fmt.Errorf("producer: ClientInstanceID: the broker does not offer KIP-714 client metrics (Kafka 3.7+ with a client metrics plugin): %w", err))
 		return telemetry.DefaultInterval
 	}
 	t.failures++
@@ -333,4 +338,4 @@ func (t *pusher) interval() time.Duration {
 
 // uuidString formats a client instance id as Kafka prints a Uuid:
 // URL-safe base64 without padding.
-func uuidString(id [16]byte) string { return base64.RawURLEncoding.EncodeToString(id[:]) }
+func uuidString(id [16]byte) string { return UUID(id).String() }

@@ -262,6 +262,10 @@ type Conn struct {
 	wire   socketWriter
 	queued int64
 
+	// answered: the reader delivered a response past the handshake (the
+	// reader's; see saslListenerErr).
+	answered bool
+
 	wake          chan struct{} // 1-buffered: Send → writer
 	done          chan struct{} // closed once err is set
 	throttleUntil atomic.Int64  // unix nanos; 0 if never throttled
@@ -826,7 +830,11 @@ func (c *Conn) writeLoop() {
 func (c *Conn) readLoop() {
 	defer c.wg.Done()
 	br := bufio.NewReaderSize(c.nc, bufSize)
-	c.fail(c.readResponses(br))
+	err := c.readResponses(br)
+	if !c.answered && c.cfg.SASL == nil {
+		err = c.saslListenerErr(err) // dialerr.go
+	}
+	c.fail(err)
 	c.exit(nil)
 }
 
@@ -964,6 +972,7 @@ func (c *Conn) readResponses(br *bufio.Reader) error {
 		if c.cfg.OnRead != nil {
 			c.cfg.OnRead(ReadInfo{Key: p.req.Key(), Version: p.req.GetVersion(), Bytes: int(n) + 4, Latency: time.Since(p.written), Err: err})
 		}
+		c.answered = true
 		p.fn(resp, err)
 		putPending(p)
 	}

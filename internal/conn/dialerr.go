@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/samsa-go/samsa/kerr"
 )
 
@@ -45,7 +47,119 @@ func (e *dialError) Unwrap() []error {
 const (
 	speaksTLS       = "the listener speaks TLS, but the client connects in plaintext: set security.protocol=SSL or SASL_SSL (Config.TLS)"
 	doesNotSpeakTLS = "the listener does not speak TLS, but the client connects with TLS: set security.protocol=PLAINTEXT or SASL_PLAINTEXT (no Config.TLS)"
+	// needsSASL is followed by the mechanisms the listener enables and
+	// the protocol to set.
+	needsSASL = "the listener requires SASL authentication, but the client connects without it (the broker closed the connection at its first request after ApiVersions): set security.protocol=%s and sasl.mechanism (Config.SASL); the listener enables %s"
 )
+
+// saslListenerErr is the error of a connection without SASL that the
+// broker closed before answering its first request after the handshake
+// (err): a SASL listener answers ApiVersions, then closes the connection
+// at any request but SaslHandshake (Kafka's SaslServerAuthenticator:
+// "Unexpected Kafka request of type ... during SASL handshake"), and the
+// client sees only EOF. A broker going down closes connections too, so a
+// second connection asks (requiresSASL): only a SaslHandshake answer that
+// lists mechanisms makes it a mismatch, which wraps ErrAuthentication as
+// the TLS mismatches do; otherwise err is returned as it is. It runs on
+// the reader goroutine, bounded by Config.DialTimeout and by the
+// connection's end (Close), before the pending requests fail.
+func (c *Conn) saslListenerErr(err error) error {
+	if !closedByPeer(err) {
+		return err
+	}
+	c.mu.Lock()
+	broken := c.err != nil
+	c.mu.Unlock()
+	if broken {
+		return err // closed by us, or the writer failed first
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.DialTimeout)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-c.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	mechs, ok := requiresSASL(ctx, c.addr, c.cfg)
+	cancel()
+	<-watched
+	if !ok {
+		return err
+	}
+	proto := "SASL_PLAINTEXT or SASL_SSL"
+	if c.cfg.TLS != nil {
+		proto = "SASL_SSL"
+	}
+	return mismatch(c.addr, fmt.Sprintf(needsSASL, proto, BrokerTexts(nil, mechs)), peerClosed(err))
+}
+
+// peerClosed is the cause closedByPeer found in err, without the
+// kerr.NetworkException that err wraps (a mismatch is not retried).
+func peerClosed(err error) error {
+	for _, cause := range []error{io.EOF, io.ErrUnexpectedEOF, syscall.ECONNRESET, syscall.EPIPE} {
+		if errors.Is(err, cause) {
+			return cause
+		}
+	}
+	return err
+}
+
+// requiresSASL reports whether addr, dialled as cfg says (TLS included)
+// without SASL, answers a SaslHandshake v1 as a SASL listener does (no
+// error, or UNSUPPORTED_SASL_MECHANISM, with the mechanisms it enables)
+// rather than as a listener without SASL (ILLEGAL_SASL_STATE), and with
+// which mechanisms. Bounded by ctx; the connection is closed before it
+// returns.
+func requiresSASL(ctx context.Context, addr string, cfg Config) ([]string, bool) {
+	nc, err := dialNet(ctx, addr, cfg)
+	if err != nil {
+		return nil, false
+	}
+	defer nc.Close()
+	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = nc.SetDeadline(dl)
+	}
+	if cfg.TLS != nil {
+		if nc, err = tlsClient(ctx, nc, addr, cfg); err != nil {
+			return nil, false
+		}
+		defer nc.Close()
+	}
+	pc := newConn(nc, addr, cfg)
+	if pc.negotiate(cfg.TLS != nil) != nil {
+		return nil, false
+	}
+	req := kmsg.NewPtrSASLHandshakeRequest()
+	req.Version = 1
+	req.Mechanism = "PLAIN"
+	corr := pc.corr
+	if _, err := nc.Write(pc.format.AppendRequest(nil, req, corr)); err != nil {
+		return nil, false
+	}
+	body, err := readFrameMax(nc, smallResponseMax)
+	if err != nil {
+		return nil, false
+	}
+	got, rest, err := parseResponseHeader(body, false) // SaslHandshake v1: header v0
+	if err != nil || got != corr {
+		return nil, false
+	}
+	resp := kmsg.NewPtrSASLHandshakeResponse()
+	resp.Version = 1
+	if resp.ReadFrom(rest) != nil {
+		return nil, false
+	}
+	switch resp.ErrorCode {
+	case 0, 33: // 33: UNSUPPORTED_SASL_MECHANISM
+		return resp.SupportedMechanisms, true
+	}
+	return nil, false
+}
 
 // connectErr names the cause of a failed connect (the Dialer's error):
 // connection refused, no such host, the Dialer's own text.

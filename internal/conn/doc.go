@@ -47,7 +47,16 @@
 // second, plaintext connection to it gets an ApiVersions answer (a
 // plaintext listener drops a ClientHello as an oversized request; the
 // probe tells it from a TLS broker shedding connections), is told that it
-// does not (security.protocol=PLAINTEXT or SASL_PLAINTEXT).
+// does not (security.protocol=PLAINTEXT or SASL_PLAINTEXT). A third is
+// found after Dial: a SASL listener answers ApiVersions, then closes the
+// connection at the first other request of a client without SASL. When a
+// connection without Config.SASL is closed before any answer past the
+// handshake, the reader asks a second connection for a SaslHandshake v1
+// (bounded by Config.DialTimeout and by Close): an answer listing
+// mechanisms makes the pending requests fail with an error that wraps
+// ErrAuthentication, names the mechanisms and says to set
+// security.protocol=SASL_PLAINTEXT or SASL_SSL; any other outcome leaves
+// the network error as it was.
 //
 // # Pipelining
 //

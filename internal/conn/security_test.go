@@ -117,15 +117,52 @@ func TestSecureDial(t *testing.T) {
 	}
 }
 
-// A plaintext client on a SASL listener is closed at its first request
-// past ApiVersions: a network error, retried as any broken connection.
+// A client without SASL on a SASL listener is closed at its first request
+// past ApiVersions. It was a network error ("EOF"), retried until the
+// records' timeout; a second connection's SaslHandshake now tells the
+// listener wants SASL: the error names security.protocol and wraps
+// ErrAuthentication, as the TLS mismatches do. A plaintext listener that
+// closes a connection at its first request stays a network error.
 func TestNoSASLOnSASLListener(t *testing.T) {
-	cl, _ := secureCluster(t, 0)
-	c, err := Dial(context.Background(), cl.ListenerAddrs(testbroker.SASLPlaintext)[0], Config{})
-	require.NoError(t, err) // ApiVersions is allowed before authentication
-	defer c.Close()
-	_, err = c.Do(context.Background(), metadataReq("t"))
-	assert.ErrorIs(t, err, kerr.NetworkException)
+	before := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, before) })
+	cl, ca := secureCluster(t, 0)
+	cases := []struct {
+		name string
+		addr string
+		tls  bool
+		want string // "" for a network error
+		drop bool
+	}{
+		{"SASL_PLAINTEXT", cl.ListenerAddrs(testbroker.SASLPlaintext)[0], false, "set security.protocol=SASL_PLAINTEXT or SASL_SSL and sasl.mechanism (Config.SASL); the listener enables [\"PLAIN\" \"SCRAM-SHA-256\" \"SCRAM-SHA-512\" \"OAUTHBEARER\"]", false},
+		{"SASL_SSL with TLS", cl.ListenerAddrs(testbroker.SASLSSL)[0], true, "set security.protocol=SASL_SSL and sasl.mechanism", false},
+		{"a plaintext listener closing the connection", cl.ListenerAddrs(testbroker.Plaintext)[0], false, "", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.drop {
+				defer cl.Intercept(testbroker.Interceptor{Keys: []int16{3}, Times: 1, Drop: true})()
+			}
+			cfg := Config{}
+			if tc.tls {
+				cfg.TLS = ca.ClientConfig()
+				cfg.TLS.ServerName = "localhost"
+			}
+			c, err := Dial(context.Background(), tc.addr, cfg)
+			require.NoError(t, err) // ApiVersions is allowed before authentication
+			defer c.Close()
+			_, err = c.Do(context.Background(), metadataReq("t"))
+			if tc.want == "" {
+				assert.ErrorIs(t, err, kerr.NetworkException)
+				assert.NotErrorIs(t, err, ErrAuthentication)
+				return
+			}
+			assert.ErrorIs(t, err, ErrAuthentication)
+			assert.NotErrorIs(t, err, kerr.NetworkException, "not retried")
+			assert.ErrorContains(t, err, "cannot connect to broker "+tc.addr+": the listener requires SASL authentication, but the client connects without it")
+			assert.ErrorContains(t, err, tc.want)
+		})
+	}
 }
 
 type fakeMech struct{}

@@ -516,3 +516,32 @@ func TestConnectionsMaxIdle(t *testing.T) {
 	assert.Zero(t, w.request(kmsg.NewPtrApiVersionsRequest()).(*kmsg.ApiVersionsResponse).ErrorCode)
 	assert.Zero(t, never.Stats().IdleClosed)
 }
+
+// TestCreateTopicWithID: a topic made with a given id answers Metadata
+// with it (a cluster moved with its data keeps its topics' ids); an id
+// another topic has is refused; TopicID reads it back.
+func TestCreateTopicWithID(t *testing.T) {
+	c := newTestCluster(t, Config{Brokers: 1})
+	id := [16]byte{1, 2, 3}
+	require.NoError(t, c.CreateTopicWithID("kept", 2, id))
+	got, err := c.TopicID("kept")
+	require.NoError(t, err)
+	assert.Equal(t, id, got)
+	assert.Error(t, c.CreateTopicWithID("other", 1, id), "a second topic with the same id")
+	require.NoError(t, c.CreateTopic("random", 1))
+	rid, err := c.TopicID("random")
+	require.NoError(t, err)
+	assert.NotEqual(t, [16]byte{}, rid)
+	_, err = c.TopicID("missing")
+	assert.ErrorIs(t, err, ErrUnknownTopic)
+
+	w := dialBroker(t, c.Addrs()[0], "md")
+	req := kmsg.NewPtrMetadataRequest()
+	req.Version = 12 // topic ids since v10
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr("kept")
+	req.Topics = append(req.Topics, rt)
+	resp := w.request(req).(*kmsg.MetadataResponse)
+	require.Len(t, resp.Topics, 1)
+	assert.Equal(t, id, resp.Topics[0].TopicID)
+}

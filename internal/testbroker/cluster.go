@@ -428,6 +428,13 @@ func (c *Cluster) isClosed() bool {
 // topic and an error for an invalid name or partition count. Producers see the topic at their next Metadata
 // request.
 func (c *Cluster) CreateTopic(name string, partitions int32) error {
+	return c.CreateTopicWithID(name, partitions, [16]byte{})
+}
+
+// CreateTopicWithID is CreateTopic with the topic id id (all zero: a new
+// random one), as a cluster moved to new brokers with its data keeps its
+// topics' ids. It returns an error for an id another topic has.
+func (c *Cluster) CreateTopicWithID(name string, partitions int32, id [16]byte) error {
 	if err := validTopicName(name); err != nil {
 		return err
 	}
@@ -445,8 +452,27 @@ func (c *Cluster) CreateTopic(name string, partitions int32) error {
 	if !c.roomLocked(int64(partitions)) {
 		return fmt.Errorf("testbroker: topic %q: the cluster holds at most %d partitions", name, maxClusterPartitions)
 	}
-	c.createTopicLocked(name, partitions, c.defaultReplicationFactor(), nil)
+	if _, dup := c.topicIDs[id]; dup && id != ([16]byte{}) {
+		return fmt.Errorf("testbroker: topic %q: another topic has id %x", name, id)
+	}
+	t := c.createTopicLocked(name, partitions, c.defaultReplicationFactor(), nil)
+	if id != ([16]byte{}) {
+		delete(c.topicIDs, t.id)
+		t.id = id
+		c.topicIDs[id] = t
+	}
 	return nil
+}
+
+// TopicID returns topic name's id, or ErrUnknownTopic.
+func (c *Cluster) TopicID(name string) ([16]byte, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.topics[name]
+	if !ok {
+		return [16]byte{}, fmt.Errorf("%w: %q", ErrUnknownTopic, name)
+	}
+	return t.id, nil
 }
 
 // defaultReplicationFactor is the replication factor of a topic created
