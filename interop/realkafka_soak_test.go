@@ -654,6 +654,7 @@ func soakTxnExpiry(t *testing.T, c *realCluster, level int16) soakRow {
 	recErr := r.out[failedFrom].err
 	assert.Error(t, recErr, "a record of the failed transaction")
 	assert.Error(t, p.BeginTransaction(), "BeginTransaction after a fatal error")
+	retried := p.Metrics().Producer.BatchRetryTotal // a transaction begun at once after a commit may meet CONCURRENT_TRANSACTIONS
 	closeCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	_ = p.Close(closeCtx)
 	cancel()
@@ -665,8 +666,8 @@ func soakTxnExpiry(t *testing.T, c *realCluster, level int16) soakRow {
 	r.wait(t, 30*time.Second)
 	row := r.figures(t, soakRead(t, c.addrs, topic, true, committed+20))
 	row.recover = r.firstAckAfter(failedAt).Round(time.Millisecond).String() + " (new producer)"
-	row.note = fmt.Sprintf("4th transaction: CommitTransaction = %q (IsFatal %v); its records: %v; a new producer with the same transactional.id committed 20; %s",
-		commitErr, producer.IsFatal(commitErr), recErr, soakSummary(lines))
+	row.note = fmt.Sprintf("3 transactions back to back (%d batch retries); after 8 s idle the 4th: CommitTransaction = %q (IsFatal %v); its records: %v; a new producer with the same transactional.id committed 20; %s",
+		retried, commitErr, producer.IsFatal(commitErr), recErr, soakSummary(lines))
 	assert.Equal(t, 80, row.acked, "records acknowledged: 3×20 committed, then 20 by the new producer")
 	assert.Equal(t, 20, row.failed+row.unknown, "records of the failed transaction")
 	return row
