@@ -745,13 +745,15 @@ func (u *upgradeRun) report(stats, txnStats producer.ProducerMetrics, committed,
 		}
 	}
 	slices.Sort(acks)
+	// While the sender waited for the finalization, no ack was due.
+	idle := [2]int64{int64(u.holdFrom), int64(u.holdTo)}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-40s %9s %9s %13s %8s %8s %8s %9s %15s\n", "event", "from", "took", "max ack gap", "retries", "unknown", "commits", "aborts", "max commit gap")
+	fmt.Fprintf(&b, "%-40s %9s %9s %21s %8s %8s %8s %9s %23s\n", "event", "from", "took", "max ack gap (at)", "retries", "unknown", "commits", "aborts", "max commit gap (at)")
 	for _, e := range u.events {
 		// Around the event: from its beginning to 2 s past its end, when
 		// the producers were back at their pace.
 		lo, hi := int64(e.begin), int64(e.end+2*time.Second)
-		gap := maxGap(acks, lo, hi)
+		gap, gapAt := maxGap(acks, lo, hi, idle)
 		unknown := 0
 		for i, err := range u.errs {
 			if err != nil && errors.Is(err, producer.ErrOutcomeUnknown) && u.ackAt[i] >= lo && u.ackAt[i] < hi {
@@ -770,19 +772,22 @@ func (u *upgradeRun) report(stats, txnStats producer.ProducerMetrics, committed,
 				aborts++
 			}
 		}
-		fmt.Fprintf(&b, "%-40s %9s %9s %13s %8d %8d %8d %9d %15s\n", e.name, roundS(e.begin), roundS(e.end-e.begin),
-			time.Duration(gap).Round(time.Millisecond), e.retries, unknown, len(commits), aborts, time.Duration(maxGap(commits, lo, hi)).Round(time.Millisecond))
+		cgap, cgapAt := maxGap(commits, lo, hi, [2]int64{})
+		fmt.Fprintf(&b, "%-40s %9s %9s %21s %8d %8d %8d %9d %23s\n", e.name, roundS(e.begin), roundS(e.end-e.begin),
+			fmt.Sprintf("%v (%v)", time.Duration(gap).Round(time.Millisecond), roundS(time.Duration(gapAt))), e.retries, unknown, len(commits), aborts,
+			fmt.Sprintf("%v (%v)", time.Duration(cgap).Round(time.Millisecond), roundS(time.Duration(cgapAt))))
 		if len(e.steps) > 0 {
 			fmt.Fprintf(&b, "%-40s   %s\n", "", strings.Join(e.steps, ", "))
 		}
 	}
 	f := u.figures
+	longest, _ := maxGap(acks, 0, int64(u.since()), idle)
 	t.Logf("rolling upgrade %s → %s under load:\n%s"+
 		"idempotent: %d records sent, %d read back, %d lost, %d duplicated, %d reordered, %d failed, %d outcome unknown; %d batches, %d batch retries, longest ack gap %v\n"+
 		"idempotent sender held before its last 5%% from %v to %v (waiting for the finalization)\n"+
 		"transactional: %d committed, %d aborted, %d batch retries, state after Close %s; requests on the wire: %v",
 		u.from, u.to, b.String(), u.n, f.read, f.lost, f.duplicated, f.reordered, f.failed, f.unknown, stats.BatchAckTotal, stats.BatchRetryTotal,
-		time.Duration(maxGap(acks, 0, int64(u.since()))).Round(time.Millisecond), roundS(u.holdFrom), roundS(u.holdTo),
+		time.Duration(longest).Round(time.Millisecond), roundS(u.holdFrom), roundS(u.holdTo),
 		committed, aborted, txnStats.BatchRetryTotal, u.txnState, wire.counts())
 	var lines []string
 	for l := range strings.Lines(u.logBuf.String()) {
@@ -797,12 +802,48 @@ func (u *upgradeRun) report(stats, txnStats producer.ProducerMetrics, committed,
 // maxGap returns the longest interval between consecutive values of the
 // sorted times around the window [lo, hi): between those in it, and from
 // the last one before it and to the first one after it; 0 without any.
-func maxGap(sorted []int64, lo, hi int64) int64 {
+// The part of an interval inside idle (from, to: when nothing was sent,
+// so no value was due) does not count. at is when it began.
+func maxGap(sorted []int64, lo, hi int64, idle [2]int64) (gap, at int64) {
 	i, _ := slices.BinarySearch(sorted, lo)
 	j, _ := slices.BinarySearch(sorted, hi)
-	var gap int64
 	for k := max(i, 1); k < min(j+1, len(sorted)); k++ {
-		gap = max(gap, sorted[k]-sorted[k-1])
+		a, b := sorted[k-1], sorted[k]
+		d := b - a
+		if overlap := min(b, idle[1]) - max(a, idle[0]); overlap > 0 {
+			d -= overlap
+		}
+		if d > gap {
+			gap, at = d, a
+		}
 	}
-	return gap
+	return gap, at
+}
+
+// TestUpgradeMaxGap checks the rolling upgrade's gap measure: the gaps
+// across the window's edges count, values far outside it do not.
+func TestUpgradeMaxGap(t *testing.T) {
+	times := []int64{0, 10, 20, 50, 55, 100, 200}
+	cases := []struct {
+		name    string
+		lo, hi  int64
+		idle    [2]int64
+		gap, at int64
+	}{
+		{"everything", 0, 1000, [2]int64{}, 100, 100},
+		{"inside", 12, 52, [2]int64{}, 30, 20},          // 10→20, 20→50, 50→55 around [12, 52)
+		{"edge after", 56, 60, [2]int64{}, 45, 55},      // no value inside: 55→100 spans it
+		{"edge before", 101, 150, [2]int64{}, 100, 100}, // 100→200
+		{"before all", -10, -5, [2]int64{}, 0, 0},
+		{"after all", 300, 400, [2]int64{}, 0, 0},
+		{"idle inside a gap", 0, 1000, [2]int64{110, 190}, 45, 55},     // 100→200 counts 20, 55→100 is the longest
+		{"idle over a gap's end", 0, 1000, [2]int64{80, 150}, 50, 100}, // 55→100 counts 25, 100→200 counts 50
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			gap, at := maxGap(times, tc.lo, tc.hi, tc.idle)
+			require.Equal(t, tc.gap, gap, "gap")
+			require.Equal(t, tc.at, at, "at")
+		})
+	}
 }
