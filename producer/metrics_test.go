@@ -282,11 +282,11 @@ func BenchmarkRecorderRecordSizeParallel(b *testing.B) {
 	})
 }
 
-// Stats is deprecated for Metrics: every value of Stats is in
-// ProducerMetrics, under the names Stats's doc gives, on a run with
-// retries (a retriable error on the first Produce answers) and throttles
-// (on Produce and on Metadata answers).
-func TestMetricsCarryEveryStatsValue(t *testing.T) {
+// TestMetricsAfterRetriesAndThrottles: ProducerMetrics counts what a
+// run with retries (a retriable error on the first Produce answers) and
+// throttles (on Produce and on Metadata answers) did, and once every
+// record completed, nothing is buffered, in flight or held of the pool.
+func TestMetricsAfterRetriesAndThrottles(t *testing.T) {
 	c := newCluster(t, testbroker.Config{})
 	require.NoError(t, c.CreateTopic("stats", 2))
 	c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Times: 2, ErrorCode: 6}) // NOT_LEADER_OR_FOLLOWER
@@ -300,10 +300,13 @@ func TestMetricsCarryEveryStatsValue(t *testing.T) {
 	assert.Positive(t, pending, "records still buffered right after Send")
 	waitAll(t, fs)
 
-	m := p.Metrics().Producer
-	assert.Zero(t, m.BufferedRecords)
-	assert.Zero(t, m.RequestsInFlight)
-	assert.Equal(t, m.BufferTotalBytes, m.BufferAvailableBytes, "all memory returned")
+	// A batch's memory returns once its outcomes are delivered, just
+	// after Wait returns.
+	var m ProducerMetrics
+	require.Eventually(t, func() bool {
+		m = p.Metrics().Producer
+		return m.BufferedRecords == 0 && m.RequestsInFlight == 0 && m.BufferTotalBytes == m.BufferAvailableBytes
+	}, 5*time.Second, time.Millisecond, "records buffered, requests in flight or memory held after every record completed: %+v", m)
 	assert.Positive(t, m.BatchAckTotal)
 	assert.Less(t, m.BatchAckBytesTotal, m.BatchAckUncompressedBytesTotal, "gzip made the batches smaller")
 	assert.GreaterOrEqual(t, m.BatchRetryTotal, int64(1), "the NOT_LEADER answers were retried")

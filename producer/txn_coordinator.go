@@ -1036,16 +1036,20 @@ func (s *sink) txnProducerID(pid int64, epoch int16, err error) {
 // INVALID_TXN_STATE (abortable), TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
 // CLUSTER_AUTHORIZATION_FAILED and INVALID_PRODUCER_ID_MAPPING (fatal), as
 // the Java client's TransactionManager.handleFailedBatch. The batch fails
-// with the error; the producer does not retry it. CONCURRENT_TRANSACTIONS
-// is retried instead: Kafka 4.x answers it to a Produce v12+ (transaction
-// version 2) that comes while the coordinator still completes the previous
-// transaction, before adding the partition; the batch was not written
-// (Java's ConcurrentTransactionsException is retriable).
+// with the error; the producer does not retry it.
+//
+// CONCURRENT_TRANSACTIONS is retried instead: Kafka 4.4 answers it to a
+// Produce v12 whose partition the leader could not add to the transaction
+// while the coordinator still completes the previous one (writing its
+// markers), and Java's ConcurrentTransactionsException is retriable
+// (kerr's is not, so the generic path would fail the batch and make the
+// transaction abortable).
 func (s *sink) txnProduceError(br *ioBroker, ip *ioPart, b *batch, err error) bool {
 	where := fmt.Sprintf("Produce %s[%d] on broker %d", ip.topic.name, ip.acc.ID, br.id)
 	var te *txnError
 	switch {
 	case errors.Is(err, kerr.ConcurrentTransactions):
+		// Not appended: the batch keeps its sequence.
 		s.retryOrFail(ip, b, fmt.Errorf("%s: %w", where, err))
 		return true
 	case errors.Is(err, kerr.ProducerFenced):

@@ -308,6 +308,27 @@ func TestTxnV2ProduceWhileMarkersPending(t *testing.T) {
 	}, 5*time.Second, 10*time.Millisecond)
 }
 
+// TestTxnV2ProduceConcurrentTransactionsRetried: Kafka 4.4 answers a
+// transactional Produce v12 whose partition it cannot add yet (the
+// coordinator still writes the last transaction's markers) with
+// CONCURRENT_TRANSACTIONS, as interop's rolling upgrade test saw on every
+// 15th transaction or so. Java's ConcurrentTransactionsException is
+// retriable, so the batch is retried and the transaction commits; it
+// used to fail the record and make the transaction abortable.
+func TestTxnV2ProduceConcurrentTransactionsRetried(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	w := logTxnRequests(c)
+	p := newProducer(t, c, Config{TransactionalID: "concurrent", Linger: time.Millisecond})
+	ctx := testCtx(t)
+	commitOne(t, ctx, p, "first")
+	c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Times: 2, ErrorCode: 51}) // CONCURRENT_TRANSACTIONS
+	commitOne(t, ctx, p, "second")
+	require.Equal(t, 4, w.counts()["Produce v12"], "the refused Produce was sent again, twice")
+	require.Equal(t, 2, w.counts()["EndTxn v5"], "no abort")
+	require.Equal(t, []string{"first", "second"}, committedValues(t, c, "t", 1)[0])
+}
+
 // TestTxnV2AbortAfterCoordinatorTimeout: at version 2, a transaction the
 // coordinator aborted past its timeout (bumping the epoch) is abortable
 // for the producer, not fatal: its records fail with

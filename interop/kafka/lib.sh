@@ -56,6 +56,35 @@ use_dir_version() {
 	[[ ! -s $1/kafka.version ]] || set_kafka_version "$(<"$1/kafka.version")"
 }
 
+# use_node_version DIR N switches to the version node N of DIR runs: the one
+# node.sh -version last started it with (DIR/node-N/kafka.version, a
+# rolling upgrade), else the cluster's (use_dir_version).
+use_node_version() {
+	if [[ -s $1/node-$2/kafka.version ]]; then
+		set_kafka_version "$(<"$1/node-$2/kafka.version")"
+	else
+		use_dir_version "$1"
+	fi
+}
+
+# node_cds_writer DIR N succeeds if node N is writing the class data
+# archive of the version it runs.
+node_cds_writer() {
+	(
+		use_node_version "$1" "$2"
+		[[ $(cat "$CDS_DIR/dumping/owner" 2>/dev/null || true) == "$1 $2" ]]
+	)
+}
+
+# node_cds_done DIR N is cds_done for node N's own version: after a
+# rolling upgrade the nodes of one cluster use different archives.
+node_cds_done() {
+	(
+		use_node_version "$1" "$2"
+		cds_done "$1" "$2"
+	)
+}
+
 die() {
 	echo "kafka: $*" >&2
 	exit 1
@@ -219,7 +248,7 @@ start_node() {
 	rm -f "$pidf"
 	# wait_started reads the log from here on.
 	if [[ -f $log ]]; then wc -l <"$log" >"$dir/node-$n/logline"; else echo 0 >"$dir/node-$n/logline"; fi
-	echo "==== $(date -u '+%Y-%m-%dT%H:%M:%SZ') start node $n" >>"$log"
+	echo "==== $(date -u '+%Y-%m-%dT%H:%M:%SZ') start node $n (Kafka $KAFKA_VERSION)" >>"$log"
 	local -a cds=()
 	local flags
 	flags=$(cds_opts "$dir" "$n")
@@ -256,7 +285,7 @@ stop_nodes() {
 			live[$n]=$pid
 		else
 			rm -f "$dir/node-$n/pid"
-			cds_done "$dir" "$n"
+			node_cds_done "$dir" "$n"
 		fi
 	done
 	local deadline=$((SECONDS + ${SAMSA_KAFKA_STOP_TIMEOUT:-20})) killed=0
@@ -265,17 +294,16 @@ stop_nodes() {
 			if ! node_pid "$dir" "$n" >/dev/null; then
 				echo "==== $(date -u '+%Y-%m-%dT%H:%M:%SZ') node $n stopped (SIG$sig)" >>"$dir/logs/node-$n.log"
 				rm -f "$dir/node-$n/pid"
-				cds_done "$dir" "$n"
+				node_cds_done "$dir" "$n"
 				unset "live[$n]"
 			fi
 		done
 		((${#live[@]} > 0)) || break
 		if ((SECONDS >= deadline && killed == 0)); then
 			# The node writing the class data archive gets 30 s more.
-			local writer="" owner
-			owner=$(cat "$CDS_DIR/dumping/owner" 2>/dev/null || true)
+			local writer=""
 			for n in "${!live[@]}"; do
-				[[ $owner != "$dir $n" ]] || writer=$n
+				! node_cds_writer "$dir" "$n" || writer=$n
 			done
 			if [[ -n $writer ]] && ((SECONDS < deadline + 30)); then
 				sleep 0.1
