@@ -43,6 +43,16 @@ func (e *dialError) Unwrap() []error {
 	return out
 }
 
+// Hints after "the broker closed the connection during the ApiVersions
+// handshake", which a Kafka listener of the client's protocol never does:
+// it answers ApiVersions, also one it does not support (with its v0
+// answer). The error stays retriable (a broker may also have gone down
+// at that moment); the hint says what to check.
+const (
+	closedInPlaintext = " without answering: is it a TLS listener (a TLS proxy or load balancer that sends no alert: set security.protocol=SSL or SASL_SSL, Config.TLS), or not a Kafka listener at all?"
+	closedInTLS       = " without answering, after the TLS handshake: is it a Kafka listener (not a TLS proxy or another TLS service), and of the protocol the client speaks (security.protocol)?"
+)
+
 // Texts of the listener mismatches, which both wrap ErrAuthentication.
 const (
 	speaksTLS       = "the listener speaks TLS, but the client connects in plaintext: set security.protocol=SSL or SASL_SSL (Config.TLS)"

@@ -62,6 +62,13 @@ func TestDialErrorsNameTheirCause(t *testing.T) {
 			doesNotSpeakTLS, ErrAuthentication, nil},
 		{"TLS client on a SASL_PLAINTEXT listener", cl.ListenerAddrs(testbroker.SASLPlaintext)[0], context.Background(), Config{TLS: ca.ClientConfig()},
 			doesNotSpeakTLS, ErrAuthentication, nil},
+		// Issue 33 item 7: a listener that closes at the ApiVersions
+		// request without a TLS alert (a TLS proxy or load balancer, a
+		// non-Kafka service) is told as librdkafka tells it.
+		{"closed at ApiVersions, plaintext", closingListener(t, nil), context.Background(), Config{},
+			"the broker closed the connection during the ApiVersions handshake" + closedInPlaintext, kerr.NetworkException, nil},
+		{"closed at ApiVersions, after the TLS handshake", closingListener(t, ca), context.Background(), Config{TLS: ca.ClientConfig()},
+			"the broker closed the connection during the ApiVersions handshake" + closedInTLS, kerr.NetworkException, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -92,6 +99,36 @@ func TestDialErrorsNameTheirCause(t *testing.T) {
 			}
 		})
 	}
+}
+
+// closingListener listens on loopback (with TLS when ca is set, finishing
+// the handshake), reads the first bytes of each connection and closes it
+// without a word, as a TLS proxy given plaintext or a service that is not
+// Kafka may; closed with the test.
+func closingListener(t *testing.T, ca *testbroker.TestCA) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	if ca != nil {
+		srv, err := ca.ServerConfig("127.0.0.1")
+		require.NoError(t, err)
+		ln = tls.NewListener(ln, srv)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			_, _ = c.Read(make([]byte, 64)) // the TLS handshake, then the ApiVersions request
+			_ = c.Close()
+		}
+	}()
+	t.Cleanup(func() { _ = ln.Close(); <-done })
+	return ln.Addr().String()
 }
 
 // TestTLSProbeNeedsAPlaintextAnswer: a TLS handshake that the broker ends by

@@ -137,7 +137,20 @@ func (c *Conn) negotiate(secure bool) error {
 	}
 }
 
-func (c *Conn) handshakeErr(err error) error { return ioErr(c.addr, "ApiVersions handshake", err) }
+func (c *Conn) handshakeErr(err error) error {
+	de := ioErr(c.addr, "ApiVersions handshake", err)
+	if closedByPeer(err) {
+		// Closed without an answer (and, in plaintext, without a TLS
+		// record): no Kafka broker does that to ApiVersions, so say
+		// what librdkafka says of it.
+		if c.cfg.TLS == nil {
+			de.what += closedInPlaintext
+		} else {
+			de.what += closedInTLS
+		}
+	}
+	return de
+}
 
 // looksLikeTLS reports whether the first 4 bytes of an answer are the start
 // of a TLS record rather than a response size: an alert (0x15) or a
