@@ -1031,8 +1031,14 @@ func (c *Client) DoController(ctx context.Context, req kmsg.Request) (kmsg.Respo
 
 // connKey is the key of addr's connection in Client.conns: the address, or
 // for the admin connections of DoController, the address behind a prefix no
-// address has.
-func connKey(addr string, admin bool) string {
+// address has. A bootstrap address's connection (boot) has a prefix of its
+// own: it is dialed as no known node (Java gives bootstrap nodes negative
+// ids), without an identity to check (ApiVersions v5), even when a known
+// broker has the same address, and a rebootstrap dials it again.
+func connKey(addr string, admin, boot bool) string {
+	if boot {
+		addr = "boot\x00" + addr
+	}
 	if admin {
 		return "admin\x00" + addr
 	}
@@ -1046,7 +1052,9 @@ func (c *Client) joinCtx(ctx context.Context) (context.Context, func()) {
 	return ctx, func() { stop(); cancel() }
 }
 
-// candidates lists the addresses to try, in order, without duplicates:
+// candidates lists the addresses to try, in order, each list without
+// duplicates (a bootstrap address may be a known broker's too: it is then
+// dialed again, as no known node):
 // the known brokers (prefer's first, then the last that answered, then the
 // rest in random order), then the bootstrap addresses in random order
 // (before ResolveCanonicalBootstrap expands them). A rebootstrap leaves
@@ -1100,36 +1108,26 @@ func (c *Client) candidates(prefer int32, refresh bool) (known, boot []string, r
 	}
 	shuffled := append([]string(nil), c.cfg.Bootstrap...)
 	rand.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+	seen = map[string]bool{} // a bootstrap address is no known node, even at a known broker's address
 	for _, a := range shuffled {
 		boot = add(boot, a)
 	}
 	return known, boot, skipKnown
 }
 
-// forgetBootstrap closes the connections kept for the bootstrap addresses
-// boot that no known broker has: a rebootstrap resolves and dials them
-// again, since the name may lead elsewhere now.
-func (c *Client) forgetBootstrap(boot []string) {
-	knownAddr := map[string]bool{}
-	for _, b := range c.Snapshot().Brokers {
-		knownAddr[b.Addr()] = true
-	}
-	var old []*conn.Conn
+// rebootstrapConns closes every connection the client keeps, as Java's
+// handleRebootstrap does: the known brokers' (the rebootstrap leaves them
+// because they failed, went silent or said REBOOTSTRAP_REQUIRED) and the
+// bootstrap addresses' (bootKey), which the rebootstrap dials again, so
+// their names are resolved again (the name may lead elsewhere now).
+func (c *Client) rebootstrapConns() {
 	c.connMu.Lock()
-	for _, a := range boot {
-		if knownAddr[a] {
-			continue
-		}
-		for _, key := range []string{connKey(a, false), connKey(a, true)} {
-			if cn := c.conns[key]; cn != nil {
-				delete(c.conns, key)
-				old = append(old, cn)
-			}
-		}
-		if c.lastGood == a {
-			c.lastGood = ""
-		}
+	old := make([]*conn.Conn, 0, len(c.conns))
+	for key, cn := range c.conns {
+		delete(c.conns, key)
+		old = append(old, cn)
 	}
+	c.lastGood = ""
 	c.connMu.Unlock()
 	for _, cn := range old {
 		_ = cn.Close()
@@ -1145,13 +1143,14 @@ func (c *Client) do(ctx context.Context, req kmsg.Request, prefer int32, admin b
 	if opts != nil {
 		check = opts.check
 	}
-	tried := map[string]bool{}
-	try := func(ctx context.Context, addr string) (kmsg.Response, bool, error) {
-		if tried[addr] {
+	tried := map[string]bool{} // by connKey
+	try := func(ctx context.Context, addr string, bootAddr bool) (kmsg.Response, bool, error) {
+		key := connKey(addr, admin, bootAddr)
+		if tried[key] {
 			return nil, false, nil
 		}
-		tried[addr] = true
-		resp, done, err := c.tryAddr(ctx, req, addr, admin, pending, check)
+		tried[key] = true
+		resp, done, err := c.tryAddr(ctx, req, addr, key, !bootAddr, pending, check)
 		if !done && err != nil {
 			errs = append(errs, err)
 		}
@@ -1164,7 +1163,7 @@ func (c *Client) do(ctx context.Context, req kmsg.Request, prefer int32, admin b
 		defer cancel()
 	}
 	for _, addr := range known {
-		if resp, done, err := try(kctx, addr); done {
+		if resp, done, err := try(kctx, addr, false); done {
 			if err != nil && kctx.Err() != nil && ctx.Err() == nil {
 				// KIP-1102: the rebootstrap trigger passed while
 				// a known broker held the fetch.
@@ -1179,7 +1178,7 @@ func (c *Client) do(ctx context.Context, req kmsg.Request, prefer int32, admin b
 		rebootstrap = true // KIP-899: no known broker answered
 	}
 	if rebootstrap {
-		c.forgetBootstrap(boot)
+		c.rebootstrapConns()
 	}
 	for _, b := range boot {
 		addrs := []string{b}
@@ -1194,7 +1193,7 @@ func (c *Client) do(ctx context.Context, req kmsg.Request, prefer int32, admin b
 			}
 		}
 		for _, addr := range addrs {
-			if resp, done, err := try(ctx, addr); done {
+			if resp, done, err := try(ctx, addr, true); done {
 				return resp, err
 			}
 		}
@@ -1206,14 +1205,13 @@ func (c *Client) do(ctx context.Context, req kmsg.Request, prefer int32, admin b
 // done is true when do must return resp and err as they are: an answer, an
 // error another broker would not do better with, or the end of ctx or of
 // the client; otherwise err is why addr failed.
-func (c *Client) tryAddr(ctx context.Context, req kmsg.Request, addr string, admin bool, pending *atomic.Pointer[Pending], check func(string, kmsg.Response) error) (resp kmsg.Response, done bool, err error) {
-	key := connKey(addr, admin)
+func (c *Client) tryAddr(ctx context.Context, req kmsg.Request, addr, key string, known bool, pending *atomic.Pointer[Pending], check func(string, kmsg.Response) error) (resp kmsg.Response, done bool, err error) {
 	var at Pending
 	if pending != nil {
 		at = Pending{Addr: addr, Since: time.Now(), Connecting: true}
 		pending.Store(&at)
 	}
-	cn, err := c.connTo(ctx, addr, key)
+	cn, err := c.connTo(ctx, addr, key, known)
 	if err == nil && pending != nil {
 		written := at
 		written.Connecting = false
@@ -1226,7 +1224,7 @@ func (c *Client) tryAddr(ctx context.Context, req kmsg.Request, addr string, adm
 			// rather than no metadata for days.
 			c.cfg.Logger.Warn("broker throttles the connection for longer than RequestTimeout: reconnecting", "addr", addr, "throttled_until", until, "request_timeout", c.cfg.RequestTimeout)
 			c.dropConn(addr, key, cn)
-			cn, err = c.connTo(ctx, addr, key)
+			cn, err = c.connTo(ctx, addr, key, known)
 		}
 	}
 	if err == nil {
@@ -1312,7 +1310,7 @@ func (e joinedErrs) Unwrap() []error { return e }
 
 // connTo returns the open connection to addr kept under key (connKey),
 // dialing one if needed. The lock is not held while dialing.
-func (c *Client) connTo(ctx context.Context, addr, key string) (*conn.Conn, error) {
+func (c *Client) connTo(ctx context.Context, addr, key string, known bool) (*conn.Conn, error) {
 	c.connMu.Lock()
 	if c.closed {
 		c.connMu.Unlock()
@@ -1336,7 +1334,9 @@ func (c *Client) connTo(ctx context.Context, addr, key string) (*conn.Conn, erro
 	}
 
 	cfg := c.connCfg
-	cfg.Expect = c.expect(addr) // KIP-1242
+	if known {
+		cfg.Expect = c.expect(addr) // KIP-1242
+	}
 	cn, err := conn.Dial(ctx, addr, cfg)
 	if err != nil {
 		return nil, err

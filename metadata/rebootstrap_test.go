@@ -3,8 +3,10 @@ package metadata
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -211,5 +213,111 @@ func TestAnswerFromAnotherClusterIsRefused(t *testing.T) {
 	waitFor(t, c, "the cluster back", func(s *Snapshot) bool { return onCluster(s, backAddrs) && s.Topics["t"].Usable() })
 	if got := c.ClusterID(); got != "cluster-a" {
 		t.Fatalf("ClusterID() = %q after the move, want cluster-a", got)
+	}
+}
+
+// clusterAt starts a cluster of n brokers with cluster id id listening on
+// base, base+1, ... (closed with the test); ok is false when a port was
+// taken.
+func clusterAt(t *testing.T, n int, id string, base int, topics ...string) (*testbroker.Cluster, bool) {
+	t.Helper()
+	cl, err := testbroker.New(testbroker.Config{Brokers: n, ClusterID: id, BasePort: base})
+	if err != nil {
+		return nil, false
+	}
+	t.Cleanup(func() { _ = cl.Close() })
+	for _, tp := range topics {
+		if err := cl.CreateTopic(tp, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cl, true
+}
+
+// bootstrap.servers names the brokers' advertised addresses; the cluster
+// is rebuilt with the same cluster id and the bootstrap address now
+// reaches node 1, not node 0. The known brokers are refused (node 0's
+// address answers for node 1: ApiVersions v5 says REBOOTSTRAP_REQUIRED),
+// but the bootstrap address is no known node: it is dialed without an
+// identity to check, its Metadata answer names the client's cluster, and
+// the client follows the rebuilt cluster.
+func TestRebootstrapDialsBootstrapAsNoKnownNode(t *testing.T) {
+	for try := 0; ; try++ {
+		if try == 20 {
+			t.Skip("no free ports for the two clusters")
+		}
+		base := 20000 + rand.IntN(40000)
+		first, ok := clusterAt(t, 2, "cluster-a", base, "t")
+		if !ok {
+			continue
+		}
+		firstAddrs := first.Addrs()
+		_ = first.Close()
+		// Node 1 of the rebuilt cluster listens where node 0 was.
+		second, ok := clusterAt(t, 2, "cluster-a", base-1)
+		if !ok {
+			continue
+		}
+		secondAddrs := second.Addrs()
+		_ = second.Close()
+		first, ok = clusterAt(t, 2, "cluster-a", base, "t")
+		if !ok {
+			continue
+		}
+		c := newClient(t, Config{Bootstrap: []string{firstAddrs[0]},
+			DialTimeout: time.Second, RetryBackoff: 10 * time.Millisecond, RetryBackoffMax: 50 * time.Millisecond})
+		c.Want("t")
+		waitFor(t, c, "the first cluster", func(s *Snapshot) bool { return s.Topics["t"].Usable() })
+		_ = first.Close()
+		if second, ok = clusterAt(t, 2, "cluster-a", base-1, "t"); !ok {
+			continue
+		}
+		c.Trigger()
+		waitFor(t, c, "the rebuilt cluster", func(s *Snapshot) bool { return onCluster(s, secondAddrs) && s.Topics["t"].Usable() })
+		return
+	}
+}
+
+// countingDialer counts the dials to each address.
+type countingDialer struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (d *countingDialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	d.mu.Lock()
+	if d.n == nil {
+		d.n = map[string]int{}
+	}
+	d.n[addr]++
+	d.mu.Unlock()
+	var nd net.Dialer
+	return nd.DialContext(ctx, network, addr)
+}
+
+func (d *countingDialer) dials(addr string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.n[addr]
+}
+
+// A rebootstrap closes the known brokers' connections and dials the
+// bootstrap addresses again (Java's handleRebootstrap), even one a known
+// broker has: after REBOOTSTRAP_REQUIRED the rebootstrap fetch does not go
+// back to the connection that said it, and the name is resolved again.
+func TestRebootstrapDialsBootstrapAgain(t *testing.T) {
+	cl := clusterWith(t, 1, "", "t", "u")
+	addr := cl.Addrs()[0]
+	var d countingDialer
+	c := newClient(t, Config{Bootstrap: []string{addr}, Dialer: d.dial,
+		RetryBackoff: 10 * time.Millisecond, RetryBackoffMax: 50 * time.Millisecond})
+	c.Want("t")
+	waitFor(t, c, "the topic", func(s *Snapshot) bool { return s.Topics["t"].Usable() })
+	before := d.dials(addr)
+	cl.Intercept(testbroker.Interceptor{Keys: []int16{3}, ErrorCode: kerr.RebootstrapRequired.Code, Times: 1})
+	c.Want("u")
+	waitFor(t, c, "the second topic", func(s *Snapshot) bool { return s.Topics["u"].Usable() })
+	if got := d.dials(addr) - before; got < 1 {
+		t.Fatalf("%d dials of %s after REBOOTSTRAP_REQUIRED, want a fresh one (the rebootstrap reused the connection that asked for it)", got, addr)
 	}
 }
