@@ -613,7 +613,7 @@ func (c *Client) nextWake() time.Time {
 			next = idle
 		}
 	}
-	if c.trigger.Load() {
+	if c.trigger.Load() && len(c.topics) > 0 {
 		if t := c.lastFetch.Add(c.cfg.RetryBackoff); t.Before(next) {
 			next = t
 		}
@@ -628,7 +628,15 @@ func (c *Client) nextWake() time.Time {
 // passed or a Trigger is due, else, when their shared retry is due, every
 // topic waiting for metadata.
 func (c *Client) maybeFetch(now time.Time) {
-	if len(c.topics) == 0 || now.Before(c.retryAt) {
+	if len(c.topics) == 0 {
+		// Nothing to fetch: a Trigger (or Rebootstrap) is moot, and
+		// kept it would make nextWake spin. A topic wanted later is
+		// fetched at once anyway (joinWaiting); a rebootstrap asked
+		// for still applies to that fetch.
+		c.trigger.Store(false)
+		return
+	}
+	if now.Before(c.retryAt) {
 		return
 	}
 	full := now.Sub(c.lastFull) >= c.cfg.MaxAge ||

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/samsa-go/samsa/internal/testbroker"
+	"github.com/samsa-go/samsa/internal/testutil"
 	"github.com/samsa-go/samsa/kerr"
 )
 
@@ -319,5 +320,28 @@ func TestRebootstrapDialsBootstrapAgain(t *testing.T) {
 	waitFor(t, c, "the second topic", func(s *Snapshot) bool { return s.Topics["u"].Usable() })
 	if got := d.dials(addr) - before; got < 1 {
 		t.Fatalf("%d dials of %s after REBOOTSTRAP_REQUIRED, want a fresh one (the rebootstrap reused the connection that asked for it)", got, addr)
+	}
+}
+
+// A Trigger or a Rebootstrap while no topic is wanted asks for nothing:
+// the refresh goroutine sleeps. It kept the request owed and woke every
+// time it looked at it, about 830ms of CPU a second, forever.
+func TestTriggerWithoutTopicsDoesNotSpin(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		call func(*Client)
+	}{{"Trigger", (*Client).Trigger}, {"Rebootstrap", (*Client).Rebootstrap}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl := clusterWith(t, 1, "")
+			c := newClient(t, Config{Bootstrap: cl.Addrs()})
+			tc.call(c)
+			time.Sleep(50 * time.Millisecond)
+			start, cpu := time.Now(), testutil.CPUSeconds()
+			time.Sleep(time.Second)
+			used, took := testutil.CPUSeconds()-cpu, time.Since(start)
+			if used > 0.05*took.Seconds() {
+				t.Fatalf("%.3fs of CPU in %v with no topic wanted, want the refresh goroutine asleep", used, took)
+			}
+		})
 	}
 }
