@@ -699,6 +699,8 @@ func (c *Client) maybeFetch(now time.Time) {
 		c.notify()
 		return
 	}
+	c.logRepeat.Reset("rebootstrap") // the next one is news
+	c.logRepeat.Reset("rebootstrap trigger")
 	if c.failures > 0 {
 		c.logRepeat.Reset("fetch")
 		c.cfg.Logger.Info("metadata fetch succeeded again", "failures", c.failures)
@@ -917,7 +919,7 @@ func (c *Client) fetch(names []string, now time.Time) (*kmsg.MetadataResponse, e
 		}
 		trigger := max(c.cfg.RebootstrapTrigger, 0)
 		if !first && now.Sub(c.attemptStart) > trigger {
-			c.cfg.Logger.Info("no metadata from the known brokers for metadata.recovery.rebootstrap.trigger.ms: rebootstrapping", "since", c.attemptStart, "trigger", c.cfg.RebootstrapTrigger, "bootstrap", c.cfg.Bootstrap)
+			c.logRare("rebootstrap trigger", slog.LevelInfo, "no metadata from the known brokers for metadata.recovery.rebootstrap.trigger.ms: rebootstrapping", "since", c.attemptStart, "trigger", c.cfg.RebootstrapTrigger, "bootstrap", c.cfg.Bootstrap)
 			c.connMu.Lock()
 			c.rebootstrap = true
 			c.connMu.Unlock()
@@ -1087,7 +1089,7 @@ func (c *Client) candidates(prefer int32, refresh bool) (known, boot []string, r
 		return out
 	}
 	if skipKnown {
-		c.cfg.Logger.Info("rebootstrapping: asking the bootstrap addresses, not the known brokers", "bootstrap", c.cfg.Bootstrap)
+		c.logRare("rebootstrap", slog.LevelInfo, "rebootstrapping: asking the bootstrap addresses, not the known brokers", "bootstrap", c.cfg.Bootstrap)
 	} else {
 		if b, ok := snap.Brokers[prefer]; ok && prefer >= 0 {
 			known = add(known, b.Addr())
@@ -1240,7 +1242,7 @@ func (c *Client) tryAddr(ctx context.Context, req kmsg.Request, addr, key string
 		if err == nil && check != nil {
 			if err = check(addr, resp); err != nil {
 				// Not our cluster: nothing more goes there.
-				c.cfg.Logger.Warn("broker refused", "addr", addr, "err", err)
+				c.logRare("refused "+addr, slog.LevelWarn, "broker refused", "addr", addr, "err", err)
 				c.dropConn(addr, key, cn)
 				return nil, false, err
 			}
@@ -1265,6 +1267,17 @@ func (c *Client) tryAddr(ctx context.Context, req kmsg.Request, addr, key string
 		return nil, true, cerr
 	}
 	return nil, false, err
+}
+
+// logRare logs msg at level the first time for key and then at most once
+// a minute (logging.RepeatEvery), at Debug in between (invariant 12: a
+// condition that lasts, a refused broker or rebootstrapping at every
+// fetch, does not flood the log).
+func (c *Client) logRare(key string, level slog.Level, msg string, args ...any) {
+	if c.logRepeat.Level(key, time.Now()) != slog.LevelWarn {
+		level = slog.LevelDebug
+	}
+	c.cfg.Logger.Log(context.Background(), level, msg, args...)
 }
 
 // ended reports whether ctx or the client ended, with the error do returns

@@ -3,6 +3,7 @@ package metadata
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"strings"
@@ -343,5 +344,67 @@ func TestTriggerWithoutTopicsDoesNotSpin(t *testing.T) {
 				t.Fatalf("%.3fs of CPU in %v with no topic wanted, want the refresh goroutine asleep", used, took)
 			}
 		})
+	}
+}
+
+// countingHandler counts the records logged at Info or above per message.
+type countingHandler struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *countingHandler) WithGroup(string) slog.Handler            { return h }
+func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelInfo {
+		h.mu.Lock()
+		if h.n == nil {
+			h.n = map[string]int{}
+		}
+		h.n[r.Message]++
+		h.mu.Unlock()
+	}
+	return nil
+}
+
+func (h *countingHandler) count(prefix string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for msg, k := range h.n {
+		if strings.HasPrefix(msg, prefix) {
+			n += k
+		}
+	}
+	return n
+}
+
+// Invariant 12 (logs are rate-limited): a bootstrap name that leads to
+// another cluster, with rebootstrap at every fetch (a negative trigger,
+// NoWait), logs the refused broker and the rebootstrap once, not at each
+// of the dozens of fetches a second (34 refusals in 3s before).
+func TestRefusedBrokerAndRebootstrapLogRarely(t *testing.T) {
+	first := clusterWith(t, 1, "cluster-a", "t")
+	other := clusterWith(t, 1, "cluster-b", "t")
+	var name movingName
+	name.point(first)
+	var h countingHandler
+	c := newClient(t, Config{Bootstrap: []string{"kafka.test:9092"}, Dialer: name.dial, Logger: slog.New(&h),
+		DialTimeout: time.Second, RetryBackoff: 10 * time.Millisecond, RetryBackoffMax: 20 * time.Millisecond,
+		RebootstrapTrigger: -1})
+	c.Want("t")
+	waitFor(t, c, "the first cluster", func(s *Snapshot) bool { return s.Topics["t"].Usable() })
+	_ = first.Close()
+	name.point(other)
+	c.Trigger()
+	time.Sleep(1500 * time.Millisecond)
+	if !errors.Is(c.Err(), ErrClusterMismatch) {
+		t.Fatalf("Err() = %v, want ErrClusterMismatch", c.Err())
+	}
+	for _, msg := range []string{"broker refused", "rebootstrapping", "no metadata from the known brokers"} {
+		if n := h.count(msg); n > 1 {
+			t.Errorf("%q logged %d times at Info or above in 1.5s, want at most once", msg, n)
+		}
 	}
 }
