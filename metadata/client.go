@@ -662,11 +662,11 @@ func (c *Client) maybeFetch(now time.Time) {
 		c.trigger.Store(false)
 	}
 	start := time.Now()
-	resp, err := c.fetch(names, start)
-	if err != nil && errors.Is(err, kerr.RebootstrapRequired) && !c.cfg.DisableRebootstrap && c.ctx.Err() == nil {
+	resp, again, err := c.fetch(names, start)
+	if again && c.ctx.Err() == nil {
 		// KIP-1102: the broker says our view is stale: ask the
 		// bootstrap addresses at once, not after a backoff.
-		resp, err = c.fetch(names, time.Now())
+		resp, _, err = c.fetch(names, time.Now())
 	}
 	now = time.Now()
 	c.lastFetch = now
@@ -898,8 +898,11 @@ func (c *Client) notify() {
 
 // fetch sends one Metadata request for names to some broker; now is when
 // it starts (RebootstrapTrigger counts from the first fetch without an
-// answer).
-func (c *Client) fetch(names []string, now time.Time) (*kmsg.MetadataResponse, error) {
+// answer). again is set when the answer itself was REBOOTSTRAP_REQUIRED
+// and rebootstrap is on: the caller fetches again at once. A failure that
+// merely wraps that code (a dial refused by ApiVersions v5, KIP-1242) is
+// not such an answer: it waits for the backoff.
+func (c *Client) fetch(names []string, now time.Time) (resp *kmsg.MetadataResponse, again bool, err error) {
 	req := kmsg.NewPtrMetadataRequest()
 	req.AllowAutoTopicCreation = c.cfg.AllowAutoTopicCreation
 	req.Topics = make([]kmsg.MetadataRequestTopic, 0, len(names))
@@ -929,23 +932,24 @@ func (c *Client) fetch(names []string, now time.Time) (*kmsg.MetadataResponse, e
 			opts.knownUntil = c.attemptStart.Add(trigger)
 		}
 	}
-	resp, err := c.do(c.ctx, req, -1, false, &c.pending, opts)
+	r, err := c.do(c.ctx, req, -1, false, &c.pending, opts)
 	c.pending.Store(nil)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	mr := resp.(*kmsg.MetadataResponse)
+	mr := r.(*kmsg.MetadataResponse)
 	if err := kerr.ForCode(mr.ErrorCode); err != nil {
 		// Metadata v13+ (KIP-1102): REBOOTSTRAP_REQUIRED means our
 		// view of the cluster is too old; start again from Bootstrap
 		// (maybeFetch does at once), unless rebootstrap is off.
+		again = mr.ErrorCode == kerr.RebootstrapRequired.Code && !c.cfg.DisableRebootstrap
 		c.connMu.Lock()
 		c.lastGood = ""
-		c.rebootstrap = errors.Is(err, kerr.RebootstrapRequired) && !c.cfg.DisableRebootstrap
+		c.rebootstrap = again
 		c.connMu.Unlock()
-		return nil, fmt.Errorf("metadata: Metadata response: %w", err)
+		return nil, again, fmt.Errorf("metadata: Metadata response: %w", err)
 	}
-	return mr, nil
+	return mr, false, nil
 }
 
 // checkCluster refuses a Metadata answer from addr for another cluster

@@ -408,3 +408,70 @@ func TestRefusedBrokerAndRebootstrapLogRarely(t *testing.T) {
 		}
 	}
 }
+
+// redirectDialer dials each address the test maps to another one in its
+// place, as a DNS change or a rebuilt cluster would, and counts the dials
+// of each address asked for.
+type redirectDialer struct {
+	countingDialer
+	mu sync.Mutex
+	to map[string]string
+}
+
+func (d *redirectDialer) redirect(from, to string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.to == nil {
+		d.to = map[string]string{}
+	}
+	d.to[from] = to
+}
+
+func (d *redirectDialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	d.mu.Lock()
+	to, ok := d.to[addr]
+	d.mu.Unlock()
+	if !ok {
+		to = addr
+	}
+	d.countingDialer.mu.Lock()
+	if d.n == nil {
+		d.n = map[string]int{}
+	}
+	d.n[addr]++
+	d.countingDialer.mu.Unlock()
+	var nd net.Dialer
+	return nd.DialContext(ctx, network, to)
+}
+
+// Only a Metadata answer of REBOOTSTRAP_REQUIRED is fetched again at once:
+// a fetch that failed because a known broker's dial was refused by
+// ApiVersions v5 (an error that wraps the same code) and the bootstrap
+// name answered for another cluster waits for RetryBackoff, as any
+// failed fetch.
+func TestRefusedDialIsNoRebootstrapAnswer(t *testing.T) {
+	first := clusterWith(t, 1, "cluster-a", "t")
+	other := clusterWith(t, 1, "cluster-b", "t", "u")
+	known := first.Addrs()[0]
+	var d redirectDialer
+	d.redirect("kafka.test:9092", known)
+	c := newClient(t, Config{Bootstrap: []string{"kafka.test:9092"}, Dialer: d.dial,
+		DialTimeout: time.Second, RetryBackoff: 3 * time.Second, RetryBackoffMax: 3 * time.Second})
+	c.Want("t")
+	waitFor(t, c, "the first cluster", func(s *Snapshot) bool { return s.Topics["t"].Usable() })
+	d.redirect(known, other.Addrs()[0])
+	d.redirect("kafka.test:9092", other.Addrs()[0])
+	knownBefore, bootBefore := d.dials(known), d.dials("kafka.test:9092")
+	c.Want("u") // fetched at once
+	deadline := time.Now().Add(5 * time.Second)
+	for !errors.Is(c.Err(), ErrClusterMismatch) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Err() = %v, want ErrClusterMismatch", c.Err())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if k, b := d.dials(known)-knownBefore, d.dials("kafka.test:9092")-bootBefore; k != 1 || b != 1 {
+		t.Fatalf("%d dials of the known broker and %d of the bootstrap name within 500ms of the failure, want one fetch (1 and 1) before RetryBackoff (3s)", k, b)
+	}
+}
