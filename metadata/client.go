@@ -945,7 +945,8 @@ func (c *Client) fetch(names []string, now time.Time) (resp *kmsg.MetadataRespon
 		again = mr.ErrorCode == kerr.RebootstrapRequired.Code && !c.cfg.DisableRebootstrap
 		c.connMu.Lock()
 		c.lastGood = ""
-		c.rebootstrap = again
+		// Or-ed: a Rebootstrap of the IO goroutine meanwhile stays.
+		c.rebootstrap = c.rebootstrap || again
 		c.connMu.Unlock()
 		return nil, again, fmt.Errorf("metadata: Metadata response: %w", err)
 	}

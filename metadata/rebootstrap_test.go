@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/samsa-go/samsa/internal/testbroker"
 	"github.com/samsa-go/samsa/internal/testutil"
 	"github.com/samsa-go/samsa/kerr"
@@ -473,5 +475,29 @@ func TestRefusedDialIsNoRebootstrapAnswer(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	if k, b := d.dials(known)-knownBefore, d.dials("kafka.test:9092")-bootBefore; k != 1 || b != 1 {
 		t.Fatalf("%d dials of the known broker and %d of the bootstrap name within 500ms of the failure, want one fetch (1 and 1) before RetryBackoff (3s)", k, b)
+	}
+}
+
+// A Rebootstrap (the IO goroutine met another cluster) while a fetch is
+// out is not lost when that fetch's answer carries an error: the next
+// fetch asks the bootstrap name, not the known broker.
+func TestRebootstrapDuringAFailedFetchIsKept(t *testing.T) {
+	cl := clusterWith(t, 1, "", "t", "u")
+	var d redirectDialer
+	d.redirect("kafka.test:9092", cl.Addrs()[0])
+	c := newClient(t, Config{Bootstrap: []string{"kafka.test:9092"}, Dialer: d.dial,
+		RetryBackoff: 10 * time.Millisecond, RetryBackoffMax: 20 * time.Millisecond})
+	c.Want("t")
+	waitFor(t, c, "the topic", func(s *Snapshot) bool { return s.Topics["t"].Usable() })
+	before := d.dials("kafka.test:9092")
+	cl.Intercept(testbroker.Interceptor{Keys: []int16{3}, Times: 1, After: true,
+		Match: func(int32, kmsg.Request) bool { c.Rebootstrap(); return true },
+		Rewrite: func(resp kmsg.Response) {
+			resp.(*kmsg.MetadataResponse).ErrorCode = kerr.UnknownServerError.Code // a top-level code, not REBOOTSTRAP_REQUIRED
+		}})
+	c.Want("u")
+	waitFor(t, c, "the second topic", func(s *Snapshot) bool { return s.Topics["u"].Usable() })
+	if got := d.dials("kafka.test:9092") - before; got < 1 {
+		t.Fatalf("%d dials of the bootstrap name after Rebootstrap, want the next fetch to rebootstrap", got)
 	}
 }
