@@ -730,9 +730,12 @@ func (c *Client) apply(resp *kmsg.MetadataResponse, names []string, now time.Tim
 	if resp.ClusterID != nil {
 		s.ClusterID = conn.BrokerText(c.cfg.SASL, *resp.ClusterID)
 		if c.cluster.Load() == nil && *resp.ClusterID != "" {
-			id := *resp.ClusterID
-			c.cluster.Store(&id) // checkCluster refuses others from now on
-			c.cfg.Logger.Info("cluster id", "cluster_id", s.ClusterID)
+			if id := *resp.ClusterID; validClusterID(id) {
+				c.cluster.Store(&id) // checkCluster refuses others from now on
+				c.cfg.Logger.Info("cluster id", "cluster_id", id)
+			} else {
+				c.logRare("bad cluster id", slog.LevelWarn, "the cluster id of a Metadata answer is not one (over 64 bytes, or not printable): not kept, answers are not checked against it", "cluster_id", s.ClusterID)
+			}
 		}
 	}
 	var badHost error
@@ -958,16 +961,45 @@ func (c *Client) fetch(names []string, now time.Time) (resp *kmsg.MetadataRespon
 func (c *Client) checkCluster(addr string, resp kmsg.Response) error {
 	mr, ok := resp.(*kmsg.MetadataResponse)
 	want := c.cluster.Load()
-	if !ok || want == nil || mr.ClusterID == nil || *mr.ClusterID == *want {
+	if !ok || want == nil || (mr.ClusterID != nil && *mr.ClusterID == *want) {
 		return nil
 	}
+	if mr.ClusterID == nil {
+		// Every broker of a cluster that has an id sends it (Metadata
+		// v2+, Kafka 0.10.1+): one that does not is not of ours, or
+		// cannot say which cluster it is of.
+		return fmt.Errorf("metadata: %s: %w: it names no cluster id, this client's cluster is %q (the answer is not used; restart the producer to move to another cluster)",
+			addr, ErrClusterMismatch, *want)
+	}
 	return fmt.Errorf("metadata: %s: %w: it answers for cluster %q, this client's cluster is %q (the answer is not used)",
-		addr, ErrClusterMismatch, conn.BrokerText(c.cfg.SASL, *mr.ClusterID), conn.BrokerText(c.cfg.SASL, *want))
+		addr, ErrClusterMismatch, conn.BrokerText(c.cfg.SASL, *mr.ClusterID), *want)
+}
+
+// maxClusterIDLen bounds the cluster id the client keeps (Kafka's are 22
+// characters: a base64 UUID).
+const maxClusterIDLen = 64
+
+// validClusterID reports whether id can be kept as the client's cluster
+// id: it is sent in every ApiVersions v5 and returned by ClusterID, so it
+// is short (at most maxClusterIDLen bytes) and printable ASCII without
+// spaces (invariant 13).
+func validClusterID(id string) bool {
+	if id == "" || len(id) > maxClusterIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] <= ' ' || id[i] > '~' {
+			return false
+		}
+	}
+	return true
 }
 
 // ClusterID returns the cluster id of the first Metadata answer the client
 // applied ("" before one, or when the brokers send none: Kafka before
-// 0.10.1). Answers that name another id are refused from then on
+// 0.10.1; also "" when that id is over 64 bytes or not printable ASCII:
+// it is then not kept, and answers are not checked against it). Once it
+// is set, an answer that names no cluster id is refused too. Answers that name another id are refused from then on
 // (ErrClusterMismatch). It is one atomic load.
 func (c *Client) ClusterID() string {
 	if p := c.cluster.Load(); p != nil {

@@ -501,3 +501,60 @@ func TestRebootstrapDuringAFailedFetchIsKept(t *testing.T) {
 		t.Fatalf("%d dials of the bootstrap name after Rebootstrap, want the next fetch to rebootstrap", got)
 	}
 }
+
+// Invariant 13: the cluster id is broker text. One over 64 bytes or with
+// characters that are not printable is not kept (ClusterID stays "", it
+// is never sent in ApiVersions v5) and the snapshot shows it cleaned.
+func TestClusterIDIsKeptOnlyWhenItIsOne(t *testing.T) {
+	for _, tc := range []struct {
+		name, id, want string
+	}{
+		{"a Kafka id", "MkU3OEVBNTcwNTJENDM2Qk", "MkU3OEVBNTcwNTJENDM2Qk"},
+		{"64 bytes", strings.Repeat("x", 64), strings.Repeat("x", 64)},
+		{"65 bytes", strings.Repeat("x", 65), ""},
+		{"a newline", "cluster\nid", ""},
+		{"a space", "cluster id", ""},
+		{"not ASCII", "clusteré", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl := clusterWith(t, 1, tc.id, "t")
+			c := newClient(t, Config{Bootstrap: cl.Addrs()})
+			c.Want("t")
+			s := waitFor(t, c, "the topic", func(s *Snapshot) bool { return s.Topics["t"].Usable() })
+			if got := c.ClusterID(); got != tc.want {
+				t.Fatalf("ClusterID() = %q, want %q", got, tc.want)
+			}
+			if strings.ContainsAny(s.ClusterID, "\n") {
+				t.Fatalf("Snapshot.ClusterID = %q, want it cleaned", s.ClusterID)
+			}
+		})
+	}
+}
+
+// Once the cluster id is known, an answer that names none (a broker of
+// another cluster before Kafka 0.10.1, or one that hides it) is refused
+// as one naming another id: it was applied.
+func TestAnswerWithoutClusterIDIsRefusedOnceKnown(t *testing.T) {
+	first := clusterWith(t, 1, "cluster-a", "t")
+	other := clusterWith(t, 1, "cluster-b", "t")
+	otherAddrs := other.Addrs()
+	other.Intercept(testbroker.Interceptor{Keys: []int16{3}, After: true,
+		Rewrite: func(resp kmsg.Response) { resp.(*kmsg.MetadataResponse).ClusterID = nil }})
+	var name movingName
+	name.point(first)
+	c := newClient(t, Config{Bootstrap: []string{"kafka.test:9092"}, Dialer: name.dial,
+		DialTimeout: time.Second, RetryBackoff: 10 * time.Millisecond, RetryBackoffMax: 50 * time.Millisecond})
+	c.Want("t")
+	waitFor(t, c, "the first cluster", func(s *Snapshot) bool { return s.Topics["t"].Usable() })
+	_ = first.Close()
+	name.point(other)
+	c.Trigger()
+	deadline := time.Now().Add(10 * time.Second)
+	for err := c.Err(); !errors.Is(err, ErrClusterMismatch); err = c.Err() {
+		if time.Now().After(deadline) {
+			t.Fatalf("Err() = %v, want ErrClusterMismatch", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stays(t, c, 500*time.Millisecond, "no broker of the other cluster", func(s *Snapshot) bool { return !onCluster(s, otherAddrs) })
+}
