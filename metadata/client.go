@@ -971,7 +971,7 @@ func (c *Client) checkCluster(addr string, resp kmsg.Response) error {
 		return fmt.Errorf("metadata: %s: %w: it names no cluster id, this client's cluster is %q (the answer is not used; restart the producer to move to another cluster)",
 			addr, ErrClusterMismatch, *want)
 	}
-	return fmt.Errorf("metadata: %s: %w: it answers for cluster %q, this client's cluster is %q (the answer is not used)",
+	return fmt.Errorf("metadata: %s: %w: it answers for cluster %q, this client's cluster is %q (the answer is not used; restart the producer to move to another cluster)",
 		addr, ErrClusterMismatch, conn.BrokerText(c.cfg.SASL, *mr.ClusterID), *want)
 }
 

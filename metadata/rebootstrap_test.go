@@ -210,6 +210,8 @@ func TestAnswerFromAnotherClusterIsRefused(t *testing.T) {
 	}
 	if msg := c.Err().Error(); !strings.Contains(msg, `"cluster-a"`) || !strings.Contains(msg, `"cluster-b"`) {
 		t.Fatalf("Err() = %q, want both cluster ids named", msg)
+	} else if !strings.Contains(msg, "restart the producer to move to another cluster") {
+		t.Fatalf("Err() = %q, want it to say a restart moves to another cluster", msg)
 	}
 	stays(t, c, 500*time.Millisecond, "no broker of the other cluster", func(s *Snapshot) bool { return !onCluster(s, otherAddrs) })
 

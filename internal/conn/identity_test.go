@@ -77,6 +77,9 @@ func TestDialChecksIdentity(t *testing.T) {
 			if !strings.Contains(err.Error(), tc.expect.ClusterID) {
 				t.Fatalf("Dial error %q does not name the cluster expected", err)
 			}
+			if !strings.Contains(err.Error(), "restart the producer to move to another cluster") {
+				t.Fatalf("Dial error %q does not say a restart moves to another cluster", err)
+			}
 		})
 	}
 }
