@@ -560,3 +560,40 @@ func TestAnswerWithoutClusterIDIsRefusedOnceKnown(t *testing.T) {
 	}
 	stays(t, c, 500*time.Millisecond, "no broker of the other cluster", func(s *Snapshot) bool { return !onCluster(s, otherAddrs) })
 }
+
+// Do dials a known broker naming the cluster and the node it means to
+// reach (ApiVersions v5, KIP-1242): a known address that now leads to
+// another cluster's broker gets the ApiVersions request and nothing else,
+// and Do goes on to the bootstrap address, which still leads to the
+// client's cluster.
+func TestDoToKnownAddressLeadingElsewhereSendsOnlyApiVersions(t *testing.T) {
+	ours, other := clusterWith(t, 1, "cluster-a", "t"), clusterWith(t, 1, "cluster-b", "t")
+	var elsewhere atomic.Int32
+	other.Intercept(testbroker.Interceptor{Match: func(_ int32, req kmsg.Request) bool {
+		if req.Key() != 18 {
+			elsewhere.Add(1)
+		}
+		return false
+	}})
+	var d redirectDialer
+	d.redirect("kafka.test:9092", ours.Addrs()[0])
+	c := newClient(t, Config{Bootstrap: []string{"kafka.test:9092"}, Dialer: d.dial,
+		DialTimeout: time.Second, RetryBackoff: time.Minute, RetryBackoffMax: time.Minute, MaxAge: time.Hour})
+	c.Want("t")
+	waitFor(t, c, "the topic", func(s *Snapshot) bool { return s.Topics["t"].Usable() })
+	d.redirect(ours.Addrs()[0], other.Addrs()[0])
+	before := d.dials(ours.Addrs()[0])
+
+	req := kmsg.NewPtrInitProducerIDRequest()
+	req.ProducerID, req.ProducerEpoch = -1, -1
+	req.TransactionTimeoutMillis = 60000
+	if _, err := c.Do(context.Background(), req); err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	if d.dials(ours.Addrs()[0]) == before {
+		t.Fatal("Do did not dial the known broker's address: the test proves nothing")
+	}
+	if n := elsewhere.Load(); n != 0 {
+		t.Fatalf("the other cluster's broker got %d requests besides ApiVersions, want none", n)
+	}
+}

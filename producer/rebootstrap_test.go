@@ -256,3 +256,33 @@ func TestMetadataRecoveryConfig(t *testing.T) {
 		assert.Contains(t, err.Error(), "MetadataRecovery")
 	}
 }
+
+// The leader's address comes to lead to another cluster's broker while
+// another known broker still answers Metadata with the old view, and the
+// bootstrap name now leads to the producer's cluster at new addresses.
+// The IO goroutine's refused dial (ApiVersions v5) asks metadata to
+// rebootstrap, not merely to refresh: a refresh would ask the known
+// broker again, get the same stale leader, and the record would wait for
+// its delivery timeout.
+func TestRefusedLeaderDialRebootstraps(t *testing.T) {
+	old := newCluster(t, testbroker.Config{Brokers: 2, ClusterID: "cluster-a"})
+	require.NoError(t, old.CreateTopic("t", 1))
+	require.NoError(t, old.MoveLeader("t", 0, 1))
+	moved, other := clusterOf(t, "cluster-a"), clusterOf(t, "cluster-b")
+	var n network
+	n.point(old.Addrs()[0])
+	p := movingProducer(t, &n, Config{DeliveryTimeout: 5 * time.Second})
+	require.NoError(t, sendOne(t, p, "before", 10*time.Second))
+
+	n.route(old.Addrs()[1], other.Addrs()[0])
+	old.Intercept(testbroker.Interceptor{Keys: []int16{0}, Brokers: []int32{1}, Drop: true})
+	n.point(moved.Addrs()[0])
+	// This record meets the refused dial; made for the old cluster's
+	// topic id, it fails once the producer finds the moved cluster
+	// (another topic id), or at its delivery timeout without a
+	// rebootstrap.
+	_ = sendOne(t, p, "lost", 10*time.Second)
+	require.NoError(t, sendOne(t, p, "after", 10*time.Second))
+	assert.Equal(t, []string{"after"}, recordsIn(t, moved))
+	assert.Empty(t, recordsIn(t, other))
+}
