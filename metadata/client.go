@@ -965,6 +965,11 @@ func (c *Client) checkCluster(addr string, resp kmsg.Response) error {
 		return nil
 	}
 	if mr.ClusterID == nil {
+		if mr.ErrorCode != 0 {
+			// A top-level error (REBOOTSTRAP_REQUIRED): the
+			// answer is not applied; fetch reads its code.
+			return nil
+		}
 		// Every broker of a cluster that has an id sends it (Metadata
 		// v2+, Kafka 0.10.1+): one that does not is not of ours, or
 		// cannot say which cluster it is of.
