@@ -325,8 +325,13 @@ type Client struct {
 	closeOnce sync.Once
 	wg        sync.WaitGroup
 
-	connMu   sync.Mutex
-	conns    map[string]*conn.Conn // by connKey
+	connMu sync.Mutex
+	conns  map[string]*conn.Conn // by connKey
+	// verified holds, by connKey, the connection known to reach the
+	// client's cluster: its Metadata answer passed checkCluster. Once
+	// the cluster id is known, Do and DoController use only those and
+	// connections the broker identified itself on (ApiVersions v5).
+	verified map[string]*conn.Conn
 	lastGood string
 	closed   bool
 	// rebootstrap makes the next request skip the known brokers
@@ -374,7 +379,9 @@ func New(cfg Config) (*Client, error) {
 		wake:    make(chan struct{}, 1),
 		updates: make(chan struct{}, 1),
 		conns:   map[string]*conn.Conn{},
-		topics:  map[string]*topicState{},
+
+		verified: map[string]*conn.Conn{},
+		topics:   map[string]*topicState{},
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.snap.Store(emptySnapshot)
@@ -1060,7 +1067,12 @@ type doOpts struct {
 // that fails because its connection broke is tried on the next broker, so
 // use Do only for requests that are safe to repeat (Metadata,
 // InitProducerId, CreateTopics). Kafka errors inside the response are the
-// caller's to read. It returns ctx.Err() when ctx ends, ErrClosed after
+// caller's to read. Once the cluster id is known (ClusterID), req is
+// written only on a connection known to reach that cluster: the broker
+// identified itself (ApiVersions v5), or its Metadata answer on that
+// connection named the cluster (Do sends one for no topic first when
+// needed); another cluster's broker is skipped, its error wrapping
+// ErrClusterMismatch. It returns ctx.Err() when ctx ends, ErrClosed after
 // Close, and an error wrapping ErrNoBroker when no broker answered.
 func (c *Client) Do(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
 	ctx, stop := c.joinCtx(ctx)
@@ -1177,6 +1189,7 @@ func (c *Client) rebootstrapConns() {
 	old := make([]*conn.Conn, 0, len(c.conns))
 	for key, cn := range c.conns {
 		delete(c.conns, key)
+		delete(c.verified, key)
 		old = append(old, cn)
 	}
 	c.lastGood = ""
@@ -1279,6 +1292,22 @@ func (c *Client) tryAddr(ctx context.Context, req kmsg.Request, addr, key string
 			cn, err = c.connTo(ctx, addr, key, known)
 		}
 	}
+	if err == nil && check == nil {
+		// Do, DoController: only a connection known to reach our
+		// cluster carries their requests.
+		if err = c.verify(ctx, addr, key, cn); err != nil {
+			if errors.Is(err, ErrClusterMismatch) {
+				c.logRare("refused "+addr, slog.LevelWarn, "broker refused", "addr", addr, "err", err)
+			}
+			if ctx.Err() == nil {
+				c.dropConn(addr, key, cn)
+			}
+			if done, cerr := c.ended(ctx); done {
+				return nil, true, cerr
+			}
+			return nil, false, err
+		}
+	}
 	if err == nil {
 		resp, err = c.attempt(ctx, cn, req)
 		if err == nil && check != nil {
@@ -1288,6 +1317,11 @@ func (c *Client) tryAddr(ctx context.Context, req kmsg.Request, addr, key string
 				c.dropConn(addr, key, cn)
 				return nil, false, err
 			}
+			c.connMu.Lock()
+			if c.conns[key] == cn {
+				c.verified[key] = cn
+			}
+			c.connMu.Unlock()
 		}
 		if err == nil {
 			c.connMu.Lock()
@@ -1320,6 +1354,41 @@ func (c *Client) logRare(key string, level slog.Level, msg string, args ...any) 
 		level = slog.LevelDebug
 	}
 	c.cfg.Logger.Log(context.Background(), level, msg, args...)
+}
+
+// verify makes sure, once the cluster id is known, that cn (addr's
+// connection under key) reaches the client's cluster before Do or
+// DoController write a request on it: the broker identified itself
+// (ApiVersions v5, Kafka 4.4+), or a Metadata answer on cn passed
+// checkCluster, or verify asks for one now, for no topic (one round trip
+// per connection, off the per-record path). It fails with an error
+// wrapping ErrClusterMismatch when cn reaches another cluster, or with the
+// request's error.
+func (c *Client) verify(ctx context.Context, addr, key string, cn *conn.Conn) error {
+	if c.cluster.Load() == nil || cn.Identified() {
+		return nil
+	}
+	c.connMu.Lock()
+	ok := c.verified[key] == cn
+	c.connMu.Unlock()
+	if ok {
+		return nil
+	}
+	req := kmsg.NewPtrMetadataRequest()
+	req.Topics = []kmsg.MetadataRequestTopic{} // none (nil is all, v1+)
+	resp, err := c.attempt(ctx, cn, req)
+	if err != nil {
+		return fmt.Errorf("metadata: %s: checking its cluster: %w", addr, err)
+	}
+	if err := c.checkCluster(addr, resp); err != nil {
+		return err
+	}
+	c.connMu.Lock()
+	if c.conns[key] == cn {
+		c.verified[key] = cn
+	}
+	c.connMu.Unlock()
+	return nil
 }
 
 // ended reports whether ctx or the client ended, with the error do returns
@@ -1428,6 +1497,9 @@ func (c *Client) dropConn(addr, key string, cn *conn.Conn) {
 	c.connMu.Lock()
 	if c.conns[key] == cn {
 		delete(c.conns, key)
+	}
+	if c.verified[key] == cn {
+		delete(c.verified, key)
 	}
 	if c.lastGood == addr {
 		c.lastGood = ""

@@ -93,7 +93,10 @@
 // ErrClusterMismatch naming both. Unless DisableClusterCheck, a connection
 // to a known broker names that cluster and the node in ApiVersions v5
 // (KIP-1242), and a broker of Kafka 4.4+ that is not that node of that
-// cluster is refused before any request.
+// cluster is refused before any request. Once the cluster id is known, Do
+// and DoController write only on connections known to reach it: the
+// broker identified itself so, or answered a Metadata request (one for no
+// topic, sent first when needed) with the client's cluster id.
 //
 // # Goroutines
 //

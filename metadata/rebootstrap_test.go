@@ -597,3 +597,62 @@ func TestDoToKnownAddressLeadingElsewhereSendsOnlyApiVersions(t *testing.T) {
 		t.Fatalf("the other cluster's broker got %d requests besides ApiVersions, want none", n)
 	}
 }
+
+// Once the cluster id is known, Do writes only on connections known to
+// reach the client's cluster: a broker that identified itself
+// (ApiVersions v5) or whose Metadata answer named the client's cluster.
+// A bootstrap name now leading to another cluster, or a known address now
+// leading to another cluster's broker that cannot check ApiVersions v5
+// (before Kafka 4.4), gets a Metadata request for no topic, which names
+// the other cluster, and never the InitProducerId (it would fence that
+// cluster's producer of the same transactional id).
+func TestDoWritesOnlyToItsCluster(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		known bool // the known address leads elsewhere, not the name
+	}{{"bootstrap name", false}, {"known address of a broker before 4.4", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ours, other := clusterWith(t, 1, "cluster-a", "t"), clusterWith(t, 1, "cluster-b", "t")
+			oursAddr := ours.Addrs()[0]
+			var written atomic.Int32
+			other.Intercept(testbroker.Interceptor{Match: func(_ int32, req kmsg.Request) bool {
+				if k := req.Key(); k != 18 && k != 3 {
+					written.Add(1)
+				}
+				return false
+			}})
+			other.Intercept(testbroker.Interceptor{Keys: []int16{18}, ErrorCode: kerr.UnsupportedVersion.Code,
+				Match: func(_ int32, req kmsg.Request) bool { return req.GetVersion() >= 5 }})
+			var d redirectDialer
+			d.redirect("kafka.test:9092", oursAddr)
+			c := newClient(t, Config{Bootstrap: []string{"kafka.test:9092"}, Dialer: d.dial,
+				DialTimeout: time.Second, RetryBackoff: time.Minute, RetryBackoffMax: time.Minute, MaxAge: time.Hour})
+			c.Want("t")
+			waitFor(t, c, "the topic", func(s *Snapshot) bool { return s.Topics["t"].Usable() })
+			if tc.known {
+				d.redirect(oursAddr, other.Addrs()[0])
+				d.redirect("kafka.test:9092", deadAddr(t))
+			} else {
+				_ = ours.Close()
+				d.redirect("kafka.test:9092", other.Addrs()[0])
+			}
+			// Break the connections the client has.
+			c.Rebootstrap()
+			c.Want("u")
+			time.Sleep(100 * time.Millisecond)
+
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			req := kmsg.NewPtrInitProducerIDRequest()
+			req.ProducerID, req.ProducerEpoch = -1, -1
+			req.TransactionTimeoutMillis = 60000
+			_, err := c.Do(ctx, req)
+			if !errors.Is(err, ErrClusterMismatch) {
+				t.Fatalf("Do: %v, want ErrClusterMismatch", err)
+			}
+			if n := written.Load(); n != 0 {
+				t.Fatalf("the other cluster's broker got %d requests besides ApiVersions and Metadata, want none", n)
+			}
+		})
+	}
+}

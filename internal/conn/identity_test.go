@@ -69,6 +69,9 @@ func TestDialChecksIdentity(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Dial: %v", err)
 				}
+				if want := tc.expect.ClusterID != "" && !tc.noV5; c.Identified() != want {
+					t.Fatalf("Identified() = %v, want %v", c.Identified(), want)
+				}
 				return
 			}
 			if !errors.Is(err, ErrClusterMismatch) || !errors.Is(err, kerr.RebootstrapRequired) {

@@ -129,6 +129,7 @@ func (c *Conn) negotiate(secure bool) error {
 			}
 			return fmt.Errorf("conn: %s: ApiVersions handshake (v%d): %w", c.addr, version, err)
 		}
+		c.identified = checking && version >= identityApiVersions
 		c.versions = negotiatedVersions(resp.ApiKeys, c.cfg.MaxVersions)
 		c.release = brokerRelease(resp.ApiKeys)
 		f := finalizedFeatures(resp)
