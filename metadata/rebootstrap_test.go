@@ -14,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-go/samsa/internal/conn"
 	"github.com/samsa-go/samsa/internal/testbroker"
 	"github.com/samsa-go/samsa/internal/testutil"
 	"github.com/samsa-go/samsa/kerr"
@@ -654,5 +655,53 @@ func TestDoWritesOnlyToItsCluster(t *testing.T) {
 				t.Fatalf("the other cluster's broker got %d requests besides ApiVersions and Metadata, want none", n)
 			}
 		})
+	}
+}
+
+// canonicalResolver resolves kafka.test to 127.0.0.1 and 127.0.0.1 back to
+// kafka-1.canonical.test, for ResolveCanonicalBootstrap.
+type canonicalResolver struct{}
+
+func (canonicalResolver) LookupHost(_ context.Context, host string) ([]string, error) {
+	if host == "kafka.test" {
+		return []string{"127.0.0.1"}, nil
+	}
+	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+}
+
+func (canonicalResolver) LookupAddr(_ context.Context, addr string) ([]string, error) {
+	if addr == "127.0.0.1" {
+		return []string{"kafka-1.canonical.test."}, nil
+	}
+	return nil, &net.DNSError{Err: "no such host", Name: addr, IsNotFound: true}
+}
+
+// client.dns.lookup=resolve_canonical_bootstrap_servers_only: the
+// bootstrap connections are the canonical names', and a rebootstrap
+// closes and dials those again too (it closed only connections kept
+// under the names as configured, of which there are none).
+func TestRebootstrapDialsCanonicalBootstrapAgain(t *testing.T) {
+	cl := clusterWith(t, 1, "", "t", "u")
+	real := cl.Addrs()[0]
+	_, port, _ := net.SplitHostPort(real)
+	canonical := net.JoinHostPort("kafka-1.canonical.test", port)
+	old := conn.Resolver
+	conn.Resolver = canonicalResolver{}
+	t.Cleanup(func() { conn.Resolver = old })
+	var d redirectDialer
+	d.redirect(canonical, real)
+	c := newClient(t, Config{Bootstrap: []string{net.JoinHostPort("kafka.test", port)}, ResolveCanonicalBootstrap: true,
+		Dialer: d.dial, RetryBackoff: 10 * time.Millisecond, RetryBackoffMax: 50 * time.Millisecond})
+	c.Want("t")
+	waitFor(t, c, "the topic", func(s *Snapshot) bool { return s.Topics["t"].Usable() })
+	before := d.dials(canonical)
+	if before == 0 {
+		t.Fatalf("the canonical name was never dialed: the test proves nothing")
+	}
+	cl.Intercept(testbroker.Interceptor{Keys: []int16{3}, ErrorCode: kerr.RebootstrapRequired.Code, Times: 1})
+	c.Want("u")
+	waitFor(t, c, "the second topic", func(s *Snapshot) bool { return s.Topics["u"].Usable() })
+	if got := d.dials(canonical) - before; got < 1 {
+		t.Fatalf("%d dials of %s after REBOOTSTRAP_REQUIRED, want a fresh one", got, canonical)
 	}
 }
