@@ -1380,7 +1380,11 @@ func (c *Client) verify(ctx context.Context, addr, key string, cn *conn.Conn) er
 	if err != nil {
 		return fmt.Errorf("metadata: %s: checking its cluster: %w", addr, err)
 	}
-	if err := c.checkCluster(addr, resp); err != nil {
+	if mr := resp.(*kmsg.MetadataResponse); mr.ClusterID == nil {
+		// checkCluster lets one with a top-level error pass (it is
+		// not applied); this one would vouch for the connection.
+		return fmt.Errorf("metadata: %s: %w: it names no cluster id (%v), this client's cluster is %q", addr, ErrClusterMismatch, kerr.ForCode(mr.ErrorCode), c.ClusterID())
+	} else if err := c.checkCluster(addr, resp); err != nil {
 		return err
 	}
 	c.connMu.Lock()
