@@ -325,8 +325,13 @@ type Client struct {
 	closeOnce sync.Once
 	wg        sync.WaitGroup
 
-	connMu   sync.Mutex
-	conns    map[string]*conn.Conn // by connKey
+	connMu sync.Mutex
+	conns  map[string]*conn.Conn // by connKey
+	// verified holds, by connKey, the connection known to reach the
+	// client's cluster: its Metadata answer passed checkCluster. Once
+	// the cluster id is known, Do and DoController use only those and
+	// connections the broker identified itself on (ApiVersions v5).
+	verified map[string]*conn.Conn
 	lastGood string
 	closed   bool
 	// rebootstrap makes the next request skip the known brokers
@@ -374,7 +379,9 @@ func New(cfg Config) (*Client, error) {
 		wake:    make(chan struct{}, 1),
 		updates: make(chan struct{}, 1),
 		conns:   map[string]*conn.Conn{},
-		topics:  map[string]*topicState{},
+
+		verified: map[string]*conn.Conn{},
+		topics:   map[string]*topicState{},
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.snap.Store(emptySnapshot)
@@ -613,7 +620,7 @@ func (c *Client) nextWake() time.Time {
 			next = idle
 		}
 	}
-	if c.trigger.Load() {
+	if c.trigger.Load() && len(c.topics) > 0 {
 		if t := c.lastFetch.Add(c.cfg.RetryBackoff); t.Before(next) {
 			next = t
 		}
@@ -628,7 +635,15 @@ func (c *Client) nextWake() time.Time {
 // passed or a Trigger is due, else, when their shared retry is due, every
 // topic waiting for metadata.
 func (c *Client) maybeFetch(now time.Time) {
-	if len(c.topics) == 0 || now.Before(c.retryAt) {
+	if len(c.topics) == 0 {
+		// Nothing to fetch: a Trigger (or Rebootstrap) is moot, and
+		// kept it would make nextWake spin. A topic wanted later is
+		// fetched at once anyway (joinWaiting); a rebootstrap asked
+		// for still applies to that fetch.
+		c.trigger.Store(false)
+		return
+	}
+	if now.Before(c.retryAt) {
 		return
 	}
 	full := now.Sub(c.lastFull) >= c.cfg.MaxAge ||
@@ -654,11 +669,11 @@ func (c *Client) maybeFetch(now time.Time) {
 		c.trigger.Store(false)
 	}
 	start := time.Now()
-	resp, err := c.fetch(names, start)
-	if err != nil && errors.Is(err, kerr.RebootstrapRequired) && !c.cfg.DisableRebootstrap && c.ctx.Err() == nil {
+	resp, again, err := c.fetch(names, start)
+	if again && c.ctx.Err() == nil {
 		// KIP-1102: the broker says our view is stale: ask the
 		// bootstrap addresses at once, not after a backoff.
-		resp, err = c.fetch(names, time.Now())
+		resp, _, err = c.fetch(names, time.Now())
 	}
 	now = time.Now()
 	c.lastFetch = now
@@ -691,6 +706,8 @@ func (c *Client) maybeFetch(now time.Time) {
 		c.notify()
 		return
 	}
+	c.logRepeat.Reset("rebootstrap") // the next one is news
+	c.logRepeat.Reset("rebootstrap trigger")
 	if c.failures > 0 {
 		c.logRepeat.Reset("fetch")
 		c.cfg.Logger.Info("metadata fetch succeeded again", "failures", c.failures)
@@ -720,9 +737,12 @@ func (c *Client) apply(resp *kmsg.MetadataResponse, names []string, now time.Tim
 	if resp.ClusterID != nil {
 		s.ClusterID = conn.BrokerText(c.cfg.SASL, *resp.ClusterID)
 		if c.cluster.Load() == nil && *resp.ClusterID != "" {
-			id := *resp.ClusterID
-			c.cluster.Store(&id) // checkCluster refuses others from now on
-			c.cfg.Logger.Info("cluster id", "cluster_id", s.ClusterID)
+			if id := *resp.ClusterID; validClusterID(id) {
+				c.cluster.Store(&id) // checkCluster refuses others from now on
+				c.cfg.Logger.Info("cluster id", "cluster_id", id)
+			} else {
+				c.logRare("bad cluster id", slog.LevelWarn, "the cluster id of a Metadata answer is not one (over 64 bytes, or not printable): not kept, answers are not checked against it", "cluster_id", s.ClusterID)
+			}
 		}
 	}
 	var badHost error
@@ -888,8 +908,11 @@ func (c *Client) notify() {
 
 // fetch sends one Metadata request for names to some broker; now is when
 // it starts (RebootstrapTrigger counts from the first fetch without an
-// answer).
-func (c *Client) fetch(names []string, now time.Time) (*kmsg.MetadataResponse, error) {
+// answer). again is set when the answer itself was REBOOTSTRAP_REQUIRED
+// and rebootstrap is on: the caller fetches again at once. A failure that
+// merely wraps that code (a dial refused by ApiVersions v5, KIP-1242) is
+// not such an answer: it waits for the backoff.
+func (c *Client) fetch(names []string, now time.Time) (resp *kmsg.MetadataResponse, again bool, err error) {
 	req := kmsg.NewPtrMetadataRequest()
 	req.AllowAutoTopicCreation = c.cfg.AllowAutoTopicCreation
 	req.Topics = make([]kmsg.MetadataRequestTopic, 0, len(names))
@@ -909,7 +932,7 @@ func (c *Client) fetch(names []string, now time.Time) (*kmsg.MetadataResponse, e
 		}
 		trigger := max(c.cfg.RebootstrapTrigger, 0)
 		if !first && now.Sub(c.attemptStart) > trigger {
-			c.cfg.Logger.Info("no metadata from the known brokers for metadata.recovery.rebootstrap.trigger.ms: rebootstrapping", "since", c.attemptStart, "trigger", c.cfg.RebootstrapTrigger, "bootstrap", c.cfg.Bootstrap)
+			c.logRare("rebootstrap trigger", slog.LevelInfo, "no metadata from the known brokers for metadata.recovery.rebootstrap.trigger.ms: rebootstrapping", "since", c.attemptStart, "trigger", c.cfg.RebootstrapTrigger, "bootstrap", c.cfg.Bootstrap)
 			c.connMu.Lock()
 			c.rebootstrap = true
 			c.connMu.Unlock()
@@ -919,23 +942,25 @@ func (c *Client) fetch(names []string, now time.Time) (*kmsg.MetadataResponse, e
 			opts.knownUntil = c.attemptStart.Add(trigger)
 		}
 	}
-	resp, err := c.do(c.ctx, req, -1, false, &c.pending, opts)
+	r, err := c.do(c.ctx, req, -1, false, &c.pending, opts)
 	c.pending.Store(nil)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	mr := resp.(*kmsg.MetadataResponse)
+	mr := r.(*kmsg.MetadataResponse)
 	if err := kerr.ForCode(mr.ErrorCode); err != nil {
 		// Metadata v13+ (KIP-1102): REBOOTSTRAP_REQUIRED means our
 		// view of the cluster is too old; start again from Bootstrap
 		// (maybeFetch does at once), unless rebootstrap is off.
+		again = mr.ErrorCode == kerr.RebootstrapRequired.Code && !c.cfg.DisableRebootstrap
 		c.connMu.Lock()
 		c.lastGood = ""
-		c.rebootstrap = errors.Is(err, kerr.RebootstrapRequired) && !c.cfg.DisableRebootstrap
+		// Or-ed: a Rebootstrap of the IO goroutine meanwhile stays.
+		c.rebootstrap = c.rebootstrap || again
 		c.connMu.Unlock()
-		return nil, fmt.Errorf("metadata: Metadata response: %w", err)
+		return nil, again, fmt.Errorf("metadata: Metadata response: %w", err)
 	}
-	return mr, nil
+	return mr, false, nil
 }
 
 // checkCluster refuses a Metadata answer from addr for another cluster
@@ -943,16 +968,50 @@ func (c *Client) fetch(names []string, now time.Time) (*kmsg.MetadataResponse, e
 func (c *Client) checkCluster(addr string, resp kmsg.Response) error {
 	mr, ok := resp.(*kmsg.MetadataResponse)
 	want := c.cluster.Load()
-	if !ok || want == nil || mr.ClusterID == nil || *mr.ClusterID == *want {
+	if !ok || want == nil || (mr.ClusterID != nil && *mr.ClusterID == *want) {
 		return nil
 	}
-	return fmt.Errorf("metadata: %s: %w: it answers for cluster %q, this client's cluster is %q (the answer is not used)",
-		addr, ErrClusterMismatch, conn.BrokerText(c.cfg.SASL, *mr.ClusterID), conn.BrokerText(c.cfg.SASL, *want))
+	if mr.ClusterID == nil {
+		if mr.ErrorCode != 0 {
+			// A top-level error (REBOOTSTRAP_REQUIRED): the
+			// answer is not applied; fetch reads its code.
+			return nil
+		}
+		// Every broker of a cluster that has an id sends it (Metadata
+		// v2+, Kafka 0.10.1+): one that does not is not of ours, or
+		// cannot say which cluster it is of.
+		return fmt.Errorf("metadata: %s: %w: it names no cluster id, this client's cluster is %q (the answer is not used; restart the producer to move to another cluster)",
+			addr, ErrClusterMismatch, *want)
+	}
+	return fmt.Errorf("metadata: %s: %w: it answers for cluster %q, this client's cluster is %q (the answer is not used; restart the producer to move to another cluster)",
+		addr, ErrClusterMismatch, conn.BrokerText(c.cfg.SASL, *mr.ClusterID), *want)
+}
+
+// maxClusterIDLen bounds the cluster id the client keeps (Kafka's are 22
+// characters: a base64 UUID).
+const maxClusterIDLen = 64
+
+// validClusterID reports whether id can be kept as the client's cluster
+// id: it is sent in every ApiVersions v5 and returned by ClusterID, so it
+// is short (at most maxClusterIDLen bytes) and printable ASCII without
+// spaces (invariant 13).
+func validClusterID(id string) bool {
+	if id == "" || len(id) > maxClusterIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] <= ' ' || id[i] > '~' {
+			return false
+		}
+	}
+	return true
 }
 
 // ClusterID returns the cluster id of the first Metadata answer the client
 // applied ("" before one, or when the brokers send none: Kafka before
-// 0.10.1). Answers that name another id are refused from then on
+// 0.10.1; also "" when that id is over 64 bytes or not printable ASCII:
+// it is then not kept, and answers are not checked against it). Once it
+// is set, an answer that names no cluster id is refused too. Answers that name another id are refused from then on
 // (ErrClusterMismatch). It is one atomic load.
 func (c *Client) ClusterID() string {
 	if p := c.cluster.Load(); p != nil {
@@ -1008,7 +1067,12 @@ type doOpts struct {
 // that fails because its connection broke is tried on the next broker, so
 // use Do only for requests that are safe to repeat (Metadata,
 // InitProducerId, CreateTopics). Kafka errors inside the response are the
-// caller's to read. It returns ctx.Err() when ctx ends, ErrClosed after
+// caller's to read. Once the cluster id is known (ClusterID), req is
+// written only on a connection known to reach that cluster: the broker
+// identified itself (ApiVersions v5), or its Metadata answer on that
+// connection named the cluster (Do sends one for no topic first when
+// needed); another cluster's broker is skipped, its error wrapping
+// ErrClusterMismatch. It returns ctx.Err() when ctx ends, ErrClosed after
 // Close, and an error wrapping ErrNoBroker when no broker answered.
 func (c *Client) Do(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
 	ctx, stop := c.joinCtx(ctx)
@@ -1031,8 +1095,14 @@ func (c *Client) DoController(ctx context.Context, req kmsg.Request) (kmsg.Respo
 
 // connKey is the key of addr's connection in Client.conns: the address, or
 // for the admin connections of DoController, the address behind a prefix no
-// address has.
-func connKey(addr string, admin bool) string {
+// address has. A bootstrap address's connection (boot) has a prefix of its
+// own: it is dialed as no known node (Java gives bootstrap nodes negative
+// ids), without an identity to check (ApiVersions v5), even when a known
+// broker has the same address, and a rebootstrap dials it again.
+func connKey(addr string, admin, boot bool) string {
+	if boot {
+		addr = "boot\x00" + addr
+	}
 	if admin {
 		return "admin\x00" + addr
 	}
@@ -1046,7 +1116,9 @@ func (c *Client) joinCtx(ctx context.Context) (context.Context, func()) {
 	return ctx, func() { stop(); cancel() }
 }
 
-// candidates lists the addresses to try, in order, without duplicates:
+// candidates lists the addresses to try, in order, each list without
+// duplicates (a bootstrap address may be a known broker's too: it is then
+// dialed again, as no known node):
 // the known brokers (prefer's first, then the last that answered, then the
 // rest in random order), then the bootstrap addresses in random order
 // (before ResolveCanonicalBootstrap expands them). A rebootstrap leaves
@@ -1071,7 +1143,7 @@ func (c *Client) candidates(prefer int32, refresh bool) (known, boot []string, r
 		return out
 	}
 	if skipKnown {
-		c.cfg.Logger.Info("rebootstrapping: asking the bootstrap addresses, not the known brokers", "bootstrap", c.cfg.Bootstrap)
+		c.logRare("rebootstrap", slog.LevelInfo, "rebootstrapping: asking the bootstrap addresses, not the known brokers", "bootstrap", c.cfg.Bootstrap)
 	} else {
 		if b, ok := snap.Brokers[prefer]; ok && prefer >= 0 {
 			known = add(known, b.Addr())
@@ -1100,36 +1172,27 @@ func (c *Client) candidates(prefer int32, refresh bool) (known, boot []string, r
 	}
 	shuffled := append([]string(nil), c.cfg.Bootstrap...)
 	rand.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+	seen = map[string]bool{} // a bootstrap address is no known node, even at a known broker's address
 	for _, a := range shuffled {
 		boot = add(boot, a)
 	}
 	return known, boot, skipKnown
 }
 
-// forgetBootstrap closes the connections kept for the bootstrap addresses
-// boot that no known broker has: a rebootstrap resolves and dials them
-// again, since the name may lead elsewhere now.
-func (c *Client) forgetBootstrap(boot []string) {
-	knownAddr := map[string]bool{}
-	for _, b := range c.Snapshot().Brokers {
-		knownAddr[b.Addr()] = true
-	}
-	var old []*conn.Conn
+// rebootstrapConns closes every connection the client keeps, as Java's
+// handleRebootstrap does: the known brokers' (the rebootstrap leaves them
+// because they failed, went silent or said REBOOTSTRAP_REQUIRED) and the
+// bootstrap addresses' (bootKey), which the rebootstrap dials again, so
+// their names are resolved again (the name may lead elsewhere now).
+func (c *Client) rebootstrapConns() {
 	c.connMu.Lock()
-	for _, a := range boot {
-		if knownAddr[a] {
-			continue
-		}
-		for _, key := range []string{connKey(a, false), connKey(a, true)} {
-			if cn := c.conns[key]; cn != nil {
-				delete(c.conns, key)
-				old = append(old, cn)
-			}
-		}
-		if c.lastGood == a {
-			c.lastGood = ""
-		}
+	old := make([]*conn.Conn, 0, len(c.conns))
+	for key, cn := range c.conns {
+		delete(c.conns, key)
+		delete(c.verified, key)
+		old = append(old, cn)
 	}
+	c.lastGood = ""
 	c.connMu.Unlock()
 	for _, cn := range old {
 		_ = cn.Close()
@@ -1145,13 +1208,14 @@ func (c *Client) do(ctx context.Context, req kmsg.Request, prefer int32, admin b
 	if opts != nil {
 		check = opts.check
 	}
-	tried := map[string]bool{}
-	try := func(ctx context.Context, addr string) (kmsg.Response, bool, error) {
-		if tried[addr] {
+	tried := map[string]bool{} // by connKey
+	try := func(ctx context.Context, addr string, bootAddr bool) (kmsg.Response, bool, error) {
+		key := connKey(addr, admin, bootAddr)
+		if tried[key] {
 			return nil, false, nil
 		}
-		tried[addr] = true
-		resp, done, err := c.tryAddr(ctx, req, addr, admin, pending, check)
+		tried[key] = true
+		resp, done, err := c.tryAddr(ctx, req, addr, key, !bootAddr, pending, check)
 		if !done && err != nil {
 			errs = append(errs, err)
 		}
@@ -1164,7 +1228,7 @@ func (c *Client) do(ctx context.Context, req kmsg.Request, prefer int32, admin b
 		defer cancel()
 	}
 	for _, addr := range known {
-		if resp, done, err := try(kctx, addr); done {
+		if resp, done, err := try(kctx, addr, false); done {
 			if err != nil && kctx.Err() != nil && ctx.Err() == nil {
 				// KIP-1102: the rebootstrap trigger passed while
 				// a known broker held the fetch.
@@ -1179,7 +1243,7 @@ func (c *Client) do(ctx context.Context, req kmsg.Request, prefer int32, admin b
 		rebootstrap = true // KIP-899: no known broker answered
 	}
 	if rebootstrap {
-		c.forgetBootstrap(boot)
+		c.rebootstrapConns()
 	}
 	for _, b := range boot {
 		addrs := []string{b}
@@ -1194,7 +1258,7 @@ func (c *Client) do(ctx context.Context, req kmsg.Request, prefer int32, admin b
 			}
 		}
 		for _, addr := range addrs {
-			if resp, done, err := try(ctx, addr); done {
+			if resp, done, err := try(ctx, addr, true); done {
 				return resp, err
 			}
 		}
@@ -1206,14 +1270,13 @@ func (c *Client) do(ctx context.Context, req kmsg.Request, prefer int32, admin b
 // done is true when do must return resp and err as they are: an answer, an
 // error another broker would not do better with, or the end of ctx or of
 // the client; otherwise err is why addr failed.
-func (c *Client) tryAddr(ctx context.Context, req kmsg.Request, addr string, admin bool, pending *atomic.Pointer[Pending], check func(string, kmsg.Response) error) (resp kmsg.Response, done bool, err error) {
-	key := connKey(addr, admin)
+func (c *Client) tryAddr(ctx context.Context, req kmsg.Request, addr, key string, known bool, pending *atomic.Pointer[Pending], check func(string, kmsg.Response) error) (resp kmsg.Response, done bool, err error) {
 	var at Pending
 	if pending != nil {
 		at = Pending{Addr: addr, Since: time.Now(), Connecting: true}
 		pending.Store(&at)
 	}
-	cn, err := c.connTo(ctx, addr, key)
+	cn, err := c.connTo(ctx, addr, key, known)
 	if err == nil && pending != nil {
 		written := at
 		written.Connecting = false
@@ -1226,7 +1289,23 @@ func (c *Client) tryAddr(ctx context.Context, req kmsg.Request, addr string, adm
 			// rather than no metadata for days.
 			c.cfg.Logger.Warn("broker throttles the connection for longer than RequestTimeout: reconnecting", "addr", addr, "throttled_until", until, "request_timeout", c.cfg.RequestTimeout)
 			c.dropConn(addr, key, cn)
-			cn, err = c.connTo(ctx, addr, key)
+			cn, err = c.connTo(ctx, addr, key, known)
+		}
+	}
+	if err == nil && check == nil {
+		// Do, DoController: only a connection known to reach our
+		// cluster carries their requests.
+		if err = c.verify(ctx, addr, key, cn); err != nil {
+			if errors.Is(err, ErrClusterMismatch) {
+				c.logRare("refused "+addr, slog.LevelWarn, "broker refused", "addr", addr, "err", err)
+			}
+			if ctx.Err() == nil {
+				c.dropConn(addr, key, cn)
+			}
+			if done, cerr := c.ended(ctx); done {
+				return nil, true, cerr
+			}
+			return nil, false, err
 		}
 	}
 	if err == nil {
@@ -1234,10 +1313,15 @@ func (c *Client) tryAddr(ctx context.Context, req kmsg.Request, addr string, adm
 		if err == nil && check != nil {
 			if err = check(addr, resp); err != nil {
 				// Not our cluster: nothing more goes there.
-				c.cfg.Logger.Warn("broker refused", "addr", addr, "err", err)
+				c.logRare("refused "+addr, slog.LevelWarn, "broker refused", "addr", addr, "err", err)
 				c.dropConn(addr, key, cn)
 				return nil, false, err
 			}
+			c.connMu.Lock()
+			if c.conns[key] == cn {
+				c.verified[key] = cn
+			}
+			c.connMu.Unlock()
 		}
 		if err == nil {
 			c.connMu.Lock()
@@ -1259,6 +1343,56 @@ func (c *Client) tryAddr(ctx context.Context, req kmsg.Request, addr string, adm
 		return nil, true, cerr
 	}
 	return nil, false, err
+}
+
+// logRare logs msg at level the first time for key and then at most once
+// a minute (logging.RepeatEvery), at Debug in between (invariant 12: a
+// condition that lasts, a refused broker or rebootstrapping at every
+// fetch, does not flood the log).
+func (c *Client) logRare(key string, level slog.Level, msg string, args ...any) {
+	if c.logRepeat.Level(key, time.Now()) != slog.LevelWarn {
+		level = slog.LevelDebug
+	}
+	c.cfg.Logger.Log(context.Background(), level, msg, args...)
+}
+
+// verify makes sure, once the cluster id is known, that cn (addr's
+// connection under key) reaches the client's cluster before Do or
+// DoController write a request on it: the broker identified itself
+// (ApiVersions v5, Kafka 4.4+), or a Metadata answer on cn passed
+// checkCluster, or verify asks for one now, for no topic (one round trip
+// per connection, off the per-record path). It fails with an error
+// wrapping ErrClusterMismatch when cn reaches another cluster, or with the
+// request's error.
+func (c *Client) verify(ctx context.Context, addr, key string, cn *conn.Conn) error {
+	if c.cluster.Load() == nil || cn.Identified() {
+		return nil
+	}
+	c.connMu.Lock()
+	ok := c.verified[key] == cn
+	c.connMu.Unlock()
+	if ok {
+		return nil
+	}
+	req := kmsg.NewPtrMetadataRequest()
+	req.Topics = []kmsg.MetadataRequestTopic{} // none (nil is all, v1+)
+	resp, err := c.attempt(ctx, cn, req)
+	if err != nil {
+		return fmt.Errorf("metadata: %s: checking its cluster: %w", addr, err)
+	}
+	if mr := resp.(*kmsg.MetadataResponse); mr.ClusterID == nil {
+		// checkCluster lets one with a top-level error pass (it is
+		// not applied); this one would vouch for the connection.
+		return fmt.Errorf("metadata: %s: %w: it names no cluster id (%v), this client's cluster is %q", addr, ErrClusterMismatch, kerr.ForCode(mr.ErrorCode), c.ClusterID())
+	} else if err := c.checkCluster(addr, resp); err != nil {
+		return err
+	}
+	c.connMu.Lock()
+	if c.conns[key] == cn {
+		c.verified[key] = cn
+	}
+	c.connMu.Unlock()
+	return nil
 }
 
 // ended reports whether ctx or the client ended, with the error do returns
@@ -1312,7 +1446,7 @@ func (e joinedErrs) Unwrap() []error { return e }
 
 // connTo returns the open connection to addr kept under key (connKey),
 // dialing one if needed. The lock is not held while dialing.
-func (c *Client) connTo(ctx context.Context, addr, key string) (*conn.Conn, error) {
+func (c *Client) connTo(ctx context.Context, addr, key string, known bool) (*conn.Conn, error) {
 	c.connMu.Lock()
 	if c.closed {
 		c.connMu.Unlock()
@@ -1336,7 +1470,9 @@ func (c *Client) connTo(ctx context.Context, addr, key string) (*conn.Conn, erro
 	}
 
 	cfg := c.connCfg
-	cfg.Expect = c.expect(addr) // KIP-1242
+	if known {
+		cfg.Expect = c.expect(addr) // KIP-1242
+	}
 	cn, err := conn.Dial(ctx, addr, cfg)
 	if err != nil {
 		return nil, err
@@ -1365,6 +1501,9 @@ func (c *Client) dropConn(addr, key string, cn *conn.Conn) {
 	c.connMu.Lock()
 	if c.conns[key] == cn {
 		delete(c.conns, key)
+	}
+	if c.verified[key] == cn {
+		delete(c.verified, key)
 	}
 	if c.lastGood == addr {
 		c.lastGood = ""

@@ -75,8 +75,11 @@
 // bootstrap names are resolved afresh (KIP-899's rebootstrap). A fetch also
 // rebootstraps, skipping the known brokers, when RebootstrapTrigger has
 // passed without an answer and at once after REBOOTSTRAP_REQUIRED
-// (KIP-1102); a rebootstrap dials the bootstrap names again rather than
-// reuse their connections. DisableRebootstrap (Java's
+// (KIP-1102); a rebootstrap closes every connection, the known brokers'
+// included (as Java's), and dials the bootstrap names again. A bootstrap
+// address is no known node, even at a known broker's address: its
+// connections are kept apart and dialed without an identity to check
+// (below); the cluster id of its answers is checked. DisableRebootstrap (Java's
 // metadata.recovery.strategy=none) uses the Bootstrap addresses only until
 // an answer lists brokers. When nothing answers, the fetch is retried with
 // exponential backoff from RetryBackoff to RetryBackoffMax. Do and
@@ -90,7 +93,10 @@
 // ErrClusterMismatch naming both. Unless DisableClusterCheck, a connection
 // to a known broker names that cluster and the node in ApiVersions v5
 // (KIP-1242), and a broker of Kafka 4.4+ that is not that node of that
-// cluster is refused before any request.
+// cluster is refused before any request. Once the cluster id is known, Do
+// and DoController write only on connections known to reach it: the
+// broker identified itself so, or answered a Metadata request (one for no
+// topic, sent first when needed) with the client's cluster id.
 //
 // # Goroutines
 //

@@ -326,10 +326,15 @@ type Config struct {
 	// REBOOTSTRAP_REQUIRED: the connection is closed before any request,
 	// records wait for the right broker (failing at DeliveryTimeout with
 	// an error wrapping ErrClusterMismatch), and the producer
-	// rebootstraps. Unlike Java, the check stays on with
-	// MetadataRecoveryNone. Older brokers answer ApiVersions v4: only
-	// their Metadata answers are checked, which the producer does either
-	// way.
+	// rebootstraps. The transaction coordinator's connections name the
+	// node of FindCoordinator's answer. Unlike Java, the check stays on
+	// with MetadataRecoveryNone. A broker before Kafka 4.4 answers
+	// ApiVersions v4: each new connection of the producer's to a known
+	// broker or coordinator asks it for Metadata of no topic first (one
+	// round trip per connection) and is refused the same way when the
+	// answer names another cluster id. Metadata answers, and the
+	// connections of InitProducerId, CreateTopics, FindCoordinator and
+	// telemetry, are checked by their cluster id either way.
 	DisableMetadataClusterCheck bool
 
 	// DisableIdempotence turns off the idempotent producer

@@ -127,14 +127,23 @@ var (
 
 	// ErrClusterMismatch is a cause, never alone: a record that waited for
 	// a broker of another cluster fails at DeliveryTimeout with
-	// ErrDeliveryTimeout wrapping it.
+	// ErrDeliveryTimeout wrapping it; a transaction request whose
+	// coordinator's address leads to another cluster is retried like one
+	// whose coordinator cannot be reached (the error of its method wraps
+	// it when the context ends).
 	// The producer stays with the cluster of its first Metadata answer: a
 	// broker whose Metadata answer names another cluster id is refused
 	// (the message names both ids) and its answer never used, and, unless
 	// Config.DisableMetadataClusterCheck, a connection whose ApiVersions
 	// v5 handshake (KIP-1242, Kafka 4.4+) says the broker is not the node
 	// of the cluster dialed is closed before any request (the message
-	// names the node and cluster expected). Nothing is written there;
+	// names the node and cluster expected); a broker before Kafka 4.4,
+	// which cannot check that, is asked for Metadata of no topic on each
+	// new connection first, and refused the same way if it names another
+	// cluster id. The transaction coordinator's connections are checked
+	// so too (the node of FindCoordinator's answer), and so are the
+	// connections of the producer's other requests (InitProducerId,
+	// CreateTopics, FindCoordinator, telemetry). Nothing is written there;
 	// records wait for the producer's cluster, which it looks for again
 	// at the bootstrap brokers (MetadataRecoveryRebootstrap). It is the
 	// same value as metadata.ErrClusterMismatch.

@@ -11,7 +11,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/samsa-go/samsa/internal/testbroker"
+	"github.com/samsa-go/samsa/kerr"
 )
 
 // network stands for DNS and routing in front of test clusters: the
@@ -183,8 +186,24 @@ func TestBootstrapNameLeadingToAnotherCluster(t *testing.T) {
 // written on it; the record fails at its delivery timeout with
 // ErrClusterMismatch, and once the address leads to the right broker again
 // records are delivered there.
+//
+// A broker before Kafka 4.4 cannot check ApiVersions v5: the new
+// connection asks it for Metadata of no topic first, whose cluster id
+// refuses it the same way.
 func TestKnownAddressLeadingToAnotherClusterIsNeverWritten(t *testing.T) {
+	for _, preV5 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "broker 4.4+", true: "broker before 4.4"}[preV5], func(t *testing.T) {
+			knownAddressLeadingElsewhere(t, preV5)
+		})
+	}
+}
+
+func knownAddressLeadingElsewhere(t *testing.T, preV5 bool) {
 	ours, other := clusterOf(t, "cluster-a"), clusterOf(t, "cluster-b")
+	if preV5 {
+		other.Intercept(testbroker.Interceptor{Keys: []int16{18}, ErrorCode: kerr.UnsupportedVersion.Code,
+			Match: func(_ int32, req kmsg.Request) bool { return req.GetVersion() >= 5 }})
+	}
 	oursAddr := ours.Addrs()[0]
 	var n network
 	n.point(oursAddr)
@@ -268,5 +287,90 @@ func TestMetadataRecoveryConfig(t *testing.T) {
 		_, err := bad.withDefaults()
 		require.ErrorIs(t, err, ErrInvalidConfig)
 		assert.Contains(t, err.Error(), "MetadataRecovery")
+	}
+}
+
+// The leader's address comes to lead to another cluster's broker while
+// another known broker still answers Metadata with the old view, and the
+// bootstrap name now leads to the producer's cluster at new addresses.
+// The IO goroutine's refused dial (ApiVersions v5) asks metadata to
+// rebootstrap, not merely to refresh: a refresh would ask the known
+// broker again, get the same stale leader, and the record would wait for
+// its delivery timeout.
+func TestRefusedLeaderDialRebootstraps(t *testing.T) {
+	old := newCluster(t, testbroker.Config{Brokers: 2, ClusterID: "cluster-a"})
+	require.NoError(t, old.CreateTopic("t", 1))
+	require.NoError(t, old.MoveLeader("t", 0, 1))
+	moved, other := clusterOf(t, "cluster-a"), clusterOf(t, "cluster-b")
+	var n network
+	n.point(old.Addrs()[0])
+	p := movingProducer(t, &n, Config{DeliveryTimeout: 5 * time.Second})
+	require.NoError(t, sendOne(t, p, "before", 10*time.Second))
+
+	n.route(old.Addrs()[1], other.Addrs()[0])
+	old.Intercept(testbroker.Interceptor{Keys: []int16{0}, Brokers: []int32{1}, Drop: true})
+	n.point(moved.Addrs()[0])
+	// This record meets the refused dial; made for the old cluster's
+	// topic id, it fails once the producer finds the moved cluster
+	// (another topic id), or at its delivery timeout without a
+	// rebootstrap.
+	_ = sendOne(t, p, "lost", 10*time.Second)
+	require.Eventually(t, func() bool {
+		b, ok := p.meta.Snapshot().Brokers[0]
+		return ok && b.Addr() == moved.Addrs()[0]
+	}, 10*time.Second, 5*time.Millisecond, "metadata never reached the moved cluster")
+	require.NoError(t, sendOne(t, p, "after", 10*time.Second))
+	assert.Equal(t, []string{"after"}, recordsIn(t, moved))
+	assert.Empty(t, recordsIn(t, other))
+}
+
+// The transaction coordinator's address comes to lead to another
+// cluster's broker: the coordinator's connection names the cluster and
+// the node FindCoordinator gave (ApiVersions v5), and a broker before
+// Kafka 4.4, which cannot check that, is asked which cluster it is of
+// (Metadata for no topic) before anything else. No transactional request
+// reaches the other cluster (an InitProducerId there would fence its
+// producer of the same transactional.id).
+func TestCoordinatorAddressLeadingToAnotherCluster(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		preV5 bool
+	}{{"broker 4.4+", false}, {"broker before 4.4", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ours := newCluster(t, testbroker.Config{Brokers: 2, ClusterID: "cluster-a"})
+			require.NoError(t, ours.CreateTopic("t", 1))
+			require.NoError(t, ours.MoveLeader("t", 0, 0))
+			require.NoError(t, ours.MoveCoordinator(1, "tx", 1))
+			other := clusterOf(t, "cluster-b")
+			var written sync.Map // API key -> true
+			other.Intercept(testbroker.Interceptor{Match: func(_ int32, req kmsg.Request) bool {
+				if k := req.Key(); k != 18 && k != 3 {
+					written.Store(k, true)
+				}
+				return false
+			}})
+			if tc.preV5 {
+				other.Intercept(testbroker.Interceptor{Keys: []int16{18}, ErrorCode: kerr.UnsupportedVersion.Code,
+					Match: func(_ int32, req kmsg.Request) bool { return req.GetVersion() >= 5 }})
+			}
+			var n network
+			n.point(ours.Addrs()[0])
+			p := movingProducer(t, &n, Config{TransactionalID: "tx", DeliveryTimeout: 2 * time.Second})
+			p.meta.Want("t")
+			require.Eventually(t, func() bool { return p.meta.ClusterID() == "cluster-a" }, 10*time.Second, 5*time.Millisecond)
+			n.route(ours.Addrs()[1], other.Addrs()[0])
+
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			require.NoError(t, p.BeginTransaction())
+			f := p.Send(ctx, &Record{Topic: "t", Value: []byte("v")})
+			err := p.CommitTransaction(ctx)
+			require.Error(t, err)
+			_, _ = waitFuture(t, f, 10*time.Second)
+			written.Range(func(k, _ any) bool {
+				t.Errorf("the other cluster got API key %v", k)
+				return true
+			})
+		})
 	}
 }

@@ -32,6 +32,15 @@ func (s *sink) dial(br *ioBroker) {
 		defer cancel()
 		start := time.Now()
 		c, err := conn.Dial(ctx, addr, cfg)
+		if err == nil && cfg.Expect.ClusterID != "" && !c.Identified() {
+			// A broker before Kafka 4.4 cannot check ApiVersions
+			// v5: its Metadata answer says which cluster it is of,
+			// before any Produce is written.
+			if err = checkClusterOf(ctx, c, cfg.Expect.ClusterID, cfg.SASL); err != nil {
+				c.Close()
+				c = nil
+			}
+		}
 		select {
 		case s.dials <- dialResult{broker: br, conn: c, err: err, took: time.Since(start)}:
 		case <-s.p.quit:

@@ -23,6 +23,7 @@ import (
 	"github.com/samsa-go/samsa/internal/conn"
 	"github.com/samsa-go/samsa/kerr"
 	"github.com/samsa-go/samsa/metadata"
+	"github.com/samsa-go/samsa/sasl"
 )
 
 // Coordinator key types of FindCoordinator.
@@ -153,7 +154,7 @@ type txnClient struct {
 	cfg conn.Config
 
 	mu     sync.Mutex
-	coords map[coordKey]string // coordinator address
+	coords map[coordKey]coordinator
 	conns  map[string]*conn.Conn
 	closed bool
 
@@ -171,8 +172,14 @@ type coordKey struct {
 	key string
 }
 
+// coordinator is a FindCoordinator answer: the node and its address.
+type coordinator struct {
+	addr string
+	node int32
+}
+
 func newTxnClient(p *Producer, cfg conn.Config) *txnClient {
-	c := &txnClient{p: p, cfg: cfg, coords: map[coordKey]string{}, conns: map[string]*conn.Conn{}, features: newTxnFeatures()}
+	c := &txnClient{p: p, cfg: cfg, coords: map[coordKey]coordinator{}, conns: map[string]*conn.Conn{}, features: newTxnFeatures()}
 	c.initPIDMax.Store(-1)
 	return c
 }
@@ -188,44 +195,44 @@ func (c *txnClient) close() {
 	}
 }
 
-// coordinator returns the address of k's coordinator, asking any broker
+// coordinator returns k's coordinator, asking any broker
 // (FindCoordinator) when it is not known.
-func (c *txnClient) coordinator(ctx context.Context, k coordKey) (string, error) {
+func (c *txnClient) coordinator(ctx context.Context, k coordKey) (coordinator, error) {
 	c.mu.Lock()
-	addr := c.coords[k]
+	co, ok := c.coords[k]
 	c.mu.Unlock()
-	if addr != "" {
-		return addr, nil
+	if ok {
+		return co, nil
 	}
 	req := kmsg.NewPtrFindCoordinatorRequest()
 	req.CoordinatorKey, req.CoordinatorType, req.CoordinatorKeys = k.key, k.typ, []string{k.key}
 	r, err := c.p.meta.Do(ctx, req)
 	if err != nil {
-		return "", err
+		return coordinator{}, err
 	}
 	resp := r.(*kmsg.FindCoordinatorResponse)
-	code, msg, host, port := resp.ErrorCode, resp.ErrorMessage, resp.Host, resp.Port
+	code, msg, host, port, node := resp.ErrorCode, resp.ErrorMessage, resp.Host, resp.Port, resp.NodeID
 	if resp.Version >= 4 {
 		if len(resp.Coordinators) == 0 {
-			return "", fmt.Errorf("FindCoordinator %q: no coordinator in the answer", k.key)
+			return coordinator{}, fmt.Errorf("FindCoordinator %q: no coordinator in the answer", k.key)
 		}
 		co := resp.Coordinators[0]
-		code, msg, host, port = co.ErrorCode, co.ErrorMessage, co.Host, co.Port
+		code, msg, host, port, node = co.ErrorCode, co.ErrorMessage, co.Host, co.Port, co.NodeID
 	}
 	// The broker's message and host reach errors and logs: the message
 	// bounded and scrubbed, a host that cannot be one refused (retried
 	// like a broken connection).
 	if err := conn.BrokerError(c.cfg.SASL, code, msg); err != nil {
-		return "", fmt.Errorf("FindCoordinator %q: %w", k.key, err)
+		return coordinator{}, fmt.Errorf("FindCoordinator %q: %w", k.key, err)
 	}
 	if err := conn.CheckHost(host); err != nil {
-		return "", fmt.Errorf("FindCoordinator %q: %w", k.key, err)
+		return coordinator{}, fmt.Errorf("FindCoordinator %q: %w", k.key, err)
 	}
-	addr = net.JoinHostPort(host, strconv.Itoa(int(port)))
+	co = coordinator{addr: net.JoinHostPort(host, strconv.Itoa(int(port))), node: node}
 	c.mu.Lock()
-	c.coords[k] = addr
+	c.coords[k] = co
 	c.mu.Unlock()
-	return addr, nil
+	return co, nil
 }
 
 // forget drops k's coordinator (it moved) so that the next request finds it
@@ -239,10 +246,11 @@ func (c *txnClient) forget(k coordKey) {
 // conn returns the connection to k's coordinator, finding it and dialing
 // it first if needed.
 func (c *txnClient) conn(ctx context.Context, k coordKey) (*conn.Conn, error) {
-	addr, err := c.coordinator(ctx, k)
+	co, err := c.coordinator(ctx, k)
 	if err != nil {
 		return nil, err
 	}
+	addr := co.addr
 	c.mu.Lock()
 	cn, closed := c.conns[addr], c.closed
 	c.mu.Unlock()
@@ -264,8 +272,28 @@ func (c *txnClient) conn(ctx context.Context, k coordKey) (*conn.Conn, error) {
 			return cn, nil
 		}
 	}
-	if cn, err = conn.Dial(ctx, addr, c.cfg); err != nil {
+	cfg := c.cfg
+	id := c.p.meta.ClusterID()
+	if id != "" && !c.p.cfg.DisableMetadataClusterCheck && co.node >= 0 {
+		// KIP-1242: a broker that is not this node of our cluster
+		// refuses the handshake, and nothing is written to it.
+		cfg.Expect = conn.Identity{ClusterID: id, NodeID: co.node}
+	}
+	cn, err = conn.Dial(ctx, addr, cfg)
+	if err == nil && cfg.Expect.ClusterID != "" && !cn.Identified() {
+		// A broker before Kafka 4.4 cannot check ApiVersions v5: its
+		// Metadata answer says which cluster it is of.
+		if err = checkClusterOf(ctx, cn, cfg.Expect.ClusterID, cfg.SASL); err != nil {
+			cn.Close()
+		}
+	}
+	if err != nil {
 		c.forget(k)
+		if errors.Is(err, ErrClusterMismatch) {
+			// The address leads elsewhere now: look for our
+			// cluster at the bootstrap brokers.
+			c.p.meta.Rebootstrap()
+		}
 		return nil, err
 	}
 	c.features.observe(cn)
@@ -281,6 +309,28 @@ func (c *txnClient) conn(ctx context.Context, k coordKey) (*conn.Conn, error) {
 	}
 	c.conns[addr] = cn
 	return cn, nil
+}
+
+// checkClusterOf asks cn's broker for Metadata of no topic and fails,
+// wrapping ErrClusterMismatch, unless its answer names cluster id: the
+// check of a connection to a broker before Kafka 4.4, which cannot check
+// ApiVersions v5 (KIP-1242), before anything else is written on it. One
+// round trip per new connection, off the per-record path.
+func checkClusterOf(ctx context.Context, cn *conn.Conn, id string, mech sasl.Mechanism) error {
+	req := kmsg.NewPtrMetadataRequest()
+	req.Topics = []kmsg.MetadataRequestTopic{} // none (nil is all, v1+)
+	r, err := cn.Do(ctx, req)
+	if err != nil {
+		return fmt.Errorf("%s: checking its cluster: %w", cn.Addr(), err)
+	}
+	if got := r.(*kmsg.MetadataResponse).ClusterID; got == nil || *got != id {
+		name := "none"
+		if got != nil {
+			name = strconv.Quote(conn.BrokerText(mech, *got))
+		}
+		return fmt.Errorf("%s: %w: it answers for cluster %s, this producer's cluster is %q (nothing was written there; restart the producer to move to another cluster)", cn.Addr(), ErrClusterMismatch, name, id)
+	}
+	return nil
 }
 
 // do sends req to k's coordinator once, at most at version max (-1: the

@@ -241,9 +241,12 @@ type Conn struct {
 	cfg      Config
 	nc       net.Conn
 	format   *kmsg.RequestFormatter
-	versions []int16                  // negotiated version per key, -1 if unusable
-	release  string                   // the Kafka releases the broker's API versions are those of (brokerRelease)
-	features atomic.Pointer[Features] // the broker's finalized features, from ApiVersions
+	versions []int16 // negotiated version per key, -1 if unusable
+	release  string  // the Kafka releases the broker's API versions are those of (brokerRelease)
+	// identified is set when the broker accepted Config.Expect in an
+	// ApiVersions v5 (KIP-1242): it is that node of that cluster.
+	identified bool
+	features   atomic.Pointer[Features] // the broker's finalized features, from ApiVersions
 
 	mu       sync.Mutex
 	queue    fifo // sent, not yet written; owned by the writer
@@ -426,6 +429,12 @@ func dialNet(ctx context.Context, addr string, cfg Config) (nc net.Conn, err err
 
 // Addr returns the address Dial was given.
 func (c *Conn) Addr() string { return c.addr }
+
+// Identified reports whether the broker confirmed Config.Expect: it
+// answered an ApiVersions v5 naming that cluster and node without error
+// (Kafka 4.4+, KIP-1242). False without Expect, and for a broker that
+// cannot check (before Kafka 4.4: it negotiated an older ApiVersions).
+func (c *Conn) Identified() bool { return c.identified }
 
 // MaxVersion returns the version Send uses for key: the highest version both
 // kmsg and the broker support, capped by Config.MaxVersions; -1 if there is

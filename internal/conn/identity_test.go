@@ -69,6 +69,9 @@ func TestDialChecksIdentity(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Dial: %v", err)
 				}
+				if want := tc.expect.ClusterID != "" && !tc.noV5; c.Identified() != want {
+					t.Fatalf("Identified() = %v, want %v", c.Identified(), want)
+				}
 				return
 			}
 			if !errors.Is(err, ErrClusterMismatch) || !errors.Is(err, kerr.RebootstrapRequired) {
@@ -76,6 +79,9 @@ func TestDialChecksIdentity(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), tc.expect.ClusterID) {
 				t.Fatalf("Dial error %q does not name the cluster expected", err)
+			}
+			if !strings.Contains(err.Error(), "restart the producer to move to another cluster") {
+				t.Fatalf("Dial error %q does not say a restart moves to another cluster", err)
 			}
 		})
 	}

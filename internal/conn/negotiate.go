@@ -125,10 +125,11 @@ func (c *Conn) negotiate(secure bool) error {
 			if checking && version >= identityApiVersions && errors.Is(err, kerr.RebootstrapRequired) {
 				// KIP-1242: not the node, or not the cluster, we
 				// dialed; nothing may be written here.
-				return fmt.Errorf("conn: %s: %w: it is not node %d of cluster %q (ApiVersions v%d: %w)", c.addr, ErrClusterMismatch, expect.NodeID, BrokerText(c.cfg.SASL, expect.ClusterID), version, err)
+				return fmt.Errorf("conn: %s: %w: it is not node %d of cluster %q (ApiVersions v%d: %w; restart the producer to move to another cluster)", c.addr, ErrClusterMismatch, expect.NodeID, BrokerText(c.cfg.SASL, expect.ClusterID), version, err)
 			}
 			return fmt.Errorf("conn: %s: ApiVersions handshake (v%d): %w", c.addr, version, err)
 		}
+		c.identified = checking && version >= identityApiVersions
 		c.versions = negotiatedVersions(resp.ApiKeys, c.cfg.MaxVersions)
 		c.release = brokerRelease(resp.ApiKeys)
 		f := finalizedFeatures(resp)
