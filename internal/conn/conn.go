@@ -50,6 +50,12 @@ var (
 	// first time. A request without it in its error was written, in whole
 	// or in part, and may have been processed.
 	ErrNotSent = errors.New("the request was not sent")
+
+	// ErrIdleClosed wraps ErrClosed: Err of a connection Config.MaxIdle
+	// closed, and (with ErrNotSent) the error of a request sent to it
+	// after that. Such a request was sent to a connection found open a
+	// moment before: its owner dials again at once, without backoff.
+	ErrIdleClosed = fmt.Errorf("%w: idle", ErrClosed)
 )
 
 const (
@@ -160,11 +166,16 @@ type Config struct {
 	// MaxIdle, when positive, closes the connection once it has had
 	// nothing to do for that long (connections.max.idle.ms): no request
 	// queued, being written or awaiting its answer since it was set up or
-	// its last request was done. Done is closed then and Err wraps
-	// ErrClosed; nothing is logged. A request is never cut: the time
-	// starts again when the last one is done. The owner replaces the
-	// connection at its next use (Done). Its timer is the runtime's (no
-	// goroutine waits for it), reset when the last request is done.
+	// its last request was done. Done is closed then, Err wraps
+	// ErrIdleClosed (and so ErrClosed), and the close is logged at Debug.
+	// A request is never cut: one sent before the close keeps the
+	// connection (the time starts again when the last request is done),
+	// and one sent after it, to a connection found open a moment before,
+	// is never written and fails with an error wrapping ErrNotSent and
+	// ErrIdleClosed: its owner dials again and sends it there. The owner
+	// replaces the connection at its next use (Done). Its timer is the
+	// runtime's (no goroutine waits for it), reset when the last request
+	// is done.
 	// Default 0: never; a long-lived owner that counts its own requests
 	// (the producer's IO goroutine) closes its connections itself.
 	MaxIdle time.Duration
@@ -378,11 +389,13 @@ func dialSetup(ctx context.Context, addr string, cfg Config, timeout time.Durati
 	}
 	cfg.Logger.Debug("connected", "addr", addr, "produce_version", c.MaxVersion(produceKey))
 
+	c.wg.Add(2)
 	if cfg.MaxIdle > 0 {
+		c.mu.Lock()
 		c.idleSince = time.Now()
 		c.idle = time.AfterFunc(cfg.MaxIdle, c.idleExpired)
+		c.mu.Unlock()
 	}
-	c.wg.Add(2)
 	go c.writeLoop()
 	go c.readLoop()
 	return c, nil
@@ -982,15 +995,25 @@ func (c *Conn) requestsDone(n int) {
 // idleExpired closes the connection if it has had nothing to do for
 // Config.MaxIdle. The timer may fire late, racing a request sent or done
 // meanwhile: the state under mu decides, and a request done later resets
-// the timer again.
+// the timer again. The decision and the marking (err, done) are one
+// critical section: a request sent after it fails with ErrNotSent
+// (next and launch check err), and one sent before it keeps the
+// connection. The goroutine counts in wg until it has logged, so nothing
+// is logged after Close returns.
 func (c *Conn) idleExpired() {
 	c.mu.Lock()
-	due := c.err == nil && c.busy == 0 && time.Since(c.idleSince) >= c.cfg.MaxIdle
-	c.mu.Unlock()
-	if due {
-		c.cfg.Logger.Debug("closing idle connection", "addr", c.addr, "max_idle", c.cfg.MaxIdle)
-		c.fail(fmt.Errorf("%w: idle for %v", ErrClosed, c.cfg.MaxIdle))
+	if c.err != nil || c.busy > 0 || time.Since(c.idleSince) < c.cfg.MaxIdle {
+		c.mu.Unlock()
+		return
 	}
+	c.err = fmt.Errorf("%w for %v", ErrIdleClosed, c.cfg.MaxIdle)
+	close(c.done)
+	// err was nil: neither goroutine has exited, so wg is above zero.
+	c.wg.Add(1)
+	c.mu.Unlock()
+	defer c.wg.Done()
+	_ = c.nc.Close()
+	c.cfg.Logger.Debug("closing idle connection", "addr", c.addr, "max_idle", c.cfg.MaxIdle)
 }
 
 // readChunk is the most a frame's buffer grows by before that many bytes

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -226,5 +228,100 @@ func TestMaxIdleClosesOnlyIdleConnections(t *testing.T) {
 	}
 	if err := kept.Err(); err != nil {
 		t.Fatalf("a connection without MaxIdle was closed: %v", err)
+	}
+}
+
+// gateHandler is a slog handler that blocks on one message until its gate
+// is closed, to hold a goroutine at the point it logs.
+type gateHandler struct {
+	msg     string
+	entered chan struct{} // closed when msg is first logged
+	once    *sync.Once
+	gate    chan struct{}
+}
+
+func (h gateHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h gateHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h gateHandler) WithGroup(string) slog.Handler            { return h }
+func (h gateHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.once.Do(func() { close(h.entered) })
+		<-h.gate
+	}
+	return nil
+}
+
+// A request sent while Config.MaxIdle's timer closes the connection (held
+// at its log line) is never written and then cut: it fails with ErrNotSent
+// (the connection is marked closed, with ErrIdleClosed, in the same
+// critical section that found it idle), and Close waits for the timer's
+// goroutine, which logs nothing after Close returned.
+func TestMaxIdleCloseRacingASend(t *testing.T) {
+	cl, err := testbroker.New(testbroker.Config{Brokers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.CreateTopic("t", 1); err != nil {
+		t.Fatal(err)
+	}
+	h := gateHandler{msg: "closing idle connection", entered: make(chan struct{}), once: new(sync.Once), gate: make(chan struct{})}
+	written := make(chan struct{}, 1)
+	c, err := Dial(context.Background(), cl.Addrs()[0], Config{
+		MaxIdle: 20 * time.Millisecond,
+		Logger:  slog.New(h),
+		OnWrite: func(WriteInfo) {
+			select {
+			case written <- struct{}{}:
+			default:
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(h.gate)
+		}
+	}
+	defer func() { release(); _ = c.Close() }()
+
+	select {
+	case <-h.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the idle connection was not closed")
+	}
+	res := make(chan error, 1)
+	go func() {
+		_, err := c.Do(context.Background(), metadataReq("t"))
+		res <- err
+	}()
+	var sendErr error
+	select {
+	case <-written:
+		// Written to a connection about to be closed: wait for its fate
+		// once Close has run (below).
+	case sendErr = <-res:
+		res <- sendErr
+	case <-time.After(time.Second):
+	}
+	closed := make(chan struct{})
+	go func() { _ = c.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Error("Close returned while the idle timer's goroutine was still logging")
+	case <-time.After(100 * time.Millisecond):
+	}
+	release()
+	<-closed
+	sendErr = <-res
+	if !errors.Is(sendErr, ErrNotSent) || !errors.Is(sendErr, ErrIdleClosed) {
+		t.Fatalf("a request sent as the idle connection closed: %v, want ErrNotSent and ErrIdleClosed", sendErr)
+	}
+	if err := c.Err(); !errors.Is(err, ErrIdleClosed) || !errors.Is(err, ErrClosed) {
+		t.Fatalf("Err %v, want ErrIdleClosed wrapping ErrClosed", err)
 	}
 }
