@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-go/samsa/internal/testbroker"
 	"github.com/samsa-go/samsa/internal/testutil"
@@ -321,4 +322,36 @@ func TestRequestCutAfterIdleIsRetried(t *testing.T) {
 			assert.Equal(t, []string{"before", "cut", "after"}, storedValues(t, c, "cut"), "each record once")
 		})
 	}
+}
+
+// A request to the transaction coordinator that finds its connection open
+// just as ConnMaxIdle closes it is never written (ErrNotSent,
+// conn.ErrIdleClosed): txnClient.do sends it on a new connection to the
+// same coordinator at once, so it does not fail, and the coordinator is
+// not looked up again. The requests come about ConnMaxIdle apart, the
+// spacing varied around it, to meet the race.
+func TestCoordinatorRequestRacingItsIdleClose(t *testing.T) {
+	const maxIdle = 20 * time.Millisecond
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	p := newProducer(t, c, Config{ConnMaxIdle: maxIdle, TransactionalID: "race-tx"})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tc := p.txn.client
+	k := tc.txnCoord()
+	_, err := tc.do(ctx, k, kmsg.NewPtrMetadataRequest(), -1)
+	require.NoError(t, err)
+	finds := c.Stats().Requests[10]
+	failed := 0
+	var first error
+	for i := range 120 {
+		time.Sleep(maxIdle + time.Duration(i%6)*50*time.Microsecond - 50*time.Microsecond)
+		if _, err := tc.do(ctx, k, kmsg.NewPtrMetadataRequest(), -1); err != nil {
+			failed++
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	assert.Zero(t, failed, "requests failed (first: %v)", first)
+	assert.Equal(t, finds, c.Stats().Requests[10], "FindCoordinator again after an idle close")
 }
