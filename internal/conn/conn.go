@@ -17,6 +17,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -122,13 +123,17 @@ type Config struct {
 	SendBufferBytes, ReceiveBufferBytes int
 
 	// Logger receives connection events: a connection's first throttle at
-	// Info and later ones at Debug, a break with nothing in flight (a
-	// broker or a NAT closing an idle connection) at Info, other breaks at
-	// Warn (a broker's first break
-	// in the process, then at most once per logging.RepeatEvery, at Debug
-	// in between: its producer and metadata connections, which break
-	// together, log once), dials at Debug; nothing per request above
-	// Debug. Default: discard.
+	// Info and later ones at Debug; the peer's close (EOF or connection
+	// reset) with no request outstanding (queued, being written, awaiting
+	// its answer, or an acks=0 Produce not yet flushed: a broker or a NAT
+	// closing an idle connection) at Info, a broker's first in the
+	// process and then at most once per logging.RepeatEvery, at Debug in
+	// between; other breaks, protocol violations among them, at Warn (a
+	// broker's first break in the process, then at most once per
+	// logging.RepeatEvery, at Debug in between: its producer and metadata
+	// connections, which break together, log once); Config.MaxIdle's
+	// closes and dials at Debug; nothing per request above Debug.
+	// Default: discard.
 	Logger *slog.Logger
 
 	// OnThrottle, if set, is called from the reader goroutine each time a
@@ -282,9 +287,10 @@ type Conn struct {
 	throttleSeen  atomic.Bool // the first throttle was logged at Info
 	timed         bool        // OnWrite or OnRead is set: take timestamps
 
-	// Config.MaxIdle's state, under mu: idle is nil without it; busy
-	// counts the requests sent and not done (answered, or written for
-	// acks=0), and idleSince is when busy last fell to 0.
+	// Under mu: busy counts the requests sent and not done (answered, or
+	// flushed for acks=0), wherever they are (queued, held by the writer,
+	// in flight); fail reads it. Config.MaxIdle's timer is idle (nil
+	// without it), and idleSince is when busy last fell to 0.
 	idle      *time.Timer
 	busy      int
 	idleSince time.Time
@@ -579,11 +585,9 @@ func (c *Conn) SendMax(req kmsg.Request, max int16, done func(kmsg.Response, err
 	p.seq = c.seq
 	c.seq++
 	c.queue.push(p)
-	if c.idle != nil {
-		c.busy++
-		if c.busy == 1 {
-			c.idle.Stop()
-		}
+	c.busy++
+	if c.busy == 1 && c.idle != nil {
+		c.idle.Stop()
 	}
 	c.mu.Unlock()
 	select {
@@ -642,23 +646,33 @@ func (c *Conn) fail(err error) {
 	if c.idle != nil {
 		c.idle.Stop()
 	}
-	// Nothing sent awaits an answer: the peer (a broker's
-	// connections.max.idle.ms, a NAT, a load balancer) closed an idle
-	// connection, which costs its owner a reconnect and nothing else.
-	idle := c.inflight.len() == 0 && c.queue.len() == 0
+	// No request outstanding and the peer closed (FIN or RST): a
+	// broker's connections.max.idle.ms, a NAT or a load balancer closed
+	// an idle connection, which costs its owner a reconnect and nothing
+	// else. A protocol violation (a response with nothing in flight, a
+	// bad size) is a break, idle or not.
+	idle := c.busy == 0 && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET))
 	c.mu.Unlock()
 	_ = c.nc.Close()
-	if idle && !errors.Is(err, ErrClosed) {
-		c.cfg.Logger.Info("broker closed an idle connection", "addr", c.addr, "err", err)
-	} else if !errors.Is(err, ErrClosed) {
+	switch {
+	case errors.Is(err, ErrClosed):
+	case idle:
+		level := slog.LevelInfo
+		if idleBreaks.Level(c.addr, time.Now()) != slog.LevelWarn {
+			level = slog.LevelDebug
+		}
+		c.cfg.Logger.Log(context.Background(), level, "broker closed an idle connection", "addr", c.addr, "err", err)
+	default:
 		level := breaks.Level(c.addr, time.Now())
 		c.cfg.Logger.Log(context.Background(), level, "broker connection broken", "addr", c.addr, "err", err)
 	}
 }
 
 // breaks rates the Warn of broken connections per broker address, for
-// every connection of the process (see Config.Logger).
-var breaks logging.Repeat
+// every connection of the process (see Config.Logger), and idleBreaks
+// the Info of idle connections the peer closed, apart: an idle close
+// does not silence the Warn of an outage that follows it.
+var breaks, idleBreaks logging.Repeat
 
 // brokenErr returns the error to report for an I/O error: the error that
 // already broke the connection if any (so Close reports ErrClosed, not "use
@@ -742,7 +756,7 @@ func (c *Conn) writeLoop() {
 			p.fn(nil, nil)
 			putPending(p)
 		}
-		if c.idle != nil && len(unflushed) > 0 {
+		if len(unflushed) > 0 {
 			c.mu.Lock()
 			c.requestsDone(len(unflushed))
 			c.mu.Unlock()
@@ -958,9 +972,7 @@ func (c *Conn) readResponses(br *bufio.Reader) error {
 			return fmt.Errorf("conn: %s: %w: response correlation id %d, want %d (%s)", c.addr, kerr.NetworkException, corr, p.corr, kmsg.NameForKey(p.req.Key()))
 		}
 		c.inflight.pop()
-		if c.idle != nil {
-			c.requestsDone(1)
-		}
+		c.requestsDone(1)
 		if next := c.inflight.peek(); next != nil {
 			_ = c.nc.SetReadDeadline(next.deadline)
 		} else {
@@ -982,11 +994,11 @@ func (c *Conn) readResponses(br *bufio.Reader) error {
 	}
 }
 
-// requestsDone notes n requests done (Config.MaxIdle), under mu: the
+// requestsDone notes n requests done, under mu: with Config.MaxIdle, the
 // last one starts the idle time.
 func (c *Conn) requestsDone(n int) {
 	c.busy -= n
-	if c.busy == 0 && c.err == nil {
+	if c.busy == 0 && c.err == nil && c.idle != nil {
 		c.idleSince = time.Now()
 		c.idle.Reset(c.cfg.MaxIdle)
 	}
