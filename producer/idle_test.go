@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-go/samsa/internal/conn"
 	"github.com/samsa-go/samsa/internal/testbroker"
 	"github.com/samsa-go/samsa/internal/testutil"
 )
@@ -176,6 +177,24 @@ func TestBrokerIdleCloseCostsOnlyAReconnect(t *testing.T) {
 			assert.Empty(t, logs.String(), "an idle connection closed is no outage")
 		})
 	}
+}
+
+// A Produce connection the broker closed for its connections.max.idle.ms,
+// shorter than ConnMaxIdle, and found so when ConnMaxIdle comes: the hook
+// gets the break's error, not nil ("the producer closed it").
+func TestIdleCloseOfAConnectionTheBrokerClosedFirst(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1, ConnectionsMaxIdle: brokerMaxIdle})
+	require.NoError(t, c.CreateTopic("first", 1))
+	h := &connEvents{}
+	p := newProducer(t, c, Config{ConnMaxIdle: brokerMaxIdle + 300*time.Millisecond, Hooks: []Hook{h}})
+	sendIdle(t, p, "first", "one")
+	require.Eventually(t, func() bool { _, d := h.counts(); return d == 1 }, 10*time.Second, 5*time.Millisecond,
+		"the connection was not dropped")
+	h.mu.Lock()
+	why := h.errs[0]
+	h.mu.Unlock()
+	require.Error(t, why, "HookBrokerDisconnected: the broker closed it, not the producer")
+	assert.NotErrorIs(t, why, conn.ErrClosed)
 }
 
 // ConnMaxIdle's default and its "never": an idle connection stays open.
