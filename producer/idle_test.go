@@ -14,7 +14,6 @@ import (
 
 	"github.com/samsa-go/samsa/internal/conn"
 	"github.com/samsa-go/samsa/internal/testbroker"
-	"github.com/samsa-go/samsa/internal/testutil"
 )
 
 // connEvents records the Produce connections' hooks: when each was set up
@@ -46,6 +45,59 @@ func (h *connEvents) counts() (connected, dropped int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.connected), len(h.dropped)
+}
+
+// idleCloseMsg is internal/conn's log line for a connection the peer
+// closed with no request outstanding (Info, rate-limited to Debug).
+const idleCloseMsg = "broker closed an idle connection"
+
+// logCounter is a slog handler that counts records per message and keeps
+// those at Warn and above.
+type logCounter struct {
+	mu    *sync.Mutex
+	msgs  map[string]int
+	warns *[]string
+}
+
+func newLogCounter() logCounter {
+	return logCounter{mu: new(sync.Mutex), msgs: map[string]int{}, warns: new([]string)}
+}
+
+func (h logCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (h logCounter) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h logCounter) WithGroup(string) slog.Handler            { return h }
+func (h logCounter) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.msgs[r.Message]++
+	if r.Level >= slog.LevelWarn {
+		*h.warns = append(*h.warns, r.Message)
+	}
+	return nil
+}
+
+func (h logCounter) count(msg string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.msgs[msg]
+}
+
+func (h logCounter) warnings() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), *h.warns...)
+}
+
+// waitIdleClosedBothSides waits until the broker closed every connection
+// for idleness and the client's reader saw each close (its log line, after
+// the connection's Done): a request sent before would go to a
+// half-closed socket.
+func waitIdleClosedBothSides(t *testing.T, c *testbroker.Cluster, logs logCounter) {
+	t.Helper()
+	require.Eventually(t, func() bool { return c.Stats().Connections == 0 }, 10*time.Second, 5*time.Millisecond,
+		"the broker did not close its idle connections")
+	require.Eventually(t, func() bool { return int64(logs.count(idleCloseMsg)) >= c.Stats().IdleClosed }, 10*time.Second, 5*time.Millisecond,
+		"the client did not see every idle close (%d of %d)", logs.count(idleCloseMsg), c.Stats().IdleClosed)
 }
 
 // sendIdle sends one record to topic and waits for it.
@@ -142,9 +194,9 @@ func TestBrokerIdleCloseCostsOnlyAReconnect(t *testing.T) {
 			c := newCluster(t, testbroker.Config{Brokers: 1, ConnectionsMaxIdle: brokerMaxIdle})
 			require.NoError(t, c.CreateTopic("closed", 1))
 			h := &connEvents{}
-			var logs testutil.SyncBuffer
+			logs := newLogCounter()
 			p := newProducer(t, c, Config{ConnMaxIdle: time.Minute, DisableIdempotence: tc.noIdm, Hooks: []Hook{h},
-				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+				Logger: slog.New(logs)})
 
 			want := []string{}
 			for round := range 3 {
@@ -153,8 +205,7 @@ func TestBrokerIdleCloseCostsOnlyAReconnect(t *testing.T) {
 				want = append(want, v)
 				// The broker closes every connection, Produce and
 				// metadata, once they are idle.
-				require.Eventually(t, func() bool { return c.Stats().Connections == 0 }, 10*time.Second, 5*time.Millisecond,
-					"the broker did not close its idle connections")
+				waitIdleClosedBothSides(t, c, logs)
 			}
 			// Then a burst after the close.
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -174,7 +225,7 @@ func TestBrokerIdleCloseCostsOnlyAReconnect(t *testing.T) {
 			assert.GreaterOrEqual(t, c.Stats().IdleClosed, int64(3))
 			connected, _ := h.counts()
 			assert.Equal(t, 4, connected, "one Produce connection per round")
-			assert.Empty(t, logs.String(), "an idle connection closed is no outage")
+			assert.Empty(t, logs.warnings(), "an idle connection closed is no outage")
 		})
 	}
 }
@@ -198,16 +249,27 @@ func TestIdleCloseOfAConnectionTheBrokerClosedFirst(t *testing.T) {
 }
 
 // ConnMaxIdle's default and its "never": an idle connection stays open.
+// The effective values are checked too: a negative value taken for the
+// default (9 minutes) would pass the short wait below.
 func TestConnMaxIdleDefaultAndNever(t *testing.T) {
 	cfg, err := Config{Brokers: []string{"localhost:9092"}}.withDefaults()
 	require.NoError(t, err)
 	assert.Equal(t, 9*time.Minute, cfg.ConnMaxIdle, "Java's 540000 ms")
+	for _, never := range []time.Duration{NoWait, -time.Millisecond, -time.Hour} {
+		cfg, err := Config{Brokers: []string{"localhost:9092"}, ConnMaxIdle: never}.withDefaults()
+		require.NoError(t, err)
+		assert.Negative(t, cfg.ConnMaxIdle, "ConnMaxIdle %v: never, not the default", never)
+	}
 
 	c := newCluster(t, testbroker.Config{Brokers: 1})
 	require.NoError(t, c.CreateTopic("kept", 1))
 	h := &connEvents{}
-	p := newProducer(t, c, Config{ConnMaxIdle: -time.Millisecond, Hooks: []Hook{h}})
+	p := newProducer(t, c, Config{ConnMaxIdle: -time.Millisecond, Hooks: []Hook{h}, TransactionalID: "never-tx"})
+	assert.Negative(t, p.cfg.ConnMaxIdle, "the IO goroutine's (sink.closeIdle): never")
+	assert.Zero(t, p.txn.client.cfg.MaxIdle, "the coordinator connections': never")
+	require.NoError(t, p.BeginTransaction())
 	sendIdle(t, p, "kept", "one")
+	require.NoError(t, p.CommitTransaction(context.Background()))
 	time.Sleep(300 * time.Millisecond)
 	_, dropped := h.counts()
 	assert.Zero(t, dropped, "a negative ConnMaxIdle never closes a connection")
@@ -287,7 +349,8 @@ func TestIdleConnectionsOfATransactionalProducerClosed(t *testing.T) {
 func TestBrokerIdleCloseOfCoordinatorConnection(t *testing.T) {
 	c := newCluster(t, testbroker.Config{Brokers: 1, ConnectionsMaxIdle: brokerMaxIdle})
 	require.NoError(t, c.CreateTopic("txn-closed", 1))
-	p := newProducer(t, c, Config{ConnMaxIdle: time.Minute, TransactionalID: "closed-tx"})
+	logs := newLogCounter()
+	p := newProducer(t, c, Config{ConnMaxIdle: time.Minute, TransactionalID: "closed-tx", Logger: slog.New(logs)})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for round := range 3 {
@@ -296,9 +359,9 @@ func TestBrokerIdleCloseOfCoordinatorConnection(t *testing.T) {
 		require.NoError(t, p.CommitTransaction(ctx))
 		_, err := f.Wait(ctx)
 		require.NoError(t, err)
-		require.Eventually(t, func() bool { return c.Stats().Connections == 0 }, 10*time.Second, 5*time.Millisecond,
-			"the broker did not close its idle connections")
+		waitIdleClosedBothSides(t, c, logs)
 	}
+	assert.Empty(t, logs.warnings(), "an idle connection closed is no outage")
 	assert.Equal(t, int64(1), c.Stats().Requests[10], "FindCoordinator once: a closed idle connection is no failure")
 	recs, err := c.Records("txn-closed", 0)
 	require.NoError(t, err)
