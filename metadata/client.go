@@ -93,7 +93,9 @@ type Config struct {
 	DialTimeoutMax time.Duration
 	// ConnMaxIdle closes a connection that has had no request in flight
 	// for that long (connections.max.idle.ms); the next request to its
-	// broker dials again. Default 0 (or negative): never.
+	// broker dials again, and one that found the connection open as it
+	// closed (never written to it) is sent on a new connection at once,
+	// not counted as the broker's failure. Default 0 (or negative): never.
 	ConnMaxIdle time.Duration
 	// Dialer opens the network connection to a broker (for a proxy, your
 	// own name resolution, or tests), with the address as given
@@ -1310,6 +1312,17 @@ func (c *Client) tryAddr(ctx context.Context, req kmsg.Request, addr, key string
 	}
 	if err == nil {
 		resp, err = c.attempt(ctx, cn, req)
+		if errors.Is(err, conn.ErrIdleClosed) && errors.Is(err, conn.ErrNotSent) && ctx.Err() == nil {
+			// Found open, then closed for ConnMaxIdle before the
+			// request reached it: no failure of addr's; dial it
+			// again at once, once.
+			c.dropConn(addr, key, cn)
+			var fresh *conn.Conn
+			if fresh, err = c.connTo(ctx, addr, key); err == nil {
+				cn = fresh
+				resp, err = c.attempt(ctx, cn, req)
+			}
+		}
 		if err == nil && check != nil {
 			if err = check(addr, resp); err != nil {
 				// Not our cluster: nothing more goes there.

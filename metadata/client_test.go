@@ -518,3 +518,69 @@ func TestBrokenPartitionIDsOfANewTopic(t *testing.T) {
 		t.Fatalf("first published topic %+v", f)
 	}
 }
+
+// levelCounter is a slog handler counting records at Warn and above.
+type levelCounter struct{ warns *atomic.Int32 }
+
+func (h levelCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (h levelCounter) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h levelCounter) WithGroup(string) slog.Handler            { return h }
+func (h levelCounter) Handle(_ context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelWarn {
+		h.warns.Add(1)
+	}
+	return nil
+}
+
+// With MaxAge equal to ConnMaxIdle (Azure Event Hubs recommends 180000 for
+// both), a refresh now and then finds its connection open just as the idle
+// timer closes it: the request, never written (ErrNotSent, ErrIdleClosed),
+// goes to a fresh connection at once. No refresh fails and nothing is
+// logged at Warn. The clients run side by side, ConnMaxIdle a little above
+// MaxAge for some, which makes the race likelier (the connection's time
+// starts as the answer is read, MaxAge's once it is applied).
+func TestConnMaxIdleEqualToMaxAgeFailsNoRefresh(t *testing.T) {
+	cl := newCluster(t, 1)
+	if err := cl.CreateTopic("t", 1); err != nil {
+		t.Fatal(err)
+	}
+	const maxAge = 20 * time.Millisecond
+	type result struct {
+		refreshes, failed atomic.Int32
+		firstErr          atomic.Value
+		warns             atomic.Int32
+	}
+	cases := []time.Duration{0, 100 * time.Microsecond, 200 * time.Microsecond, 300 * time.Microsecond}
+	results := make([]*result, len(cases))
+	for i, extra := range cases {
+		r := new(result)
+		results[i] = r
+		c := newClient(t, Config{
+			Bootstrap:   cl.Addrs(),
+			MaxAge:      maxAge,
+			ConnMaxIdle: maxAge + extra,
+			Logger:      slog.New(levelCounter{&r.warns}),
+			OnRefresh: func(rf Refresh) {
+				r.refreshes.Add(1)
+				if rf.Err != nil {
+					r.failed.Add(1)
+					r.firstErr.CompareAndSwap(nil, rf.Err.Error())
+				}
+			},
+		})
+		c.Want("t")
+	}
+	time.Sleep(3 * time.Second)
+	for i, extra := range cases {
+		r := results[i]
+		if n := r.refreshes.Load(); n < 20 {
+			t.Errorf("ConnMaxIdle %v: only %d refreshes in 3s with MaxAge %v", maxAge+extra, n, maxAge)
+		}
+		if n := r.failed.Load(); n != 0 {
+			t.Errorf("ConnMaxIdle %v: %d of %d refreshes failed (first: %v)", maxAge+extra, n, r.refreshes.Load(), r.firstErr.Load())
+		}
+		if n := r.warns.Load(); n != 0 {
+			t.Errorf("ConnMaxIdle %v: %d records at Warn or above", maxAge+extra, n)
+		}
+	}
+}

@@ -432,12 +432,16 @@ type Config struct {
 	// (connections.max.idle.ms): Produce, metadata and transaction
 	// coordinator connections alike; the next request to that broker dials
 	// again. A connection is never closed while a request is being written
-	// or awaits its answer, however long that takes. Closing first (Kafka's
-	// brokers close connections idle for 10 minutes, and NATs and load
-	// balancers drop them) keeps a request from being written into a
-	// connection that is gone. A connection the broker or the network closed
-	// (FIN or RST) while nothing was in flight costs a reconnect too, never
-	// a retry or ErrOutcomeUnknown; one a NAT or load balancer forgot
+	// or awaits its answer, however long that takes; a request that finds a
+	// connection open just as it closes is never written to it, and goes to
+	// a new connection to the same broker at once, without backoff or retry.
+	// Closing first (Kafka's brokers close connections idle for 10 minutes,
+	// and NATs and load balancers drop them) keeps a request from being
+	// written into a connection that is gone. A connection the broker or the
+	// network closed (FIN or RST) while nothing was in flight costs a
+	// reconnect too, never a retry or ErrOutcomeUnknown, once the close has
+	// reached the producer (a request written as it arrives is retried like
+	// one on any broken connection); one a NAT or load balancer forgot
 	// without a word is only found out when a request to it times out
 	// (RequestTimeout, an ambiguous outcome): set ConnMaxIdle below such a
 	// device's idle timeout (Azure Event Hubs: 4 minutes). 0 means the

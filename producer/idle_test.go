@@ -10,9 +10,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-go/samsa/internal/conn"
 	"github.com/samsa-go/samsa/internal/testbroker"
-	"github.com/samsa-go/samsa/internal/testutil"
 )
 
 // connEvents records the Produce connections' hooks: when each was set up
@@ -44,6 +45,59 @@ func (h *connEvents) counts() (connected, dropped int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.connected), len(h.dropped)
+}
+
+// idleCloseMsg is internal/conn's log line for a connection the peer
+// closed with no request outstanding (Info, rate-limited to Debug).
+const idleCloseMsg = "broker closed an idle connection"
+
+// logCounter is a slog handler that counts records per message and keeps
+// those at Warn and above.
+type logCounter struct {
+	mu    *sync.Mutex
+	msgs  map[string]int
+	warns *[]string
+}
+
+func newLogCounter() logCounter {
+	return logCounter{mu: new(sync.Mutex), msgs: map[string]int{}, warns: new([]string)}
+}
+
+func (h logCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (h logCounter) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h logCounter) WithGroup(string) slog.Handler            { return h }
+func (h logCounter) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.msgs[r.Message]++
+	if r.Level >= slog.LevelWarn {
+		*h.warns = append(*h.warns, r.Message)
+	}
+	return nil
+}
+
+func (h logCounter) count(msg string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.msgs[msg]
+}
+
+func (h logCounter) warnings() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), *h.warns...)
+}
+
+// waitIdleClosedBothSides waits until the broker closed every connection
+// for idleness and the client's reader saw each close (its log line, after
+// the connection's Done): a request sent before would go to a
+// half-closed socket.
+func waitIdleClosedBothSides(t *testing.T, c *testbroker.Cluster, logs logCounter) {
+	t.Helper()
+	require.Eventually(t, func() bool { return c.Stats().Connections == 0 }, 10*time.Second, 5*time.Millisecond,
+		"the broker did not close its idle connections")
+	require.Eventually(t, func() bool { return int64(logs.count(idleCloseMsg)) >= c.Stats().IdleClosed }, 10*time.Second, 5*time.Millisecond,
+		"the client did not see every idle close (%d of %d)", logs.count(idleCloseMsg), c.Stats().IdleClosed)
 }
 
 // sendIdle sends one record to topic and waits for it.
@@ -140,9 +194,9 @@ func TestBrokerIdleCloseCostsOnlyAReconnect(t *testing.T) {
 			c := newCluster(t, testbroker.Config{Brokers: 1, ConnectionsMaxIdle: brokerMaxIdle})
 			require.NoError(t, c.CreateTopic("closed", 1))
 			h := &connEvents{}
-			var logs testutil.SyncBuffer
+			logs := newLogCounter()
 			p := newProducer(t, c, Config{ConnMaxIdle: time.Minute, DisableIdempotence: tc.noIdm, Hooks: []Hook{h},
-				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+				Logger: slog.New(logs)})
 
 			want := []string{}
 			for round := range 3 {
@@ -151,8 +205,7 @@ func TestBrokerIdleCloseCostsOnlyAReconnect(t *testing.T) {
 				want = append(want, v)
 				// The broker closes every connection, Produce and
 				// metadata, once they are idle.
-				require.Eventually(t, func() bool { return c.Stats().Connections == 0 }, 10*time.Second, 5*time.Millisecond,
-					"the broker did not close its idle connections")
+				waitIdleClosedBothSides(t, c, logs)
 			}
 			// Then a burst after the close.
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -172,22 +225,51 @@ func TestBrokerIdleCloseCostsOnlyAReconnect(t *testing.T) {
 			assert.GreaterOrEqual(t, c.Stats().IdleClosed, int64(3))
 			connected, _ := h.counts()
 			assert.Equal(t, 4, connected, "one Produce connection per round")
-			assert.Empty(t, logs.String(), "an idle connection closed is no outage")
+			assert.Empty(t, logs.warnings(), "an idle connection closed is no outage")
 		})
 	}
 }
 
+// A Produce connection the broker closed for its connections.max.idle.ms,
+// shorter than ConnMaxIdle, and found so when ConnMaxIdle comes: the hook
+// gets the break's error, not nil ("the producer closed it").
+func TestIdleCloseOfAConnectionTheBrokerClosedFirst(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1, ConnectionsMaxIdle: brokerMaxIdle})
+	require.NoError(t, c.CreateTopic("first", 1))
+	h := &connEvents{}
+	p := newProducer(t, c, Config{ConnMaxIdle: brokerMaxIdle + 300*time.Millisecond, Hooks: []Hook{h}})
+	sendIdle(t, p, "first", "one")
+	require.Eventually(t, func() bool { _, d := h.counts(); return d == 1 }, 10*time.Second, 5*time.Millisecond,
+		"the connection was not dropped")
+	h.mu.Lock()
+	why := h.errs[0]
+	h.mu.Unlock()
+	require.Error(t, why, "HookBrokerDisconnected: the broker closed it, not the producer")
+	assert.NotErrorIs(t, why, conn.ErrClosed)
+}
+
 // ConnMaxIdle's default and its "never": an idle connection stays open.
+// The effective values are checked too: a negative value taken for the
+// default (9 minutes) would pass the short wait below.
 func TestConnMaxIdleDefaultAndNever(t *testing.T) {
 	cfg, err := Config{Brokers: []string{"localhost:9092"}}.withDefaults()
 	require.NoError(t, err)
 	assert.Equal(t, 9*time.Minute, cfg.ConnMaxIdle, "Java's 540000 ms")
+	for _, never := range []time.Duration{NoWait, -time.Millisecond, -time.Hour} {
+		cfg, err := Config{Brokers: []string{"localhost:9092"}, ConnMaxIdle: never}.withDefaults()
+		require.NoError(t, err)
+		assert.Negative(t, cfg.ConnMaxIdle, "ConnMaxIdle %v: never, not the default", never)
+	}
 
 	c := newCluster(t, testbroker.Config{Brokers: 1})
 	require.NoError(t, c.CreateTopic("kept", 1))
 	h := &connEvents{}
-	p := newProducer(t, c, Config{ConnMaxIdle: -time.Millisecond, Hooks: []Hook{h}})
+	p := newProducer(t, c, Config{ConnMaxIdle: -time.Millisecond, Hooks: []Hook{h}, TransactionalID: "never-tx"})
+	assert.Negative(t, p.cfg.ConnMaxIdle, "the IO goroutine's (sink.closeIdle): never")
+	assert.Zero(t, p.txn.client.cfg.MaxIdle, "the coordinator connections': never")
+	require.NoError(t, p.BeginTransaction())
 	sendIdle(t, p, "kept", "one")
+	require.NoError(t, p.CommitTransaction(context.Background()))
 	time.Sleep(300 * time.Millisecond)
 	_, dropped := h.counts()
 	assert.Zero(t, dropped, "a negative ConnMaxIdle never closes a connection")
@@ -267,7 +349,8 @@ func TestIdleConnectionsOfATransactionalProducerClosed(t *testing.T) {
 func TestBrokerIdleCloseOfCoordinatorConnection(t *testing.T) {
 	c := newCluster(t, testbroker.Config{Brokers: 1, ConnectionsMaxIdle: brokerMaxIdle})
 	require.NoError(t, c.CreateTopic("txn-closed", 1))
-	p := newProducer(t, c, Config{ConnMaxIdle: time.Minute, TransactionalID: "closed-tx"})
+	logs := newLogCounter()
+	p := newProducer(t, c, Config{ConnMaxIdle: time.Minute, TransactionalID: "closed-tx", Logger: slog.New(logs)})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for round := range 3 {
@@ -276,9 +359,9 @@ func TestBrokerIdleCloseOfCoordinatorConnection(t *testing.T) {
 		require.NoError(t, p.CommitTransaction(ctx))
 		_, err := f.Wait(ctx)
 		require.NoError(t, err)
-		require.Eventually(t, func() bool { return c.Stats().Connections == 0 }, 10*time.Second, 5*time.Millisecond,
-			"the broker did not close its idle connections")
+		waitIdleClosedBothSides(t, c, logs)
 	}
+	assert.Empty(t, logs.warnings(), "an idle connection closed is no outage")
 	assert.Equal(t, int64(1), c.Stats().Requests[10], "FindCoordinator once: a closed idle connection is no failure")
 	recs, err := c.Records("txn-closed", 0)
 	require.NoError(t, err)
@@ -321,4 +404,36 @@ func TestRequestCutAfterIdleIsRetried(t *testing.T) {
 			assert.Equal(t, []string{"before", "cut", "after"}, storedValues(t, c, "cut"), "each record once")
 		})
 	}
+}
+
+// A request to the transaction coordinator that finds its connection open
+// just as ConnMaxIdle closes it is never written (ErrNotSent,
+// conn.ErrIdleClosed): txnClient.do sends it on a new connection to the
+// same coordinator at once, so it does not fail, and the coordinator is
+// not looked up again. The requests come about ConnMaxIdle apart, the
+// spacing varied around it, to meet the race.
+func TestCoordinatorRequestRacingItsIdleClose(t *testing.T) {
+	const maxIdle = 20 * time.Millisecond
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	p := newProducer(t, c, Config{ConnMaxIdle: maxIdle, TransactionalID: "race-tx"})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tc := p.txn.client
+	k := tc.txnCoord()
+	_, err := tc.do(ctx, k, kmsg.NewPtrMetadataRequest(), -1)
+	require.NoError(t, err)
+	finds := c.Stats().Requests[10]
+	failed := 0
+	var first error
+	for i := range 120 {
+		time.Sleep(maxIdle + time.Duration(i%6)*50*time.Microsecond - 50*time.Microsecond)
+		if _, err := tc.do(ctx, k, kmsg.NewPtrMetadataRequest(), -1); err != nil {
+			failed++
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	assert.Zero(t, failed, "requests failed (first: %v)", first)
+	assert.Equal(t, finds, c.Stats().Requests[10], "FindCoordinator again after an idle close")
 }

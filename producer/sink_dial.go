@@ -115,7 +115,9 @@ func (s *sink) handleDial(d dialResult) {
 // wakes for it, and no other timer or goroutine exists for idleness.
 // Nothing is being written either: the IO goroutine writes only through
 // sendOne, which counts the request in br.inflight before handing it over.
-// The next request to br dials again (sendAll).
+// The next request to br dials again (sendAll). A connection the broker
+// or the network closed first (their idle timeout shorter than
+// ConnMaxIdle) is dropped with its error, for HookBrokerDisconnected.
 func (s *sink) closeIdle(br *ioBroker, next time.Time) time.Time {
 	if s.cfg.ConnMaxIdle <= 0 { // never
 		return next
@@ -127,8 +129,17 @@ func (s *sink) closeIdle(br *ioBroker, next time.Time) time.Time {
 		}
 		return next
 	}
-	s.p.log.Debug("closing idle broker connection", "broker", br.id, "addr", br.addr, "idle", s.now.Sub(br.used), "max_idle", s.cfg.ConnMaxIdle)
-	s.dropConn(br, nil) // HookBrokerDisconnected: nil, the producer closed it
+	select {
+	case <-br.conn.Done():
+		// The broker or the network closed it first (its idle timeout
+		// shorter than ConnMaxIdle): HookBrokerDisconnected gets why.
+		err := br.conn.Err()
+		s.p.log.Debug("broker connection closed while idle; dropping it", "broker", br.id, "addr", br.addr, "idle", s.now.Sub(br.used), "err", err)
+		s.dropConn(br, err)
+	default:
+		s.p.log.Debug("closing idle broker connection", "broker", br.id, "addr", br.addr, "idle", s.now.Sub(br.used), "max_idle", s.cfg.ConnMaxIdle)
+		s.dropConn(br, nil) // HookBrokerDisconnected: nil, the producer closed it
+	}
 	return next
 }
 

@@ -334,27 +334,35 @@ func checkClusterOf(ctx context.Context, cn *conn.Conn, id string, mech sasl.Mec
 }
 
 // do sends req to k's coordinator once, at most at version max (-1: the
-// highest both sides serve).
+// highest both sides serve). A request that found its connection open but
+// closed for ConnMaxIdle before a byte of it was written (ErrNotSent,
+// conn.ErrIdleClosed) goes to a new connection to the same coordinator at
+// once: idleness costs a reconnect, not a retry.
 func (c *txnClient) do(ctx context.Context, k coordKey, req kmsg.Request, max int16) (kmsg.Response, error) {
-	cn, err := c.conn(ctx, k)
-	if err != nil {
-		return nil, err
-	}
-	addr := cn.Addr()
-	if k.typ == txnKey {
-		c.initPIDMax.Store(int32(cn.MaxVersion(22))) // InitProducerId
-	}
-	resp, err := cn.DoMax(ctx, req, max)
-	if err != nil && cn.Err() != nil {
-		c.mu.Lock()
-		if c.conns[addr] == cn {
-			delete(c.conns, addr)
+	for redialed := false; ; redialed = true {
+		cn, err := c.conn(ctx, k)
+		if err != nil {
+			return nil, err
 		}
-		c.mu.Unlock()
-		cn.Close()
-		c.forget(k)
+		addr := cn.Addr()
+		if k.typ == txnKey {
+			c.initPIDMax.Store(int32(cn.MaxVersion(22))) // InitProducerId
+		}
+		resp, err := cn.DoMax(ctx, req, max)
+		if err != nil && cn.Err() != nil {
+			c.mu.Lock()
+			if c.conns[addr] == cn {
+				delete(c.conns, addr)
+			}
+			c.mu.Unlock()
+			cn.Close()
+			if !redialed && ctx.Err() == nil && errors.Is(err, conn.ErrIdleClosed) && errors.Is(err, conn.ErrNotSent) {
+				continue
+			}
+			c.forget(k)
+		}
+		return resp, err
 	}
-	return resp, err
 }
 
 // call sends the request build makes (afresh per attempt, at most at

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -50,6 +51,12 @@ var (
 	// first time. A request without it in its error was written, in whole
 	// or in part, and may have been processed.
 	ErrNotSent = errors.New("the request was not sent")
+
+	// ErrIdleClosed wraps ErrClosed: Err of a connection Config.MaxIdle
+	// closed, and (with ErrNotSent) the error of a request sent to it
+	// after that. Such a request was sent to a connection found open a
+	// moment before: its owner dials again at once, without backoff.
+	ErrIdleClosed = fmt.Errorf("%w: idle", ErrClosed)
 )
 
 const (
@@ -116,13 +123,17 @@ type Config struct {
 	SendBufferBytes, ReceiveBufferBytes int
 
 	// Logger receives connection events: a connection's first throttle at
-	// Info and later ones at Debug, a break with nothing in flight (a
-	// broker or a NAT closing an idle connection) at Info, other breaks at
-	// Warn (a broker's first break
-	// in the process, then at most once per logging.RepeatEvery, at Debug
-	// in between: its producer and metadata connections, which break
-	// together, log once), dials at Debug; nothing per request above
-	// Debug. Default: discard.
+	// Info and later ones at Debug; the peer's close (EOF or connection
+	// reset) with no request outstanding (queued, being written, awaiting
+	// its answer, or an acks=0 Produce not yet flushed: a broker or a NAT
+	// closing an idle connection) at Info, a broker's first in the
+	// process and then at most once per logging.RepeatEvery, at Debug in
+	// between; other breaks, protocol violations among them, at Warn (a
+	// broker's first break in the process, then at most once per
+	// logging.RepeatEvery, at Debug in between: its producer and metadata
+	// connections, which break together, log once); Config.MaxIdle's
+	// closes and dials at Debug; nothing per request above Debug.
+	// Default: discard.
 	Logger *slog.Logger
 
 	// OnThrottle, if set, is called from the reader goroutine each time a
@@ -160,11 +171,16 @@ type Config struct {
 	// MaxIdle, when positive, closes the connection once it has had
 	// nothing to do for that long (connections.max.idle.ms): no request
 	// queued, being written or awaiting its answer since it was set up or
-	// its last request was done. Done is closed then and Err wraps
-	// ErrClosed; nothing is logged. A request is never cut: the time
-	// starts again when the last one is done. The owner replaces the
-	// connection at its next use (Done). Its timer is the runtime's (no
-	// goroutine waits for it), reset when the last request is done.
+	// its last request was done. Done is closed then, Err wraps
+	// ErrIdleClosed (and so ErrClosed), and the close is logged at Debug.
+	// A request is never cut: one sent before the close keeps the
+	// connection (the time starts again when the last request is done),
+	// and one sent after it, to a connection found open a moment before,
+	// is never written and fails with an error wrapping ErrNotSent and
+	// ErrIdleClosed: its owner dials again and sends it there. The owner
+	// replaces the connection at its next use (Done). Its timer is the
+	// runtime's (no goroutine waits for it), reset when the last request
+	// is done.
 	// Default 0: never; a long-lived owner that counts its own requests
 	// (the producer's IO goroutine) closes its connections itself.
 	MaxIdle time.Duration
@@ -278,9 +294,10 @@ type Conn struct {
 	throttleSeen  atomic.Bool // the first throttle was logged at Info
 	timed         bool        // OnWrite or OnRead is set: take timestamps
 
-	// Config.MaxIdle's state, under mu: idle is nil without it; busy
-	// counts the requests sent and not done (answered, or written for
-	// acks=0), and idleSince is when busy last fell to 0.
+	// Under mu: busy counts the requests sent and not done (answered, or
+	// flushed for acks=0), wherever they are (queued, held by the writer,
+	// in flight); fail reads it. Config.MaxIdle's timer is idle (nil
+	// without it), and idleSince is when busy last fell to 0.
 	idle      *time.Timer
 	busy      int
 	idleSince time.Time
@@ -385,11 +402,13 @@ func dialSetup(ctx context.Context, addr string, cfg Config, timeout time.Durati
 	}
 	cfg.Logger.Debug("connected", "addr", addr, "produce_version", c.MaxVersion(produceKey))
 
+	c.wg.Add(2)
 	if cfg.MaxIdle > 0 {
+		c.mu.Lock()
 		c.idleSince = time.Now()
 		c.idle = time.AfterFunc(cfg.MaxIdle, c.idleExpired)
+		c.mu.Unlock()
 	}
-	c.wg.Add(2)
 	go c.writeLoop()
 	go c.readLoop()
 	return c, nil
@@ -579,11 +598,9 @@ func (c *Conn) SendMax(req kmsg.Request, max int16, done func(kmsg.Response, err
 	p.seq = c.seq
 	c.seq++
 	c.queue.push(p)
-	if c.idle != nil {
-		c.busy++
-		if c.busy == 1 {
-			c.idle.Stop()
-		}
+	c.busy++
+	if c.busy == 1 && c.idle != nil {
+		c.idle.Stop()
 	}
 	c.mu.Unlock()
 	select {
@@ -642,23 +659,33 @@ func (c *Conn) fail(err error) {
 	if c.idle != nil {
 		c.idle.Stop()
 	}
-	// Nothing sent awaits an answer: the peer (a broker's
-	// connections.max.idle.ms, a NAT, a load balancer) closed an idle
-	// connection, which costs its owner a reconnect and nothing else.
-	idle := c.inflight.len() == 0 && c.queue.len() == 0
+	// No request outstanding and the peer closed (FIN or RST): a
+	// broker's connections.max.idle.ms, a NAT or a load balancer closed
+	// an idle connection, which costs its owner a reconnect and nothing
+	// else. A protocol violation (a response with nothing in flight, a
+	// bad size) is a break, idle or not.
+	idle := c.busy == 0 && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET))
 	c.mu.Unlock()
 	_ = c.nc.Close()
-	if idle && !errors.Is(err, ErrClosed) {
-		c.cfg.Logger.Info("broker closed an idle connection", "addr", c.addr, "err", err)
-	} else if !errors.Is(err, ErrClosed) {
+	switch {
+	case errors.Is(err, ErrClosed):
+	case idle:
+		level := slog.LevelInfo
+		if idleBreaks.Level(c.addr, time.Now()) != slog.LevelWarn {
+			level = slog.LevelDebug
+		}
+		c.cfg.Logger.Log(context.Background(), level, "broker closed an idle connection", "addr", c.addr, "err", err)
+	default:
 		level := breaks.Level(c.addr, time.Now())
 		c.cfg.Logger.Log(context.Background(), level, "broker connection broken", "addr", c.addr, "err", err)
 	}
 }
 
 // breaks rates the Warn of broken connections per broker address, for
-// every connection of the process (see Config.Logger).
-var breaks logging.Repeat
+// every connection of the process (see Config.Logger), and idleBreaks
+// the Info of idle connections the peer closed, apart: an idle close
+// does not silence the Warn of an outage that follows it.
+var breaks, idleBreaks logging.Repeat
 
 // brokenErr returns the error to report for an I/O error: the error that
 // already broke the connection if any (so Close reports ErrClosed, not "use
@@ -742,7 +769,7 @@ func (c *Conn) writeLoop() {
 			p.fn(nil, nil)
 			putPending(p)
 		}
-		if c.idle != nil && len(unflushed) > 0 {
+		if len(unflushed) > 0 {
 			c.mu.Lock()
 			c.requestsDone(len(unflushed))
 			c.mu.Unlock()
@@ -962,9 +989,7 @@ func (c *Conn) readResponses(br *bufio.Reader) error {
 			return fmt.Errorf("conn: %s: %w: response correlation id %d, want %d (%s)", c.addr, kerr.NetworkException, corr, p.corr, kmsg.NameForKey(p.req.Key()))
 		}
 		c.inflight.pop()
-		if c.idle != nil {
-			c.requestsDone(1)
-		}
+		c.requestsDone(1)
 		if next := c.inflight.peek(); next != nil {
 			_ = c.nc.SetReadDeadline(next.deadline)
 		} else {
@@ -987,11 +1012,11 @@ func (c *Conn) readResponses(br *bufio.Reader) error {
 	}
 }
 
-// requestsDone notes n requests done (Config.MaxIdle), under mu: the
+// requestsDone notes n requests done, under mu: with Config.MaxIdle, the
 // last one starts the idle time.
 func (c *Conn) requestsDone(n int) {
 	c.busy -= n
-	if c.busy == 0 && c.err == nil {
+	if c.busy == 0 && c.err == nil && c.idle != nil {
 		c.idleSince = time.Now()
 		c.idle.Reset(c.cfg.MaxIdle)
 	}
@@ -1000,15 +1025,25 @@ func (c *Conn) requestsDone(n int) {
 // idleExpired closes the connection if it has had nothing to do for
 // Config.MaxIdle. The timer may fire late, racing a request sent or done
 // meanwhile: the state under mu decides, and a request done later resets
-// the timer again.
+// the timer again. The decision and the marking (err, done) are one
+// critical section: a request sent after it fails with ErrNotSent
+// (next and launch check err), and one sent before it keeps the
+// connection. The goroutine counts in wg until it has logged, so nothing
+// is logged after Close returns.
 func (c *Conn) idleExpired() {
 	c.mu.Lock()
-	due := c.err == nil && c.busy == 0 && time.Since(c.idleSince) >= c.cfg.MaxIdle
-	c.mu.Unlock()
-	if due {
-		c.cfg.Logger.Debug("closing idle connection", "addr", c.addr, "max_idle", c.cfg.MaxIdle)
-		c.fail(fmt.Errorf("%w: idle for %v", ErrClosed, c.cfg.MaxIdle))
+	if c.err != nil || c.busy > 0 || time.Since(c.idleSince) < c.cfg.MaxIdle {
+		c.mu.Unlock()
+		return
 	}
+	c.err = fmt.Errorf("%w for %v", ErrIdleClosed, c.cfg.MaxIdle)
+	close(c.done)
+	// err was nil: neither goroutine has exited, so wg is above zero.
+	c.wg.Add(1)
+	c.mu.Unlock()
+	defer c.wg.Done()
+	_ = c.nc.Close()
+	c.cfg.Logger.Debug("closing idle connection", "addr", c.addr, "max_idle", c.cfg.MaxIdle)
 }
 
 // readChunk is the most a frame's buffer grows by before that many bytes

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -226,5 +229,209 @@ func TestMaxIdleClosesOnlyIdleConnections(t *testing.T) {
 	}
 	if err := kept.Err(); err != nil {
 		t.Fatalf("a connection without MaxIdle was closed: %v", err)
+	}
+}
+
+// gateHandler is a slog handler that blocks on one message until its gate
+// is closed, to hold a goroutine at the point it logs.
+type gateHandler struct {
+	msg     string
+	entered chan struct{} // closed when msg is first logged
+	once    *sync.Once
+	gate    chan struct{}
+}
+
+func (h gateHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h gateHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h gateHandler) WithGroup(string) slog.Handler            { return h }
+func (h gateHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.once.Do(func() { close(h.entered) })
+		<-h.gate
+	}
+	return nil
+}
+
+// A request sent while Config.MaxIdle's timer closes the connection (held
+// at its log line) is never written and then cut: it fails with ErrNotSent
+// (the connection is marked closed, with ErrIdleClosed, in the same
+// critical section that found it idle), and Close waits for the timer's
+// goroutine, which logs nothing after Close returned.
+func TestMaxIdleCloseRacingASend(t *testing.T) {
+	cl, err := testbroker.New(testbroker.Config{Brokers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.CreateTopic("t", 1); err != nil {
+		t.Fatal(err)
+	}
+	h := gateHandler{msg: "closing idle connection", entered: make(chan struct{}), once: new(sync.Once), gate: make(chan struct{})}
+	written := make(chan struct{}, 1)
+	c, err := Dial(context.Background(), cl.Addrs()[0], Config{
+		MaxIdle: 20 * time.Millisecond,
+		Logger:  slog.New(h),
+		OnWrite: func(WriteInfo) {
+			select {
+			case written <- struct{}{}:
+			default:
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(h.gate)
+		}
+	}
+	defer func() { release(); _ = c.Close() }()
+
+	select {
+	case <-h.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the idle connection was not closed")
+	}
+	res := make(chan error, 1)
+	go func() {
+		_, err := c.Do(context.Background(), metadataReq("t"))
+		res <- err
+	}()
+	var sendErr error
+	select {
+	case <-written:
+		// Written to a connection about to be closed: wait for its fate
+		// once Close has run (below).
+	case sendErr = <-res:
+		res <- sendErr
+	case <-time.After(time.Second):
+	}
+	closed := make(chan struct{})
+	go func() { _ = c.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Error("Close returned while the idle timer's goroutine was still logging")
+	case <-time.After(100 * time.Millisecond):
+	}
+	release()
+	<-closed
+	sendErr = <-res
+	if !errors.Is(sendErr, ErrNotSent) || !errors.Is(sendErr, ErrIdleClosed) {
+		t.Fatalf("a request sent as the idle connection closed: %v, want ErrNotSent and ErrIdleClosed", sendErr)
+	}
+	if err := c.Err(); !errors.Is(err, ErrIdleClosed) || !errors.Is(err, ErrClosed) {
+		t.Fatalf("Err %v, want ErrIdleClosed wrapping ErrClosed", err)
+	}
+}
+
+// recordHandler keeps every record's level and message.
+type recordHandler struct {
+	mu   *sync.Mutex
+	recs *[]slog.Record
+}
+
+func newRecordHandler() recordHandler {
+	return recordHandler{mu: new(sync.Mutex), recs: new([]slog.Record)}
+}
+
+func (h recordHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h recordHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h recordHandler) WithGroup(string) slog.Handler            { return h }
+func (h recordHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	*h.recs = append(*h.recs, r)
+	return nil
+}
+
+// level returns the level msg was logged at, and whether it was.
+func (h recordHandler) level(msg string) (slog.Level, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range *h.recs {
+		if r.Message == msg {
+			return r.Level, true
+		}
+	}
+	return 0, false
+}
+
+// A break is logged as a peer's idle close (Info) only when no request is
+// outstanding and the peer closed the connection; at most once per broker
+// per logging.RepeatEvery (Debug in between). A protocol violation with
+// nothing in flight, or a close with a request awaiting its answer, is a
+// broken connection (Warn).
+func TestBreakLoggedAsIdleCloseOnlyWhenIdle(t *testing.T) {
+	const (
+		idleMsg   = "broker closed an idle connection"
+		brokenMsg = "broker connection broken"
+	)
+	cases := []struct {
+		name string
+		// raw answers the Metadata request the case sends, if any.
+		raw       func(c net.Conn, h reqHeader, req kmsg.Request) bool
+		send      bool
+		closes    int // connections the broker closes, one after the other
+		wantMsg   string
+		wantLevel slog.Level // of the last connection's log
+	}{
+		{name: "closed while idle", closes: 1, wantMsg: idleMsg, wantLevel: slog.LevelInfo},
+		{name: "closed while idle, again within RepeatEvery", closes: 2, wantMsg: idleMsg, wantLevel: slog.LevelDebug},
+		{
+			name: "a response with nothing in flight",
+			raw: func(c net.Conn, h reqHeader, req kmsg.Request) bool {
+				frame := encodeResponse(h, metadataEcho(h, req))
+				_, _ = c.Write(append(frame, frame...)) // the answer, then one nobody asked for
+				return true
+			},
+			send: true, closes: 1, wantMsg: brokenMsg, wantLevel: slog.LevelWarn,
+		},
+		{
+			name:   "closed with a request awaiting its answer",
+			raw:    func(net.Conn, reqHeader, kmsg.Request) bool { return false },
+			send:   true,
+			closes: 1, wantMsg: brokenMsg, wantLevel: slog.LevelWarn,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newFakeBroker(t, metadataEcho)
+			b.raw = tc.raw
+			var h recordHandler
+			for range tc.closes {
+				h = newRecordHandler()
+				c, err := Dial(context.Background(), b.addr(), Config{Logger: slog.New(h)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tc.send {
+					_, _ = c.Do(context.Background(), metadataReq("t"))
+				} else {
+					if _, err := c.Do(context.Background(), metadataReq("t")); err != nil {
+						t.Fatal(err)
+					}
+					b.dropConns()
+				}
+				select {
+				case <-c.Done():
+				case <-time.After(10 * time.Second):
+					t.Fatal("the connection did not break")
+				}
+				_ = c.Close() // its goroutines have logged
+			}
+			other := brokenMsg
+			if tc.wantMsg == brokenMsg {
+				other = idleMsg
+			}
+			if _, ok := h.level(other); ok {
+				t.Errorf("logged %q", other)
+			}
+			if level, ok := h.level(tc.wantMsg); !ok || level != tc.wantLevel {
+				t.Errorf("%q logged: %v at %v, want at %v", tc.wantMsg, ok, level, tc.wantLevel)
+			}
+		})
 	}
 }

@@ -486,6 +486,28 @@ func TestFetchEmptyRecordsNotNull(t *testing.T) {
 	}
 }
 
+// A request whose body arrives after ConnectionsMaxIdle's deadline, set for
+// its size, is read and answered: a connection in the middle of a request
+// is not idle (the deadline is not cleared once the size has come).
+func TestConnectionsMaxIdleSlowBody(t *testing.T) {
+	const maxIdle = 100 * time.Millisecond
+	c := newTestCluster(t, Config{Brokers: 1, ConnectionsMaxIdle: maxIdle})
+	w := dialBroker(t, c.Addrs()[0], "slow")
+	w.corr++
+	frame := w.fmt.AppendRequest(nil, kmsg.NewPtrApiVersionsRequest(), w.corr)
+	_, err := w.nc.Write(frame[:6])
+	require.NoError(t, err)
+	time.Sleep(maxIdle + 100*time.Millisecond)
+	_, err = w.nc.Write(frame[6:])
+	require.NoError(t, err)
+	w.sent = append(w.sent, kmsg.NewPtrApiVersionsRequest())
+	_ = w.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := w.recv()
+	require.NoError(t, err, "the request was cut")
+	assert.Zero(t, resp.(*kmsg.ApiVersionsResponse).ErrorCode)
+	assert.Zero(t, c.Stats().IdleClosed)
+}
+
 // ConnectionsMaxIdle (Kafka's connections.max.idle.ms): a connection that
 // sent no request for that long is closed without a word, one whose
 // request is being handled is not (however long that takes), and

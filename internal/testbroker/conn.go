@@ -99,7 +99,10 @@ func (cn *conn) serve() {
 		// read-ahead: a muted connection leaves the rest of its request in
 		// the kernel's socket buffer, where it costs the heap nothing.
 		// connections.max.idle.ms: the wait for the next request is
-		// the connection's idle time (one request at a time).
+		// the connection's idle time (one request at a time). The
+		// deadline is not cleared once the size has come (a second
+		// call per request): only the body's read can meet it, which
+		// then resumes without one (readBody).
 		idle := cn.c.cfg.ConnectionsMaxIdle
 		if idle > 0 {
 			_ = cn.nc.SetReadDeadline(time.Now().Add(idle))
@@ -113,9 +116,6 @@ func (cn *conn) serve() {
 			cn.logReadError(err)
 			return
 		}
-		if idle > 0 {
-			_ = cn.nc.SetReadDeadline(time.Time{})
-		}
 		size := int32(binary.BigEndian.Uint32(cn.sizeBuf[:]))
 		if size < minRequestSize || size > cn.c.cfg.SocketRequestMaxBytes {
 			cn.c.log.Warn("testbroker: closing connection: bad request size",
@@ -127,7 +127,7 @@ func (cn *conn) serve() {
 		if err != nil {
 			return // closed while muted
 		}
-		if _, err = io.ReadFull(cn.nc, buf); err != nil {
+		if err = cn.readBody(buf); err != nil {
 			cn.c.mem.release(buf, &cn.scratch)
 			cn.logReadError(err)
 			return
@@ -143,6 +143,20 @@ func (cn *conn) serve() {
 			return
 		}
 	}
+}
+
+// readBody reads a request's body into buf. The idle deadline set for its
+// size may expire meanwhile (a body that arrives slowly): the connection is
+// not idle then, and the read goes on without a deadline. A deadline error
+// leaves a net.Conn, and a tls.Conn's reads, usable.
+func (cn *conn) readBody(buf []byte) error {
+	n, err := io.ReadFull(cn.nc, buf)
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		if err = cn.nc.SetReadDeadline(time.Time{}); err == nil {
+			_, err = io.ReadFull(cn.nc, buf[n:])
+		}
+	}
+	return err
 }
 
 func (cn *conn) logReadError(err error) {
