@@ -1318,7 +1318,10 @@ func (c *Client) tryAddr(ctx context.Context, req kmsg.Request, addr, key string
 			// again at once, once.
 			c.dropConn(addr, key, cn)
 			var fresh *conn.Conn
-			if fresh, err = c.connTo(ctx, addr, key); err == nil {
+			if fresh, err = c.connTo(ctx, addr, key, known); err == nil && check == nil {
+				err = c.verify(ctx, addr, key, fresh) // as the first connection was
+			}
+			if err == nil {
 				cn = fresh
 				resp, err = c.attempt(ctx, cn, req)
 			}
