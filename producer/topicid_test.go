@@ -363,3 +363,62 @@ func TestRecreationSeenThroughAnswersWithoutIDs(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, hw, "the recreated topic got records made for the old one")
 }
+
+// TestRetiredTopicIDAnswerIgnored: after a topic's recreation (id A, then
+// B), a Metadata answer naming A again (a lagging broker: the metadata
+// connection moved to one after an idle close or in a rolling restart) is
+// stale, however often it comes: topic ids are never reused. The records
+// buffered for the new topic are not failed as made for a recreated one,
+// and they are delivered. Taking the answer failed them ("topic id B, now
+// A"), and the next answer naming B failed those after them again.
+func TestRetiredTopicIDAnswerIgnored(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		times int // stale answers naming the old id
+	}{
+		{"once", 1},
+		{"past staleAnswersAccepted", 6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, testbroker.Config{Brokers: 1})
+			require.NoError(t, c.CreateTopic("t", 1))
+			p := newProducer(t, c, Config{Linger: 400 * time.Millisecond, DeliveryTimeout: 20 * time.Second,
+				RequestTimeout: 5 * time.Second, MetadataMaxAge: 20 * time.Millisecond})
+			require.NoError(t, sendTo(t, p, "t", 0, 10*time.Second))
+			old := oldID(t, p, "t")
+			require.NoError(t, c.DeleteTopic("t"))
+			require.NoError(t, c.CreateTopic("t", 1))
+			waitTopicID(t, p, "t", old)
+			newID := oldID(t, p, "t")
+			var rewritten atomic.Int32
+			c.Intercept(testbroker.Interceptor{Keys: []int16{3}, After: true, Times: tc.times, Rewrite: func(resp kmsg.Response) {
+				r := resp.(*kmsg.MetadataResponse)
+				for i := range r.Topics {
+					if r.Topics[i].Topic != nil && *r.Topics[i].Topic == "t" {
+						r.Topics[i].TopicID = old
+					}
+				}
+				rewritten.Add(1)
+			}})
+			ctx := context.Background()
+			var fs []*Future
+			for i := range 5 { // buffered (Linger) while the stale answers come
+				fs = append(fs, p.Send(ctx, &Record{Topic: "t", Partition: 0, ExplicitPartition: true, Value: []byte(fmt.Sprint("new-", i))}))
+			}
+			require.True(t, waitFor(5*time.Second, func() bool { return rewritten.Load() >= int32(tc.times) }), "the stale answers did not come")
+			for i := 5; i < 8; i++ {
+				fs = append(fs, p.Send(ctx, &Record{Topic: "t", Partition: 0, ExplicitPartition: true, Value: []byte(fmt.Sprint("new-", i))}))
+			}
+			for i, f := range fs {
+				wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				_, err := f.Wait(wctx)
+				cancel()
+				require.NoError(t, err, "record new-%d", i)
+			}
+			require.Equal(t, newID, oldID(t, p, "t"), "the producer took the retired id")
+			hw, err := c.HighWatermark("t", 0)
+			require.NoError(t, err)
+			require.Equal(t, int64(8), hw)
+		})
+	}
+}
