@@ -266,7 +266,13 @@ func (s *sink) handlePartition(br *ioBroker, ip *ioPart, b *batch, rp *kmsg.Prod
 	if kerr.IsRetriable(err) || isSequenceError(err) {
 		moved := false
 		if needsMetadata(err) {
-			ip.leader = -1 // wait for the new leader
+			if ip.leader == br.id {
+				// Wait for the new leader. An answer from a broker that no
+				// longer leads the partition (a batch in flight before an
+				// earlier answer or hint moved it) says nothing of the
+				// leader it has now.
+				ip.leader = -1
+			}
 			if errors.Is(err, kerr.NotLeaderOrFollower) || errors.Is(err, kerr.FencedLeaderEpoch) {
 				moved = s.leaderHint(ip, rp.CurrentLeader, eps)
 			}
@@ -289,12 +295,22 @@ func (s *sink) handlePartition(br *ioBroker, ip *ioPart, b *batch, rp *kmsg.Prod
 // FENCED_LEADER_EPOCH answer names (KIP-951), without waiting for a
 // Metadata answer, as Java's Metadata.updatePartitionLeadership: only a
 // leader epoch newer than the one known (any, while none is), and only to
-// a broker known or listed in the answer's endpoints, eps. A broker the
+// a broker known or listed in the answer's endpoints, eps; a hint of the
+// known epoch naming the known leader (the answer to a second batch in
+// flight to the old leader) is the move already made, and reported as one. A broker the
 // producer has not seen yet joins its brokers; a known broker keeps the
 // address its metadata gave. It reports whether ip moved.
 func (s *sink) leaderHint(ip *ioPart, cl kmsg.ProduceResponseTopicPartitionCurrentLeader, eps []kmsg.ProduceResponseBroker) bool {
-	if cl.LeaderID < 0 || cl.LeaderEpoch < 0 || (ip.epoch >= 0 && cl.LeaderEpoch <= ip.epoch) {
-		return false // none, or stale
+	if cl.LeaderID < 0 || cl.LeaderEpoch < 0 {
+		return false // none
+	}
+	if ip.epoch >= 0 && cl.LeaderEpoch == ip.epoch && cl.LeaderID == ip.leader {
+		// The move already made (another batch in flight to the old
+		// leader brought the same hint): the batch follows it.
+		return true
+	}
+	if ip.epoch >= 0 && cl.LeaderEpoch <= ip.epoch {
+		return false // stale
 	}
 	if s.brokers[cl.LeaderID] == nil {
 		i := slices.IndexFunc(eps, func(e kmsg.ProduceResponseBroker) bool { return e.NodeID == cl.LeaderID })

@@ -422,3 +422,49 @@ func TestRetiredTopicIDAnswerIgnored(t *testing.T) {
 		})
 	}
 }
+
+// TestLeaderHintWithSeveralBatchesInFlight (KIP-951): three batches of a
+// partition are in flight to its leader when the leader moves; each answer
+// is NOT_LEADER_OR_FOLLOWER naming the same new leader and epoch. The
+// first moves the partition; the others, whose hint is no newer, leave it
+// there (the answering broker is no longer its leader), so every record
+// reaches the new leader while Metadata stalls. The second answer reset
+// the leader to none and the hint was refused as stale: the partition
+// waited for a Metadata answer.
+func TestLeaderHintWithSeveralBatchesInFlight(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 2})
+	require.NoError(t, c.CreateTopic("t", 1))
+	require.NoError(t, c.MoveLeader("t", 0, 0))
+	p := newProducer(t, c, Config{BatchSize: 200, Linger: time.Millisecond, DeliveryTimeout: 30 * time.Second,
+		RequestTimeout: 20 * time.Second})
+	require.NoError(t, sendTo(t, p, "t", 0, 10*time.Second))
+	unstallMeta := c.Intercept(testbroker.Interceptor{Keys: []int16{3}, Stall: true})
+	defer unstallMeta()
+	unstall := c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Brokers: []int32{0}, Stall: true})
+	defer unstall()
+	ctx := context.Background()
+	var fs []*Future
+	for i := range 4 { // 150 bytes: each seals the batch before it (BatchSize); the last lingers
+		fs = append(fs, p.Send(ctx, &Record{Topic: "t", Partition: 0, ExplicitPartition: true, Value: []byte(fmt.Sprintf("%d-%s", i, strings.Repeat("x", 150)))}))
+		if i == 0 {
+			continue
+		}
+		i--
+		require.True(t, waitFor(5*time.Second, func() bool {
+			n := 0
+			_ = p.txnSink.callIO(ctx, func() { n = len(p.txnSink.topics["t"].parts[0].inflight) })
+			return n > i
+		}), "batch %d not in flight", i)
+	}
+	require.NoError(t, c.MoveLeader("t", 0, 1))
+	unstall()
+	for i, f := range fs {
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := f.Wait(wctx)
+		cancel()
+		require.NoError(t, err, "record %d did not reach the new leader without metadata", i)
+	}
+	hw, err := c.HighWatermark("t", 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(1+len(fs)), hw)
+}
