@@ -263,6 +263,13 @@ func (s *sink) handlePartition(br *ioBroker, ip *ioPart, b *batch, rp *kmsg.Prod
 		msg = ": " + conn.BrokerText(s.cfg.SASL, *rp.ErrorMessage) // bounded, escaped, no secret
 	}
 	err = fmt.Errorf("%s[%d] on broker %d: %w%s", ip.topic.name, ip.acc.ID, br.id, err, msg)
+	if serr := staleTopic(ip, b); serr != nil {
+		// Made for the topic before its recreation: the answer is about
+		// the old topic's partition (its leader, its epoch), not the new
+		// one's. Only the batch fails.
+		s.fail(ip, b, fmt.Errorf("%w; the last error was: %w", serr, err))
+		return
+	}
 	if kerr.IsRetriable(err) || isSequenceError(err) {
 		moved := false
 		if needsMetadata(err) {

@@ -3,7 +3,9 @@ package producer
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -467,4 +469,56 @@ func TestLeaderHintWithSeveralBatchesInFlight(t *testing.T) {
 	hw, err := c.HighWatermark("t", 0)
 	require.NoError(t, err)
 	require.Equal(t, int64(1+len(fs)), hw)
+}
+
+// TestOldTopicAnswerMovesNoLeader: the answer to a batch made for a topic
+// before its recreation (a broker still hosting the old topic id answers
+// NOT_LEADER_OR_FOLLOWER with the old partition's CurrentLeader, at epoch
+// 4) fails that batch and says nothing of the new topic's partition: its
+// records still reach its leader. The hint moved the new partition to the
+// old one's leader at epoch 4, after which the new topic's metadata (epoch
+// 1) was skipped as stale: the partition stayed leaderless.
+func TestOldTopicAnswerMovesNoLeader(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 2})
+	require.NoError(t, c.CreateTopic("t", 1))
+	require.NoError(t, c.MoveLeader("t", 0, 0))
+	p := newProducer(t, c, Config{DeliveryTimeout: 30 * time.Second, RequestTimeout: 20 * time.Second,
+		MetadataMaxAge: 100 * time.Millisecond})
+	require.NoError(t, sendTo(t, p, "t", 0, 10*time.Second))
+	old := oldID(t, p, "t")
+	host, port, err := net.SplitHostPort(c.Addrs()[1])
+	require.NoError(t, err)
+	portN, err := strconv.Atoi(port)
+	require.NoError(t, err)
+	unstall := c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Brokers: []int32{0}, Times: 1, After: true, Stall: true,
+		Rewrite: func(resp kmsg.Response) {
+			r := resp.(*kmsg.ProduceResponse)
+			rp := &r.Topics[0].Partitions[0]
+			rp.ErrorCode, rp.BaseOffset = 6, -1 // NOT_LEADER_OR_FOLLOWER, the old partition's leader
+			rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = 1, 4
+			b := kmsg.NewProduceResponseBroker()
+			b.NodeID, b.Host, b.Port = 1, host, int32(portN)
+			r.Brokers = append(r.Brokers[:0], b)
+		}})
+	defer unstall()
+	ctx := context.Background()
+	f := p.Send(ctx, &Record{Topic: "t", Partition: 0, ExplicitPartition: true, Value: []byte("old")})
+	require.True(t, waitFor(5*time.Second, func() bool {
+		n := 0
+		_ = p.txnSink.callIO(ctx, func() { n = len(p.txnSink.topics["t"].parts[0].inflight) })
+		return n > 0
+	}), "the old record not in flight")
+	require.NoError(t, c.DeleteTopic("t"))
+	require.NoError(t, c.CreateTopic("t", 1))
+	require.NoError(t, c.MoveLeader("t", 0, 0)) // the new topic led by broker 0, epoch 1 or so
+	waitTopicID(t, p, "t", old)
+	unstall()
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err = f.Wait(wctx)
+	require.ErrorIs(t, err, kerr.UnknownTopicID)
+	require.NoError(t, sendTo(t, p, "t", 0, 5*time.Second), "the new topic's partition lost its leader")
+	hw, err := c.HighWatermark("t", 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), hw)
 }
