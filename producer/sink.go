@@ -173,7 +173,8 @@ type sendState struct {
 	// that request's answer is in, which then only releases it.
 	expired bool
 	// topicID is the topic id the batch is for: its topic's when it was
-	// first sent (zero while the metadata has none). A batch of a topic
+	// first sent (zero while the metadata has none; a batch first sent
+	// without one takes the id known at its resend). A batch of a topic
 	// since deleted and recreated is never sent under the new id
 	// (staleTopic).
 	topicID [16]byte
