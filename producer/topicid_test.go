@@ -522,3 +522,85 @@ func TestOldTopicAnswerMovesNoLeader(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(1), hw)
 }
+
+// TestHostileLeaderHintsBounded (KIP-951): a broker answering every
+// Produce with NOT_LEADER_OR_FOLLOWER and a new leader under a fresh node
+// id and a newer epoch each time (pointing back at itself), while Metadata
+// stalls. Where the broker checks the node id the client dialed (KIP-1242)
+// the dial fails with ErrClusterMismatch: the hint's broker is dropped,
+// without a rebootstrap. Where it claims any id, the producer learns at
+// most maxHintedBrokers of them. Either way, the next metadata snapshot
+// drops them, and the record is delivered to the real leader once the
+// hints stop. Before: every answer minted a broker for good (its stats, a
+// dial), at round-trip rate, and the hint's epoch made the partition skip
+// the real leader's metadata as stale.
+func TestHostileLeaderHintsBounded(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		nodeCheck bool
+	}{
+		{"broker checks node ids", true},
+		{"broker claims any node id", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testHostileLeaderHintsBounded(t, tc.nodeCheck) })
+	}
+}
+
+func testHostileLeaderHintsBounded(t *testing.T, nodeCheck bool) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	if !nodeCheck {
+		c.Intercept(testbroker.Interceptor{Keys: []int16{18}, After: true, Rewrite: func(resp kmsg.Response) {
+			resp.(*kmsg.ApiVersionsResponse).ErrorCode = 0 // any node id
+		}})
+	}
+	p := newProducer(t, c, Config{DeliveryTimeout: 30 * time.Second, RequestTimeout: 5 * time.Second,
+		MetadataMaxAge: 200 * time.Millisecond})
+	require.NoError(t, sendTo(t, p, "t", 0, 10*time.Second))
+	host, port, err := net.SplitHostPort(c.Addrs()[0])
+	require.NoError(t, err)
+	portN, err := strconv.Atoi(port)
+	require.NoError(t, err)
+	const hostile = 60
+	var n atomic.Int32
+	stop := c.Intercept(testbroker.Interceptor{Keys: []int16{0}, After: true, Times: hostile, Rewrite: func(resp kmsg.Response) {
+		k := n.Add(1)
+		r := resp.(*kmsg.ProduceResponse)
+		for i := range r.Topics {
+			for j := range r.Topics[i].Partitions {
+				rp := &r.Topics[i].Partitions[j]
+				rp.ErrorCode, rp.BaseOffset = 6, -1 // NOT_LEADER_OR_FOLLOWER
+				rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = 100+k, 100+k
+			}
+		}
+		b := kmsg.NewProduceResponseBroker()
+		b.NodeID, b.Host, b.Port = 100+k, host, int32(portN)
+		r.Brokers = append(r.Brokers[:0], b)
+	}})
+	defer stop()
+	unstallMeta := c.Intercept(testbroker.Interceptor{Keys: []int16{3}, Stall: true}) // no snapshot drops them meanwhile
+	defer unstallMeta()
+	brokers := func() int {
+		var m int
+		_ = p.txnSink.callIO(context.Background(), func() { m = len(p.txnSink.brokers) })
+		return m
+	}
+	ctx := context.Background()
+	f := p.Send(ctx, &Record{Topic: "t", Partition: 0, ExplicitPartition: true, Value: []byte("v")})
+	most := 0
+	deadline := time.Now().Add(3 * time.Second)
+	for n.Load() < hostile && time.Now().Before(deadline) {
+		most = max(most, brokers())
+		time.Sleep(time.Millisecond)
+	}
+	stop()
+	most = max(most, brokers())
+	t.Logf("%d hostile answers, at most %d brokers", n.Load(), most)
+	require.LessOrEqual(t, most, 1+maxHintedBrokers, "brokers learned from hints")
+	unstallMeta()
+	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	_, err = f.Wait(wctx)
+	require.NoError(t, err, "the record after %d hostile answers", n.Load())
+	require.True(t, waitFor(5*time.Second, func() bool { return brokers() == 1 }), "hint brokers not dropped: %d brokers", brokers())
+}
