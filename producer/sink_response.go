@@ -416,6 +416,15 @@ func (s *sink) removeBroker(br *ioBroker) {
 		s.seal(o.opened) // its batches go to their partitions' leaders now
 	}
 	br.lingered = nil
+	for _, ip := range br.ready {
+		// Off its list for good: a broker of the same id made later
+		// (metadata, another hint) lists it again (markReady).
+		ip.listed = slices.DeleteFunc(ip.listed, func(id int32) bool { return id == br.id })
+		if ip.readyOn == br.id {
+			ip.readyOn = -1
+		}
+	}
+	br.ready = nil
 	delete(s.brokers, br.id)
 	s.hintedBrokers--
 	s.p.rec.forgetBroker(br.id, br.stats)
