@@ -666,7 +666,7 @@ func produceError(req *kmsg.ProduceRequest, code int16) *kmsg.ProduceResponse {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	for _, rt := range req.Topics {
 		st := kmsg.NewProduceResponseTopic()
-		st.Topic = rt.Topic
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID // v13 answers by id
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewProduceResponseTopicPartition()
 			sp.Partition, sp.ErrorCode = rp.Partition, code

@@ -3,11 +3,13 @@ package metadata
 import (
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -302,6 +304,41 @@ type topicState struct {
 	// schedule while it waits for metadata (not usable yet, or a stale or
 	// broken answer kept the old one); 0 while it does not wait.
 	waitBase time.Duration
+	// retired are the topic ids the topic had before it was recreated,
+	// newest last, at most maxRetiredIDs. Kafka never reuses a topic id,
+	// so an answer naming one is a lagging broker's (retiredAnswer).
+	retired [][16]byte
+	// id is the last non-zero topic id taken from an answer (an answer
+	// without one, or with a topic error, keeps it).
+	id [16]byte
+}
+
+// maxRetiredIDs bounds topicState.retired: a topic recreated more often
+// than that while wanted forgets its oldest ids.
+const maxRetiredIDs = 8
+
+// retiredAnswer reports whether fresh names an id st's topic has retired:
+// a broker that has not seen the recreation yet (after an idle close or a
+// rolling restart the metadata connection may move to one). It is stale
+// however often it comes: taking it would fail the records made for the
+// current topic as if the topic had been recreated again.
+func (st *topicState) retiredAnswer(fresh *Topic) bool {
+	return fresh.ID != ([16]byte{}) && slices.Contains(st.retired, fresh.ID)
+}
+
+// uuidString formats a topic id as Kafka does (base64, URL alphabet,
+// unpadded).
+func uuidString(id [16]byte) string { return base64.RawURLEncoding.EncodeToString(id[:]) }
+
+// retire remembers id as one the topic no longer has.
+func (st *topicState) retire(id [16]byte) {
+	if id == ([16]byte{}) || slices.Contains(st.retired, id) {
+		return
+	}
+	if len(st.retired) == maxRetiredIDs {
+		st.retired = slices.Delete(st.retired, 0, 1)
+	}
+	st.retired = append(st.retired, id)
 }
 
 // Client keeps the cluster metadata of the topics in use. It is safe for
@@ -817,7 +854,19 @@ func (c *Client) apply(resp *kmsg.MetadataResponse, names []string, now time.Tim
 		fresh.Name = name
 		var t *Topic
 		var taken bool
-		if st.stale+1 >= staleAnswersAccepted {
+		if st.retiredAnswer(fresh) {
+			// A lagging broker's answer about the topic before its
+			// recreation: keep ours, whatever the count of stale
+			// answers, and ask again soon (another broker, or this one
+			// once it catches up).
+			if st.stale == 0 {
+				c.cfg.Logger.Info("ignoring a Metadata answer naming a retired topic id (a broker lagging behind the topic's recreation)",
+					"topic", name, "id", uuidString(fresh.ID))
+			}
+			st.stale++
+			st.waitBase = newTopicBackoff
+			continue
+		} else if st.stale+1 >= staleAnswersAccepted {
 			t, taken = fresh, true
 		} else {
 			t, taken = mergeTopic(old, fresh)
@@ -828,6 +877,12 @@ func (c *Client) apply(resp *kmsg.MetadataResponse, names []string, now time.Tim
 			continue
 		}
 		st.stale = 0
+		if t.ID != ([16]byte{}) {
+			if st.id != ([16]byte{}) && st.id != t.ID {
+				st.retire(st.id) // recreated: the old id never comes back
+			}
+			st.id = t.ID
+		}
 		if t.Usable() {
 			st.attempts = 0
 			st.waitBase = 0

@@ -155,7 +155,8 @@ func topicFromResponse(t *kmsg.MetadataResponseTopic) (*Topic, error) {
 // Leader-epoch rule: a partition whose new LeaderEpoch is older than the one
 // we have comes from a broker with stale metadata; we keep ours. A different
 // topic id means the topic was deleted and recreated, and epochs restart, so
-// the new topic is taken as is. A retriable topic error (UNKNOWN_TOPIC_OR_PARTITION,
+// the new topic is taken as is (the caller first drops an answer naming an
+// id the topic has retired: topicState.retiredAnswer). A retriable topic error (UNKNOWN_TOPIC_OR_PARTITION,
 // LEADER_NOT_AVAILABLE) for a topic we know as usable is also treated as
 // stale, and the caller fetches again soon; a non-retriable one replaces it.
 func mergeTopic(old, fresh *Topic) (*Topic, bool) {

@@ -452,6 +452,16 @@ func (r *recorder) broker(node int32, addr string) *brokerStats {
 	return bs
 }
 
+// forgetBroker drops node's stats if they are bs: a broker learned from a
+// Produce answer that the metadata never listed (dropHinted). IO goroutine.
+func (r *recorder) forgetBroker(node int32, bs *brokerStats) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.brokers[node] == bs {
+		delete(r.brokers, node)
+	}
+}
+
 // recordSize notes one record's size in its batch. Send's goroutine.
 func (r *recorder) recordSize(n int) { r.recordSizeMax.Observe(uint64(n)) }
 

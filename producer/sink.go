@@ -20,6 +20,7 @@ import (
 	"github.com/samsa-go/samsa/compression"
 	"github.com/samsa-go/samsa/internal/conn"
 	"github.com/samsa-go/samsa/kerr"
+	"github.com/samsa-go/samsa/metadata"
 
 	"github.com/samsa-go/samsa/internal/freelist"
 )
@@ -47,6 +48,11 @@ type sink struct {
 
 	brokers map[int32]*ioBroker
 	topics  map[string]*ioTopic
+	// hintedBrokers counts the brokers with hinted set; hintedParts
+	// whether a partition may have hinted set (dropHinted).
+	hintedBrokers int
+	hintedParts   bool
+	hintRefusedAt time.Time // the last Warn of a refused hint broker
 
 	events     []accumulator.Event[completion, *ioPart, sendState]
 	lingerQ    fifo[opened] // batches by open time, for linger
@@ -154,6 +160,11 @@ type ioPart struct {
 	ackedAt   time.Time // when the last one did (confirmLapse)
 	listed    []int32   // brokers whose ready lists hold it (readyOn's is the live one)
 	hasSealed bool      // the accumulator announced sealed batches
+	// hinted: a KIP-951 hint moved it to a broker that no snapshot listed
+	// (hintedBy): the next metadata snapshot without that broker gives it
+	// back its snapshot leader and epoch (dropHinted).
+	hinted   bool
+	hintedBy int32
 }
 
 // sendState is what the IO goroutine keeps of a batch once it is sealed
@@ -172,8 +183,13 @@ type sendState struct {
 	// delivery timeout while a request carried it: the batch stays until
 	// that request's answer is in, which then only releases it.
 	expired bool
+	// hintMoved: a KIP-951 hint cleared the partition's backoff for this
+	// batch once already; later hints do not (a hostile broker could make
+	// it resend at round-trip rate).
+	hintMoved bool
 	// topicID is the topic id the batch is for: its topic's when it was
-	// first sent (zero while the metadata has none). A batch of a topic
+	// first sent (zero while the metadata has none; a batch first sent
+	// without one takes the id known at its resend). A batch of a topic
 	// since deleted and recreated is never sent under the new id
 	// (staleTopic).
 	topicID [16]byte
@@ -207,6 +223,12 @@ type ioBroker struct {
 	// readiness: when it last had batches, and last took them
 	// (partitioner.availability.timeout.ms, availability.go).
 	readiness brokerReadiness
+	// hinted: learned from a Produce answer's NodeEndpoints (KIP-951),
+	// listed by no metadata snapshot since hintSnap, the one current when
+	// it was learned. Dropped once a newer snapshot does not list it
+	// (dropHinted); at most maxHintedBrokers at a time.
+	hinted   bool
+	hintSnap *metadata.Snapshot
 }
 
 type produceResponse struct {

@@ -80,11 +80,22 @@ func (s *sink) handleDial(d dialResult) {
 			}
 		}
 		s.p.log.Log(context.Background(), level, msg, "broker", br.id, "addr", br.addr, "err", d.err, "failures", br.failures)
-		if errors.Is(d.err, ErrClusterMismatch) {
+		switch {
+		case errors.Is(d.err, ErrClusterMismatch) && br.hinted:
+			// An address from a Produce answer (KIP-951) leads to
+			// another cluster: the bootstrap brokers are fine. Forget
+			// it; the metadata says where the partitions are.
+			s.p.meta.Trigger()
+			if br.inflight == 0 && s.brokers[br.id] == br {
+				s.forgetHintedLeader(br)
+				s.removeBroker(br)
+			}
+			return
+		case errors.Is(d.err, ErrClusterMismatch):
 			// The address leads elsewhere now: look for our
 			// cluster at the bootstrap brokers (KIP-1242).
 			s.p.meta.Rebootstrap()
-		} else {
+		default:
 			s.p.meta.Trigger()
 		}
 		s.authFailed(br, d.err)

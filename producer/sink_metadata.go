@@ -20,6 +20,7 @@ import (
 // snapshot.
 func (s *sink) applyMetadata() {
 	snap := s.p.meta.Snapshot()
+	s.dropHinted(snap)
 	for id, b := range snap.Brokers {
 		br := s.brokers[id]
 		addr := b.Addr()
@@ -214,6 +215,7 @@ func (s *sink) updatePartitions(t *ioTopic, mt *metadata.Topic, recreated bool) 
 			leader = -1
 		}
 		ip.epoch = mp.LeaderEpoch
+		ip.hinted = false // the snapshot's leader now
 		if leader != ip.leader {
 			if ip.leader < 0 && leader >= 0 {
 				// Progress: the next ask goes at once (an ask already due

@@ -104,7 +104,7 @@ func (s *sink) sendOne(br *ioBroker) bool {
 	c, batches := br.conn, pr.batches
 	max := int16(-1)
 	if s.txn != nil {
-		max = s.txn.produceMax() // v11 or v12: the transaction version's flow
+		max = s.txn.produceMax() // v11, or v13 (v12 by name): the transaction version's flow
 	}
 	if pr.byName && (max < 0 || max > produceMaxByName) {
 		max = produceMaxByName // a topic without an id (KIP-516)

@@ -17,6 +17,7 @@ import (
 	"github.com/samsa-go/samsa/internal/conn"
 	"github.com/samsa-go/samsa/internal/recordbatch"
 	"github.com/samsa-go/samsa/kerr"
+	"github.com/samsa-go/samsa/metadata"
 )
 
 // fail completes b with err. A batch that carried an idempotent sequence
@@ -263,10 +264,23 @@ func (s *sink) handlePartition(br *ioBroker, ip *ioPart, b *batch, rp *kmsg.Prod
 		msg = ": " + conn.BrokerText(s.cfg.SASL, *rp.ErrorMessage) // bounded, escaped, no secret
 	}
 	err = fmt.Errorf("%s[%d] on broker %d: %w%s", ip.topic.name, ip.acc.ID, br.id, err, msg)
+	if serr := staleTopic(ip, b); serr != nil {
+		// Made for the topic before its recreation: the answer is about
+		// the old topic's partition (its leader, its epoch), not the new
+		// one's. Only the batch fails.
+		s.fail(ip, b, fmt.Errorf("%w; the last error was: %w", serr, err))
+		return
+	}
 	if kerr.IsRetriable(err) || isSequenceError(err) {
 		moved := false
 		if needsMetadata(err) {
-			ip.leader = -1 // wait for the new leader
+			if ip.leader == br.id {
+				// Wait for the new leader. An answer from a broker that no
+				// longer leads the partition (a batch in flight before an
+				// earlier answer or hint moved it) says nothing of the
+				// leader it has now.
+				ip.leader = -1
+			}
 			if errors.Is(err, kerr.NotLeaderOrFollower) || errors.Is(err, kerr.FencedLeaderEpoch) {
 				moved = s.leaderHint(ip, rp.CurrentLeader, eps)
 			}
@@ -278,8 +292,11 @@ func (s *sink) handlePartition(br *ioBroker, ip *ioPart, b *batch, rp *kmsg.Prod
 			s.sequenceError(ip, b, err)
 		}
 		s.retryOrFail(ip, b, err)
-		if moved {
-			ip.backoff = time.Time{} // a new leader: retried at once, as Java's accumulator does
+		if moved && !b.IO.hintMoved {
+			// A new leader: retried at once, as Java's accumulator
+			// does; once per batch.
+			b.IO.hintMoved = true
+			ip.backoff = time.Time{}
 		}
 		return
 	}
@@ -290,24 +307,129 @@ func (s *sink) handlePartition(br *ioBroker, ip *ioPart, b *batch, rp *kmsg.Prod
 // FENCED_LEADER_EPOCH answer names (KIP-951), without waiting for a
 // Metadata answer, as Java's Metadata.updatePartitionLeadership: only a
 // leader epoch newer than the one known (any, while none is), and only to
-// a broker known or listed in the answer's endpoints, eps. A broker the
+// a broker known or listed in the answer's endpoints, eps; a hint of the
+// known epoch naming the known leader (the answer to a second batch in
+// flight to the old leader) is the move already made, and reported as one. A broker the
 // producer has not seen yet joins its brokers; a known broker keeps the
 // address its metadata gave. It reports whether ip moved.
 func (s *sink) leaderHint(ip *ioPart, cl kmsg.ProduceResponseTopicPartitionCurrentLeader, eps []kmsg.ProduceResponseBroker) bool {
-	if cl.LeaderID < 0 || cl.LeaderEpoch < 0 || (ip.epoch >= 0 && cl.LeaderEpoch <= ip.epoch) {
-		return false // none, or stale
+	if cl.LeaderID < 0 || cl.LeaderEpoch < 0 {
+		return false // none
 	}
-	if s.brokers[cl.LeaderID] == nil {
+	if ip.epoch >= 0 && cl.LeaderEpoch == ip.epoch && cl.LeaderID == ip.leader {
+		// The move already made (another batch in flight to the old
+		// leader brought the same hint): the batch follows it.
+		return true
+	}
+	if ip.epoch >= 0 && cl.LeaderEpoch <= ip.epoch {
+		return false // stale
+	}
+	br := s.brokers[cl.LeaderID]
+	if br == nil {
 		i := slices.IndexFunc(eps, func(e kmsg.ProduceResponseBroker) bool { return e.NodeID == cl.LeaderID })
 		if i < 0 || conn.CheckHost(eps[i].Host) != nil || eps[i].Port <= 0 || eps[i].Port > 65535 {
 			return false // nowhere to send to: the metadata refresh tells
 		}
 		addr := net.JoinHostPort(eps[i].Host, strconv.Itoa(int(eps[i].Port)))
-		s.brokers[cl.LeaderID] = &ioBroker{id: cl.LeaderID, addr: addr, stats: s.p.rec.broker(cl.LeaderID, addr)}
+		if s.hintedBrokers >= maxHintedBrokers {
+			// A broker answering with a new node id each time would
+			// make one per answer: wait for the metadata instead.
+			if s.now.Sub(s.hintRefusedAt) >= time.Minute {
+				s.hintRefusedAt = s.now
+				s.p.log.Warn("ignoring a Produce answer's new leader: too many brokers learned from answers and not yet in metadata (KIP-951)",
+					"broker", cl.LeaderID, "addr", addr, "limit", maxHintedBrokers)
+			}
+			return false
+		}
+		br = &ioBroker{id: cl.LeaderID, addr: addr, stats: s.p.rec.broker(cl.LeaderID, addr), hinted: true, hintSnap: s.p.meta.Snapshot()}
+		s.brokers[cl.LeaderID] = br
+		s.hintedBrokers++
 		s.p.log.Info("broker learned from a Produce answer's new leader (KIP-951)", "broker", cl.LeaderID, "addr", addr)
 	}
 	ip.leader, ip.epoch = cl.LeaderID, cl.LeaderEpoch
+	if br.hinted {
+		ip.hinted, ip.hintedBy = true, br.id
+		s.hintedParts = true
+	}
 	return true
+}
+
+// maxHintedBrokers bounds the brokers learned from Produce answers
+// (KIP-951) that no metadata snapshot has listed yet.
+const maxHintedBrokers = 16
+
+// dropHinted applies snap, a metadata snapshot, to what KIP-951 hints
+// made: a broker learned from an answer that snap lists is a broker like
+// the others; one it does not list, if snap is newer than the hint, is
+// dropped once idle (nothing in flight, no dial), and the partitions a
+// hint moved to such a broker forget the hint's leader and epoch, so that
+// applyTopic gives them snap's (a hint's epoch would make it skip snap's
+// as stale). Called by applyMetadata before applyTopic.
+func (s *sink) dropHinted(snap *metadata.Snapshot) {
+	if s.hintedBrokers > 0 {
+		for id, br := range s.brokers {
+			if !br.hinted {
+				continue
+			}
+			if _, ok := snap.Brokers[id]; ok {
+				br.hinted, br.hintSnap = false, nil
+				s.hintedBrokers--
+				continue
+			}
+			if br.hintSnap != snap && br.inflight == 0 && !br.dialing {
+				s.removeBroker(br)
+			}
+		}
+	}
+	if !s.hintedParts {
+		return
+	}
+	s.hintedParts = false
+	for _, t := range s.topics {
+		for _, ip := range t.parts {
+			if !ip.hinted {
+				continue
+			}
+			if _, ok := snap.Brokers[ip.hintedBy]; ok {
+				ip.hinted = false
+				continue
+			}
+			if br := s.brokers[ip.hintedBy]; br != nil && br.hintSnap == snap {
+				s.hintedParts = true // not newer than the hint: the next one tells
+				continue
+			}
+			ip.hinted = false
+			if ip.leader == ip.hintedBy {
+				ip.leader = -1
+				ip.acc.SetLeaderless(true)
+			}
+			ip.epoch = -1
+		}
+	}
+}
+
+// removeBroker forgets br, a hint-created broker with nothing in flight.
+func (s *sink) removeBroker(br *ioBroker) {
+	if br.conn != nil {
+		s.dropConn(br, nil)
+	}
+	for _, o := range br.lingered {
+		s.seal(o.opened) // its batches go to their partitions' leaders now
+	}
+	br.lingered = nil
+	for _, ip := range br.ready {
+		// Off its list for good: a broker of the same id made later
+		// (metadata, another hint) lists it again (markReady).
+		ip.listed = slices.DeleteFunc(ip.listed, func(id int32) bool { return id == br.id })
+		if ip.readyOn == br.id {
+			ip.readyOn = -1
+		}
+	}
+	br.ready = nil
+	delete(s.brokers, br.id)
+	s.hintedBrokers--
+	s.p.rec.forgetBroker(br.id, br.stats)
+	s.p.log.Info("dropping a broker learned from a Produce answer (KIP-951): the metadata does not list it", "broker", br.id, "addr", br.addr)
 }
 
 // checkLogStart reports acknowledged records that left the log: the
@@ -448,4 +570,22 @@ func (s *sink) split(b *batch) ([]*batch, error) {
 		s.trackExpiry(opened{part: nb.Partition, b: nb, gen: nb.Gen(), at: nb.Created})
 	}
 	return out, nil
+}
+
+// forgetHintedLeader takes br, a hint-created broker about to be removed,
+// off the partitions a hint moved to it: they wait for the metadata, whose
+// leader and epoch they take (their hint's epoch forgotten).
+func (s *sink) forgetHintedLeader(br *ioBroker) {
+	for _, t := range s.topics {
+		for _, ip := range t.parts {
+			if ip.hinted && ip.hintedBy == br.id {
+				ip.hinted = false
+				if ip.leader == br.id {
+					ip.leader = -1
+					ip.acc.SetLeaderless(true)
+				}
+				ip.epoch = -1
+			}
+		}
+	}
 }

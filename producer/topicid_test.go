@@ -3,7 +3,9 @@ package producer
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -362,4 +364,243 @@ func TestRecreationSeenThroughAnswersWithoutIDs(t *testing.T) {
 	hw, err := c.HighWatermark("t", 0)
 	require.NoError(t, err)
 	require.Zero(t, hw, "the recreated topic got records made for the old one")
+}
+
+// TestRetiredTopicIDAnswerIgnored: after a topic's recreation (id A, then
+// B), a Metadata answer naming A again (a lagging broker: the metadata
+// connection moved to one after an idle close or in a rolling restart) is
+// stale, however often it comes: topic ids are never reused. The records
+// buffered for the new topic are not failed as made for a recreated one,
+// and they are delivered. Taking the answer failed them ("topic id B, now
+// A"), and the next answer naming B failed those after them again.
+func TestRetiredTopicIDAnswerIgnored(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		times int // stale answers naming the old id
+	}{
+		{"once", 1},
+		{"past staleAnswersAccepted", 6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, testbroker.Config{Brokers: 1})
+			require.NoError(t, c.CreateTopic("t", 1))
+			p := newProducer(t, c, Config{Linger: 400 * time.Millisecond, DeliveryTimeout: 20 * time.Second,
+				RequestTimeout: 5 * time.Second, MetadataMaxAge: 20 * time.Millisecond})
+			require.NoError(t, sendTo(t, p, "t", 0, 10*time.Second))
+			old := oldID(t, p, "t")
+			require.NoError(t, c.DeleteTopic("t"))
+			require.NoError(t, c.CreateTopic("t", 1))
+			waitTopicID(t, p, "t", old)
+			newID := oldID(t, p, "t")
+			var rewritten atomic.Int32
+			c.Intercept(testbroker.Interceptor{Keys: []int16{3}, After: true, Times: tc.times, Rewrite: func(resp kmsg.Response) {
+				r := resp.(*kmsg.MetadataResponse)
+				for i := range r.Topics {
+					if r.Topics[i].Topic != nil && *r.Topics[i].Topic == "t" {
+						r.Topics[i].TopicID = old
+					}
+				}
+				rewritten.Add(1)
+			}})
+			ctx := context.Background()
+			var fs []*Future
+			for i := range 5 { // buffered (Linger) while the stale answers come
+				fs = append(fs, p.Send(ctx, &Record{Topic: "t", Partition: 0, ExplicitPartition: true, Value: []byte(fmt.Sprint("new-", i))}))
+			}
+			require.True(t, waitFor(5*time.Second, func() bool { return rewritten.Load() >= int32(tc.times) }), "the stale answers did not come")
+			for i := 5; i < 8; i++ {
+				fs = append(fs, p.Send(ctx, &Record{Topic: "t", Partition: 0, ExplicitPartition: true, Value: []byte(fmt.Sprint("new-", i))}))
+			}
+			for i, f := range fs {
+				wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				_, err := f.Wait(wctx)
+				cancel()
+				require.NoError(t, err, "record new-%d", i)
+			}
+			require.Equal(t, newID, oldID(t, p, "t"), "the producer took the retired id")
+			hw, err := c.HighWatermark("t", 0)
+			require.NoError(t, err)
+			require.Equal(t, int64(8), hw)
+		})
+	}
+}
+
+// TestLeaderHintWithSeveralBatchesInFlight (KIP-951): three batches of a
+// partition are in flight to its leader when the leader moves; each answer
+// is NOT_LEADER_OR_FOLLOWER naming the same new leader and epoch. The
+// first moves the partition; the others, whose hint is no newer, leave it
+// there (the answering broker is no longer its leader), so every record
+// reaches the new leader while Metadata stalls. The second answer reset
+// the leader to none and the hint was refused as stale: the partition
+// waited for a Metadata answer.
+func TestLeaderHintWithSeveralBatchesInFlight(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 2})
+	require.NoError(t, c.CreateTopic("t", 1))
+	require.NoError(t, c.MoveLeader("t", 0, 0))
+	p := newProducer(t, c, Config{BatchSize: 200, Linger: time.Millisecond, DeliveryTimeout: 30 * time.Second,
+		RequestTimeout: 20 * time.Second})
+	require.NoError(t, sendTo(t, p, "t", 0, 10*time.Second))
+	unstallMeta := c.Intercept(testbroker.Interceptor{Keys: []int16{3}, Stall: true})
+	defer unstallMeta()
+	unstall := c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Brokers: []int32{0}, Stall: true})
+	defer unstall()
+	ctx := context.Background()
+	var fs []*Future
+	for i := range 4 { // 150 bytes: each seals the batch before it (BatchSize); the last lingers
+		fs = append(fs, p.Send(ctx, &Record{Topic: "t", Partition: 0, ExplicitPartition: true, Value: []byte(fmt.Sprintf("%d-%s", i, strings.Repeat("x", 150)))}))
+		if i == 0 {
+			continue
+		}
+		i--
+		require.True(t, waitFor(5*time.Second, func() bool {
+			n := 0
+			_ = p.txnSink.callIO(ctx, func() { n = len(p.txnSink.topics["t"].parts[0].inflight) })
+			return n > i
+		}), "batch %d not in flight", i)
+	}
+	require.NoError(t, c.MoveLeader("t", 0, 1))
+	unstall()
+	for i, f := range fs {
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := f.Wait(wctx)
+		cancel()
+		require.NoError(t, err, "record %d did not reach the new leader without metadata", i)
+	}
+	hw, err := c.HighWatermark("t", 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(1+len(fs)), hw)
+}
+
+// TestOldTopicAnswerMovesNoLeader: the answer to a batch made for a topic
+// before its recreation (a broker still hosting the old topic id answers
+// NOT_LEADER_OR_FOLLOWER with the old partition's CurrentLeader, at epoch
+// 4) fails that batch and says nothing of the new topic's partition: its
+// records still reach its leader. The hint moved the new partition to the
+// old one's leader at epoch 4, after which the new topic's metadata (epoch
+// 1) was skipped as stale: the partition stayed leaderless.
+func TestOldTopicAnswerMovesNoLeader(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 2})
+	require.NoError(t, c.CreateTopic("t", 1))
+	require.NoError(t, c.MoveLeader("t", 0, 0))
+	p := newProducer(t, c, Config{DeliveryTimeout: 30 * time.Second, RequestTimeout: 20 * time.Second,
+		MetadataMaxAge: 100 * time.Millisecond})
+	require.NoError(t, sendTo(t, p, "t", 0, 10*time.Second))
+	old := oldID(t, p, "t")
+	host, port, err := net.SplitHostPort(c.Addrs()[1])
+	require.NoError(t, err)
+	portN, err := strconv.Atoi(port)
+	require.NoError(t, err)
+	unstall := c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Brokers: []int32{0}, Times: 1, After: true, Stall: true,
+		Rewrite: func(resp kmsg.Response) {
+			r := resp.(*kmsg.ProduceResponse)
+			rp := &r.Topics[0].Partitions[0]
+			rp.ErrorCode, rp.BaseOffset = 6, -1 // NOT_LEADER_OR_FOLLOWER, the old partition's leader
+			rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = 1, 4
+			b := kmsg.NewProduceResponseBroker()
+			b.NodeID, b.Host, b.Port = 1, host, int32(portN)
+			r.Brokers = append(r.Brokers[:0], b)
+		}})
+	defer unstall()
+	ctx := context.Background()
+	f := p.Send(ctx, &Record{Topic: "t", Partition: 0, ExplicitPartition: true, Value: []byte("old")})
+	require.True(t, waitFor(5*time.Second, func() bool {
+		n := 0
+		_ = p.txnSink.callIO(ctx, func() { n = len(p.txnSink.topics["t"].parts[0].inflight) })
+		return n > 0
+	}), "the old record not in flight")
+	require.NoError(t, c.DeleteTopic("t"))
+	require.NoError(t, c.CreateTopic("t", 1))
+	require.NoError(t, c.MoveLeader("t", 0, 0)) // the new topic led by broker 0, epoch 1 or so
+	waitTopicID(t, p, "t", old)
+	unstall()
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err = f.Wait(wctx)
+	require.ErrorIs(t, err, kerr.UnknownTopicID)
+	require.NoError(t, sendTo(t, p, "t", 0, 5*time.Second), "the new topic's partition lost its leader")
+	hw, err := c.HighWatermark("t", 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), hw)
+}
+
+// TestHostileLeaderHintsBounded (KIP-951): a broker answering every
+// Produce with NOT_LEADER_OR_FOLLOWER and a new leader under a fresh node
+// id and a newer epoch each time (pointing back at itself), while Metadata
+// stalls. Where the broker checks the node id the client dialed (KIP-1242)
+// the dial fails with ErrClusterMismatch: the hint's broker is dropped,
+// without a rebootstrap. Where it claims any id, the producer learns at
+// most maxHintedBrokers of them. Either way, the next metadata snapshot
+// drops them, and the record is delivered to the real leader once the
+// hints stop. Before: every answer minted a broker for good (its stats, a
+// dial), at round-trip rate, and the hint's epoch made the partition skip
+// the real leader's metadata as stale.
+func TestHostileLeaderHintsBounded(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		nodeCheck bool
+	}{
+		{"broker checks node ids", true},
+		{"broker claims any node id", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testHostileLeaderHintsBounded(t, tc.nodeCheck) })
+	}
+}
+
+func testHostileLeaderHintsBounded(t *testing.T, nodeCheck bool) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	if !nodeCheck {
+		c.Intercept(testbroker.Interceptor{Keys: []int16{18}, After: true, Rewrite: func(resp kmsg.Response) {
+			resp.(*kmsg.ApiVersionsResponse).ErrorCode = 0 // any node id
+		}})
+	}
+	p := newProducer(t, c, Config{DeliveryTimeout: 30 * time.Second, RequestTimeout: 5 * time.Second,
+		MetadataMaxAge: 200 * time.Millisecond})
+	require.NoError(t, sendTo(t, p, "t", 0, 10*time.Second))
+	host, port, err := net.SplitHostPort(c.Addrs()[0])
+	require.NoError(t, err)
+	portN, err := strconv.Atoi(port)
+	require.NoError(t, err)
+	const hostile = 60
+	var n atomic.Int32
+	stop := c.Intercept(testbroker.Interceptor{Keys: []int16{0}, After: true, Times: hostile, Rewrite: func(resp kmsg.Response) {
+		k := n.Add(1)
+		r := resp.(*kmsg.ProduceResponse)
+		for i := range r.Topics {
+			for j := range r.Topics[i].Partitions {
+				rp := &r.Topics[i].Partitions[j]
+				rp.ErrorCode, rp.BaseOffset = 6, -1 // NOT_LEADER_OR_FOLLOWER
+				rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = 100+k, 100+k
+			}
+		}
+		b := kmsg.NewProduceResponseBroker()
+		b.NodeID, b.Host, b.Port = 100+k, host, int32(portN)
+		r.Brokers = append(r.Brokers[:0], b)
+	}})
+	defer stop()
+	unstallMeta := c.Intercept(testbroker.Interceptor{Keys: []int16{3}, Stall: true}) // no snapshot drops them meanwhile
+	defer unstallMeta()
+	brokers := func() int {
+		var m int
+		_ = p.txnSink.callIO(context.Background(), func() { m = len(p.txnSink.brokers) })
+		return m
+	}
+	ctx := context.Background()
+	f := p.Send(ctx, &Record{Topic: "t", Partition: 0, ExplicitPartition: true, Value: []byte("v")})
+	most := 0
+	deadline := time.Now().Add(3 * time.Second)
+	for n.Load() < hostile && time.Now().Before(deadline) {
+		most = max(most, brokers())
+		time.Sleep(time.Millisecond)
+	}
+	stop()
+	most = max(most, brokers())
+	t.Logf("%d hostile answers, at most %d brokers", n.Load(), most)
+	require.LessOrEqual(t, most, 1+maxHintedBrokers, "brokers learned from hints")
+	unstallMeta()
+	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	_, err = f.Wait(wctx)
+	require.NoError(t, err, "the record after %d hostile answers", n.Load())
+	require.True(t, waitFor(5*time.Second, func() bool { return brokers() == 1 }), "hint brokers not dropped: %d brokers", brokers())
 }

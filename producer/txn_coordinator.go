@@ -43,10 +43,11 @@ const concurrentTxnBackoff = 20 * time.Millisecond
 // Produce v12, EndTxn v5 and TxnOffsetCommit v5 opt into KIP-890's
 // transaction version 2 (implicit adds, an epoch bump per transaction), so
 // a producer of version 1 sends v11, v4 and v4. AddPartitionsToTxn v4+ is
-// for brokers only; Produce v13 and TxnOffsetCommit v6 name topics by id
-// (KIP-516).
+// for brokers only; TxnOffsetCommit v6 names topics by id (KIP-516).
+// Produce v13, by topic id, runs version 2's flow too: sent at version 2
+// (produceMax).
 var txnMaxVersions = map[int16]int16{
-	0:  produceMaxV2,         // Produce
+	0:  produceMaxV2ByID,     // Produce
 	24: 3,                    // AddPartitionsToTxn
 	26: endTxnMaxV2,          // EndTxn
 	28: txnOffsetCommitMaxV2, // TxnOffsetCommit

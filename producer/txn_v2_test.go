@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-go/samsa/internal/testbroker"
+	"github.com/samsa-go/samsa/kerr"
 )
 
 // Transaction version 2 (KIP-890 part 2) against the test broker, whose
@@ -93,7 +94,8 @@ func committedValues(t *testing.T, c *testbroker.Cluster, topic string, partitio
 
 // TestTransactionVersionFlows runs the same transactions at each finalized
 // transaction.version and checks what goes on the wire: at 2 no
-// AddPartitionsToTxn or AddOffsetsToTxn, Produce v12, TxnOffsetCommit v5
+// AddPartitionsToTxn or AddOffsetsToTxn, Produce v13 (by topic id, as
+// Java 4.4 under version 2), TxnOffsetCommit v5
 // and EndTxn v5, and the epoch bumped by each commit and abort; at 1 (and
 // on a broker that reports no level) the explicit flow at Produce v11,
 // TxnOffsetCommit v4 and EndTxn v4, one epoch. Either way read_committed
@@ -145,14 +147,14 @@ func TestTransactionVersionFlows(t *testing.T) {
 			if tc.v2 {
 				require.Zero(t, n["AddPartitionsToTxn v3"], "no AddPartitionsToTxn at version 2: %v", n)
 				require.Zero(t, n["AddOffsetsToTxn v3"]+n["AddOffsetsToTxn v4"], "no AddOffsetsToTxn at version 2: %v", n)
-				require.Zero(t, n["Produce v11"], "every Produce at v12: %v", n)
-				require.Positive(t, n["Produce v12"], "%v", n)
+				require.Zero(t, n["Produce v11"]+n["Produce v12"], "every Produce at v13: %v", n)
+				require.Positive(t, n["Produce v13"], "%v", n)
 				require.Equal(t, map[string]int{"EndTxn v5": 3, "TxnOffsetCommit v5": 3}, map[string]int{"EndTxn v5": n["EndTxn v5"], "TxnOffsetCommit v5": n["TxnOffsetCommit v5"]}, "%v", n)
 				require.Equal(t, int16(3), epoch, "three EndTxn, three bumps")
 				return
 			}
 			require.Positive(t, n["AddPartitionsToTxn v3"], "%v", n)
-			require.Zero(t, n["Produce v12"], "%v", n)
+			require.Zero(t, n["Produce v12"]+n["Produce v13"], "%v", n)
 			require.Positive(t, n["Produce v11"], "%v", n)
 			require.Equal(t, map[string]int{"EndTxn v4": 3, "TxnOffsetCommit v4": 3}, map[string]int{"EndTxn v4": n["EndTxn v4"], "TxnOffsetCommit v4": n["TxnOffsetCommit v4"]}, "%v", n)
 			require.Equal(t, int16(0), epoch, "version 1 keeps the epoch")
@@ -221,9 +223,9 @@ func TestTransactionVersionSwitchAtRunTime(t *testing.T) {
 	require.Equal(t, []string{
 		"InitProducerId v5", "AddPartitionsToTxn v3", "Produce v11", "EndTxn v4", // at 1
 		"AddPartitionsToTxn v3", "Produce v11", "EndTxn v4", // upgraded
-		"InitProducerId v5", "Produce v12", "EndTxn v5", // the bump, then at 2
-		"Produce v12", "EndTxn v5", // still 2
-		"Produce v12", "EndTxn v5", // downgraded
+		"InitProducerId v5", "Produce v13", "EndTxn v5", // the bump, then at 2
+		"Produce v13", "EndTxn v5", // still 2
+		"Produce v13", "EndTxn v5", // downgraded
 		"AddPartitionsToTxn v3", "Produce v11", "EndTxn v4", // at 1 again
 	}, w.only("InitProducerId", "AddPartitionsToTxn", "Produce", "EndTxn"))
 	got := committedValues(t, c, "t", 1)
@@ -309,7 +311,7 @@ func TestTxnV2ProduceWhileMarkersPending(t *testing.T) {
 }
 
 // TestTxnV2ProduceConcurrentTransactionsRetried: Kafka 4.4 answers a
-// transactional Produce v12 whose partition it cannot add yet (the
+// transactional Produce v12+ whose partition it cannot add yet (the
 // coordinator still writes the last transaction's markers) with
 // CONCURRENT_TRANSACTIONS, as interop's rolling upgrade test saw on every
 // 15th transaction or so. Java's ConcurrentTransactionsException is
@@ -324,7 +326,7 @@ func TestTxnV2ProduceConcurrentTransactionsRetried(t *testing.T) {
 	commitOne(t, ctx, p, "first")
 	c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Times: 2, ErrorCode: 51}) // CONCURRENT_TRANSACTIONS
 	commitOne(t, ctx, p, "second")
-	require.Equal(t, 4, w.counts()["Produce v12"], "the refused Produce was sent again, twice")
+	require.Equal(t, 4, w.counts()["Produce v13"], "the refused Produce was sent again, twice (v13 by topic id, transaction version 2)")
 	require.Equal(t, 2, w.counts()["EndTxn v5"], "no abort")
 	require.Equal(t, []string{"first", "second"}, committedValues(t, c, "t", 1)[0])
 }
@@ -377,4 +379,42 @@ func TestTxnBumpPendingAtCommit(t *testing.T) {
 	_, err := f.Wait(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []string{"first", "second"}, committedValues(t, c, "t", 1)[0])
+}
+
+// TestTxnV2RecreatedTopicGetsNoInFlightBatch: under transaction version 2
+// a transactional producer sends Produce v13 (by topic id), so its batch
+// in flight while the topic is deleted and recreated under the same name
+// fails with UNKNOWN_TOPIC_ID instead of landing in the new topic. At
+// Produce v12, by name, the broker wrote it into the new topic.
+func TestTxnV2RecreatedTopicGetsNoInFlightBatch(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1, TransactionVersion: 2})
+	require.NoError(t, c.CreateTopic("t", 1))
+	w := logTxnRequests(c)
+	p := newProducer(t, c, Config{TransactionalID: "recreated", Linger: time.Millisecond,
+		DeliveryTimeout: 30 * time.Second, RequestTimeout: 20 * time.Second, MetadataMaxAge: 100 * time.Millisecond})
+	ctx := testCtx(t)
+	commitOne(t, ctx, p, "before")
+	old := oldID(t, p, "t")
+	unstall := c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Times: 1, Stall: true})
+	defer unstall()
+	require.NoError(t, p.BeginTransaction())
+	f := p.Send(ctx, &Record{Topic: "t", Partition: 0, ExplicitPartition: true, Value: []byte("in flight")})
+	require.True(t, waitFor(5*time.Second, func() bool {
+		n := 0
+		_ = p.txnSink.callIO(ctx, func() { n = len(p.txnSink.topics["t"].parts[0].inflight) })
+		return n > 0
+	}), "the batch not in flight")
+	require.NoError(t, c.DeleteTopic("t"))
+	require.NoError(t, c.CreateTopic("t", 1))
+	waitTopicID(t, p, "t", old)
+	unstall()
+	_, err := f.Wait(ctx)
+	require.ErrorIs(t, err, kerr.UnknownTopicID)
+	hw, err := c.HighWatermark("t", 0)
+	require.NoError(t, err)
+	require.Zero(t, hw, "the recreated topic got the transaction's batch")
+	require.NoError(t, p.AbortTransaction(ctx))
+	n := w.counts()
+	require.Zero(t, n["Produce v11"]+n["Produce v12"], "%v", n)
+	require.Positive(t, n["Produce v13"], "%v", n)
 }

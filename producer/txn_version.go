@@ -21,8 +21,15 @@ const transactionVersionFeature = "transaction.version"
 // tells the broker which flow the client runs, so a producer of version 1
 // must stay below KIP-890 part 2's versions (Java's
 // LAST_STABLE_VERSION_BEFORE_TRANSACTION_V2).
+//
+// Produce v13 (KIP-516: topics by id) runs transaction version 2's flow as
+// v12 does: a producer of version 2 sends it where the broker offers it,
+// as Java 4.4's Sender does (it caps Produce only under version 1), so that
+// a batch in flight never lands in a topic recreated under its name
+// (invariant 16); v12 to a broker without it or for a topic without an id.
 const (
 	produceMaxV1, produceMaxV2                 int16 = 11, 12
+	produceMaxV2ByID                           int16 = 13
 	endTxnMaxV1, endTxnMaxV2                   int16 = 4, 5
 	txnOffsetCommitMaxV1, txnOffsetCommitMaxV2 int16 = 4, 5
 )
@@ -131,16 +138,18 @@ func (s *sink) txnPickVersion(first bool) {
 		log = s.p.log.Debug
 	}
 	if v2 {
-		log("transactions run transaction version 2 (KIP-890): partitions join with Produce v12, every commit or abort bumps the epoch", "transactional_id", s.cfg.TransactionalID)
+		log("transactions run transaction version 2 (KIP-890): partitions join with Produce v12 or v13, every commit or abort bumps the epoch", "transactional_id", s.cfg.TransactionalID)
 	} else {
 		log("transactions run transaction version 1: partitions join with AddPartitionsToTxn", "transactional_id", s.cfg.TransactionalID)
 	}
 }
 
-// produceMax is the highest Produce version of the transaction's flow.
+// produceMax is the highest Produce version of the transaction's flow:
+// v13 at version 2 (v12 where a broker or a topic without id needs it),
+// v11 at version 1.
 func (x *txnIO) produceMax() int16 {
 	if x.v2 {
-		return produceMaxV2
+		return produceMaxV2ByID
 	}
 	return produceMaxV1
 }
