@@ -190,8 +190,9 @@ func IsRefreshRetriable(err error) bool { return hasCategory(err, catRefreshRetr
 // This is the code's own category. The producer classifies a transactional
 // error by the request that met it as well (Java's TransactionManager does
 // the same: UNKNOWN_PRODUCER_ID on AddPartitionsToTxn aborts the
-// transaction, while the code alone is fatal): for an error a producer
-// returned, producer.IsAbortable and producer.IsFatal are the answer.
+// transaction when the coordinator can bump the epoch, while the code alone
+// is fatal): for an error a producer returned, producer.IsAbortable and
+// producer.IsFatal are the answer.
 func IsAbortable(err error) bool { return hasCategory(err, catAbortable) }
 
 // IsApplicationRecoverable reports whether err is, or wraps, an *Error whose
