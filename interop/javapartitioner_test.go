@@ -314,17 +314,25 @@ func runJavaSchedule(t *testing.T, cmdline []string, c *testbroker.Cluster, topi
 	return r
 }
 
-// javaPartitionerCommand fetches kafka-clients 4.4 with mvn into
-// javapartitioner/target/lib (once), compiles JavaPartitionerSchedule.java
-// when its class is missing or older, and returns the java command line.
-// Without java, javac or mvn it skips, or fails when CI is set.
+// javaPartitionerCommand returns the java command line that runs
+// JavaPartitionerSchedule.java against kafka-clients 4.4 (javaCommand).
 func javaPartitionerCommand(t *testing.T) []string {
 	t.Helper()
-	missing := func(what string) {
+	return javaCommand(t, "javapartitioner", "JavaPartitionerSchedule", "the comparison with kafka-clients' partitioner")
+}
+
+// javaCommand fetches the dependencies of dir/pom.xml (kafka-clients 4.4)
+// with mvn into dir/target/lib (once), compiles dir/<class>.java when its
+// class is missing or older, and returns the java command line that runs
+// it. Without java, javac or mvn it skips (saying that what is skipped),
+// or fails when CI is set.
+func javaCommand(t *testing.T, dir, class, what string) []string {
+	t.Helper()
+	missing := func(tool string) {
 		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is not installed, and CI is set: the Java partitioner comparison must run", what)
+			t.Fatalf("%s is not installed, and CI is set: %s must run", tool, what)
 		}
-		t.Skipf("%s is not installed: the comparison with kafka-clients' partitioner is skipped (it fails with CI set)", what)
+		t.Skipf("%s is not installed: %s is skipped (it fails with CI set)", tool, what)
 	}
 	javaBin, err := exec.LookPath("java")
 	if err != nil {
@@ -334,7 +342,6 @@ func javaPartitionerCommand(t *testing.T) []string {
 	if err != nil {
 		missing("javac")
 	}
-	dir := "javapartitioner"
 	lib := filepath.Join(dir, "target", "lib")
 	if jars, _ := filepath.Glob(filepath.Join(lib, "kafka-clients-*.jar")); len(jars) == 0 {
 		mvn, err := exec.LookPath("mvn")
@@ -345,20 +352,20 @@ func javaPartitionerCommand(t *testing.T) []string {
 		require.NoError(t, err, "mvn dependency:copy-dependencies:\n%s", out)
 	}
 	cp := filepath.Join(lib, "*")
-	src := filepath.Join(dir, "JavaPartitionerSchedule.java")
+	src := filepath.Join(dir, class+".java")
 	classes := filepath.Join(dir, "target", "classes")
-	class := filepath.Join(classes, "JavaPartitionerSchedule.class")
+	classFile := filepath.Join(classes, class+".class")
 	srcInfo, err := os.Stat(src)
 	require.NoError(t, err)
-	if ci, err := os.Stat(class); err != nil || ci.ModTime().Before(srcInfo.ModTime()) {
+	if ci, err := os.Stat(classFile); err != nil || ci.ModTime().Before(srcInfo.ModTime()) {
 		tmp, err := os.MkdirTemp(filepath.Join(dir, "target"), "classes-")
 		require.NoError(t, err)
 		defer os.RemoveAll(tmp)
 		out, err := exec.Command(javac, "-nowarn", "-d", tmp, "-cp", cp, src).CombinedOutput()
 		require.NoError(t, err, "javac %s:\n%s", src, out)
 		require.NoError(t, os.MkdirAll(classes, 0o755))
-		require.NoError(t, os.Rename(filepath.Join(tmp, "JavaPartitionerSchedule.class"), class))
+		require.NoError(t, os.Rename(filepath.Join(tmp, class+".class"), classFile))
 	}
 	return []string{javaBin, "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-		"-cp", cp + string(os.PathListSeparator) + classes, "JavaPartitionerSchedule"}
+		"-cp", cp + string(os.PathListSeparator) + classes, class}
 }

@@ -27,6 +27,26 @@
 // of any code of the protocol, and its value is itself a target for
 // errors.Is: errors.Is(err, kerr.ForCode(1)) matches OFFSET_OUT_OF_RANGE.
 //
+// # Categories (KIP-1050)
+//
+// Every code also carries the category kafka-clients 4.4 gives it by what
+// its exception class extends, and a predicate per category says what a
+// producer's user can do about it:
+//
+//	IsRetriable               RetriableException: the same request may succeed later
+//	IsRefreshRetriable        RefreshRetriableException: after a metadata refresh (also retriable)
+//	IsAbortable               TransactionAbortableException: abort the transaction, begin a new one
+//	IsApplicationRecoverable  ApplicationRecoverableException: close the producer, create a new one
+//	IsInvalidConfiguration    InvalidConfigurationException: fix the configuration or ACLs first
+//	IsFatal                   none of these (and unknown codes): close the producer, report it
+//
+// testdata/errors-kafka-clients-4.4.0.tsv is the list kafka-clients 4.4.0
+// prints of its codes and categories; the tests check every row against
+// this package's table. The categories belong to the code: a transactional
+// producer classifies its errors by the request as well, as Java's
+// TransactionManager does, and producer.IsAbortable and producer.IsFatal
+// are the answer for an error a producer returned.
+//
 // # Sharing
 //
 // The variables and the errors ForCode returns for known codes are shared

@@ -46,3 +46,32 @@ func ExampleForCode() {
 	// true false
 	// true
 }
+
+// The KIP-1050 categories say what to do about a code, as kafka-clients 4.4
+// classifies it. For a transactional producer's own error, ask
+// producer.IsAbortable and producer.IsFatal first: they know the request.
+func ExampleIsApplicationRecoverable() {
+	for _, code := range []int16{6, 29, 90, 120, 45} {
+		err := fmt.Errorf("commit: %w", kerr.ForCode(code))
+		switch {
+		case kerr.IsRefreshRetriable(err):
+			fmt.Println(code, "retry after a metadata refresh")
+		case kerr.IsRetriable(err):
+			fmt.Println(code, "retry")
+		case kerr.IsAbortable(err):
+			fmt.Println(code, "abort the transaction, begin a new one")
+		case kerr.IsApplicationRecoverable(err):
+			fmt.Println(code, "close the producer, create a new one")
+		case kerr.IsInvalidConfiguration(err):
+			fmt.Println(code, "fix the configuration or the ACLs")
+		case kerr.IsFatal(err):
+			fmt.Println(code, "fatal: close the producer, report it")
+		}
+	}
+	// Output:
+	// 6 retry after a metadata refresh
+	// 29 fix the configuration or the ACLs
+	// 90 close the producer, create a new one
+	// 120 abort the transaction, begin a new one
+	// 45 fatal: close the producer, report it
+}

@@ -74,7 +74,9 @@ func ForCode(code int16) error {
 }
 
 // IsRetriable reports whether err is, or wraps, an *Error whose code the
-// protocol marks retriable: the same request may succeed later (a leader
+// protocol marks retriable, which is the codes kafka-clients 4.4 maps to a
+// RetriableException (KIP-1050's Retriable and RefreshRetriable
+// categories): the same request may succeed later (a leader
 // moved, an election is running, too few in-sync replicas). It looks at the
 // first *Error in err's chain and returns false for nil and for errors that
 // carry no Kafka error code, such as a broken connection; see
@@ -84,17 +86,36 @@ func IsRetriable(err error) bool {
 	return errors.As(err, &e) && e.Retriable
 }
 
+// category is a set of the KIP-1050 categories of a code: what the exception
+// class kafka-clients 4.4 maps the code to extends.
+type category uint8
+
+const (
+	catRetriable              category = 1 << iota // RetriableException
+	catRefreshRetriable                            // RefreshRetriableException (also a RetriableException)
+	catAbortable                                   // TransactionAbortableException
+	catApplicationRecoverable                      // ApplicationRecoverableException
+	catInvalidConfiguration                        // InvalidConfigurationException
+	catFatal                                       // none of the above
+)
+
+// entry is one code of the table with its categories.
+type entry struct {
+	err *Error
+	cat category
+}
+
 // byCode is indexed by code+1 so that UNKNOWN_SERVER_ERROR (-1) is at 0.
-var byCode = func() []*Error {
+var byCode = func() []entry {
 	max := int16(0)
 	for _, e := range table {
-		if e.Code > max {
-			max = e.Code
+		if e.err.Code > max {
+			max = e.err.Code
 		}
 	}
-	out := make([]*Error, int(max)+2)
+	out := make([]entry, int(max)+2)
 	for _, e := range table {
-		out[int(e.Code)+1] = e
+		out[int(e.err.Code)+1] = e
 	}
 	return out
 }()
@@ -104,8 +125,109 @@ func lookup(code int16) *Error {
 	if i < 0 || i >= len(byCode) {
 		return nil
 	}
-	return byCode[i]
+	return byCode[i].err
 }
+
+// categoryOf returns the categories of the first *Error in err's chain, and
+// false when there is none. A code this package does not know is fatal, as
+// kafka-clients maps it to UNKNOWN_SERVER_ERROR.
+func categoryOf(err error) (category, bool) {
+	e := firstError(err)
+	if e == nil {
+		return 0, false
+	}
+	i := int(e.Code) + 1
+	if i < 0 || i >= len(byCode) || byCode[i].err == nil {
+		return catFatal, true
+	}
+	return byCode[i].cat, true
+}
+
+// firstError returns the first *Error in err's chain, as errors.As finds
+// it, without allocating on the common chains of single wrappers.
+func firstError(err error) *Error {
+	for err != nil {
+		if e, ok := err.(*Error); ok {
+			return e
+		}
+		_, hasAs := err.(interface{ As(any) bool })
+		u, single := err.(interface{ Unwrap() error })
+		if !single || hasAs {
+			// A multi-error or an As method: errors.As walks it.
+			var e *Error
+			if errors.As(err, &e) {
+				return e
+			}
+			return nil
+		}
+		err = u.Unwrap()
+	}
+	return nil
+}
+
+func hasCategory(err error, c category) bool {
+	got, ok := categoryOf(err)
+	return ok && got&c != 0
+}
+
+// IsRefreshRetriable reports whether err is, or wraps, an *Error whose code
+// kafka-clients 4.4 maps to a RefreshRetriableException (KIP-1050): the
+// request may succeed after the client refreshes its metadata, because a
+// leader or coordinator moved or a topic is not yet known
+// (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, NOT_COORDINATOR,
+// ...). Every such code is also retriable (IsRetriable). The producer
+// refreshes metadata and retries these itself until delivery.timeout.ms; a
+// user who sees one has seen it outlive that timeout. False for nil and for
+// errors that carry no Kafka error code.
+func IsRefreshRetriable(err error) bool { return hasCategory(err, catRefreshRetriable) }
+
+// IsAbortable reports whether err is, or wraps, an *Error whose code
+// kafka-clients 4.4 maps to a TransactionAbortableException (KIP-1050;
+// TRANSACTION_ABORTABLE): the current transaction failed, the producer is
+// still usable, and the user should abort the transaction and begin a new
+// one. False for nil and for errors that carry no Kafka error code.
+//
+// This is the code's own category. The producer classifies a transactional
+// error by the request that met it as well (Java's TransactionManager does
+// the same: UNKNOWN_PRODUCER_ID on AddPartitionsToTxn aborts the
+// transaction when the coordinator can bump the epoch, while the code alone
+// is fatal): for an error a producer returned, producer.IsAbortable and
+// producer.IsFatal are the answer.
+func IsAbortable(err error) bool { return hasCategory(err, catAbortable) }
+
+// IsApplicationRecoverable reports whether err is, or wraps, an *Error whose
+// code kafka-clients 4.4 maps to an ApplicationRecoverableException
+// (KIP-1050; PRODUCER_FENCED, INVALID_PRODUCER_EPOCH,
+// INVALID_PRODUCER_ID_MAPPING, and the consumer group's fencing codes): this
+// producer cannot go on, but the application can recover by closing it and
+// creating a new one (for a transactional producer, with the same
+// transactional.id, which fences the old one and aborts its open
+// transaction). False for nil and for errors that carry no Kafka error code.
+// For an error a producer returned, producer.IsFatal says whether that
+// producer must be closed.
+func IsApplicationRecoverable(err error) bool { return hasCategory(err, catApplicationRecoverable) }
+
+// IsInvalidConfiguration reports whether err is, or wraps, an *Error whose
+// code kafka-clients 4.4 maps to an InvalidConfigurationException (KIP-1050;
+// authorization failures, INVALID_REQUIRED_ACKS, INVALID_TOPIC_EXCEPTION,
+// RECORD_LIST_TOO_LARGE, UNSUPPORTED_VERSION, SASL failures, ...): retrying
+// will not help until the configuration, the ACLs or the topic is changed;
+// fix it and create a new producer. False for nil and for errors that carry
+// no Kafka error code.
+func IsInvalidConfiguration(err error) bool { return hasCategory(err, catInvalidConfiguration) }
+
+// IsFatal reports whether err is, or wraps, an *Error whose code kafka-clients
+// 4.4 maps to an exception in none of KIP-1050's other categories (not
+// retriable, abortable, application-recoverable or an invalid
+// configuration), and for a code this package does not know (Java maps it
+// to UNKNOWN_SERVER_ERROR): no retry, abort or new producer is known to
+// help; close the producer and report the error. False for nil and for
+// errors that carry no Kafka error code.
+//
+// This is the code's own category; for an error a producer returned,
+// producer.IsFatal (which classifies by the request as Java's
+// TransactionManager does) is the answer.
+func IsFatal(err error) bool { return hasCategory(err, catFatal) }
 
 // The codes a producer meets, by Kafka's name for them (the message of each
 // says what it means). Every other code of the protocol is returned by
@@ -140,7 +262,7 @@ var (
 	OutOfOrderSequenceNumber           = &Error{45, "OUT_OF_ORDER_SEQUENCE_NUMBER", false, "the broker received an out of order sequence number"}
 	DuplicateSequenceNumber            = &Error{46, "DUPLICATE_SEQUENCE_NUMBER", false, "the broker received a duplicate sequence number"}
 	InvalidProducerEpoch               = &Error{47, "INVALID_PRODUCER_EPOCH", false, "the producer epoch is older than the broker's"}
-	ConcurrentTransactions             = &Error{51, "CONCURRENT_TRANSACTIONS", false, "another operation on the same transaction is ongoing"}
+	ConcurrentTransactions             = &Error{51, "CONCURRENT_TRANSACTIONS", true, "another operation on the same transaction is ongoing"}
 	TransactionalIDAuthorizationFailed = &Error{53, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", false, "not authorized for the transactional id"}
 	KafkaStorageError                  = &Error{56, "KAFKA_STORAGE_ERROR", true, "the broker hit a disk error"}
 	SASLAuthenticationFailed           = &Error{58, "SASL_AUTHENTICATION_FAILED", false, "SASL authentication failed"}

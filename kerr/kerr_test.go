@@ -49,7 +49,8 @@ func TestForCode(t *testing.T) {
 
 func TestTableIsConsistent(t *testing.T) {
 	seen := map[int16]string{}
-	for _, e := range table {
+	for _, en := range table {
+		e := en.err
 		if prev, ok := seen[e.Code]; ok {
 			t.Fatalf("code %d used by %s and %s", e.Code, prev, e.Name)
 		}
@@ -58,7 +59,7 @@ func TestTableIsConsistent(t *testing.T) {
 			t.Errorf("code %d lacks a name or message", e.Code)
 		}
 	}
-	for c := int16(-1); c <= 133; c++ {
+	for c := int16(-1); c <= 136; c++ {
 		if c == 0 {
 			continue
 		}

@@ -1100,9 +1100,9 @@ func (s *sink) txnProducerID(pid int64, epoch int16, err error) {
 // CONCURRENT_TRANSACTIONS is retried instead: Kafka 4.4 answers it to a
 // Produce v12 whose partition the leader could not add to the transaction
 // while the coordinator still completes the previous one (writing its
-// markers), and Java's ConcurrentTransactionsException is retriable
-// (kerr's is not, so the generic path would fail the batch and make the
-// transaction abortable).
+// markers), and Java's ConcurrentTransactionsException is retriable (as
+// kerr's is since it follows kafka-clients 4.4; handled here so that a
+// transactional batch retries it whatever kerr's flag).
 func (s *sink) txnProduceError(br *ioBroker, ip *ioPart, b *batch, err error) bool {
 	where := fmt.Sprintf("Produce %s[%d] on broker %d", ip.topic.name, ip.acc.ID, br.id)
 	var te *txnError
