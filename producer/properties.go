@@ -83,10 +83,26 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 //	partitioner.adaptive.partitioning.enable         DisableAdaptivePartitioning, inverted
 //	partitioner.availability.timeout.ms              PartitionerAvailabilityTimeout (0: off)
 //
-// As in the Java client, when enable.idempotence is not given and acks is
-// not all, max.in.flight.requests.per.connection is above 5 or retries is
-// 0, idempotence is turned off rather than reported as a conflict;
-// retries=0 with enable.idempotence=true is an error. Millisecond keys
+// Idempotence conflicts are read as kafka-clients 4.4's ProducerConfig
+// reads them (checked against it, interop/javaconfig_test.go), and
+// refused with its words:
+//   - enable.idempotence not given: max.in.flight.requests.per.connection
+//     above 5 is an error ("To use the idempotent producer,
+//     max.in.flight.requests.per.connection must be set to at most 5.
+//     Current value is 6."); otherwise acks other than all (1, 0) or
+//     retries=0 turn idempotence off, silently;
+//   - enable.idempotence=true: retries=0 ("Must set retries to non-zero
+//     when using the idempotent producer."), then acks other than all
+//     ("Must set acks to all in order to use the idempotent producer.
+//     Otherwise we cannot guarantee idempotence."), then
+//     max.in.flight.requests.per.connection above 5 (as above) are errors,
+//     the first that applies reported, as Java throws the first;
+//   - transactional.id with idempotence off, asked for or turned off by
+//     the rules above: "Cannot set a transactional.id without also
+//     enabling idempotence.".
+//
+// librdkafka's max.in.flight (whose client is not idempotent by default)
+// above 5 without enable.idempotence still turns idempotence off. Millisecond keys
 // take what Java's do: delivery.timeout.ms, request.timeout.ms and
 // transaction.timeout.ms are ints (at most 2147483647), the others longs,
 // where Long.MAX_VALUE (or anything past 73 years) means 73 years.
@@ -272,10 +288,11 @@ func configFromProperties(props map[string]string, opts PropertiesOptions) (Conf
 		bad     []string
 		setBy   = map[string]string{} // Config field -> the key that set it
 		idemSet bool
-		// retriesZero: retries=0, which turns idempotence off unless
-		// enable.idempotence=true, which it contradicts (Java's rules).
-		retriesZero bool
-		sec         securityProps // TLS and SASL keys (properties_security.go)
+		// retriesKey: the key that said retries=0, which turns
+		// idempotence off unless enable.idempotence=true, which it
+		// contradicts (Java's rules).
+		retriesKey string
+		sec        securityProps // TLS and SASL keys (properties_security.go)
 	)
 	fail := func(key, format string, args ...any) {
 		if name, ok := res.from[key]; ok {
@@ -603,7 +620,7 @@ func configFromProperties(props map[string]string, opts PropertiesOptions) (Conf
 			// Java.
 			n, ok := integer(key, v, 0, math.MaxInt32)
 			if ok && n == 0 {
-				retriesZero = true
+				retriesKey = key
 			}
 			if ok && n != math.MaxInt32 {
 				ignored = append(ignored, key)
@@ -654,11 +671,10 @@ func configFromProperties(props map[string]string, opts PropertiesOptions) (Conf
 		// Java's gzip default is spelled -1; ours is 0.
 		c.CompressionLevel = l
 	}
-	if !idemSet && (c.Acks != AcksAll || c.MaxInFlight > idempotenceMaxInFlight || retriesZero) {
-		c.DisableIdempotence = true
-	}
-	if idemSet && !c.DisableIdempotence && retriesZero {
-		fail("retries", "0 conflicts with enable.idempotence=true: the idempotent producer retries (Java: must set retries to non-zero)")
+	if idemBad := idempotenceConflict(&c, idemSet, setBy, retriesKey); idemBad != "" {
+		bad = append(bad, idemBad)
+	} else if c.TransactionalID != "" && c.DisableIdempotence {
+		bad = append(bad, "transactional.id: "+javaTxnWithoutIdempotence)
 	}
 
 	if len(unknown) > 0 {
@@ -694,4 +710,47 @@ func (u untrusted) Format(f fmt.State, verb rune) {
 		return
 	}
 	io.WriteString(f, string(u))
+}
+
+// Java's ConfigException messages for the idempotence conflicts
+// (kafka-clients 4.4, ProducerConfig), which ConfigFromProperties repeats
+// word for word after the key.
+const (
+	javaIdempotenceRetries     = "Must set retries to non-zero when using the idempotent producer."
+	javaIdempotenceAcks        = "Must set acks to all in order to use the idempotent producer. Otherwise we cannot guarantee idempotence."
+	javaIdempotenceMaxInFlight = "To use the idempotent producer, max.in.flight.requests.per.connection must be set to at most 5. Current value is %d."
+	javaTxnWithoutIdempotence  = "Cannot set a transactional.id without also enabling idempotence."
+	javaMaxInFlightKey         = "max.in.flight.requests.per.connection"
+)
+
+// idempotenceConflict applies kafka-clients 4.4's rules (see
+// ConfigFromProperties) to c once every key is read: it turns idempotence
+// off where Java does, or returns the error Java throws first, after the
+// key that caused it ("" when none). idemSet says enable.idempotence was
+// given; setBy names the key that set each field; retriesKey is the key
+// that said retries=0 ("" when none did).
+func idempotenceConflict(c *Config, idemSet bool, setBy map[string]string, retriesKey string) string {
+	mifTooMany := c.MaxInFlight > idempotenceMaxInFlight
+	mifKey := setBy["MaxInFlight"]
+	if !idemSet {
+		if mifTooMany && mifKey == javaMaxInFlightKey {
+			return mifKey + ": " + fmt.Sprintf(javaIdempotenceMaxInFlight, c.MaxInFlight)
+		}
+		if c.Acks != AcksAll || mifTooMany || retriesKey != "" {
+			c.DisableIdempotence = true
+		}
+		return ""
+	}
+	if c.DisableIdempotence {
+		return ""
+	}
+	switch {
+	case retriesKey != "":
+		return retriesKey + ": " + javaIdempotenceRetries
+	case c.Acks != AcksAll:
+		return setBy["Acks"] + ": " + javaIdempotenceAcks
+	case mifTooMany:
+		return mifKey + ": " + fmt.Sprintf(javaIdempotenceMaxInFlight, c.MaxInFlight)
+	}
+	return ""
 }

@@ -3,6 +3,7 @@ package producer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -70,6 +71,53 @@ func TestRetriesZeroWithExplicitIdempotenceRefused(t *testing.T) {
 	_, err := propsNew(map[string]string{"retries": "0", "enable.idempotence": "true"})
 	if err == nil {
 		t.Errorf("retries=0 with enable.idempotence=true accepted; Java throws ConfigException (retries must be non-zero for the idempotent producer)")
+	}
+}
+
+// TestIdempotenceConflictsRefusedInJavaWords: kafka-clients 4.4's
+// ProducerConfig (run on the same files in
+// interop/javaconfig_test.go) refuses max.in.flight.requests.per.connection
+// above 5 even without enable.idempotence, refuses acks other than all
+// with enable.idempotence=true, checks retries=0 before acks and acks
+// before max.in.flight, and refuses a transactional.id whose idempotence
+// its rules turned off; it says why in words ConfigFromProperties now
+// repeats. samsa used to turn idempotence off for the first, accept the
+// others until New (in its own words), and word the retries error its own
+// way.
+func TestIdempotenceConflictsRefusedInJavaWords(t *testing.T) {
+	const (
+		mif     = "To use the idempotent producer, max.in.flight.requests.per.connection must be set to at most 5. Current value is 6."
+		acks    = "Must set acks to all in order to use the idempotent producer. Otherwise we cannot guarantee idempotence."
+		retries = "Must set retries to non-zero when using the idempotent producer."
+		txn     = "Cannot set a transactional.id without also enabling idempotence."
+	)
+	for _, tc := range []struct {
+		props map[string]string
+		want  string // the key, ": ", Java's message
+	}{
+		{map[string]string{"max.in.flight.requests.per.connection": "6"}, "max.in.flight.requests.per.connection: " + mif},
+		{map[string]string{"max.in.flight.requests.per.connection": "6", "acks": "1"}, "max.in.flight.requests.per.connection: " + mif},
+		{map[string]string{"max.in.flight.requests.per.connection": "6", "retries": "0"}, "max.in.flight.requests.per.connection: " + mif},
+		{map[string]string{"max.in.flight.requests.per.connection": "6", "enable.idempotence": "true"}, "max.in.flight.requests.per.connection: " + mif},
+		{map[string]string{"acks": "1", "enable.idempotence": "true"}, "acks: " + acks},
+		{map[string]string{"acks": "0", "max.in.flight.requests.per.connection": "6", "enable.idempotence": "true"}, "acks: " + acks},
+		{map[string]string{"retries": "0", "enable.idempotence": "true"}, "retries: " + retries},
+		{map[string]string{"retries": "0", "acks": "1", "enable.idempotence": "true"}, "retries: " + retries},
+		{map[string]string{"transactional.id": "t", "acks": "1"}, "transactional.id: " + txn},
+		{map[string]string{"transactional.id": "t", "retries": "0"}, "transactional.id: " + txn},
+		{map[string]string{"transactional.id": "t", "enable.idempotence": "false"}, "transactional.id: " + txn},
+		{map[string]string{"transactional.id": "t", "max.in.flight.requests.per.connection": "6"}, "max.in.flight.requests.per.connection: " + mif},
+	} {
+		t.Run(fmt.Sprint(tc.props), func(t *testing.T) {
+			tc.props["bootstrap.servers"] = "127.0.0.1:9092"
+			_, err := ConfigFromProperties(tc.props)
+			if !errors.Is(err, ErrInvalidConfig) {
+				t.Fatalf("ConfigFromProperties: %v; Java refuses with %q", err, tc.want)
+			}
+			if !strings.HasSuffix(err.Error(), ": "+tc.want) {
+				t.Errorf("ConfigFromProperties: %v\nwant Java's reason: %s", err, tc.want)
+			}
+		})
 	}
 }
 

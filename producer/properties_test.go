@@ -143,14 +143,14 @@ func TestConfigFromProperties(t *testing.T) {
 			Config{Acks: AcksNone, DisableIdempotence: true},
 		},
 		{
-			"many in flight turns idempotence off when not asked for",
-			map[string]string{"max.in.flight.requests.per.connection": "10"},
+			"librdkafka's max.in.flight above 5 turns idempotence off when not asked for",
+			map[string]string{"max.in.flight": "10"},
 			Config{MaxInFlight: 10, DisableIdempotence: true},
 		},
 		{
-			"explicit idempotence is kept even if it conflicts (New reports it)",
-			map[string]string{"acks": "1", "enable.idempotence": "true"},
-			Config{Acks: AcksLeader},
+			"many in flight with idempotence off",
+			map[string]string{"max.in.flight.requests.per.connection": "10", "enable.idempotence": "false"},
+			Config{MaxInFlight: 10, DisableIdempotence: true},
 		},
 		{
 			"idempotence off",
@@ -474,8 +474,9 @@ func TestPropertiesZeroWaitReachesTheProducer(t *testing.T) {
 }
 
 // transactional.id and transaction.timeout.ms map to TransactionalID and
-// TransactionTimeout; with acks other than all (idempotence then off) New
-// refuses the transactional id.
+// TransactionTimeout; with acks other than all (idempotence then off)
+// ConfigFromProperties refuses the transactional id, as Java's
+// ProducerConfig does.
 func TestConfigFromPropertiesTransactions(t *testing.T) {
 	cfg, err := ConfigFromProperties(map[string]string{"bootstrap.servers": "k:9092",
 		"transactional.id": "orders-1", "transaction.timeout.ms": "90000"})
@@ -484,11 +485,9 @@ func TestConfigFromPropertiesTransactions(t *testing.T) {
 	assert.Equal(t, 90*time.Second, cfg.TransactionTimeout)
 	assert.Empty(t, cfg.ignoredProps)
 
-	cfg, err = ConfigFromProperties(map[string]string{"bootstrap.servers": "k:9092", "transactional.id": "o", "acks": "1"})
-	require.NoError(t, err)
-	_, err = New(cfg)
+	_, err = ConfigFromProperties(map[string]string{"bootstrap.servers": "k:9092", "transactional.id": "o", "acks": "1"})
 	require.ErrorIs(t, err, ErrInvalidConfig)
-	assert.Contains(t, err.Error(), "transactions require idempotence")
+	assert.Contains(t, err.Error(), "Cannot set a transactional.id without also enabling idempotence.")
 }
 
 // Every key of the Java producer's ProducerConfig (Apache Kafka 4.x) is
