@@ -1373,11 +1373,21 @@ func (c *Client) tryAddr(ctx context.Context, req kmsg.Request, addr, key string
 			// again at once, once.
 			c.dropConn(addr, key, cn)
 			var fresh *conn.Conn
-			if fresh, err = c.connTo(ctx, addr, key, known); err == nil && check == nil {
-				err = c.verify(ctx, addr, key, fresh) // as the first connection was
-			}
-			if err == nil {
+			if fresh, err = c.connTo(ctx, addr, key, known); err == nil {
 				cn = fresh
+				if check == nil {
+					// As the first connection was: Do and
+					// DoController write only where verified.
+					if err = c.verify(ctx, addr, key, cn); err != nil {
+						if errors.Is(err, ErrClusterMismatch) {
+							c.logRare("refused "+addr, slog.LevelWarn, "broker refused", "addr", addr, "err", err)
+						}
+						if ctx.Err() == nil {
+							c.dropConn(addr, key, cn)
+						}
+						return nil, false, err
+					}
+				}
 				resp, err = c.attempt(ctx, cn, req)
 			}
 		}
@@ -1388,11 +1398,18 @@ func (c *Client) tryAddr(ctx context.Context, req kmsg.Request, addr, key string
 				c.dropConn(addr, key, cn)
 				return nil, false, err
 			}
-			c.connMu.Lock()
-			if c.conns[key] == cn {
-				c.verified[key] = cn
+			// Verified only by an answer that names our cluster: one
+			// that names none (a top-level error, passed by
+			// checkCluster for fetch to read) vouches for nothing.
+			if mr, ok := resp.(*kmsg.MetadataResponse); ok && mr.ClusterID != nil {
+				if want := c.cluster.Load(); want != nil && *mr.ClusterID == *want {
+					c.connMu.Lock()
+					if c.conns[key] == cn {
+						c.verified[key] = cn
+					}
+					c.connMu.Unlock()
+				}
 			}
-			c.connMu.Unlock()
 		}
 		if err == nil {
 			c.connMu.Lock()

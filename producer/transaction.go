@@ -332,7 +332,10 @@ func (p *Producer) CommitTransaction(ctx context.Context) error {
 // that begins with that epoch bump already asked for (called again, or
 // after an AddPartitionsToTxn answered UNKNOWN_PRODUCER_ID) and is answered
 // UNKNOWN_PRODUCER_ID again ends through the bump, and returns the bump's
-// result, as Java's abort returns its InitProducerId's. It returns
+// result, as Java's abort returns its InitProducerId's (if ctx ends while
+// it waits for the bump, the transaction has ended all the same: a fatal
+// outcome of the bump then comes with the next transaction's first call,
+// and AbortTransaction again returns ErrNoTransaction). It returns
 // ErrNoTransaction without a transaction, ErrTransactionInProgress while a commit is in
 // progress, and the fatal error (IsFatal) once only Close is left; from a
 // callback, or a hook on one of the producer's goroutines (see Flush),
