@@ -80,7 +80,9 @@ func TestRealKafkaTransactions(t *testing.T) {
 			t.Logf("requests on the wire at transaction.version %d: %v", level, n)
 			if level >= 2 {
 				require.Zero(t, n.keys(addPartitionsToTxnKey)+n.keys(addOffsetsToTxnKey), "no AddPartitionsToTxn or AddOffsetsToTxn at version 2: %v", n)
-				require.Equal(t, n.keys(produceKey), n[apiVersion{produceKey, 12}], "every Produce at v12: %v", n)
+				// Kafka 4.4 offers Produce v13: by topic id, as Java 4.4
+				// sends it at version 2 (invariant 16).
+				require.Equal(t, n.keys(produceKey), n[apiVersion{produceKey, 13}], "every Produce at v13: %v", n)
 				require.Equal(t, n.keys(endTxnKey), n[apiVersion{endTxnKey, 5}], "every EndTxn at v5: %v", n)
 			} else {
 				require.Positive(t, n.keys(addPartitionsToTxnKey), "%v", n)
@@ -179,7 +181,7 @@ func testRealKafkaTxnVersionSwitch(t *testing.T, c *realCluster, from, to int16)
 	ctx := realContext(t, 2*time.Minute)
 	flow := map[int16][]string{
 		1: {"AddPartitionsToTxn v3", "Produce v11", "EndTxn v4"},
-		2: {"Produce v12", "EndTxn v5"},
+		2: {"Produce v13", "EndTxn v5"}, // v13, by topic id, on Kafka 4.4
 	}
 	commitOne(ctx, t, p, topic, "before")
 	time.Sleep(1100 * time.Millisecond) // the producer read the level at the end of "before"

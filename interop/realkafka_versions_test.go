@@ -212,7 +212,8 @@ func testVersionParking(t *testing.T, c *realCluster) {
 // broker (committed and aborted transactions, a read_committed kgo
 // consumer sees exactly the committed records in Send order, a
 // read_uncommitted one every record written) and checks the flow on the
-// wire: transaction version 2 (no AddPartitionsToTxn, Produce v12) where
+// wire: transaction version 2 (no AddPartitionsToTxn, Produce v12, v13 from
+// Kafka 4.1) where
 // the broker finalizes it, else version 1 (AddPartitionsToTxn, Produce
 // v11 or the broker's highest below).
 func testVersionTransactions(t *testing.T, c *realCluster, version string) {
@@ -227,7 +228,13 @@ func testVersionTransactions(t *testing.T, c *realCluster, version string) {
 	t.Logf("Kafka %s, transaction.version %d: requests on the wire %v", version, level, n)
 	if level >= 2 {
 		require.Zero(t, n.keys(addPartitionsToTxnKey), "transaction version 2: no AddPartitionsToTxn: %v", n)
-		require.Equal(t, n.keys(produceKey), n[apiVersion{produceKey, 12}], "every Produce at v12: %v", n)
+		// By topic id (v13) where the broker offers it (4.1+), as Java
+		// 4.4 at version 2; else v12.
+		want := int16(12)
+		if releaseAtLeast(t, version, 4, 1) {
+			want = 13
+		}
+		require.Equal(t, n.keys(produceKey), n[apiVersion{produceKey, want}], "every Produce at v%d: %v", want, n)
 		return
 	}
 	require.Positive(t, n.keys(addPartitionsToTxnKey), "transaction version 1: AddPartitionsToTxn: %v", n)
