@@ -3,6 +3,7 @@ package producer
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-go/samsa/internal/testbroker"
+	"github.com/samsa-go/samsa/internal/testutil"
 	"github.com/samsa-go/samsa/kerr"
 )
 
@@ -150,7 +152,10 @@ func TestTxnTransactionalIDExpiredIsFatal(t *testing.T) {
 			c := newCluster(t, testbroker.Config{Brokers: 1, TransactionVersion: tc.level})
 			require.NoError(t, c.CreateTopic("t", 1))
 			cfg := Config{TransactionalID: "idle", Linger: time.Millisecond}
-			p := newProducer(t, c, cfg)
+			var logs testutil.SyncBuffer
+			fcfg := cfg
+			fcfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelError}))
+			p := newProducer(t, c, fcfg)
 			ctx := testCtx(t)
 			commitOne(t, ctx, p, "before")
 			_, oldPID, _, _ := c.TransactionState("idle")
@@ -173,6 +178,9 @@ func TestTxnTransactionalIDExpiredIsFatal(t *testing.T) {
 			require.True(t, IsFatal(p.AbortTransaction(ctx)), "only Close is left")
 			require.True(t, IsFatal(p.BeginTransaction()))
 			require.NoError(t, p.Close(ctx))
+			// Said once, at Error, as Java logs the fatal state.
+			require.Equal(t, 1, strings.Count(logs.String(), "failed for good"), "%s", logs.String())
+			require.Contains(t, logs.String(), "INVALID_PRODUCER_ID_MAPPING")
 
 			p2 := newProducer(t, c, cfg)
 			commitOne(t, ctx, p2, "after")

@@ -186,14 +186,15 @@ func (t *txnManager) sendErr() error {
 // the state changed.
 func (t *txnManager) fail(err error, fatal bool) bool {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	st := t.load()
 	switch {
 	case st == txnFatal:
+		t.mu.Unlock()
 		return false
 	case fatal:
 	case st == txnInTxn || st == txnCommitting:
 	default:
+		t.mu.Unlock()
 		return false
 	}
 	te := &txnError{err: err, fatal: fatal}
@@ -204,6 +205,15 @@ func (t *txnManager) fail(err error, fatal bool) bool {
 	}
 	t.err.Store(te) // before the state: a reader that sees the state finds its error
 	t.state.Store(int32(to))
+	t.mu.Unlock()
+	// Logged once per transition, after the lock (a handler is user
+	// code), as Java's TransactionManager logs "Transiting to fatal
+	// (abortable) error state".
+	if fatal {
+		t.p.log.Error("transactional producer failed for good: only Close is left (a new producer with the same transactional id can go on)", "transactional_id", t.id, "err", err)
+	} else {
+		t.p.log.Info("transaction must be aborted", "transactional_id", t.id, "err", err)
+	}
 	t.p.acc.Kick() // the IO goroutine fails what is still buffered
 	return true
 }
