@@ -3,9 +3,7 @@ package interop
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -114,7 +112,7 @@ func TestIdempotenceConflictsMatchJava(t *testing.T) {
 // its line per case name: "OK ..." or "ERR " and Java's message.
 func runJavaIdempotenceConfig(t *testing.T, cases []idempotenceCase) map[string]string {
 	t.Helper()
-	cmd := javaClassCommand(t, "JavaIdempotenceConfig")
+	cmd := javaCommand(t, "javapartitioner", "JavaIdempotenceConfig", "the comparison with kafka-clients' ProducerConfig")
 	var in strings.Builder
 	for _, c := range cases {
 		in.WriteString(c.name)
@@ -139,32 +137,4 @@ func runJavaIdempotenceConfig(t *testing.T, cases []idempotenceCase) map[string]
 	}
 	require.Len(t, lines, len(cases), "one line per case")
 	return lines
-}
-
-// javaClassCommand returns the command that runs class, compiled from
-// javapartitioner/<class>.java against kafka-clients 4.4.0 (see
-// javaPartitionerCommand, which it shares the jars with).
-func javaClassCommand(t *testing.T, class string) []string {
-	t.Helper()
-	cmd := javaPartitionerCommand(t) // fetches the jars, finds java
-	javac, err := exec.LookPath("javac")
-	require.NoError(t, err)
-	dir := "javapartitioner"
-	cp := filepath.Join(dir, "target", "lib", "*")
-	src := filepath.Join(dir, class+".java")
-	classes := filepath.Join(dir, "target", "classes")
-	file := filepath.Join(classes, class+".class")
-	srcInfo, err := os.Stat(src)
-	require.NoError(t, err)
-	if ci, err := os.Stat(file); err != nil || ci.ModTime().Before(srcInfo.ModTime()) {
-		tmp, err := os.MkdirTemp(filepath.Join(dir, "target"), "classes-")
-		require.NoError(t, err)
-		defer os.RemoveAll(tmp)
-		out, err := exec.Command(javac, "-nowarn", "-d", tmp, "-cp", cp, src).CombinedOutput()
-		require.NoError(t, err, "javac %s:\n%s", src, out)
-		require.NoError(t, os.MkdirAll(classes, 0o755))
-		require.NoError(t, os.Rename(filepath.Join(tmp, class+".class"), file))
-	}
-	cmd[len(cmd)-1] = class
-	return cmd
 }

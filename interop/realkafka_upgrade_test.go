@@ -1,7 +1,6 @@
 package interop
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -25,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-go/samsa/internal/testutil"
 	"github.com/samsa-go/samsa/producer"
 )
 
@@ -127,7 +127,7 @@ type upgradeRun struct {
 	holdFrom, holdTo time.Duration
 
 	events   []*upgradeEvent
-	logBuf   syncBuffer
+	logBuf   testutil.SyncBuffer
 	figures  upgradeFigures
 	txnState string // the transactional id's state after Close
 }
@@ -146,24 +146,6 @@ type upgradeEvent struct {
 	begin, end time.Duration // since start
 	steps      []string      // "stop 12.3s", ...
 	retries    int64         // the idempotent producer's batch retries during it
-}
-
-// syncBuffer collects the producers' log lines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func (u *upgradeRun) since() time.Duration { return time.Since(u.start) }
