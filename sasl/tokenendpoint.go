@@ -170,11 +170,31 @@ func (s *tokenSource) attempt(ctx context.Context) (tok string, expires time.Tim
 	errTimeout := func() error {
 		return fmt.Errorf("no complete answer within %v (connect and read timeouts)", s.attemptTimeout)
 	}
-	form := "grant_type=client_credentials"
-	if s.scope != "" {
-		form += "&scope=" + url.QueryEscape(s.scope)
+	form := url.Values{"grant_type": {"client_credentials"}}
+	if s.assertion != nil {
+		a, err := s.assertion.make()
+		if err != nil {
+			e.Err = err
+			return "", time.Time{}, false, e
+		}
+		// The assertion is a credential: nothing the endpoint or the
+		// HTTP client says may show it.
+		defer scrubAssertion(e, a)
+		if s.bearer {
+			form.Set("grant_type", grantJWTBearer)
+			form.Set("assertion", a)
+		} else {
+			form.Set("client_assertion_type", clientAssertionType)
+			form.Set("client_assertion", a)
+			if s.clientID != "" {
+				form.Set("client_id", s.clientID)
+			}
+		}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, strings.NewReader(form))
+	if s.scope != "" {
+		form.Set("scope", s.scope)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, strings.NewReader(form.Encode()))
 	if err != nil {
 		e.Err = s.clean(err)
 		return "", time.Time{}, false, e
@@ -182,7 +202,9 @@ func (s *tokenSource) attempt(ctx context.Context) (tok string, expires time.Tim
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("Cache-Control", "no-cache")
-	req.SetBasicAuth(s.id, s.secret)
+	if s.basic {
+		req.SetBasicAuth(s.id, s.secret)
+	}
 	sent := time.Now()
 	resp, err := s.client.Do(req)
 	if err != nil {
@@ -230,6 +252,35 @@ func (s *tokenSource) attempt(ctx context.Context) (tok string, expires time.Tim
 	default:
 		e.Code, e.Description = s.oauthError(body)
 		return "", time.Time{}, !fatalStatus[code], e
+	}
+}
+
+// scrubAssertion removes an assertion (whole, or its signature) from what
+// e shows: the provider's error and description, and the cause, which is
+// then cut from the error chain.
+func scrubAssertion(e *TokenEndpointError, a string) {
+	if e == nil {
+		return
+	}
+	forms := []string{a, url.QueryEscape(a)}
+	if i := strings.LastIndexByte(a, '.'); i >= 0 && len(a)-i > 8 {
+		forms = append(forms, a[i+1:])
+	}
+	scrub := func(t string) (string, bool) {
+		found := false
+		for _, f := range forms {
+			if f != "" && strings.Contains(t, f) {
+				t, found = strings.ReplaceAll(t, f, redacted), true
+			}
+		}
+		return t, found
+	}
+	e.Code, _ = scrub(e.Code)
+	e.Description, _ = scrub(e.Description)
+	if e.Err != nil {
+		if t, found := scrub(e.Err.Error()); found {
+			e.Err = &cleanError{msg: t}
+		}
 	}
 }
 
