@@ -237,9 +237,14 @@ func (c ClientCredentialsConfig) Format(f fmt.State, verb rune) { fmt.Fprint(f, 
 // the past), fails the fetch ("expired on arrival") rather than being
 // used.
 //
+// With Assertion set, the client authenticates with a JWT instead of the
+// secret (private_key_jwt, KIP-1258; see [AssertionConfig]): a new one is
+// signed (or the assertion file read) for every token request.
+//
 // Errors: ClientCredentials returns one for an invalid configuration (a
 // TokenURL that is not https, http or file, missing credentials, bad
-// extensions, refresh settings out of range). A fetch that fails returns
+// extensions, refresh settings out of range, an Assertion whose key or
+// template does not read, parse or suit its algorithm; see [JWTBearer]). A fetch that fails returns
 // a [*TokenEndpointError]; OAuthBearer then fails the exchange, which the
 // producer reports as an authentication failure (producer.ErrAuthentication)
 // naming the endpoint, the HTTP status and the provider's error code. No
