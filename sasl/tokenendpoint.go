@@ -1,6 +1,7 @@
 package sasl
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -171,8 +172,10 @@ func (s *tokenSource) attempt(ctx context.Context) (tok string, expires time.Tim
 		return fmt.Errorf("no complete answer within %v (connect and read timeouts)", s.attemptTimeout)
 	}
 	form := url.Values{"grant_type": {"client_credentials"}}
+	var a string // the assertion sent, never to be shown
 	if s.assertion != nil {
-		a, err := s.assertion.make()
+		var err error
+		a, err = s.assertion.make()
 		if err != nil {
 			e.Err = err
 			return "", time.Time{}, false, e
@@ -233,6 +236,11 @@ func (s *tokenSource) attempt(ctx context.Context) (tok string, expires time.Tim
 		e.Err = s.clean(err)
 		return "", time.Time{}, true, e
 	}
+	for _, f := range assertionForms(a) {
+		// Before anything is cut from the answer: a part of the
+		// assertion cut short would escape a later scrub.
+		body = bytes.ReplaceAll(body, []byte(f), []byte(redacted))
+	}
 	switch code := resp.StatusCode; {
 	case code == http.StatusOK || code == http.StatusCreated:
 		tok, expires, err := s.parseTokenAnswer(body, sent)
@@ -262,10 +270,7 @@ func scrubAssertion(e *TokenEndpointError, a string) {
 	if e == nil {
 		return
 	}
-	forms := []string{a, url.QueryEscape(a)}
-	if i := strings.LastIndexByte(a, '.'); i >= 0 && len(a)-i > 8 {
-		forms = append(forms, a[i+1:])
-	}
+	forms := assertionForms(a)
 	scrub := func(t string) (string, bool) {
 		found := false
 		for _, f := range forms {
@@ -282,6 +287,20 @@ func scrubAssertion(e *TokenEndpointError, a string) {
 			e.Err = &cleanError{msg: t}
 		}
 	}
+}
+
+// assertionForms are the texts of an assertion an error must not show,
+// longest first: the whole, percent-encoded, and its signature (the part
+// that makes it a credential).
+func assertionForms(a string) []string {
+	if a == "" {
+		return nil
+	}
+	forms := []string{url.QueryEscape(a), a}
+	if i := strings.LastIndexByte(a, '.'); i >= 0 && len(a)-i > 8 {
+		forms = append(forms, a[i+1:])
+	}
+	return forms
 }
 
 // permanentNetError reports whether a failed request cannot succeed on a
