@@ -57,6 +57,9 @@ type OAuthIdP struct {
 	// lifetime (default one hour).
 	TokenSubject  string
 	TokenLifetime time.Duration
+	// TokenAudience, when set, is the aud of the tokens it mints;
+	// TokenIssuer their iss (default: TokenURL).
+	TokenAudience, TokenIssuer string
 	// FixedToken, when set, is answered instead of a minted token (for a
 	// broker that knows its users' tokens in advance).
 	FixedToken string
@@ -72,14 +75,22 @@ type OAuthIdP struct {
 	last     string
 }
 
-// NewOAuthIdP starts an IdP over plain HTTP, closed when t ends.
+// NewOAuthIdP starts an IdP over plain HTTP, closed when t ends, with a
+// signing key of its own.
 func NewOAuthIdP(t testing.TB, want AssertionWant) *OAuthIdP {
 	t.Helper()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &OAuthIdP{want: want, key: key, kid: "idp-key-1", jtis: map[string]bool{}, TokenSubject: "samsa-client", TokenLifetime: time.Hour}
+	return NewOAuthIdPWithKey(t, want, key, "idp-key-1")
+}
+
+// NewOAuthIdPWithKey starts an IdP that signs its tokens with key, kid
+// in their header (a key a broker's JWKS already holds).
+func NewOAuthIdPWithKey(t testing.TB, want AssertionWant, key *rsa.PrivateKey, kid string) *OAuthIdP {
+	t.Helper()
+	p := &OAuthIdP{want: want, key: key, kid: kid, jtis: map[string]bool{}, TokenSubject: "samsa-client", TokenLifetime: time.Hour}
 	p.Server = httptest.NewServer(http.HandlerFunc(p.serve))
 	p.TokenURL = p.Server.URL + "/oauth2/token"
 	t.Cleanup(p.Server.Close)
@@ -167,9 +178,16 @@ func (p *OAuthIdP) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := time.Now().Unix()
-	tok, err := SignJWT(p.key, "RS256", map[string]any{"kid": p.kid}, map[string]any{
+	minted := map[string]any{
 		"sub": p.TokenSubject, "iss": p.TokenURL, "iat": now, "exp": now + int64(p.TokenLifetime/time.Second), "scope": "kafka",
-	})
+	}
+	if p.TokenAudience != "" {
+		minted["aud"] = p.TokenAudience
+	}
+	if p.TokenIssuer != "" {
+		minted["iss"] = p.TokenIssuer
+	}
+	tok, err := SignJWT(p.key, "RS256", map[string]any{"kid": p.kid}, minted)
 	if err != nil {
 		refuse("minting: %v", err)
 		return
