@@ -7,12 +7,14 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -311,4 +313,42 @@ func TestAssertionNeverShown(t *testing.T) {
 	require.ErrorAs(t, err, &te)
 	assert.Contains(t, err.Error(), "a.jwt")
 	assert.Equal(t, 1, te.Attempts, "not retried")
+}
+
+// TestAssertionNotLogged: a background refresh refused by an endpoint
+// that quotes the assertion is logged at Warn without the assertion or
+// its signature.
+func TestAssertionNotLogged(t *testing.T) {
+	keyFile, _ := testutil.WriteKey(t, t.TempDir(), "ec", "pkcs8")
+	var logs testutil.SyncBuffer
+	var sent atomic.Value
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		a := r.PostForm.Get("assertion")
+		sent.Store(a)
+		if n.Add(1) == 1 {
+			fmt.Fprint(w, `{"access_token":"tok-1","expires_in":2}`)
+			return
+		}
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprintf(w, `{"error":"invalid_grant","error_description":"assertion %s sig %s"}`, a, a[strings.LastIndexByte(a, '.')+1:])
+	}))
+	t.Cleanup(srv.Close)
+	src, err := sasl.JWTBearer(sasl.ClientCredentialsConfig{
+		TokenURL: srv.URL, Assertion: &sasl.AssertionConfig{PrivateKeyFile: keyFile, Algorithm: "ES256"},
+		RetryBackoffMax: -1, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		RefreshMinPeriod: -1, RefreshBuffer: -1, RefreshWindowJitter: -1, RefreshWindowFactor: 0.5,
+	})
+	require.NoError(t, err)
+	_, err = src(context.Background())
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, _ = src(context.Background()) // starts the refresh once its time has come
+		return strings.Contains(logs.String(), "level=WARN")
+	}, 5*time.Second, 50*time.Millisecond)
+	a := sent.Load().(string)
+	out := logs.String()
+	assert.Contains(t, out, "invalid_grant")
+	assert.NotContains(t, out, a[strings.LastIndexByte(a, '.')+1:][:16])
 }
