@@ -395,7 +395,7 @@ func (sp *securityProps) assertion(bad func(key, format string, args ...any)) *s
 // EnvAllowedFiles names the environment variable that, when set, lists
 // (comma separated, absolute paths, exact match) the files that the
 // sasl.oauthbearer.assertion.file, .private.key.file and .template.file
-// keys may name, as Kafka 4.1+'s JVM system property
+// keys may name, as Kafka's JVM system property
 // org.apache.kafka.sasl.oauthbearer.allowed.files does. Unlike Kafka's,
 // an unset or empty list allows every file: the token URL is allow-listed
 // already (EnvAllowedTokenURLs), so a file's content can only go to an

@@ -86,7 +86,7 @@ type ClientCredentialsConfig struct {
 	Extensions map[string]string
 	// Assertion, when set, authenticates the client with a signed JWT
 	// instead of ClientSecret (private_key_jwt: RFC 7523 section 2.2,
-	// Kafka 4.3's KIP-1258): each request carries
+	// KIP-1258): each request carries
 	// client_assertion_type=urn:ietf:params:oauth:client-assertion-type:jwt-bearer
 	// and client_assertion, and client_id when ClientID is set, with no
 	// Authorization header. ClientSecret must then be empty. For
