@@ -37,6 +37,8 @@ import (
 //	SAMSA_KAFKA_TELEMETRY_DIR  with -telemetry: where the client metrics plugin
 //	                      writes each push (client ids starting with
 //	                      SAMSA_KAFKA_TELEMETRY_CLIENT_ID_PREFIX are subscribed)
+//	SAMSA_KAFKA_OAUTH_BROKERS  with -sasl-ssl: the OAUTH listener, which checks
+//	                      tokens against the JWKS of SAMSA_KAFKA_OAUTH_IDP_KEY
 //	SAMSA_KAFKA3_BROKERS  the 3-node cluster, auto.create.topics.enable=false
 //	SAMSA_KAFKA3_DIR      its directory, for kafka/node.sh stop|start N
 //

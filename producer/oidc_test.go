@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/samsa-go/samsa/internal/testbroker"
+	"github.com/samsa-go/samsa/internal/testutil"
 	"github.com/samsa-go/samsa/producer"
 	"github.com/samsa-go/samsa/sasl"
 )
@@ -245,4 +248,97 @@ func TestNoTokenRefreshOutlivesClose(t *testing.T) {
 			require.NoError(t, goleak.Find(before), "goroutines left after Close returned nil")
 		})
 	}
+}
+
+// TestAssertionLoginFromProperties: logins without a client secret,
+// built only from Java properties, reach the test broker's OAUTHBEARER
+// listener through an IdP that verifies each assertion's signature and
+// claims: KIP-1139's jwt-bearer grant (JwtBearerJwtRetriever) with an
+// RS256 key, and KIP-1258's client assertion (private_key_jwt) for the
+// client credentials grant, signed with an ES256 key (the default
+// retriever, chosen by sasl.oauthbearer.assertion.claim.iss) or read from
+// sasl.oauthbearer.assertion.file. The passphrase never prints.
+func TestAssertionLoginFromProperties(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, before) })
+	cl, err := testbroker.New(testbroker.Config{Brokers: 1, Security: &testbroker.Security{
+		Listeners: []testbroker.Listener{{Protocol: testbroker.Plaintext}, {Protocol: testbroker.SASLPlaintext}},
+		Users:     []testbroker.User{{Mechanism: testbroker.MechOAuthBearer, Name: "svc", Password: "minted-for-svc"}},
+	}})
+	require.NoError(t, err)
+	t.Cleanup(func() { cl.Close() })
+	require.NoError(t, cl.CreateTopic("secure", 1))
+	dir := t.TempDir()
+	rsaFile, rsaKey := testutil.WriteKey(t, dir, "rsa", "pkcs1")
+	ecFile, ecKey := testutil.WriteKey(t, dir, "ec", "pkcs8")
+
+	base := func(tokenURL string) map[string]string {
+		return map[string]string{
+			"bootstrap.servers":                   cl.ListenerAddrs(testbroker.SASLPlaintext)[0],
+			"security.protocol":                   "SASL_PLAINTEXT",
+			"sasl.mechanism":                      "OAUTHBEARER",
+			"sasl.oauthbearer.token.endpoint.url": tokenURL,
+			"sasl.jaas.config":                    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;",
+			"sasl.login.retry.backoff.max.ms":     "300",
+		}
+	}
+	cases := []struct {
+		name  string
+		want  testutil.AssertionWant
+		props func(p *testutil.OAuthIdP) map[string]string
+	}{
+		{"jwt-bearer RS256", testutil.AssertionWant{Grant: testutil.GrantJWTBearer, Alg: "RS256", Key: rsaKey.Public(), Iss: "svc", Sub: "svc", Aud: "kafka-idp", ExpSeconds: 300, NbfSeconds: 60},
+			func(p *testutil.OAuthIdP) map[string]string {
+				return setProps(base(p.TokenURL),
+					"sasl.oauthbearer.jwt.retriever.class", "org.apache.kafka.common.security.oauthbearer.JwtBearerJwtRetriever",
+					"sasl.oauthbearer.assertion.private.key.file", rsaFile,
+					"sasl.oauthbearer.assertion.claim.iss", "svc", "sasl.oauthbearer.assertion.claim.sub", "svc",
+					"sasl.oauthbearer.assertion.claim.aud", "kafka-idp")
+			}},
+		{"private_key_jwt ES256", testutil.AssertionWant{Grant: testutil.GrantClientCredentials, ClientID: "svc", Alg: "ES256", Key: ecKey.Public(), Iss: "svc", Sub: "svc", ExpSeconds: 60, NbfSeconds: 5, JTI: true},
+			func(p *testutil.OAuthIdP) map[string]string {
+				return setProps(base(p.TokenURL),
+					"sasl.oauthbearer.client.credentials.client.id", "svc",
+					"sasl.oauthbearer.assertion.private.key.file", ecFile,
+					"sasl.oauthbearer.assertion.algorithm", "ES256",
+					"sasl.oauthbearer.assertion.claim.iss", "svc", "sasl.oauthbearer.assertion.claim.sub", "svc",
+					"sasl.oauthbearer.assertion.claim.exp.seconds", "60", "sasl.oauthbearer.assertion.claim.nbf.seconds", "5",
+					"sasl.oauthbearer.assertion.claim.jti.include", "true")
+			}},
+		{"private_key_jwt from a file", testutil.AssertionWant{Grant: testutil.GrantClientCredentials, Alg: "RS256", Key: rsaKey.Public(), Iss: "ext", Sub: "ext", ExpSeconds: 600, NbfSeconds: 0},
+			func(p *testutil.OAuthIdP) map[string]string {
+				now := time.Now().Unix()
+				a, err := testutil.SignJWT(rsaKey, "RS256", map[string]any{}, map[string]any{"iss": "ext", "sub": "ext", "aud": "", "iat": now, "exp": now + 600, "nbf": now})
+				require.NoError(t, err)
+				file := filepath.Join(t.TempDir(), "assertion.jwt")
+				require.NoError(t, os.WriteFile(file, []byte(a), 0o600))
+				return setProps(base(p.TokenURL),
+					"sasl.oauthbearer.jwt.retriever.class", "org.apache.kafka.common.security.oauthbearer.ClientCredentialsJwtRetriever",
+					"sasl.oauthbearer.assertion.file", file)
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := testutil.NewOAuthIdP(t, tc.want)
+			p.FixedToken = "minted-for-svc"
+			t.Setenv(producer.EnvAllowedTokenURLs, p.TokenURL)
+			props := tc.props(p)
+			cfg, err := producer.ConfigFromProperties(props)
+			require.NoError(t, err)
+			require.NoError(t, produceOne(t, cfg), "IdP refusals: %v", p.Failures())
+			assert.Empty(t, p.Failures())
+			assert.Equal(t, 1, p.Issued())
+		})
+	}
+	recs, err := cl.Records("secure", 0)
+	require.NoError(t, err)
+	assert.Len(t, recs, len(cases))
+}
+
+// setProps sets the key-value pairs kv in m and returns m.
+func setProps(m map[string]string, kv ...string) map[string]string {
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return m
 }

@@ -144,6 +144,23 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 //	                                        Kafka 4.1's keys for clientId, clientSecret and scope (they
 //	                                        win over the JAAS options, as in Java)
 //	sasl.oauthbearer.header.urlencode       URL-encode the client id and secret in the Basic header
+//	sasl.oauthbearer.jwt.retriever.class    Java's retrievers in org.apache.kafka.common.security.oauthbearer:
+//	                                        DefaultJwtRetriever (default), ClientCredentialsJwtRetriever,
+//	                                        JwtBearerJwtRetriever (KIP-1139's jwt-bearer grant, by
+//	                                        sasl.JWTBearer), FileJwtRetriever; another class is an error
+//	sasl.oauthbearer.assertion.file,
+//	  ...assertion.private.key.file,
+//	  ...assertion.private.key.passphrase,
+//	  ...assertion.algorithm (RS256, ES256),
+//	  ...assertion.claim.aud, .iss, .sub,
+//	  ...assertion.claim.exp.seconds (300),
+//	  ...assertion.claim.nbf.seconds (60),
+//	  ...assertion.claim.jti.include (false),
+//	  ...assertion.template.file            the JWT assertion (sasl.AssertionConfig) of the jwt-bearer
+//	                                        grant, or of the client credentials grant instead of the
+//	                                        secret (KIP-1258: when .claim.iss or .assertion.file is set);
+//	                                        the files must be listed in SAMSA_OAUTHBEARER_ALLOWED_FILES
+//	                                        (EnvAllowedFiles) when it is set
 //	sasl.login.callback.handler.class       with a token endpoint: Kafka's OAuthBearerLoginCallbackHandler
 //	                                        (either package) or unset; another class is an error
 //	sasl.login.connect.timeout.ms,
@@ -213,8 +230,7 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 // ssl.trustmanager.algorithm, ssl.secure.random.implementation,
 // sasl.login.class), sasl.kerberos.* (unless GSSAPI is built by the
 // factory the sasl/kerberos module registers), the
-// sasl.oauthbearer.* keys of JWT assertions and of the broker's token
-// validation, and transaction.two.phase.commit.enable. javaIgnoredKeys
+// sasl.oauthbearer.* keys of the broker's token validation, and transaction.two.phase.commit.enable. javaIgnoredKeys
 // lists them.
 //
 // The Schema Registry serializers' keys (schema.registry.*, basic.auth.*,

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -23,6 +24,26 @@ const (
 	keyScope        = "sasl.oauthbearer.scope"
 	keyURLEncode    = "sasl.oauthbearer.header.urlencode"
 	keyLoginHandler = "sasl.login.callback.handler.class"
+
+	// KIP-1139's jwt-bearer grant and KIP-1258's client assertion.
+	keyRetriever          = "sasl.oauthbearer.jwt.retriever.class"
+	keyAssertionAlg       = "sasl.oauthbearer.assertion.algorithm"
+	keyAssertionAud       = "sasl.oauthbearer.assertion.claim.aud"
+	keyAssertionExp       = "sasl.oauthbearer.assertion.claim.exp.seconds"
+	keyAssertionIss       = "sasl.oauthbearer.assertion.claim.iss"
+	keyAssertionJTI       = "sasl.oauthbearer.assertion.claim.jti.include"
+	keyAssertionNbf       = "sasl.oauthbearer.assertion.claim.nbf.seconds"
+	keyAssertionSub       = "sasl.oauthbearer.assertion.claim.sub"
+	keyAssertionFile      = "sasl.oauthbearer.assertion.file"
+	keyAssertionKey       = "sasl.oauthbearer.assertion.private.key.file"
+	keyAssertionKeyPass   = "sasl.oauthbearer.assertion.private.key.passphrase"
+	keyAssertionTemplate  = "sasl.oauthbearer.assertion.template.file"
+	retrieverPackage      = "org.apache.kafka.common.security.oauthbearer."
+	retrieverDefault      = retrieverPackage + "DefaultJwtRetriever"
+	retrieverClientCreds  = retrieverPackage + "ClientCredentialsJwtRetriever"
+	retrieverJWTBearer    = retrieverPackage + "JwtBearerJwtRetriever"
+	retrieverFile         = retrieverPackage + "FileJwtRetriever"
+	retrieverPrefixLegacy = "org.apache.kafka.common.security.oauthbearer.internals.secured."
 
 	// EnvAllowedTokenURLs names the environment variable that lists, comma
 	// separated, the values of sasl.oauthbearer.token.endpoint.url that
@@ -67,6 +88,18 @@ var oauthKeys = map[string]bool{
 	"sasl.login.refresh.window.jitter":      false,
 	"sasl.login.refresh.min.period.seconds": false,
 	"sasl.login.refresh.buffer.seconds":     false,
+	keyRetriever:                            false,
+	keyAssertionAlg:                         false,
+	keyAssertionAud:                         false,
+	keyAssertionExp:                         false,
+	keyAssertionIss:                         false,
+	keyAssertionJTI:                         false,
+	keyAssertionNbf:                         false,
+	keyAssertionSub:                         false,
+	keyAssertionFile:                        false,
+	keyAssertionKey:                         false,
+	keyAssertionKeyPass:                     true,
+	keyAssertionTemplate:                    false,
 }
 
 // loginHandlers are the Java class names of Kafka's client credentials
@@ -206,18 +239,38 @@ func (sp *securityProps) clientCredentials(mkey string, jaas *jaasConfig, caPEM 
 	if err == nil {
 		scheme = strings.ToLower(u.Scheme)
 	}
+	retriever := sp.retriever(bad)
+	bearer := retriever == retrieverJWTBearer
+	// KIP-1258: with an assertion file or an iss claim, the client
+	// credentials grant authenticates with a client assertion instead
+	// of the secret (Java's ClientCredentialsRequestFormatterFactory).
+	_, hasFile := sp.v[keyAssertionFile]
+	_, hasIss := sp.v[keyAssertionIss]
+	if bearer || (hasFile || hasIss) && scheme != "file" && retriever != retrieverFile {
+		cfg.Assertion = sp.assertion(bad)
+		cfg.ClientSecret = ""
+		if bearer {
+			cfg.ClientID, cfg.URLEncodeCredentials = "", false
+		}
+	}
 	switch {
+	case retriever == retrieverFile && scheme != "file":
+		bad(keyRetriever, "%s reads a token from a file: set %s to a file: URL", retrieverFile, keyTokenURL)
+	case (retriever == retrieverJWTBearer || retriever == retrieverClientCreds) && scheme == "file":
+		bad(keyRetriever, "%s posts to a token endpoint: set %s to an https:// or http:// URL", retriever, keyTokenURL)
 	case scheme == "file":
 	case scheme != "https" && scheme != "http":
 		bad(keyTokenURL, "is not an https://, http:// or file: URL")
 	case u.Host == "":
 		bad(keyTokenURL, "has no host")
+	case cfg.Assertion != nil:
 	case cfg.ClientID == "" || cfg.ClientSecret == "":
 		why := ""
 		if len(empty) > 0 {
 			why = fmt.Sprintf(" (%s set but empty, which overrides the JAAS option as in Java: remove it or give a value)", strings.Join(empty, " and "))
 		}
-		bad(mkey, "OAUTHBEARER with %s needs a client id and secret: clientId and clientSecret in sasl.jaas.config, or %s and %s%s", keyTokenURL, keyClientID, keyClientSecret, why)
+		bad(mkey, "OAUTHBEARER with %s needs a client id and secret: clientId and clientSecret in sasl.jaas.config, or %s and %s%s; or a client assertion instead of the secret (KIP-1258: %s with %s, or %s)",
+			keyTokenURL, keyClientID, keyClientSecret, why, keyAssertionIss, keyAssertionKey, keyAssertionFile)
 	}
 	if ok && !tokenURLAllowed(cfg.TokenURL) {
 		bad(keyTokenURL, "is not allowed: list it in the environment variable %s (comma-separated, exact match; Kafka 4.0+'s equivalent is the JVM system property %s)", EnvAllowedTokenURLs, javaAllowedURLs)
@@ -233,14 +286,136 @@ func (sp *securityProps) clientCredentials(mkey string, jaas *jaasConfig, caPEM 
 		pool.AppendCertsFromPEM(caPEM)
 		cfg.TLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
-	src, err := sasl.ClientCredentials(cfg)
+	build := sasl.ClientCredentials
+	if bearer {
+		build = sasl.JWTBearer
+	}
+	src, err := build(cfg)
 	if err != nil {
 		key := mkey
-		if strings.Contains(err.Error(), "extension") {
+		switch msg := err.Error(); {
+		case strings.Contains(msg, "extension"):
 			key = "sasl.jaas.config"
+		case strings.Contains(msg, "assertion file"):
+			key = keyAssertionFile
+		case strings.Contains(msg, "assertion private key file") || strings.Contains(msg, "assertion algorithm"):
+			key = keyAssertionKey
+		case strings.Contains(msg, "assertion template file"):
+			key = keyAssertionTemplate
 		}
 		fail(key, "%v", err)
 		return nil, false
 	}
 	return sasl.OAuthBearer(src), true
+}
+
+// retriever returns the Java class of sasl.oauthbearer.jwt.retriever.class
+// (Kafka 4.1+, KIP-1139), DefaultJwtRetriever when unset. Only Kafka's
+// own retrievers can be followed in Go.
+func (sp *securityProps) retriever(bad func(key, format string, args ...any)) string {
+	v := strings.TrimSpace(sp.v[keyRetriever])
+	switch v {
+	case "", retrieverDefault, retrieverPrefixLegacy + "DefaultJwtRetriever":
+		return retrieverDefault
+	case retrieverClientCreds, retrieverJWTBearer, retrieverFile:
+		return v
+	}
+	bad(keyRetriever, "%q cannot be loaded in Go: samsa follows %s, %s, %s and %s; for another retriever set Config.SASL in code", v, retrieverDefault, retrieverClientCreds, retrieverJWTBearer, retrieverFile)
+	return retrieverDefault
+}
+
+// assertion builds the JWT assertion of a jwt-bearer grant (KIP-1139) or
+// of a client assertion (KIP-1258) from the sasl.oauthbearer.assertion.*
+// keys, with Java's rules: sasl.oauthbearer.assertion.file wins over
+// everything else; otherwise the private key file is required. The files
+// named must be listed in EnvAllowedFiles when it is set.
+func (sp *securityProps) assertion(bad func(key, format string, args ...any)) *sasl.AssertionConfig {
+	str := func(key string) string { return strings.TrimSpace(sp.v[key]) }
+	a := &sasl.AssertionConfig{}
+	if _, set := sp.v[keyAssertionFile]; set {
+		if a.File = str(keyAssertionFile); a.File == "" {
+			bad(keyAssertionFile, "is empty")
+		}
+		sp.fileAllowed(keyAssertionFile, a.File, bad)
+		return a
+	}
+	a.PrivateKeyFile = str(keyAssertionKey)
+	if a.PrivateKeyFile == "" {
+		bad(keyAssertionKey, "is required: the private key that signs the assertion (or set %s to a file holding one)", keyAssertionFile)
+	}
+	sp.fileAllowed(keyAssertionKey, a.PrivateKeyFile, bad)
+	if p, set := sp.v[keyAssertionKeyPass]; set {
+		// Java trims a password; an empty one is an error there.
+		if a.PrivateKeyPassphrase = strings.TrimSpace(p); a.PrivateKeyPassphrase == "" {
+			bad(keyAssertionKeyPass, "is empty")
+		}
+	}
+	a.Algorithm = "RS256"
+	if v, set := sp.v[keyAssertionAlg]; set {
+		switch alg := strings.ToUpper(strings.TrimSpace(v)); alg {
+		case sasl.AlgRS256, sasl.AlgES256:
+			a.Algorithm = alg
+		default:
+			bad(keyAssertionAlg, "%q is not RS256 or ES256", v)
+		}
+	}
+	a.Audience, a.Issuer, a.Subject = str(keyAssertionAud), str(keyAssertionIss), str(keyAssertionSub)
+	seconds := func(key string, dst *time.Duration) {
+		v, set := sp.v[key]
+		if !set {
+			return
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+		if err != nil || n < 0 {
+			bad(key, "%q is not an integer in [0, %d]", v, math.MaxInt32)
+			return
+		}
+		*dst = time.Duration(n) * time.Second
+		if n == 0 {
+			*dst = -1 // none: the sasl package's spelling of 0
+		}
+	}
+	seconds(keyAssertionExp, &a.Expiry)
+	seconds(keyAssertionNbf, &a.NotBefore)
+	if v, set := sp.v[keyAssertionJTI]; set {
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "true":
+			a.IncludeJTI = true
+		case "false":
+		default:
+			bad(keyAssertionJTI, "%q is not true or false", v)
+		}
+	}
+	if a.TemplateFile = str(keyAssertionTemplate); a.TemplateFile != "" {
+		sp.fileAllowed(keyAssertionTemplate, a.TemplateFile, bad)
+	}
+	return a
+}
+
+// EnvAllowedFiles names the environment variable that, when set, lists
+// (comma separated, absolute paths, exact match) the files that the
+// sasl.oauthbearer.assertion.file, .private.key.file and .template.file
+// keys may name, as Kafka's JVM system property
+// org.apache.kafka.sasl.oauthbearer.allowed.files does. Unlike Kafka's,
+// an unset or empty list allows every file: the token URL is allow-listed
+// already (EnvAllowedTokenURLs), so a file's content can only go to an
+// endpoint the environment trusts.
+const EnvAllowedFiles = "SAMSA_OAUTHBEARER_ALLOWED_FILES"
+
+// fileAllowed checks path against EnvAllowedFiles.
+func (sp *securityProps) fileAllowed(key, path string, bad func(key, format string, args ...any)) {
+	list := strings.TrimSpace(os.Getenv(EnvAllowedFiles))
+	if list == "" || path == "" {
+		return
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = path
+	}
+	for allowed := range strings.SplitSeq(list, ",") {
+		if strings.TrimSpace(allowed) == abs {
+			return
+		}
+	}
+	bad(key, "names a file (%s) that the environment variable %s does not list (Kafka's equivalent is the JVM system property org.apache.kafka.sasl.oauthbearer.allowed.files)", abs, EnvAllowedFiles)
 }

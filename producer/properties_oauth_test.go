@@ -2,7 +2,11 @@ package producer
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
 	"encoding/base64"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
@@ -276,4 +280,79 @@ func TestOAuthPropertiesWithoutLogin(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "PLAIN", cfg.SASL.Name())
 	assert.ElementsMatch(t, []string{"sasl.login.retry.backoff.ms", "sasl.login.refresh.window.factor", keyURLEncode, "sasl.login.refresh.buffer.seconds"}, cfg.ignoredProps)
+}
+
+// TestAssertionPropertiesErrors: the keys of KIP-1139's jwt-bearer grant
+// and KIP-1258's client assertion fail as Java's do when missing or
+// contradicting, name the key, and never show the passphrase; Java's
+// retriever classes are taken, another is refused; the files may be
+// restricted by SAMSA_OAUTHBEARER_ALLOWED_FILES.
+func TestAssertionPropertiesErrors(t *testing.T) {
+	const tokenURL = "https://idp.example/token"
+	t.Setenv(EnvAllowedTokenURLs, tokenURL+",file:///run/token")
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "rsa.pem")
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600))
+	const pass = "PASS-phrase-7"
+	props := func(kv ...string) map[string]string {
+		return propsWith(map[string]string{
+			"bootstrap.servers": "k:9093", "security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
+			keyTokenURL: tokenURL, "sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;",
+		}, kv...)
+	}
+	bearer := func(kv ...string) map[string]string {
+		return props(append([]string{keyRetriever, retrieverJWTBearer}, kv...)...)
+	}
+	tests := []struct {
+		name  string
+		env   string // SAMSA_OAUTHBEARER_ALLOWED_FILES
+		props map[string]string
+		want  []string // "" : no error
+	}{
+		{"jwt-bearer with a key", "", bearer(keyAssertionKey, keyFile), nil},
+		{"jwt-bearer with an assertion file", "", bearer(keyAssertionFile, keyFile), []string{keyAssertionFile + ":", "outside printable ASCII"}},
+		{"jwt-bearer without key or file", "", bearer(), []string{keyAssertionKey + ": is required"}},
+		{"jwt-bearer, file: token URL", "", bearer(keyAssertionKey, keyFile, keyTokenURL, "file:///run/token"), []string{keyRetriever + ":", "posts to a token endpoint"}},
+		{"client assertion by iss", "", props(keyAssertionIss, "svc", keyAssertionKey, keyFile), nil},
+		{"client assertion, the secret ignored", "", props(keyAssertionIss, "svc", keyAssertionKey, keyFile, keyClientSecret, "sec-"+pass), nil},
+		{"client assertion by iss, no key", "", props(keyAssertionIss, "svc"), []string{keyAssertionKey + ": is required"}},
+		{"a key without iss is no client assertion", "", props(keyAssertionKey, keyFile), []string{"needs a client id and secret", keyAssertionIss}},
+		{"unknown algorithm", "", bearer(keyAssertionKey, keyFile, keyAssertionAlg, "PS256"), []string{keyAssertionAlg + `: "PS256" is not RS256 or ES256`}},
+		{"algorithm against the key", "", bearer(keyAssertionKey, keyFile, keyAssertionAlg, "es256"), []string{keyAssertionKey + ":", "RSA key, which does not sign ES256"}},
+		{"exp seconds", "", bearer(keyAssertionKey, keyFile, keyAssertionExp, "-5"), []string{keyAssertionExp + `: "-5" is not an integer`}},
+		{"nbf seconds", "", bearer(keyAssertionKey, keyFile, keyAssertionNbf, "soon"), []string{keyAssertionNbf}},
+		{"jti include", "", bearer(keyAssertionKey, keyFile, keyAssertionJTI, "yes"), []string{keyAssertionJTI + `: "yes" is not true or false`}},
+		{"missing key file", "", bearer(keyAssertionKey, filepath.Join(dir, "none.pem")), []string{keyAssertionKey + ":", "none.pem", "no such file"}},
+		{"missing template", "", bearer(keyAssertionKey, keyFile, keyAssertionTemplate, filepath.Join(dir, "t.json")), []string{keyAssertionTemplate + ":", "no such file"}},
+		{"passphrase on a plain key", "", bearer(keyAssertionKey, keyFile, keyAssertionKeyPass, pass), []string{keyAssertionKey + ":", "not encrypted"}},
+		{"unknown retriever", "", props(keyRetriever, "com.example.MyRetriever"), []string{keyRetriever + `: "com.example.MyRetriever" cannot be loaded in Go`}},
+		{"FileJwtRetriever with https", "", props(keyRetriever, retrieverFile), []string{keyRetriever + ":", "file: URL"}},
+		{"DefaultJwtRetriever named", "", props(keyRetriever, retrieverDefault, keyAssertionIss, "svc", keyAssertionKey, keyFile), nil},
+		{"allowed file", keyFile, bearer(keyAssertionKey, keyFile), nil},
+		{"file not allowed", filepath.Join(dir, "other.pem"), bearer(keyAssertionKey, keyFile), []string{keyAssertionKey + ": names a file", EnvAllowedFiles, "org.apache.kafka.sasl.oauthbearer.allowed.files"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(EnvAllowedFiles, tc.env)
+			cfg, err := ConfigFromProperties(tc.props)
+			if tc.want == nil {
+				require.NoError(t, err)
+				assert.Equal(t, "OAUTHBEARER", cfg.SASL.Name())
+				for _, verb := range []string{"%v", "%+v", "%#v"} {
+					assert.NotContains(t, fmt.Sprintf(verb, cfg), pass)
+				}
+				return
+			}
+			require.ErrorIs(t, err, ErrInvalidConfig)
+			for _, w := range tc.want {
+				assert.Contains(t, err.Error(), w)
+			}
+			assert.NotContains(t, err.Error(), pass)
+			assert.NotContains(t, err.Error(), base64.StdEncoding.EncodeToString(der)[:40], "the key's bytes")
+		})
+	}
 }

@@ -84,6 +84,14 @@ type ClientCredentialsConfig struct {
 	// identityPoolId; see [Token.Extensions] for what keys and values may
 	// hold. ClientCredentials copies the map.
 	Extensions map[string]string
+	// Assertion, when set, authenticates the client with a signed JWT
+	// instead of ClientSecret (private_key_jwt: RFC 7523 section 2.2,
+	// KIP-1258): each request carries
+	// client_assertion_type=urn:ietf:params:oauth:client-assertion-type:jwt-bearer
+	// and client_assertion, and client_id when ClientID is set, with no
+	// Authorization header. ClientSecret must then be empty. For
+	// [JWTBearer] it is the grant's assertion (required). Default: none.
+	Assertion *AssertionConfig
 	// URLEncodeCredentials URL-encodes ClientID and ClientSecret before
 	// they are joined in the Basic header, as RFC 6749 section 2.3.1 asks
 	// (sasl.oauthbearer.header.urlencode). Default false, as in Kafka:
@@ -166,8 +174,12 @@ func (c ClientCredentialsConfig) String() string {
 	if c.ClientSecret != "" {
 		secret = redacted
 	}
-	return fmt.Sprintf("sasl.ClientCredentialsConfig{TokenURL: %q, ClientID: %q, ClientSecret: %s, Scope: %q, Extensions: %v}",
-		redactURL(c.TokenURL), c.ClientID, secret, c.Scope, slices.Sorted(maps.Keys(c.Extensions)))
+	assertion := "<nil>"
+	if c.Assertion != nil {
+		assertion = c.Assertion.String()
+	}
+	return fmt.Sprintf("sasl.ClientCredentialsConfig{TokenURL: %q, ClientID: %q, ClientSecret: %s, Assertion: %s, Scope: %q, Extensions: %v}",
+		redactURL(c.TokenURL), c.ClientID, secret, assertion, c.Scope, slices.Sorted(maps.Keys(c.Extensions)))
 }
 
 // GoString is String: %#v does not print the secret either.
@@ -225,9 +237,14 @@ func (c ClientCredentialsConfig) Format(f fmt.State, verb rune) { fmt.Fprint(f, 
 // the past), fails the fetch ("expired on arrival") rather than being
 // used.
 //
+// With Assertion set, the client authenticates with a JWT instead of the
+// secret (private_key_jwt, KIP-1258; see [AssertionConfig]): a new one is
+// signed (or the assertion file read) for every token request.
+//
 // Errors: ClientCredentials returns one for an invalid configuration (a
 // TokenURL that is not https, http or file, missing credentials, bad
-// extensions, refresh settings out of range). A fetch that fails returns
+// extensions, refresh settings out of range, an Assertion whose key or
+// template does not read, parse or suit its algorithm; see [JWTBearer]). A fetch that fails returns
 // a [*TokenEndpointError]; OAuthBearer then fails the exchange, which the
 // producer reports as an authentication failure (producer.ErrAuthentication)
 // naming the endpoint, the HTTP status and the provider's error code. No
@@ -236,13 +253,55 @@ func (c ClientCredentialsConfig) Format(f fmt.State, verb rune) { fmt.Fprint(f, 
 //
 // The source is safe for concurrent use.
 func ClientCredentials(cfg ClientCredentialsConfig) (func(context.Context) (Token, error), error) {
+	return newTokenSource(cfg, false)
+}
+
+// JWTBearer returns a token source for [OAuthBearer] that logs in with
+// the JWT bearer grant (RFC 7523 section 2.1), as Kafka's
+// JwtBearerJwtRetriever does (KIP-1139, Kafka 4.1+): it POSTs
+// grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer, the assertion
+// that cfg.Assertion reads or signs (a new one for every request) and the
+// scope to TokenURL, an https:// or http:// URL, with no client id or
+// secret, and takes the access_token of the JSON answer.
+//
+//	tokens, err := sasl.JWTBearer(sasl.ClientCredentialsConfig{
+//		TokenURL: "https://idp.example.com/oauth2/token",
+//		Assertion: &sasl.AssertionConfig{
+//			PrivateKeyFile: "/etc/kafka/client.key",
+//			Algorithm:      "ES256",
+//			Issuer:         "my-service",
+//			Subject:        "my-service",
+//			Audience:       "https://idp.example.com/oauth2/token",
+//			IncludeJTI:     true,
+//		},
+//	})
+//
+// Everything [ClientCredentials] says of caching, refreshing, retries,
+// timeouts, errors and the context holds here too; ClientID,
+// ClientSecret and URLEncodeCredentials must be empty. Errors: JWTBearer
+// returns one for an invalid configuration, a key file that does not
+// read, parse or suit the algorithm, a wrong passphrase, a template that
+// is not JSON; a fetch whose assertion cannot be made (a file that went
+// missing) fails with a [*TokenEndpointError] that is not retried. No
+// error holds the key, the passphrase or an assertion.
+func JWTBearer(cfg ClientCredentialsConfig) (func(context.Context) (Token, error), error) {
+	return newTokenSource(cfg, true)
+}
+
+// newTokenSource builds the source of ClientCredentials (bearer false) or
+// JWTBearer.
+func newTokenSource(cfg ClientCredentialsConfig, bearer bool) (func(context.Context) (Token, error), error) {
+	name := "ClientCredentials"
+	if bearer {
+		name = "JWTBearer"
+	}
 	raw := strings.TrimSpace(cfg.TokenURL)
 	if raw == "" {
-		return nil, errors.New("sasl: ClientCredentials: TokenURL is empty")
+		return nil, fmt.Errorf("sasl: %s: TokenURL is empty", name)
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("sasl: ClientCredentials: TokenURL %q does not parse", redactURL(raw))
+		return nil, fmt.Errorf("sasl: %s: TokenURL %q does not parse", name, redactURL(raw))
 	}
 	if err := validExtensions(cfg.Extensions); err != nil {
 		return nil, err
@@ -250,6 +309,9 @@ func ClientCredentials(cfg ClientCredentialsConfig) (func(context.Context) (Toke
 	ext := maps.Clone(cfg.Extensions)
 	switch strings.ToLower(u.Scheme) {
 	case "file":
+		if bearer || cfg.Assertion != nil {
+			return nil, fmt.Errorf("sasl: %s: TokenURL %q is a file: URL, which takes no assertion: the token endpoint must be https:// or http://", name, redactURL(raw))
+		}
 		path, err := filePath(u)
 		if err != nil {
 			return nil, fmt.Errorf("sasl: ClientCredentials: TokenURL %q: %w", redactURL(raw), err)
@@ -263,23 +325,49 @@ func ClientCredentials(cfg ClientCredentialsConfig) (func(context.Context) (Toke
 	default:
 		return nil, fmt.Errorf("sasl: ClientCredentials: TokenURL %q is not an https://, http:// or file: URL", redactURL(raw))
 	}
-	if cfg.ClientID == "" || cfg.ClientSecret == "" {
-		return nil, errors.New("sasl: ClientCredentials: ClientID and ClientSecret are required with an http(s) TokenURL")
-	}
-	if strings.ContainsRune(cfg.ClientID, ':') && !cfg.URLEncodeCredentials {
-		return nil, errors.New("sasl: ClientCredentials: ClientID holds a ':', which the Basic header cannot carry: set URLEncodeCredentials")
-	}
 	s := &tokenSource{ext: ext, url: raw, printURL: redactURL(raw), scope: strings.TrimSpace(cfg.Scope), log: cfg.Logger}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	s.id, s.secret = cfg.ClientID, cfg.ClientSecret
-	if cfg.URLEncodeCredentials {
-		s.id, s.secret = url.QueryEscape(s.id), url.QueryEscape(s.secret)
+	switch {
+	case bearer && cfg.Assertion == nil:
+		return nil, errors.New("sasl: JWTBearer: Assertion is required")
+	case bearer && (cfg.ClientID != "" || cfg.ClientSecret != "" || cfg.URLEncodeCredentials):
+		return nil, errors.New("sasl: JWTBearer: ClientID, ClientSecret and URLEncodeCredentials must be empty: the jwt-bearer grant sends no client credentials")
+	case cfg.Assertion != nil && cfg.ClientSecret != "":
+		return nil, errors.New("sasl: ClientCredentials: ClientSecret and Assertion are both set: the client authenticates with one")
+	case cfg.Assertion != nil:
+		s.clientID = cfg.ClientID
+	case cfg.ClientID == "" || cfg.ClientSecret == "":
+		return nil, errors.New("sasl: ClientCredentials: ClientID and ClientSecret are required with an http(s) TokenURL (or Assertion, for a client assertion)")
+	case strings.ContainsRune(cfg.ClientID, ':') && !cfg.URLEncodeCredentials:
+		return nil, errors.New("sasl: ClientCredentials: ClientID holds a ':', which the Basic header cannot carry: set URLEncodeCredentials")
+	default:
+		s.id, s.secret, s.basic = cfg.ClientID, cfg.ClientSecret, true
+		if cfg.URLEncodeCredentials {
+			s.id, s.secret = url.QueryEscape(s.id), url.QueryEscape(s.secret)
+		}
 	}
-	s.secrets, s.foldSecrets = secretForms(cfg.ClientID, cfg.ClientSecret, s.id, s.secret, u)
+	if cfg.Assertion != nil {
+		if s.assertion, err = newAssertionMaker(*cfg.Assertion); err != nil {
+			return nil, fmt.Errorf("sasl: %s: %w", name, err)
+		}
+		s.bearer = bearer
+	}
+	if s.basic {
+		s.secrets, s.foldSecrets = secretForms(cfg.ClientID, cfg.ClientSecret, s.id, s.secret, u)
+	} else {
+		// No secret of the client's: the URL's, and the passphrase,
+		// which no error of ours shows (this is a second guard).
+		s.secrets = urlSecrets(u)
+		if p := cfg.Assertion.PrivateKeyPassphrase; p != "" {
+			s.secrets = append(s.secrets, p)
+			s.foldSecrets = []string{url.QueryEscape(p)}
+		}
+		slices.SortFunc(s.secrets, func(a, b string) int { return cmp.Or(len(b)-len(a), strings.Compare(a, b)) })
+	}
 	if err := s.settings(cfg); err != nil {
-		return nil, fmt.Errorf("sasl: ClientCredentials: %w", err)
+		return nil, fmt.Errorf("sasl: %s: %w", name, err)
 	}
 	connect, read := tokenTimeout(cfg.ConnectTimeout, defaultTokenConnectTimeout), tokenTimeout(cfg.ReadTimeout, defaultTokenReadTimeout)
 	s.client = cfg.HTTPClient
@@ -321,12 +409,7 @@ func secretForms(id, secret, sentID, sentSecret string, u *url.URL) (exact, fold
 	for _, pair := range []string{sentID + ":" + sentSecret, id + ":" + secret} {
 		exact = append(exact, base64.StdEncoding.EncodeToString([]byte(pair)), base64.RawStdEncoding.EncodeToString([]byte(pair)))
 	}
-	if p, ok := u.User.Password(); ok && p != "" {
-		exact = append(exact, p)
-	}
-	if u.RawQuery != "" {
-		exact = append(exact, u.RawQuery)
-	}
+	exact = append(exact, urlSecrets(u)...)
 	for _, enc := range []string{url.QueryEscape(secret), url.PathEscape(secret), strings.ReplaceAll(url.QueryEscape(secret), "+", "%20")} {
 		if enc != secret {
 			fold = append(fold, enc)
@@ -338,6 +421,19 @@ func secretForms(id, secret, sentID, sentSecret string, u *url.URL) (exact, fold
 	slices.SortFunc(exact, longestFirst)
 	slices.SortFunc(fold, longestFirst)
 	return slices.Compact(exact), slices.Compact(fold)
+}
+
+// urlSecrets are the parts of the token URL an error must not show: its
+// password and its query.
+func urlSecrets(u *url.URL) []string {
+	var out []string
+	if p, ok := u.User.Password(); ok && p != "" {
+		out = append(out, p)
+	}
+	if u.RawQuery != "" {
+		out = append(out, u.RawQuery)
+	}
+	return out
 }
 
 // settings resolves the retry and refresh settings of cfg into s.
@@ -408,7 +504,11 @@ func defaultTokenClient(tlsCfg *tls.Config, connect, read time.Duration) *http.C
 type tokenSource struct {
 	// Fixed at construction.
 	url, printURL, scope string
-	id, secret           string   // as they go into the Basic header
+	id, secret           string // as they go into the Basic header
+	basic                bool   // the client authenticates with id and secret
+	clientID             string // sent as client_id with a client assertion
+	assertion            *assertionMaker
+	bearer               bool     // the jwt-bearer grant, with assertion
 	secrets              []string // what errors must never show, exactly
 	foldSecrets          []string // the same, matched in any case (percent-encodings)
 	ext                  map[string]string

@@ -35,6 +35,19 @@
 // The package stays on the standard library for it (net/http,
 // encoding/json).
 //
+// # Without a client secret (KIP-1139, KIP-1258)
+//
+// A client may prove itself with a JWT signed by its own key instead of a
+// secret, as Entra ID, Okta and Keycloak accept: set
+// [ClientCredentialsConfig.Assertion] for the client credentials grant
+// with a client assertion (private_key_jwt), or use [JWTBearer] for the
+// jwt-bearer grant. [AssertionConfig] either reads a finished assertion
+// from a file or signs one (RS256 or ES256, a PEM key, encrypted PKCS#8
+// included) for every request, with Java's claims (iss, sub, aud, iat,
+// exp, nbf, jti) and template file. producer.ConfigFromProperties builds
+// both from Kafka's sasl.oauthbearer.assertion.* keys and
+// sasl.oauthbearer.jwt.retriever.class.
+//
 // # Your own mechanism
 //
 // [Mechanism] is small so that other mechanisms can live elsewhere (AWS MSK

@@ -1,6 +1,7 @@
 package sasl
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -170,11 +171,33 @@ func (s *tokenSource) attempt(ctx context.Context) (tok string, expires time.Tim
 	errTimeout := func() error {
 		return fmt.Errorf("no complete answer within %v (connect and read timeouts)", s.attemptTimeout)
 	}
-	form := "grant_type=client_credentials"
-	if s.scope != "" {
-		form += "&scope=" + url.QueryEscape(s.scope)
+	form := url.Values{"grant_type": {"client_credentials"}}
+	var a string // the assertion sent, never to be shown
+	if s.assertion != nil {
+		var err error
+		a, err = s.assertion.make()
+		if err != nil {
+			e.Err = err
+			return "", time.Time{}, false, e
+		}
+		// The assertion is a credential: nothing the endpoint or the
+		// HTTP client says may show it.
+		defer scrubAssertion(e, a)
+		if s.bearer {
+			form.Set("grant_type", grantJWTBearer)
+			form.Set("assertion", a)
+		} else {
+			form.Set("client_assertion_type", clientAssertionType)
+			form.Set("client_assertion", a)
+			if s.clientID != "" {
+				form.Set("client_id", s.clientID)
+			}
+		}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, strings.NewReader(form))
+	if s.scope != "" {
+		form.Set("scope", s.scope)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, strings.NewReader(form.Encode()))
 	if err != nil {
 		e.Err = s.clean(err)
 		return "", time.Time{}, false, e
@@ -182,7 +205,9 @@ func (s *tokenSource) attempt(ctx context.Context) (tok string, expires time.Tim
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("Cache-Control", "no-cache")
-	req.SetBasicAuth(s.id, s.secret)
+	if s.basic {
+		req.SetBasicAuth(s.id, s.secret)
+	}
 	sent := time.Now()
 	resp, err := s.client.Do(req)
 	if err != nil {
@@ -211,6 +236,11 @@ func (s *tokenSource) attempt(ctx context.Context) (tok string, expires time.Tim
 		e.Err = s.clean(err)
 		return "", time.Time{}, true, e
 	}
+	for _, f := range assertionForms(a) {
+		// Before anything is cut from the answer: a part of the
+		// assertion cut short would escape a later scrub.
+		body = bytes.ReplaceAll(body, []byte(f), []byte(redacted))
+	}
 	switch code := resp.StatusCode; {
 	case code == http.StatusOK || code == http.StatusCreated:
 		tok, expires, err := s.parseTokenAnswer(body, sent)
@@ -231,6 +261,46 @@ func (s *tokenSource) attempt(ctx context.Context) (tok string, expires time.Tim
 		e.Code, e.Description = s.oauthError(body)
 		return "", time.Time{}, !fatalStatus[code], e
 	}
+}
+
+// scrubAssertion removes an assertion (whole, or its signature) from what
+// e shows: the provider's error and description, and the cause, which is
+// then cut from the error chain.
+func scrubAssertion(e *TokenEndpointError, a string) {
+	if e == nil {
+		return
+	}
+	forms := assertionForms(a)
+	scrub := func(t string) (string, bool) {
+		found := false
+		for _, f := range forms {
+			if f != "" && strings.Contains(t, f) {
+				t, found = strings.ReplaceAll(t, f, redacted), true
+			}
+		}
+		return t, found
+	}
+	e.Code, _ = scrub(e.Code)
+	e.Description, _ = scrub(e.Description)
+	if e.Err != nil {
+		if t, found := scrub(e.Err.Error()); found {
+			e.Err = &cleanError{msg: t}
+		}
+	}
+}
+
+// assertionForms are the texts of an assertion an error must not show,
+// longest first: the whole, percent-encoded, and its signature (the part
+// that makes it a credential).
+func assertionForms(a string) []string {
+	if a == "" {
+		return nil
+	}
+	forms := []string{url.QueryEscape(a), a}
+	if i := strings.LastIndexByte(a, '.'); i >= 0 && len(a)-i > 8 {
+		forms = append(forms, a[i+1:])
+	}
+	return forms
 }
 
 // permanentNetError reports whether a failed request cannot succeed on a

@@ -154,7 +154,7 @@ free_port() {
 }
 secret() { head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 20; }
 
-declare -a pport iport cport sport gport
+declare -a pport iport cport sport gport oport
 voters=""
 for ((n = 0; n < nodes; n++)); do
 	pport[n]=$(free_port)
@@ -162,6 +162,7 @@ for ((n = 0; n < nodes; n++)); do
 	cport[n]=$(free_port)
 	sport[n]=$(free_port)
 	gport[n]=$(free_port)
+	oport[n]=$(free_port)
 	voters+="${voters:+,}$n@127.0.0.1:${cport[n]}"
 done
 zk_port=""
@@ -218,6 +219,18 @@ if ((sasl_ssl)); then
 			-CAcreateserial -days 30 -extfile "$tls/ext.cnf" -out "$tls/broker.crt"
 	} >"$dir/logs/openssl.log" 2>&1 || die "openssl failed (see $dir/logs/openssl.log)"
 	cat "$tls/broker.key" "$tls/broker.crt" "$dir/ca.pem" >"$tls/broker.pem"
+
+	# The OAUTH listener's identity provider: an RSA key whose public
+	# half the brokers read as a JWKS file (kid samsa-idp); the tests'
+	# token endpoint signs RS256 access tokens with the private half.
+	oauth="$dir/oauth"
+	mkdir -p "$oauth"
+	openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$oauth/idp.key" >>"$dir/logs/openssl.log" 2>&1 ||
+		die "openssl failed (see $dir/logs/openssl.log)"
+	modulus=$(openssl rsa -in "$oauth/idp.key" -noout -modulus 2>>"$dir/logs/openssl.log") ||
+		die "openssl failed (see $dir/logs/openssl.log)"
+	n_b64=$(printf '%s' "${modulus#Modulus=}" | perl -ne 'print pack("H*", $_)' | base64 -w0 | tr '+/' '-_' | tr -d '=')
+	printf '{"keys":[{"kty":"RSA","use":"sig","alg":"RS256","kid":"samsa-idp","n":"%s","e":"AQAB"}]}\n' "$n_b64" >"$oauth/jwks.json"
 fi
 
 # -gssapi: a KDC (kdc.sh) before the nodes, which log in to it with their
@@ -228,8 +241,11 @@ fi
 krb5_short_life="10 seconds" krb5_short_life_ms=10000 gssapi_reauth_ms=3000
 if ((gssapi)); then
 	start_kdc "$dir" "$(free_port)" "$krb5_short_life"
-	echo "-Djava.security.krb5.conf=$dir/krb5/krb5.conf" >"$dir/jvm.opts"
+	echo "-Djava.security.krb5.conf=$dir/krb5/krb5.conf" >>"$dir/jvm.opts"
 fi
+# The OAUTH listener's JWKS is a file: URL, which Kafka 4 reads only when
+# the JVM's allowed.urls lists it (CVE-2025-27817).
+((sasl_ssl == 0)) || echo "-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=file://$dir/oauth/jwks.json" >>"$dir/jvm.opts"
 
 for ((n = 0; n < nodes; n++)); do
 	nd="$dir/node-$n"
@@ -257,8 +273,8 @@ EOF
 	fi
 	listeners+=",CONTROLLER://127.0.0.1:${cport[n]}"
 	if ((sasl_ssl)); then
-		listeners+=",SASL_SSL://127.0.0.1:${sport[n]}"
-		advertised+=",SASL_SSL://127.0.0.1:${sport[n]}"
+		listeners+=",SASL_SSL://127.0.0.1:${sport[n]},OAUTH://127.0.0.1:${oport[n]}"
+		advertised+=",SASL_SSL://127.0.0.1:${sport[n]},OAUTH://127.0.0.1:${oport[n]}"
 	fi
 	if ((gssapi)); then
 		# Advertised as localhost: a client asks for a ticket to
@@ -277,7 +293,7 @@ controller.quorum.voters=$voters
 controller.listener.names=CONTROLLER
 listeners=$listeners
 advertised.listeners=$advertised
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:$internal_proto,CONTROLLER:$internal_proto,SASL_SSL:SASL_SSL,GSSAPI:SASL_PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:$internal_proto,CONTROLLER:$internal_proto,SASL_SSL:SASL_SSL,GSSAPI:SASL_PLAINTEXT,OAUTH:SASL_PLAINTEXT
 inter.broker.listener.name=INTERNAL
 log.dirs=$nd/data
 offsets.topic.replication.factor=$rf
@@ -322,7 +338,9 @@ EOF
 			# OAUTHBEARER with Kafka's default server callback, the
 			# unsecured validator: it accepts unsigned JWTs (alg none)
 			# and takes the principal from "sub"; the OIDC test mints
-			# them from its own token endpoint.
+			# them from its own token endpoint. The OAUTH listener checks
+			# tokens for real: RS256 against DIR/oauth/jwks.json, with
+			# Kafka 4.4's required audience and issuer.
 			cat <<EOF
 listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512,PLAIN,OAUTHBEARER
 listener.name.sasl_ssl.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;
@@ -331,6 +349,12 @@ listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.se
 listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$plain_user="$plain_pass" user_$acl_user="$acl_pass";
 listener.name.sasl_ssl.ssl.keystore.type=PEM
 listener.name.sasl_ssl.ssl.keystore.location=$dir/tls/broker.pem
+listener.name.oauth.sasl.enabled.mechanisms=OAUTHBEARER
+listener.name.oauth.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;
+listener.name.oauth.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler
+listener.name.oauth.oauthbearer.sasl.oauthbearer.jwks.endpoint.url=file://$dir/oauth/jwks.json
+listener.name.oauth.oauthbearer.sasl.oauthbearer.expected.audience=samsa-kafka
+listener.name.oauth.oauthbearer.sasl.oauthbearer.expected.issuer=samsa-test-idp
 EOF
 		fi
 		if ((gssapi)); then
@@ -405,11 +429,12 @@ for ((n = 0; n < nodes; n++)); do
 	all+=" $n"
 done
 
-brokers="" sasl_brokers="" gssapi_brokers=""
+brokers="" sasl_brokers="" gssapi_brokers="" oauth_brokers=""
 for ((n = 0; n < nodes; n++)); do
 	brokers+="${brokers:+,}127.0.0.1:${pport[n]}"
 	sasl_brokers+="${sasl_brokers:+,}127.0.0.1:${sport[n]}"
 	gssapi_brokers+="${gssapi_brokers:+,}localhost:${gport[n]}"
+	oauth_brokers+="${oauth_brokers:+,}127.0.0.1:${oport[n]}"
 done
 quota_client=samsa-quota quota_rate=2
 telemetry_match=samsa-telemetry
@@ -449,6 +474,11 @@ done
 		echo "SAMSA_KAFKA_SCRAM_PASSWORD=$scram_pass"
 		echo "SAMSA_KAFKA_PLAIN_USER=$plain_user"
 		echo "SAMSA_KAFKA_PLAIN_PASSWORD=$plain_pass"
+		echo "SAMSA_KAFKA_OAUTH_BROKERS=$oauth_brokers"
+		echo "SAMSA_KAFKA_OAUTH_IDP_KEY=$dir/oauth/idp.key"
+		echo "SAMSA_KAFKA_OAUTH_IDP_KID=samsa-idp"
+		echo "SAMSA_KAFKA_OAUTH_AUDIENCE=samsa-kafka"
+		echo "SAMSA_KAFKA_OAUTH_ISSUER=samsa-test-idp"
 	fi
 	if ((telemetry)); then
 		echo "SAMSA_KAFKA_TELEMETRY_DIR=$dir/telemetry"
