@@ -90,6 +90,7 @@ func TestRealKafkaOAuthAssertion(t *testing.T) {
 			idp := testutil.NewOAuthIdPWithKey(t, tc.want, idpKey, kid)
 			idp.TokenAudience, idp.TokenIssuer, idp.TokenSubject = audience, issuer, "samsa-oauth"
 			t.Setenv(producer.EnvAllowedTokenURLs, idp.TokenURL)
+			t.Setenv(producer.EnvAllowedFiles, rsaFile+","+ecFile) // as Kafka's allowed.files
 			cfg, err := producer.ConfigFromProperties(props(idp.TokenURL, tc.kv...))
 			require.NoError(t, err)
 			topic := uniqueTopic("samsa-oauth-assertion")
@@ -116,6 +117,7 @@ func TestRealKafkaOAuthAssertion(t *testing.T) {
 		idp := testutil.NewOAuthIdPWithKey(t, want, other, kid)
 		idp.TokenAudience, idp.TokenIssuer = audience, issuer
 		t.Setenv(producer.EnvAllowedTokenURLs, idp.TokenURL)
+		t.Setenv(producer.EnvAllowedFiles, rsaFile+","+ecFile)
 		cfg, err := producer.ConfigFromProperties(props(idp.TokenURL, cases[0].kv...))
 		require.NoError(t, err)
 		topic := uniqueTopic("samsa-oauth-refused")

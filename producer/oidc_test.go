@@ -323,6 +323,13 @@ func TestAssertionLoginFromProperties(t *testing.T) {
 			p.FixedToken = "minted-for-svc"
 			t.Setenv(producer.EnvAllowedTokenURLs, p.TokenURL)
 			props := tc.props(p)
+			var files []string
+			for _, k := range []string{"sasl.oauthbearer.assertion.private.key.file", "sasl.oauthbearer.assertion.file"} {
+				if f := props[k]; f != "" {
+					files = append(files, f)
+				}
+			}
+			t.Setenv(producer.EnvAllowedFiles, strings.Join(files, ","))
 			cfg, err := producer.ConfigFromProperties(props)
 			require.NoError(t, err)
 			require.NoError(t, produceOne(t, cfg), "IdP refusals: %v", p.Failures())

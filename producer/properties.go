@@ -160,7 +160,7 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 //	                                        grant, or of the client credentials grant instead of the
 //	                                        secret (KIP-1258: when .claim.iss or .assertion.file is set);
 //	                                        the files must be listed in SAMSA_OAUTHBEARER_ALLOWED_FILES
-//	                                        (EnvAllowedFiles) when it is set
+//	                                        (EnvAllowedFiles; unset: none, as Java's allowed.files)
 //	sasl.login.callback.handler.class       with a token endpoint: Kafka's OAuthBearerLoginCallbackHandler
 //	                                        (either package) or unset; another class is an error
 //	sasl.login.connect.timeout.ms,

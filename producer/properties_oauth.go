@@ -244,8 +244,9 @@ func (sp *securityProps) clientCredentials(mkey string, jaas *jaasConfig, caPEM 
 	// KIP-1258: with an assertion file or an iss claim, the client
 	// credentials grant authenticates with a client assertion instead
 	// of the secret (Java's ClientCredentialsRequestFormatterFactory).
-	_, hasFile := sp.v[keyAssertionFile]
-	_, hasIss := sp.v[keyAssertionIss]
+	// Blank counts as unset, as Java's validateString(key, false).
+	hasFile := strings.TrimSpace(sp.v[keyAssertionFile]) != ""
+	hasIss := strings.TrimSpace(sp.v[keyAssertionIss]) != ""
 	if bearer || (hasFile || hasIss) && scheme != "file" && retriever != retrieverFile {
 		cfg.Assertion = sp.assertion(bad)
 		cfg.ClientSecret = ""
@@ -332,10 +333,7 @@ func (sp *securityProps) retriever(bad func(key, format string, args ...any)) st
 func (sp *securityProps) assertion(bad func(key, format string, args ...any)) *sasl.AssertionConfig {
 	str := func(key string) string { return strings.TrimSpace(sp.v[key]) }
 	a := &sasl.AssertionConfig{}
-	if _, set := sp.v[keyAssertionFile]; set {
-		if a.File = str(keyAssertionFile); a.File == "" {
-			bad(keyAssertionFile, "is empty")
-		}
+	if a.File = str(keyAssertionFile); a.File != "" {
 		sp.fileAllowed(keyAssertionFile, a.File, bad)
 		return a
 	}
@@ -360,14 +358,15 @@ func (sp *securityProps) assertion(bad func(key, format string, args ...any)) *s
 		}
 	}
 	a.Audience, a.Issuer, a.Subject = str(keyAssertionAud), str(keyAssertionIss), str(keyAssertionSub)
-	seconds := func(key string, dst *time.Duration) {
+	// Java's ranges: exp.seconds [0, 86400], nbf.seconds [0, 3600].
+	seconds := func(key string, maxSeconds int64, dst *time.Duration) {
 		v, set := sp.v[key]
 		if !set {
 			return
 		}
 		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
-		if err != nil || n < 0 {
-			bad(key, "%q is not an integer in [0, %d]", v, math.MaxInt32)
+		if err != nil || n < 0 || n > maxSeconds {
+			bad(key, "%q is not an integer in [0, %d]", v, maxSeconds)
 			return
 		}
 		*dst = time.Duration(n) * time.Second
@@ -375,8 +374,8 @@ func (sp *securityProps) assertion(bad func(key, format string, args ...any)) *s
 			*dst = -1 // none: the sasl package's spelling of 0
 		}
 	}
-	seconds(keyAssertionExp, &a.Expiry)
-	seconds(keyAssertionNbf, &a.NotBefore)
+	seconds(keyAssertionExp, 86400, &a.Expiry)
+	seconds(keyAssertionNbf, 3600, &a.NotBefore)
 	if v, set := sp.v[keyAssertionJTI]; set {
 		switch strings.ToLower(strings.TrimSpace(v)) {
 		case "true":
@@ -392,22 +391,23 @@ func (sp *securityProps) assertion(bad func(key, format string, args ...any)) *s
 	return a
 }
 
-// EnvAllowedFiles names the environment variable that, when set, lists
-// (comma separated, absolute paths, exact match) the files that the
+// EnvAllowedFiles names the environment variable that lists (comma
+// separated, absolute paths, exact match) the files that the
 // sasl.oauthbearer.assertion.file, .private.key.file and .template.file
 // keys may name, as Kafka's JVM system property
-// org.apache.kafka.sasl.oauthbearer.allowed.files does. Unlike Kafka's,
-// an unset or empty list allows every file: the token URL is allow-listed
-// already (EnvAllowedTokenURLs), so a file's content can only go to an
-// endpoint the environment trusts.
+// org.apache.kafka.sasl.oauthbearer.allowed.files does. Unset or empty,
+// no file is allowed, as in Kafka: properties may come from someone who
+// must not choose which local file (a workload's service-account token, a
+// key of another tenant) is presented to the identity provider. Code that
+// builds a sasl.AssertionConfig itself is trusted and not checked.
 const EnvAllowedFiles = "SAMSA_OAUTHBEARER_ALLOWED_FILES"
 
 // fileAllowed checks path against EnvAllowedFiles.
 func (sp *securityProps) fileAllowed(key, path string, bad func(key, format string, args ...any)) {
-	list := strings.TrimSpace(os.Getenv(EnvAllowedFiles))
-	if list == "" || path == "" {
+	if path == "" {
 		return
 	}
+	list := strings.TrimSpace(os.Getenv(EnvAllowedFiles))
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		abs = path

@@ -307,31 +307,37 @@ func TestAssertionPropertiesErrors(t *testing.T) {
 	bearer := func(kv ...string) map[string]string {
 		return props(append([]string{keyRetriever, retrieverJWTBearer}, kv...)...)
 	}
+	// The files the cases may name.
+	allowed := strings.Join([]string{keyFile, filepath.Join(dir, "none.pem"), filepath.Join(dir, "t.json")}, ",")
 	tests := []struct {
 		name  string
 		env   string // SAMSA_OAUTHBEARER_ALLOWED_FILES
 		props map[string]string
 		want  []string // "" : no error
 	}{
-		{"jwt-bearer with a key", "", bearer(keyAssertionKey, keyFile), nil},
-		{"jwt-bearer with an assertion file", "", bearer(keyAssertionFile, keyFile), []string{keyAssertionFile + ":", "outside printable ASCII"}},
-		{"jwt-bearer without key or file", "", bearer(), []string{keyAssertionKey + ": is required"}},
-		{"jwt-bearer, file: token URL", "", bearer(keyAssertionKey, keyFile, keyTokenURL, "file:///run/token"), []string{keyRetriever + ":", "posts to a token endpoint"}},
-		{"client assertion by iss", "", props(keyAssertionIss, "svc", keyAssertionKey, keyFile), nil},
-		{"client assertion, the secret ignored", "", props(keyAssertionIss, "svc", keyAssertionKey, keyFile, keyClientSecret, "sec-"+pass), nil},
-		{"client assertion by iss, no key", "", props(keyAssertionIss, "svc"), []string{keyAssertionKey + ": is required"}},
-		{"a key without iss is no client assertion", "", props(keyAssertionKey, keyFile), []string{"needs a client id and secret", keyAssertionIss}},
-		{"unknown algorithm", "", bearer(keyAssertionKey, keyFile, keyAssertionAlg, "PS256"), []string{keyAssertionAlg + `: "PS256" is not RS256 or ES256`}},
-		{"algorithm against the key", "", bearer(keyAssertionKey, keyFile, keyAssertionAlg, "es256"), []string{keyAssertionKey + ":", "RSA key, which does not sign ES256"}},
-		{"exp seconds", "", bearer(keyAssertionKey, keyFile, keyAssertionExp, "-5"), []string{keyAssertionExp + `: "-5" is not an integer`}},
-		{"nbf seconds", "", bearer(keyAssertionKey, keyFile, keyAssertionNbf, "soon"), []string{keyAssertionNbf}},
-		{"jti include", "", bearer(keyAssertionKey, keyFile, keyAssertionJTI, "yes"), []string{keyAssertionJTI + `: "yes" is not true or false`}},
-		{"missing key file", "", bearer(keyAssertionKey, filepath.Join(dir, "none.pem")), []string{keyAssertionKey + ":", "none.pem", "no such file"}},
-		{"missing template", "", bearer(keyAssertionKey, keyFile, keyAssertionTemplate, filepath.Join(dir, "t.json")), []string{keyAssertionTemplate + ":", "no such file"}},
-		{"passphrase on a plain key", "", bearer(keyAssertionKey, keyFile, keyAssertionKeyPass, pass), []string{keyAssertionKey + ":", "not encrypted"}},
-		{"unknown retriever", "", props(keyRetriever, "com.example.MyRetriever"), []string{keyRetriever + `: "com.example.MyRetriever" cannot be loaded in Go`}},
-		{"FileJwtRetriever with https", "", props(keyRetriever, retrieverFile), []string{keyRetriever + ":", "file: URL"}},
-		{"DefaultJwtRetriever named", "", props(keyRetriever, retrieverDefault, keyAssertionIss, "svc", keyAssertionKey, keyFile), nil},
+		{"jwt-bearer with a key", allowed, bearer(keyAssertionKey, keyFile), nil},
+		{"jwt-bearer with an assertion file", allowed, bearer(keyAssertionFile, keyFile), []string{keyAssertionFile + ":", "outside printable ASCII"}},
+		{"jwt-bearer without key or file", allowed, bearer(), []string{keyAssertionKey + ": is required"}},
+		{"jwt-bearer, file: token URL", allowed, bearer(keyAssertionKey, keyFile, keyTokenURL, "file:///run/token"), []string{keyRetriever + ":", "posts to a token endpoint"}},
+		{"client assertion by iss", allowed, props(keyAssertionIss, "svc", keyAssertionKey, keyFile), nil},
+		{"client assertion, the secret ignored", allowed, props(keyAssertionIss, "svc", keyAssertionKey, keyFile, keyClientSecret, "sec-"+pass), nil},
+		{"client assertion by iss, no key", allowed, props(keyAssertionIss, "svc"), []string{keyAssertionKey + ": is required"}},
+		{"a key without iss is no client assertion", allowed, props(keyAssertionKey, keyFile), []string{"needs a client id and secret", keyAssertionIss}},
+		{"unknown algorithm", allowed, bearer(keyAssertionKey, keyFile, keyAssertionAlg, "PS256"), []string{keyAssertionAlg + `: "PS256" is not RS256 or ES256`}},
+		{"algorithm against the key", allowed, bearer(keyAssertionKey, keyFile, keyAssertionAlg, "es256"), []string{keyAssertionKey + ":", "RSA key, which does not sign ES256"}},
+		{"exp seconds", allowed, bearer(keyAssertionKey, keyFile, keyAssertionExp, "-5"), []string{keyAssertionExp + `: "-5" is not an integer`}},
+		{"nbf seconds", allowed, bearer(keyAssertionKey, keyFile, keyAssertionNbf, "soon"), []string{keyAssertionNbf}},
+		{"jti include", allowed, bearer(keyAssertionKey, keyFile, keyAssertionJTI, "yes"), []string{keyAssertionJTI + `: "yes" is not true or false`}},
+		{"missing key file", allowed, bearer(keyAssertionKey, filepath.Join(dir, "none.pem")), []string{keyAssertionKey + ":", "none.pem", "no such file"}},
+		{"missing template", allowed, bearer(keyAssertionKey, keyFile, keyAssertionTemplate, filepath.Join(dir, "t.json")), []string{keyAssertionTemplate + ":", "no such file"}},
+		{"passphrase on a plain key", allowed, bearer(keyAssertionKey, keyFile, keyAssertionKeyPass, pass), []string{keyAssertionKey + ":", "not encrypted"}},
+		{"unknown retriever", allowed, props(keyRetriever, "com.example.MyRetriever"), []string{keyRetriever + `: "com.example.MyRetriever" cannot be loaded in Go`}},
+		{"FileJwtRetriever with https", allowed, props(keyRetriever, retrieverFile), []string{keyRetriever + ":", "file: URL"}},
+		{"DefaultJwtRetriever named", allowed, props(keyRetriever, retrieverDefault, keyAssertionIss, "svc", keyAssertionKey, keyFile), nil},
+		{"exp seconds above Java's 86400", allowed, bearer(keyAssertionKey, keyFile, keyAssertionExp, "86401"), []string{keyAssertionExp + `: "86401" is not an integer in [0, 86400]`}},
+		{"nbf seconds above Java's 3600", allowed, bearer(keyAssertionKey, keyFile, keyAssertionNbf, "3601"), []string{keyAssertionNbf + `: "3601" is not an integer in [0, 3600]`}},
+		{"a blank assertion file is unset, as in Java", allowed, props(keyAssertionFile, " ", keyClientID, "svc", keyClientSecret, "sec-"+pass), nil},
+		{"no list: no file allowed, as Java's default", "", bearer(keyAssertionKey, keyFile), []string{keyAssertionKey + ": names a file", EnvAllowedFiles}},
 		{"allowed file", keyFile, bearer(keyAssertionKey, keyFile), nil},
 		{"file not allowed", filepath.Join(dir, "other.pem"), bearer(keyAssertionKey, keyFile), []string{keyAssertionKey + ": names a file", EnvAllowedFiles, "org.apache.kafka.sasl.oauthbearer.allowed.files"}},
 	}

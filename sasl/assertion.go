@@ -1,6 +1,7 @@
 package sasl
 
 import (
+	"bytes"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/rand"
@@ -11,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"os"
 	"strings"
@@ -109,6 +111,14 @@ func (c AssertionConfig) GoString() string { return c.String() }
 // Format prints String for every verb.
 func (c AssertionConfig) Format(f fmt.State, verb rune) { fmt.Fprint(f, c.String()) }
 
+// LogValue is String for log/slog, so that no handler (slog's JSON one
+// reflects over a value otherwise) prints the passphrase.
+func (c AssertionConfig) LogValue() slog.Value { return slog.StringValue(c.String()) }
+
+// MarshalJSON encodes String as a JSON string: encoding/json does not
+// print the passphrase either.
+func (c AssertionConfig) MarshalJSON() ([]byte, error) { return json.Marshal(c.String()) }
+
 // assertionMaker makes the assertion of each token request.
 type assertionMaker struct {
 	file *cachedFile[string] // a finished assertion; the rest unused
@@ -185,8 +195,10 @@ func parseAssertionFile(b []byte) (string, error) {
 		return "", errors.New("the file is empty")
 	case !printableToken(a):
 		return "", errors.New("the assertion holds a character outside printable ASCII")
-	case strings.Count(a, ".") != 2:
-		return "", errors.New("the file does not hold a JWT (three parts separated by '.')")
+	case strings.Count(a, ".") != 2 && strings.Count(a, ".") != 4:
+		// Three parts: a signed JWT (JWS); five: an encrypted one
+		// (JWE, RFC 7516), which RFC 7523 allows as an assertion.
+		return "", errors.New("the file does not hold a JWT (three or five parts separated by '.')")
 	}
 	return a, nil
 }
@@ -194,7 +206,11 @@ func parseAssertionFile(b []byte) (string, error) {
 // parseTemplate reads a template file. Its errors never quote it.
 func parseTemplate(b []byte) (jwtTemplate, error) {
 	var t jwtTemplate
-	if err := json.Unmarshal(b, &t); err != nil {
+	// Numbers stay as written: a float64 would change an integer claim
+	// above 2^53.
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(&t); err != nil || dec.Decode(&struct{}{}) != io.EOF {
 		return jwtTemplate{}, errors.New(`the file is not a JSON object {"header": {...}, "payload": {...}}`)
 	}
 	return t, nil
@@ -307,6 +323,10 @@ func (c *cachedFile[T]) get() (T, error) {
 		return fail(plainFileError(err))
 	case st.IsDir():
 		return fail(errors.New("is a directory, not a file"))
+	case !st.Mode().IsRegular():
+		// A FIFO or a device would block the read, and with it every
+		// token request, for as long as nobody writes to it.
+		return fail(errors.New("is not a regular file"))
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

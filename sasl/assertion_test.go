@@ -6,7 +6,9 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -351,4 +353,73 @@ func TestAssertionNotLogged(t *testing.T) {
 	out := logs.String()
 	assert.Contains(t, out, "invalid_grant")
 	assert.NotContains(t, out, a[strings.LastIndexByte(a, '.')+1:][:16])
+}
+
+// panicBody is a RoundTripper that panics with the request's body, as a
+// buggy transport might.
+type panicBody struct{}
+
+func (panicBody) RoundTrip(r *http.Request) (*http.Response, error) {
+	b, _ := io.ReadAll(r.Body)
+	panic("transport bug: " + string(b))
+}
+
+// TestAssertionNotInPanic: a panic of the HTTP client that quotes the
+// request goes on up the caller's goroutine, and is recorded as the
+// fetch's error, without the assertion (its text was shown whole).
+func TestAssertionNotInPanic(t *testing.T) {
+	keyFile, _ := testutil.WriteKey(t, t.TempDir(), "ec", "pkcs8")
+	src, err := sasl.JWTBearer(sasl.ClientCredentialsConfig{
+		TokenURL: "https://idp.example/token", Assertion: &sasl.AssertionConfig{PrivateKeyFile: keyFile, Algorithm: "ES256"},
+		HTTPClient: &http.Client{Transport: panicBody{}}, RetryBackoffMax: -1,
+	})
+	require.NoError(t, err)
+	var recovered any
+	func() {
+		defer func() { recovered = recover() }()
+		_, _ = src(context.Background())
+	}()
+	text := fmt.Sprint(recovered)
+	require.Contains(t, text, "transport bug: ")
+	assert.Contains(t, text, "assertion=")
+	// The form's assertion is redacted whole: no JWT part (header,
+	// claims, signature: base64url of at least 16 characters) is left.
+	_, form, _ := strings.Cut(text, "assertion=")
+	form, _, _ = strings.Cut(form, "&")
+	assert.NotRegexp(t, `[A-Za-z0-9_-]{16,}`, form, "the panic shows the assertion: %s", text)
+}
+
+// TestAssertionConfigEncodings: no encoding of the configurations shows
+// the passphrase or the secret: fmt, slog's text and JSON handlers,
+// encoding/json.
+func TestAssertionConfigEncodings(t *testing.T) {
+	const pass, secret = "PASS-phrase-7", "client-secret-9"
+	a := sasl.AssertionConfig{PrivateKeyFile: "/k.pem", PrivateKeyPassphrase: pass}
+	c := sasl.ClientCredentialsConfig{TokenURL: "https://idp.example/token", ClientID: "id", ClientSecret: secret, Assertion: &a}
+	var logs strings.Builder
+	slog.New(slog.NewJSONHandler(&logs, nil)).Info("x", "a", a, "c", c, "ap", &a, "cp", &c)
+	slog.New(slog.NewTextHandler(&logs, nil)).Info("x", "a", a, "c", c, "ap", &a, "cp", &c)
+	for _, v := range []any{a, c, &a, &c} {
+		b, err := json.Marshal(v)
+		require.NoError(t, err)
+		logs.Write(b)
+		fmt.Fprintf(&logs, "%v %+v %#v %s", v, v, v, v)
+	}
+	out := logs.String()
+	assert.Contains(t, out, "/k.pem")
+	assert.NotContains(t, out, pass)
+	assert.NotContains(t, out, secret)
+}
+
+// TestAssertionFileNotRegular: a file the client would block on (a FIFO,
+// a device) is refused, not read.
+func TestAssertionFileNotRegular(t *testing.T) {
+	if _, err := os.Stat(os.DevNull); err != nil || os.DevNull != "/dev/null" {
+		t.Skip("no /dev/null")
+	}
+	_, err := sasl.JWTBearer(sasl.ClientCredentialsConfig{
+		TokenURL: "https://idp.example/token", Assertion: &sasl.AssertionConfig{File: os.DevNull},
+	})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "is not a regular file")
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -187,6 +188,14 @@ func (c ClientCredentialsConfig) GoString() string { return c.String() }
 
 // Format prints String for every verb.
 func (c ClientCredentialsConfig) Format(f fmt.State, verb rune) { fmt.Fprint(f, c.String()) }
+
+// LogValue is String for log/slog, so that no handler (slog's JSON one
+// reflects over a value otherwise) prints the secret.
+func (c ClientCredentialsConfig) LogValue() slog.Value { return slog.StringValue(c.String()) }
+
+// MarshalJSON encodes String as a JSON string: encoding/json does not
+// print the secret either.
+func (c ClientCredentialsConfig) MarshalJSON() ([]byte, error) { return json.Marshal(c.String()) }
 
 // ClientCredentials returns a token source for [OAuthBearer] that logs in
 // with the OAuth 2 client credentials grant, as Kafka's Java client does

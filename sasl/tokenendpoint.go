@@ -181,8 +181,10 @@ func (s *tokenSource) attempt(ctx context.Context) (tok string, expires time.Tim
 			return "", time.Time{}, false, e
 		}
 		// The assertion is a credential: nothing the endpoint or the
-		// HTTP client says may show it.
+		// HTTP client says may show it, not even a panic's text (run
+		// quotes it in the fetch's error and the refresh's Warn).
 		defer scrubAssertion(e, a)
+		defer scrubPanic(a)
 		if s.bearer {
 			form.Set("grant_type", grantJWTBearer)
 			form.Set("assertion", a)
@@ -287,6 +289,26 @@ func scrubAssertion(e *TokenEndpointError, a string) {
 			e.Err = &cleanError{msg: t}
 		}
 	}
+}
+
+// scrubPanic, deferred, lets a panic of the HTTP client go on with its
+// text cleaned of assertion a.
+func scrubPanic(a string) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	t := fmt.Sprint(r)
+	found := false
+	for _, f := range assertionForms(a) {
+		if f != "" && strings.Contains(t, f) {
+			t, found = strings.ReplaceAll(t, f, redacted), true
+		}
+	}
+	if found {
+		panic(t)
+	}
+	panic(r)
 }
 
 // assertionForms are the texts of an assertion an error must not show,
