@@ -100,7 +100,7 @@ type sink struct {
 	compress *compressors // nil: the IO goroutine compresses alone
 	round    []*batch     // precompress's batches
 
-	goneScratch []*batch // failGone's batches
+	goneScratch []*batch // failPendingAll's batches
 	// leaderAsks counts the metadata refreshes asked for in a row because
 	// a partition with batches had no known leader (askLeaders), and
 	// leaderAskAt is when the next may go; leaderAskDue: one was wanted

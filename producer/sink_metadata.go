@@ -99,9 +99,9 @@ func (s *sink) applyTopic(t *ioTopic, snap *metadata.Snapshot) {
 		// the new one. Batches in flight fail when their answer puts
 		// them back in retry (staleTopic).
 		// Partitions the new topic lacks fail as gone (failGone).
-		for _, ip := range t.parts[:min(len(t.parts), len(mt.Partitions))] {
-			s.failPending(ip, recreatedErr(t, ip.acc.ID, old))
-		}
+		s.failPendingAll(t.parts[:min(len(t.parts), len(mt.Partitions))], func(ip *ioPart) error {
+			return recreatedErr(t, ip.acc.ID, old)
+		})
 	}
 	if t.failing != notFailing && t.failing != failAuth {
 		// An authentication failure is checkAuth's to clear: a failed
@@ -265,17 +265,36 @@ func (s *sink) failGone(ip *ioPart) {
 // failPending fails with err ip's batches that are not in flight: open,
 // sealed, or waiting to be resent.
 func (s *sink) failPending(ip *ioPart, err error) {
-	for _, b := range ip.retry {
-		s.fail(ip, b, err) // with ErrOutcomeUnknown if an attempt may have been written
+	s.failPendingAll([]*ioPart{ip}, func(*ioPart) error { return err })
+}
+
+// failPendingAll is failPending for each of ips, with errOf(ip). Every
+// partition's open and sealed batches are taken before any record is
+// completed: a caller that has seen one of these failures (a callback, or
+// a Future's Wait) and sends again makes a batch that none of them takes,
+// on any of the partitions (TestRecordSentAfterRecreationFailureGoesToNewTopic).
+func (s *sink) failPendingAll(ips []*ioPart, errOf func(*ioPart) error) {
+	s.goneScratch = s.goneScratch[:0]
+	ends := make([]int, len(ips))
+	for i, ip := range ips {
+		s.goneScratch = ip.acc.TakeAll(s.goneScratch)
+		ends[i] = len(s.goneScratch)
+		ip.hasSealed = false
 	}
-	clear(ip.retry)
-	ip.retry = ip.retry[:0]
-	s.goneScratch = ip.acc.TakeAll(s.goneScratch[:0])
-	for _, b := range s.goneScratch {
-		s.p.completer.push(outcome{batch: b, baseOffset: -1, appendTime: -1, err: err})
+	start := 0
+	for i, ip := range ips {
+		err := errOf(ip)
+		for _, b := range ip.retry {
+			s.fail(ip, b, err) // with ErrOutcomeUnknown if an attempt may have been written
+		}
+		clear(ip.retry)
+		ip.retry = ip.retry[:0]
+		for _, b := range s.goneScratch[start:ends[i]] {
+			s.p.completer.push(outcome{batch: b, baseOffset: -1, appendTime: -1, err: err})
+		}
+		start = ends[i]
 	}
 	clear(s.goneScratch)
-	ip.hasSealed = false
 }
 
 // moveParked moves parked records of topics whose partitions are known.

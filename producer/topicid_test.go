@@ -604,3 +604,62 @@ func testHostileLeaderHintsBounded(t *testing.T, nodeCheck bool) {
 	require.NoError(t, err, "the record after %d hostile answers", n.Load())
 	require.True(t, waitFor(5*time.Second, func() bool { return brokers() == 1 }), "hint brokers not dropped: %d brokers", brokers())
 }
+
+// TestRecordSentAfterRecreationFailureGoesToNewTopic: a record sent by a
+// caller that has already seen a record fail because its topic was
+// recreated is made for the new topic, and is delivered there. The
+// recreation takes every partition's buffered batches before it completes
+// any of them; before, it completed partition by partition, and a record
+// sent from the first failure's callback to a later partition was swept up
+// with that partition's old batches and failed with UNKNOWN_TOPIC_ID (the
+// interop comparison with kafka-clients 4.4 on real Kafka found it).
+func TestRecordSentAfterRecreationFailureGoesToNewTopic(t *testing.T) {
+	const partitions = 200
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", partitions))
+	p := newProducer(t, c, Config{Linger: time.Minute, DeliveryTimeout: 2 * time.Minute, MetadataMaxAge: 50 * time.Millisecond})
+	ctx := context.Background()
+	send := func(part int32, v string, cb func(RecordMetadata, error)) {
+		p.SendCallback(ctx, &Record{Topic: "t", Partition: part, ExplicitPartition: true, Value: []byte(v)}, cb)
+	}
+	warm := p.Send(ctx, &Record{Topic: "t", Value: []byte("warm")})
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	require.NoError(t, p.Flush(fctx))
+	_, err := warm.Wait(fctx)
+	require.NoError(t, err) // the topic id known
+	old := oldID(t, p, "t")
+	var mu sync.Mutex
+	var oldErrs []error
+	newErr := make(chan error, 1)
+	var all sync.WaitGroup
+	for part := range int32(partitions) {
+		all.Add(1)
+		send(part, fmt.Sprint("old-", part), func(_ RecordMetadata, err error) {
+			defer all.Done()
+			mu.Lock()
+			oldErrs = append(oldErrs, err)
+			mu.Unlock()
+			if part == 0 {
+				// Seen the first failure: send to the last partition,
+				// whose old batch may not be failed yet.
+				send(partitions-1, "new", func(_ RecordMetadata, err error) { newErr <- err })
+			}
+		})
+	}
+	require.NoError(t, c.DeleteTopic("t"))
+	require.NoError(t, c.CreateTopic("t", partitions))
+	waitTopicID(t, p, "t", old)
+	all.Wait()
+	mu.Lock()
+	for _, err := range oldErrs {
+		require.ErrorIs(t, err, kerr.UnknownTopicID)
+	}
+	mu.Unlock()
+	require.NoError(t, p.Flush(fctx))
+	require.NoError(t, <-newErr, "the record sent after the first failure")
+	recs, err := c.Records("t", partitions-1)
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	require.Equal(t, "new", string(recs[0].Value))
+}
