@@ -18,6 +18,12 @@
 //	go run ./cmd/peerbench -cpuprofile /tmp/prof   # CPU and heap profiles of samsa's and kgo's runs, codec share
 //	go run ./cmd/peerbench -tls -clients samsa,kgo           # over the broker's TLS listener
 //	go run ./cmd/peerbench -tls-compare -clients samsa,kgo   # plaintext and TLS, same broker, same rounds
+//	go run ./cmd/peerbench -rates 5000,20000,50000           # issue 35: samsa, kgo and Java at fixed rates on Kafka, latency quantiles and CPU
+//
+// With -rates it runs the fixed-rate mode instead (issue 35; bench/README):
+// each client paced by Java ProducerPerformance's throttle, its latency
+// from just before the send to the callback, its CPU over the steady
+// phase, one row per linger (-lingers) and rate.
 //
 // Progress goes to stderr, the tables to stdout (or the JSON of every
 // report with -json). With -strict the exit status is 1 when a run fails
@@ -86,7 +92,7 @@ func run() error {
 	brokerStore := flag.Bool("broker-store", false, "testbroker and kfake store the batches instead of acknowledging without storing")
 	useTLS := flag.Bool("tls", false, "the broker (testbroker, kfake) serves TLS with a CA it generates, and the clients connect over TLS (-tls-ca)")
 	tlsCompare := flag.Bool("tls-compare", false, "with -broker testbroker: every client runs over the broker's plaintext and its TLS listener in each round (rows client+tls), and the report gives the TLS overhead; implies -tls")
-	warmup := flag.Int("warmup-records", 0, "with -broker kafka: records every client sends once to each workload's topic before the measured runs, not counted (the broker's JIT warms up); default -records, -1 none")
+	warmup := flag.Int("warmup-records", 0, "with -broker kafka: records every client sends once to each workload's topic before the measured runs, not counted (the broker's JIT warms up); default -records (with -rates 100 000), -1 none")
 	kafkaManyPartitions := flag.Int("kafka-many-partition-records", harness.DefaultKafkaManyPartitionRecords, "with -broker kafka: records per run of W4 (10 000 partitions, which one Kafka broker appends at thousands of records/s), when fewer than -records; -1: -records")
 	kafkaBootstrap := flag.String("kafka-bootstrap", "", "with -broker kafka: use this running cluster instead of starting one (topics are created, the cluster is left running)")
 	summaryOnly := flag.Bool("summary", false, "print the summary tables and the targets only, not every broker's report")
