@@ -117,12 +117,20 @@ func TestHistogramQuantilesWithinOnePercent(t *testing.T) {
 		h.Record(v)
 	}
 	slices.Sort(exact)
-	got := Quantiles(h.Buckets())
-	for i, q := range LatencyQuantiles {
+	buckets := h.Buckets()
+	qs := slices.Clone(LatencyQuantiles)
+	for q := 0.01; q < 1; q += 0.01 {
+		qs = append(qs, q)
+	}
+	for _, q := range qs {
+		got := Quantile(buckets, q)
 		want := float64(exact[int(math.Ceil(q*float64(len(exact))))-1])
-		if rel := math.Abs(got[i]-want) / want; rel > 0.01 {
-			t.Errorf("q %v: %v ns, exact %v ns: %.2f%% off", q, got[i], want, 100*rel)
+		if rel := math.Abs(got-want) / want; rel > 0.01 {
+			t.Errorf("q %v: %v ns, exact %v ns: %.2f%% off", q, got, want, 100*rel)
 		}
+	}
+	if got := Quantiles(buckets); len(got) != len(LatencyQuantiles) || got[0] != Quantile(buckets, 0.5) {
+		t.Errorf("Quantiles = %v, want the LatencyQuantiles", got)
 	}
 	if q := Quantile(nil, 0.5); q != -1 {
 		t.Errorf("Quantile of nothing = %v, want -1", q)
