@@ -3,6 +3,7 @@ package workload
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -42,7 +43,7 @@ func TestThrottlerShouldThrottleAsJava(t *testing.T) {
 // when every sleep oversleeps (here by 80 µs) and sends cost time.
 func TestThrottlerPacesTheLoopAtTheRate(t *testing.T) {
 	for _, rate := range []int64{5_000, 20_000, 50_000} {
-		t.Run("", func(t *testing.T) {
+		t.Run(fmt.Sprint(rate), func(t *testing.T) {
 			var now int64 // fake clock, ns; wall ms is now/1e6
 			var sleeps []int64
 			th := NewThrottler(rate, 0)
@@ -77,6 +78,13 @@ func TestThrottlerPacesTheLoopAtTheRate(t *testing.T) {
 			}
 			if len(sleeps) == 0 {
 				t.Errorf("rate %d: never slept", rate)
+			}
+			// Each sleep is one wait of the 2 ms deficit (1e9/rate ns a
+			// record divides 2 ms here), then the deficit is forgotten.
+			for _, d := range sleeps {
+				if d != 2*nsPerMs+80_000 {
+					t.Fatalf("rate %d: a wait of %v, want 2ms (+ the 80µs oversleep)", rate, time.Duration(d))
+				}
 			}
 		})
 	}
