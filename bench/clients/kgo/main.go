@@ -55,10 +55,12 @@ func (c *client) Open(ctx context.Context, spec workload.Spec, brokers []string,
 		kgo.SeedBrokers(brokers...),
 		kgo.DefaultProduceTopic(spec.Topic()),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerLinger(workload.Linger),
 		kgo.ProducerBatchMaxBytes(workload.BatchBytes),
 		kgo.ProducerBatchCompression(cc),
 		kgo.MaxBufferedBytes(int(spec.BufferMemory)),
+	}
+	if linger, ok := spec.LingerOr(); ok { // otherwise kgo's default, 10ms
+		opts = append(opts, kgo.ProducerLinger(linger))
 	}
 	if c.tls != nil {
 		opts = append(opts, kgo.DialTLSConfig(c.tls)) // ServerName: the broker's host
@@ -120,6 +122,24 @@ func (c *client) Produce(ctx context.Context, cnt *workload.Counter) {
 	}
 	if err := c.cl.Flush(ctx); err != nil {
 		cnt.Fail(c.spec.Records-int(cnt.Done()), fmt.Errorf("flush: %w", err))
+	}
+}
+
+// ProduceRate is the fixed-rate mode: kgo hands a promise the record,
+// but keeps its Timestamp to the millisecond (Produce truncates it), so
+// as for samsa and Java each of the run's slots has one promise, made
+// before the loop, and a record takes its slot's.
+func (c *client) ProduceRate(ctx context.Context, r *workload.RateRun) {
+	done := make([]func(*kgo.Record, error), workload.Slots())
+	for slot := range done {
+		done[slot] = func(_ *kgo.Record, err error) { r.CompleteSlot(slot, err) }
+	}
+	r.LoopSlots(ctx, func(i, slot int) {
+		// kgo keeps the record until its promise runs, so each needs its own.
+		c.cl.Produce(ctx, &kgo.Record{Key: c.payload.Key(i), Value: c.payload.Value(i)}, done[slot])
+	})
+	if err := c.cl.Flush(ctx); err != nil {
+		r.Fail(fmt.Errorf("flush: %w", err))
 	}
 }
 

@@ -42,11 +42,13 @@ func (c *client) Open(ctx context.Context, spec workload.Spec, brokers []string,
 		txnID = fmt.Sprintf("bench-samsa-%d", os.Getpid())
 	}
 	// The shared knobs and BufferMemory; everything else samsa's default.
+	// Config.Linger 0 is samsa's default (5ms).
+	linger, _ := spec.LingerOr()
 	c.p, err = producer.New(producer.Config{
 		TransactionalID: txnID,
 		Brokers:         brokers,
 		Acks:            producer.AcksAll,
-		Linger:          workload.Linger,
+		Linger:          linger,
 		BatchSize:       workload.BatchBytes,
 		BufferMemory:    spec.BufferMemory,
 		Compression:     codec,
@@ -103,6 +105,25 @@ func (c *client) Produce(ctx context.Context, cnt *workload.Counter) {
 	}
 	if err := c.p.Flush(ctx); err != nil {
 		cnt.Fail(c.spec.Records-int(cnt.Done()), fmt.Errorf("flush: %w", err))
+	}
+}
+
+// ProduceRate is the fixed-rate mode: samsa's callback is told the
+// record's partition, offset and millisecond timestamp, not which Send it
+// answers, so each of the run's slots has one callback, made before the
+// loop, and a record takes its slot's.
+func (c *client) ProduceRate(ctx context.Context, r *workload.RateRun) {
+	done := make([]func(producer.RecordMetadata, error), workload.Slots())
+	for slot := range done {
+		done[slot] = func(_ producer.RecordMetadata, err error) { r.CompleteSlot(slot, err) }
+	}
+	rec := producer.Record{Topic: c.spec.Topic()}
+	r.LoopSlots(ctx, func(i, slot int) {
+		rec.Key, rec.Value = c.payload.Key(i), c.payload.Value(i)
+		c.p.SendCallback(ctx, &rec, done[slot]) // Send copies Key and Value
+	})
+	if err := c.p.Flush(ctx); err != nil {
+		r.Fail(fmt.Errorf("flush: %w", err))
 	}
 }
 

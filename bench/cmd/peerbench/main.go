@@ -18,6 +18,12 @@
 //	go run ./cmd/peerbench -cpuprofile /tmp/prof   # CPU and heap profiles of samsa's and kgo's runs, codec share
 //	go run ./cmd/peerbench -tls -clients samsa,kgo           # over the broker's TLS listener
 //	go run ./cmd/peerbench -tls-compare -clients samsa,kgo   # plaintext and TLS, same broker, same rounds
+//	go run ./cmd/peerbench -rates 5000,20000,50000           # issue 35: samsa, kgo and Java at fixed rates on Kafka, latency quantiles and CPU
+//
+// With -rates it runs the fixed-rate mode instead (issue 35; bench/README):
+// each client paced by Java ProducerPerformance's throttle, its latency
+// from just before the send to the callback, its CPU over the steady
+// phase, one row per linger (-lingers) and rate.
 //
 // Progress goes to stderr, the tables to stdout (or the JSON of every
 // report with -json). With -strict the exit status is 1 when a run fails
@@ -33,6 +39,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -85,10 +92,14 @@ func run() error {
 	brokerStore := flag.Bool("broker-store", false, "testbroker and kfake store the batches instead of acknowledging without storing")
 	useTLS := flag.Bool("tls", false, "the broker (testbroker, kfake) serves TLS with a CA it generates, and the clients connect over TLS (-tls-ca)")
 	tlsCompare := flag.Bool("tls-compare", false, "with -broker testbroker: every client runs over the broker's plaintext and its TLS listener in each round (rows client+tls), and the report gives the TLS overhead; implies -tls")
-	warmup := flag.Int("warmup-records", 0, "with -broker kafka: records every client sends once to each workload's topic before the measured runs, not counted (the broker's JIT warms up); default -records, -1 none")
+	warmup := flag.Int("warmup-records", 0, "with -broker kafka: records every client sends once to each workload's topic before the measured runs, not counted (the broker's JIT warms up); default -records (with -rates 100 000), -1 none")
 	kafkaManyPartitions := flag.Int("kafka-many-partition-records", harness.DefaultKafkaManyPartitionRecords, "with -broker kafka: records per run of W4 (10 000 partitions, which one Kafka broker appends at thousands of records/s), when fewer than -records; -1: -records")
 	kafkaBootstrap := flag.String("kafka-bootstrap", "", "with -broker kafka: use this running cluster instead of starting one (topics are created, the cluster is left running)")
 	summaryOnly := flag.Bool("summary", false, "print the summary tables and the targets only, not every broker's report")
+	rates := flag.String("rates", "", "fixed-rate mode (issue 35): comma-separated rates in records a second, e.g. 5000,20000,50000; samsa, kgo and java only, -broker kafka unless given")
+	lingers := flag.String("lingers", strings.Join(harness.DefaultRateLingers, ","), "with -rates: comma-separated lingers, a row each per rate (a duration, or default: each client's own)")
+	rateDuration := flag.Duration("rate-duration", 60*time.Second, "with -rates: the measured steady phase of each run")
+	rateWarmup := flag.Duration("rate-warmup", 10*time.Second, "with -rates: each run's warm-up at the same rate, not measured")
 	fromJSON := flag.String("from-json", "", "run nothing: print the tables of a report saved with -jsonfile (with -summary, -json, -strict as for a run)")
 	flag.Parse()
 
@@ -111,6 +122,18 @@ func run() error {
 			return fmt.Errorf("-values: unknown values %q (want %s or one of %s)", v, harness.ValuesOwn, strings.Join(workload.ValueKinds, ", "))
 		}
 		valueList = append(valueList, v)
+	}
+	if *rates != "" {
+		return runRate(ctx, set, *rates, *lingers, *rateDuration, *rateWarmup, harness.Options{
+			Clients:        list(*clients),
+			Runs:           *runs,
+			Timeout:        *timeout,
+			BinDir:         *bindir,
+			Log:            os.Stderr,
+			BufferMemory:   *bufferMemory,
+			KafkaBootstrap: *kafkaBootstrap,
+			WarmupRecords:  *warmup,
+		}, *broker, *asJSON, *jsonFile)
 	}
 	var suite *harness.Suite
 	var err error
@@ -200,4 +223,49 @@ func run() error {
 		}
 	}
 	return nil
+}
+
+// runRate runs the fixed-rate mode (-rates) and prints its table (or its
+// JSON with -json; -jsonfile writes it too). The broker is kafka unless
+// -broker names one; -clients defaults to samsa, kgo and java.
+func runRate(ctx context.Context, set map[string]bool, rates, lingers string, duration, warmup time.Duration,
+	o harness.Options, broker string, asJSON bool, jsonFile string) error {
+	ro := harness.RateOptions{Lingers: list(lingers), Duration: duration, Warmup: warmup}
+	for _, r := range list(rates) {
+		n, err := strconv.ParseInt(r, 10, 64)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("-rates: %q is not a rate in records a second", r)
+		}
+		ro.Rates = append(ro.Rates, n)
+	}
+	o.Broker = harness.BrokerKafka
+	if set["broker"] {
+		o.Broker = broker
+	}
+	if !set["clients"] {
+		o.Clients = []string{harness.Ours, harness.Baseline, harness.Java}
+	}
+	rep, err := harness.RunRate(ctx, o, ro)
+	if rep == nil {
+		return err
+	}
+	if jsonFile != "" {
+		b, jerr := json.MarshalIndent(rep, "", "  ")
+		if jerr == nil {
+			jerr = os.WriteFile(jsonFile, append(b, '\n'), 0o644)
+		}
+		if jerr != nil {
+			return jerr
+		}
+	}
+	if asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		if jerr := enc.Encode(rep); jerr != nil {
+			return jerr
+		}
+	} else if werr := rep.WriteMarkdown(os.Stdout); werr != nil {
+		return werr
+	}
+	return err
 }

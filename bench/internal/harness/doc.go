@@ -40,6 +40,14 @@
 // ratios ours/peer; Report.Checks and Suite.Checks evaluate issue 26's
 // targets.
 //
+// # Fixed rate
+//
+// RunRate runs issue 35's fixed-rate mode instead of the workloads: the
+// 1 KiB workload (workload.Rated) through samsa, kgo and Java, one row
+// per linger and rate of RateOptions, each client paced by Java
+// ProducerPerformance's throttle and reporting its steady phase's latency
+// histogram and CPU; RateReport.WriteMarkdown prints the table.
+//
 // # Failures
 //
 // A client that does not build, exits with an error, times out, or does

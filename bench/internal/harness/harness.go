@@ -427,6 +427,15 @@ type RunResult struct {
 	Batches       int64 `json:"broker_batches,omitempty"`
 	BrokerRecords int64 `json:"broker_records,omitempty"`
 	WireBytes     int64 `json:"wire_bytes,omitempty"`
+	// The fixed-rate mode's (RunRate), as the client reported them
+	// (workload.Result): the records after the warm-up, the time from the
+	// first of them sent to the last sent, their latencies in
+	// workload.Histogram's buckets, and the send loop's waits for a busy
+	// callback slot. There ProduceCPU and Wall cover the steady phase.
+	SteadyRecords  int           `json:"steady_records,omitempty"`
+	SteadySend     time.Duration `json:"steady_send_ns,omitempty"`
+	LatencyBuckets [][2]int64    `json:"latency_buckets,omitempty"`
+	SlotWaits      int64         `json:"slot_waits,omitempty"`
 	// Error says why the run failed; empty for a successful run.
 	Error string `json:"error,omitempty"`
 }
@@ -848,6 +857,15 @@ func runClient(ctx context.Context, o Options, spec workload.Spec, addr string, 
 	if spec.FreshValues && client != Java {
 		args = append(args, "-fresh-values")
 	}
+	if spec.Rate > 0 {
+		args = append(args, "-rate", strconv.FormatInt(spec.Rate, 10), "-rate-warmup", strconv.Itoa(spec.RateWarmup))
+	}
+	switch {
+	case spec.Linger == workload.LingerClientDefault:
+		args = append(args, "-linger", "default")
+	case spec.Linger > 0:
+		args = append(args, "-linger", spec.Linger.String())
+	}
 	profile := ""
 	if o.ProfileDir != "" && slices.Contains(o.Profile, client) && client != Java {
 		name := filepath.Join(o.ProfileDir, fmt.Sprintf("%s-%s-run%d", spec.Name, v.name(o), run+1))
@@ -891,6 +909,8 @@ func runClient(ctx context.Context, o Options, spec workload.Spec, addr string, 
 	res.Wall = time.Duration(out.WallNanos)
 	res.Setup = time.Duration(out.SetupNanos)
 	res.ProduceCPU = time.Duration(out.ProduceCPUNanos)
+	res.SteadyRecords, res.SteadySend = out.SteadyRecords, time.Duration(out.SteadySendNanos)
+	res.LatencyBuckets, res.SlotWaits = out.LatencyBuckets, out.SlotWaits
 	if profile != "" {
 		if split, err := readCodecSplit(profile); err != nil {
 			fmt.Fprintf(o.Log, "  %-9s run %d: reading the CPU profile: %v\n", client, run+1, err)

@@ -102,6 +102,22 @@ func (c *Counter) Err() error {
 // Done returns the number of records acknowledged or failed so far.
 func (c *Counter) Done() int64 { return c.acked.Load() + c.failed.Load() }
 
+// ParseLinger reads a -linger flag: "" is 0 (the shared Linger),
+// "default" LingerClientDefault, anything else a positive duration.
+func ParseLinger(s string) (time.Duration, error) {
+	switch s {
+	case "":
+		return 0, nil
+	case "default":
+		return LingerClientDefault, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("-linger %q: want a positive duration or \"default\"", s)
+	}
+	return d, nil
+}
+
 // processCPU returns the user+system time of every thread of this process
 // so far, or -1 where getrusage fails.
 func processCPU() time.Duration {
@@ -150,6 +166,9 @@ func run(name string, c Client, args []string, stdout io.Writer) (err error) {
 	tlsCA := fs.String("tls-ca", "", "connect over TLS, trusting only the CA certificate in this PEM `file`")
 	bufferMemory := fs.Int64("buffer-memory", DefaultBufferMemory, "bytes the client may buffer, where it has such a bound (Spec.BufferMemory)")
 	fresh := fs.Bool("fresh-values", false, "give every record a newly allocated value (Spec.FreshValues)")
+	rate := fs.Int64("rate", 0, "fixed-rate mode: send at this many records a second, Java ProducerPerformance's throttle (Spec.Rate)")
+	rateWarmup := fs.Int("rate-warmup", 0, "fixed-rate mode: the first this many of -records are a warm-up, not measured (Spec.RateWarmup)")
+	linger := fs.String("linger", "", "the producer's linger: a duration, or \"default\" for the client's own default (default: the shared 5ms)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -162,8 +181,16 @@ func run(name string, c Client, args []string, stdout io.Writer) (err error) {
 	}
 	spec.BufferMemory = *bufferMemory
 	spec.FreshValues = *fresh
+	spec.Rate, spec.RateWarmup = *rate, *rateWarmup
+	if spec.Linger, err = ParseLinger(*linger); err != nil {
+		return err
+	}
 	if err := spec.Validate(); err != nil {
 		return err
+	}
+	rc, rateOK := c.(RateClient)
+	if spec.Rate > 0 && !rateOK {
+		return errors.New("-rate: this client has no fixed-rate mode in the benchmark")
 	}
 	if _, ok := c.(TxnClient); spec.TxnRecords > 0 && !ok {
 		return fmt.Errorf("workload %s: this client does not run transactions in the benchmark", spec.Name)
@@ -205,9 +232,16 @@ func run(name string, c Client, args []string, stdout io.Writer) (err error) {
 		}
 	}
 	var cnt Counter
+	var rr *RateRun
 	cpu0 := processCPU()
 	start := time.Now()
-	c.Produce(ctx, &cnt)
+	if spec.Rate > 0 {
+		rr = newRateRun(spec, &cnt)
+		rc.ProduceRate(ctx, rr)
+		rr.finish()
+	} else {
+		c.Produce(ctx, &cnt)
+	}
 	wall := time.Since(start)
 	produceCPU := processCPU() - cpu0
 	if *cpuprofile != "" {
@@ -231,6 +265,9 @@ func run(name string, c Client, args []string, stdout io.Writer) (err error) {
 	}
 	if cpu0 >= 0 && produceCPU >= 0 {
 		res.ProduceCPUNanos = produceCPU.Nanoseconds()
+	}
+	if rr != nil {
+		rr.report(&res) // the steady phase's wall time and CPU instead
 	}
 	if p := cnt.first.Load(); p != nil {
 		res.FirstError = *p

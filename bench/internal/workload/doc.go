@@ -27,6 +27,11 @@
 // one JSON line. The harness (package harness) reads it and adds the whole
 // process's CPU time and peak RSS from getrusage.
 //
+// With -rate (Spec.Rate) a RateClient's ProduceRate runs instead: the
+// records at that rate, paced by Throttler (Java ProducerPerformance's
+// throttle), their first -rate-warmup a warm-up, and Result gets the
+// steady phase's latency Histogram and CPU (rate.go).
+//
 // A client not written in Go (clients/java) gets the same keys and values
 // from a file Payload.WriteFile writes, and prints the same Result line.
 package workload

@@ -66,6 +66,29 @@ type Spec struct {
 	// as it would in an application. Not part of Name: the harness passes
 	// it to the Go clients with -fresh-values.
 	FreshValues bool `json:"fresh_values,omitempty"`
+	// Rate, when positive, runs the fixed-rate mode (issue 35, rate.go):
+	// Records records at Rate records a second, paced by Java's
+	// ProducerPerformance throttle, the first RateWarmup of them a
+	// warm-up that no figure counts. Not part of Name: the harness passes
+	// it with -rate and -rate-warmup.
+	Rate       int64 `json:"rate,omitempty"`
+	RateWarmup int   `json:"rate_warmup,omitempty"`
+	// Linger is the clients' linger: 0 the shared knob (Linger, 5 ms),
+	// LingerClientDefault each client's own default, or this. Not part of
+	// Name: the harness passes it with -linger.
+	Linger time.Duration `json:"linger_ns,omitempty"`
+}
+
+// LingerOr returns the linger a client sets and whether it sets one
+// (false: the client's own default).
+func (s Spec) LingerOr() (time.Duration, bool) {
+	switch {
+	case s.Linger == 0:
+		return Linger, true
+	case s.Linger < 0:
+		return 0, false
+	}
+	return s.Linger, true
 }
 
 // Topic returns the name of the workload's topic.
@@ -85,6 +108,15 @@ func All(records int) []Spec {
 		{Name: "1KiB-zstd-keyed", ID: "W3", Records: records, ValueSize: 1024, Values: ValuesText, Keys: 10_000, KeyOrder: KeysScattered, Compression: "zstd", Partitions: 8},
 		{Name: "1KiB-json-zstd-keyed", ID: "W3c", Records: records, ValueSize: 1024, Values: ValuesJSON, Keys: 10_000, KeyOrder: KeysScattered, Compression: "zstd", Partitions: 8},
 		{Name: "100B-keyed-10k-partitions", ID: "W4", Records: records, ValueSize: 100, Values: ValuesText, Keys: 100_000, KeyOrder: KeysScattered, Compression: "none", Partitions: 10_000},
+	})
+}
+
+// Rated returns the fixed-rate mode's workload (issue 35), with records
+// records: 1 KiB text values, no keys, no compression, 8 partitions. It
+// runs only when asked for (peerbench -rates).
+func Rated(records int) []Spec {
+	return withBuffer([]Spec{
+		{Name: "1KiB", Records: records, ValueSize: 1024, Values: ValuesText, Compression: "none", Partitions: 8},
 	})
 }
 
@@ -120,7 +152,7 @@ func ByName(name string, records int) (Spec, error) {
 	if b, k, ok := cutSuffix(base, KeyOrders); ok {
 		base, order = b, k
 	}
-	for _, s := range append(All(records), Optional(records)...) {
+	for _, s := range slices.Concat(All(records), Optional(records), Rated(records)) {
 		if s.Name != base && !strings.EqualFold(s.ID, base) {
 			continue
 		}
@@ -205,6 +237,9 @@ func (s Spec) Validate() error {
 	if s.TxnRecords < 0 {
 		errs = append(errs, fmt.Errorf("workload %s: txn records %d < 0", s.Name, s.TxnRecords))
 	}
+	if s.Rate < 0 || s.RateWarmup < 0 || (s.Rate == 0 && s.RateWarmup > 0) {
+		errs = append(errs, fmt.Errorf("workload %s: rate %d, rate warm-up %d records: want a rate > 0 for a warm-up, neither negative", s.Name, s.Rate, s.RateWarmup))
+	}
 	if s.Partitions <= 0 {
 		errs = append(errs, fmt.Errorf("workload %s: partitions %d <= 0", s.Name, s.Partitions))
 	}
@@ -245,6 +280,23 @@ type Result struct {
 	ProduceCPUNanos int64 `json:"produce_cpu_ns,omitempty"`
 	// Notes describes client-specific choices (idempotence, partitioner).
 	Notes string `json:"notes,omitempty"`
+
+	// The fixed-rate mode's (Spec.Rate > 0): there WallNanos runs from
+	// the first steady-phase send to the last acknowledgment and
+	// ProduceCPUNanos is the process's CPU over that time.
+	//
+	// Rate is Spec.Rate, SteadyRecords the records after the warm-up,
+	// SteadySendNanos the time from the first steady-phase send to the
+	// return of the last send (the rate achieved is SteadyRecords over
+	// it). LatencyBuckets are the steady-phase records' latencies, from
+	// just before the send to the callback, as [bucket, count] pairs of
+	// Histogram's buckets. SlotWaits counts the times the send loop found
+	// a callback slot still busy (LoopSlots; 0 expected).
+	Rate            int64      `json:"rate,omitempty"`
+	SteadyRecords   int        `json:"steady_records,omitempty"`
+	SteadySendNanos int64      `json:"steady_send_ns,omitempty"`
+	LatencyBuckets  [][2]int64 `json:"latency_buckets,omitempty"`
+	SlotWaits       int64      `json:"slot_waits,omitempty"`
 }
 
 // Encode returns r as one JSON line.

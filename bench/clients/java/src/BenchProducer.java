@@ -20,7 +20,9 @@ import java.util.HashMap;
 import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicIntegerArray;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -106,6 +108,84 @@ public final class BenchProducer {
         }
     }
 
+    /**
+     * Java's ThroughputThrottler (org.apache.kafka.tools, in kafka-tools, not
+     * on this client's class path), logic for logic, as Go's
+     * workload.Throttler: ProducerPerformance's --throughput. A rate of 0
+     * (a wait for wakeup there) is refused by the flags.
+     */
+    static final class Throttler {
+        static final long NS_PER_MS = 1000000L;
+        static final long NS_PER_SEC = 1000 * NS_PER_MS;
+        static final long MIN_SLEEP_NS = 2 * NS_PER_MS;
+
+        final long startMs, sleepTimeNs, targetThroughput;
+        long sleepDeficitNs = 0;
+
+        Throttler(long targetThroughput, long startMs) {
+            this.startMs = startMs;
+            this.targetThroughput = targetThroughput;
+            this.sleepTimeNs = targetThroughput > 0 ? NS_PER_SEC / targetThroughput : Long.MAX_VALUE;
+        }
+
+        boolean shouldThrottle(long amountSoFar, long sendStartMs) {
+            if (targetThroughput < 0) return false;
+            float elapsedSec = (sendStartMs - startMs) / 1000.f;
+            return elapsedSec > 0 && (amountSoFar / elapsedSec) > targetThroughput;
+        }
+
+        void throttle() throws InterruptedException {
+            sleepDeficitNs += sleepTimeNs;
+            if (sleepDeficitNs < MIN_SLEEP_NS) return;
+            long sleepStartNs = System.nanoTime();
+            synchronized (this) {
+                long remaining = sleepDeficitNs;
+                while (remaining > 0) {
+                    long sleepMs = remaining / NS_PER_MS;
+                    long sleepNs = remaining - sleepMs * NS_PER_MS;
+                    this.wait(sleepMs, (int) sleepNs);
+                    remaining = sleepDeficitNs - (System.nanoTime() - sleepStartNs);
+                }
+            }
+            sleepDeficitNs = 0;
+        }
+    }
+
+    /**
+     * Go's workload.Histogram: latencies in ns, exact below 256, then 128
+     * buckets per power of two; the harness reads the quantiles from the
+     * reported counts with the Go code.
+     */
+    static final class Histogram {
+        static final int SUB_BITS = 7, SUB = 1 << SUB_BITS;
+        static final int BUCKETS = 2 * SUB + (63 - SUB_BITS - 1) * SUB;
+        final AtomicLongArray counts = new AtomicLongArray(BUCKETS);
+
+        static int bucket(long v) {
+            if (v < 2 * SUB) return (int) Math.max(v, 0);
+            int e = (64 - Long.numberOfLeadingZeros(v)) - (SUB_BITS + 1);
+            return 2 * SUB + (e - 1) * SUB + (int) (v >>> e) - SUB;
+        }
+
+        void record(long ns) {
+            counts.incrementAndGet(bucket(ns));
+        }
+
+        String json() {
+            StringBuilder b = new StringBuilder("[");
+            for (int i = 0; i < BUCKETS; i++) {
+                long n = counts.get(i);
+                if (n == 0) continue;
+                if (b.length() > 1) b.append(',');
+                b.append('[').append(i).append(',').append(n).append(']');
+            }
+            return b.append(']').toString();
+        }
+    }
+
+    /** Slots of the fixed-rate mode, as Go's workload.Slots. */
+    static final int RATE_SLOTS = 1 << 17;
+
     /** Parses a Go duration as the harness passes it ("10m0s", "90s", "1h2m3.5s", "500ms"). */
     static long durationNanos(String s) {
         Matcher m = Pattern.compile("(\\d+(?:\\.\\d+)?)(h|ms|us|µs|ns|m|s)").matcher(s);
@@ -183,6 +263,12 @@ public final class BenchProducer {
         long records = Long.parseLong(flags.getOrDefault("records", "1000000"));
         long timeoutNanos = durationNanos(flags.getOrDefault("timeout", "10m"));
         long bufferMemory = Long.parseLong(flags.getOrDefault("buffer-memory", Long.toString(DEFAULT_BUFFER_BYTES)));
+        long rate = Long.parseLong(flags.getOrDefault("rate", "0"));
+        long rateWarmup = Long.parseLong(flags.getOrDefault("rate-warmup", "0"));
+        if (rate < 0 || rateWarmup < 0 || (rate == 0 && rateWarmup > 0)) {
+            fail("-rate " + rate + ", -rate-warmup " + rateWarmup + ": want a rate > 0 for a warm-up, neither negative");
+        }
+        String linger = flags.getOrDefault("linger", "");
         if (flags.containsKey("cpuprofile") || flags.containsKey("memprofile")) {
             System.err.println("java: -cpuprofile and -memprofile are ignored (Go clients only)");
         }
@@ -204,7 +290,13 @@ public final class BenchProducer {
         Properties props = new Properties();
         props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, brokers);
         props.put(ProducerConfig.ACKS_CONFIG, "all");
-        props.put(ProducerConfig.LINGER_MS_CONFIG, LINGER_MS);
+        if (linger.isEmpty()) {
+            props.put(ProducerConfig.LINGER_MS_CONFIG, LINGER_MS);
+        } else if (!linger.equals("default")) { // "default": Java's own linger.ms
+            long ns = durationNanos(linger);
+            if (ns <= 0 || ns % 1000000 != 0) fail("-linger " + linger + ": linger.ms takes whole milliseconds");
+            props.put(ProducerConfig.LINGER_MS_CONFIG, (int) (ns / 1000000));
+        }
         props.put(ProducerConfig.BATCH_SIZE_CONFIG, BATCH_BYTES);
         props.put(ProducerConfig.BUFFER_MEMORY_CONFIG, bufferMemory);
         String tlsCA = flags.get("tls-ca");
@@ -224,6 +316,7 @@ public final class BenchProducer {
         AtomicLong acked = new AtomicLong(), failed = new AtomicLong();
         AtomicReference<String> firstError = new AtomicReference<>();
         long wall, produceCpu, setup;
+        String rateJson = "";
         try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props)) {
             try {
                 producer.send(new ProducerRecord<>(p.topic, p.key(0), p.value(0))).get();
@@ -240,26 +333,87 @@ public final class BenchProducer {
                     acked.incrementAndGet();
                 }
             };
-            long cpu0 = processCpuNanos();
-            long start = System.nanoTime();
-            for (long i = 0; i < records; i++) {
-                try {
-                    producer.send(new ProducerRecord<>(p.topic, p.key(i), p.value(i)), done);
-                } catch (Exception e) { // send itself failed: no callback runs
-                    failed.incrementAndGet();
-                    firstError.compareAndSet(null, e.toString());
+            if (rate > 0) {
+                // The fixed-rate mode: Java's Callback is told the partition,
+                // offset and a millisecond timestamp, not which send it
+                // answers, so each slot has one Callback, made before the loop.
+                long[] starts = new long[RATE_SLOTS];
+                AtomicIntegerArray busy = new AtomicIntegerArray(RATE_SLOTS);
+                Histogram hist = new Histogram();
+                long[] steadyNs = {Long.MAX_VALUE}; // written before the first steady send
+                Callback[] slotDone = new Callback[RATE_SLOTS];
+                for (int k = 0; k < RATE_SLOTS; k++) {
+                    final int slot = k;
+                    slotDone[k] = (RecordMetadata md, Exception e) -> {
+                        long start = starts[slot];
+                        if (start >= steadyNs[0]) hist.record(System.nanoTime() - start);
+                        busy.set(slot, 0);
+                        done.onCompletion(md, e);
+                    };
                 }
+                Throttler throttler = new Throttler(rate, System.currentTimeMillis());
+                long cpu0 = -1, steadyStart = 0, slotWaits = 0;
+                for (long i = 0; i < records; i++) {
+                    int slot = (int) (i % RATE_SLOTS);
+                    while (busy.get(slot) != 0) {
+                        slotWaits++;
+                        Thread.sleep(0, 100000);
+                    }
+                    if (i == rateWarmup) {
+                        cpu0 = processCpuNanos();
+                        steadyStart = System.nanoTime();
+                        steadyNs[0] = steadyStart;
+                    }
+                    long sendStartMs = System.currentTimeMillis();
+                    starts[slot] = System.nanoTime();
+                    busy.set(slot, 1);
+                    try {
+                        producer.send(new ProducerRecord<>(p.topic, p.key(i), p.value(i)), slotDone[slot]);
+                    } catch (Exception e) { // send itself failed: no callback runs
+                        busy.set(slot, 0);
+                        failed.incrementAndGet();
+                        firstError.compareAndSet(null, e.toString());
+                    }
+                    if (throttler.shouldThrottle(i, sendStartMs)) {
+                        throttler.throttle();
+                    }
+                }
+                long sendEnd = System.nanoTime();
+                producer.flush();
+                while (acked.get() + failed.get() < records) {
+                    Thread.onSpinWait();
+                }
+                long end = System.nanoTime();
+                long cpu1 = processCpuNanos();
+                long steady = Math.max(0, records - rateWarmup);
+                rateJson = ",\"rate\":" + rate + ",\"steady_records\":" + steady
+                        + (cpu0 >= 0 ? ",\"steady_send_ns\":" + (sendEnd - steadyStart) : "")
+                        + ",\"latency_buckets\":" + hist.json()
+                        + (slotWaits > 0 ? ",\"slot_waits\":" + slotWaits : "");
+                wall = cpu0 >= 0 ? end - steadyStart : 0;
+                produceCpu = cpu0 >= 0 && cpu1 >= 0 ? cpu1 - cpu0 : 0;
+            } else {
+                long cpu0 = processCpuNanos();
+                long start = System.nanoTime();
+                for (long i = 0; i < records; i++) {
+                    try {
+                        producer.send(new ProducerRecord<>(p.topic, p.key(i), p.value(i)), done);
+                    } catch (Exception e) { // send itself failed: no callback runs
+                        failed.incrementAndGet();
+                        firstError.compareAndSet(null, e.toString());
+                    }
+                }
+                producer.flush();
+                // flush returns once every send completed; the callbacks run
+                // before a send counts as complete, but wait for the counts to
+                // be sure.
+                while (acked.get() + failed.get() < records) {
+                    Thread.onSpinWait();
+                }
+                wall = System.nanoTime() - start;
+                long cpu1 = processCpuNanos();
+                produceCpu = cpu0 >= 0 && cpu1 >= 0 ? cpu1 - cpu0 : 0;
             }
-            producer.flush();
-            // flush returns once every send completed; the callbacks run
-            // before a send counts as complete, but wait for the counts to
-            // be sure.
-            while (acked.get() + failed.get() < records) {
-                Thread.onSpinWait();
-            }
-            wall = System.nanoTime() - start;
-            long cpu1 = processCpuNanos();
-            produceCpu = cpu0 >= 0 && cpu1 >= 0 ? cpu1 - cpu0 : 0;
         }
         watchdog.interrupt();
 
@@ -273,6 +427,7 @@ public final class BenchProducer {
         out.append(",\"wall_ns\":").append(wall);
         out.append(",\"setup_ns\":").append(setup);
         if (produceCpu > 0) out.append(",\"produce_cpu_ns\":").append(produceCpu);
+        out.append(rateJson);
         out.append(",\"notes\":").append(json(NOTES));
         out.append("}");
         System.out.println(out);
