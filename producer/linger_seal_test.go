@@ -60,7 +60,7 @@ func sealDelays(t *testing.T, linger time.Duration, n int) []time.Duration {
 // about 1 ms late whenever nothing else woke the runtime: 34–46 % of
 // single records waited linger + 0.9 ms or more (p80 1.46–1.49 ms, p90
 // 1.57–1.61 ms beyond linger 1 ms and 5 ms, -race). With the exact
-// deadline p80 is 0.34–0.53 ms. p80 is asserted, with three tries: on
+// deadline p80 is 0.34–0.53 ms. p80 is asserted, with five tries (a loaded machine delays a try's wake-ups): on
 // this shared machine p95 and p99 move with the load (p99 2–7 ms either
 // way); the log has them.
 func TestLingeredBatchSentWhenItsLingerEnds(t *testing.T) {
@@ -68,7 +68,7 @@ func TestLingeredBatchSentWhenItsLingerEnds(t *testing.T) {
 	for _, linger := range []time.Duration{time.Millisecond, 5 * time.Millisecond} {
 		t.Run(fmt.Sprint(linger), func(t *testing.T) {
 			var tries []string
-			for range 3 {
+			for range 5 {
 				d := sealDelays(t, linger, 400)
 				q := func(x float64) time.Duration { return d[int(x*float64(len(d)-1))] }
 				tries = append(tries, fmt.Sprintf("p50 %v p80 %v p90 %v p95 %v p99 %v beyond linger", q(.5), q(.8), q(.9), q(.95), q(.99)))
@@ -77,7 +77,7 @@ func TestLingeredBatchSentWhenItsLingerEnds(t *testing.T) {
 					return
 				}
 			}
-			t.Errorf("linger %v: the Produce request reached the broker later than linger + %v for more than 20%% of single records in each of 3 tries: %v",
+			t.Errorf("linger %v: the Produce request reached the broker later than linger + %v for more than 20%% of single records in each of 5 tries: %v",
 				linger, bound, tries)
 		})
 	}
