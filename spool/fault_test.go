@@ -1,0 +1,51 @@
+package spool
+
+import (
+	"io/fs"
+	"os"
+	"sync/atomic"
+	"syscall"
+)
+
+// faultFS is the real file system with failures switched on by tests.
+type faultFS struct {
+	osFS
+	// syncErr fails every fsync of a file while set.
+	syncErr atomic.Pointer[error]
+	// noSpace makes writes of segments write half their bytes and fail
+	// with ENOSPC while set.
+	noSpace atomic.Bool
+	syncs   atomic.Int64
+}
+
+func (f *faultFS) OpenFile(name string, flag int, perm fs.FileMode) (file, error) {
+	if f.noSpace.Load() && flag&os.O_CREATE != 0 {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: syscall.ENOSPC}
+	}
+	fl, err := f.osFS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &faultFile{file: fl, fs: f}, nil
+}
+
+type faultFile struct {
+	file
+	fs *faultFS
+}
+
+func (f *faultFile) Sync() error {
+	f.fs.syncs.Add(1)
+	if e := f.fs.syncErr.Load(); e != nil {
+		return *e
+	}
+	return f.file.Sync()
+}
+
+func (f *faultFile) Write(b []byte) (int, error) {
+	if f.fs.noSpace.Load() {
+		n, _ := f.file.Write(b[:len(b)/2])
+		return n, syscall.ENOSPC
+	}
+	return f.file.Write(b)
+}
