@@ -99,6 +99,7 @@ func (a *ackSet) ranges() [][2]uint64 {
 //	magic    "SPOS"
 //	version  uint8 1
 //	below    uint64  every sequence below it is acknowledged
+//	reserved uint64  no sequence at or above it has been given out
 //	count    uvarint runs acknowledged above below
 //	runs     count × (uvarint gap from the previous run's end, uvarint length)
 //	crc      uint32  CRC32C of everything before it
@@ -106,9 +107,10 @@ const positionMagic = "SPOS"
 
 var errBadPosition = errors.New("spool: position file damaged")
 
-func encodePosition(below uint64, runs [][2]uint64) []byte {
+func encodePosition(below, reserved uint64, runs [][2]uint64) []byte {
 	b := append([]byte(positionMagic), 1)
 	b = binary.BigEndian.AppendUint64(b, below)
+	b = binary.BigEndian.AppendUint64(b, reserved)
 	b = binary.AppendUvarint(b, uint64(len(runs)))
 	prev := below
 	for _, r := range runs {
@@ -119,26 +121,28 @@ func encodePosition(below uint64, runs [][2]uint64) []byte {
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
-// decodePosition returns the acknowledged set a position file holds.
-// limit bounds the sequences it may name (the runs of a damaged file must
-// not allocate without bound).
-func decodePosition(b []byte, limit uint64) (ackSet, error) {
-	if len(b) < 4+1+8+1+4 || string(b[:4]) != positionMagic || b[4] != 1 {
-		return ackSet{}, errBadPosition
+// decodePosition returns the acknowledged set and the reserved sequence a
+// position file holds. limit bounds the sequences its runs may name (a
+// crafted file must not make it loop or allocate without bound).
+func decodePosition(b []byte, limit uint64) (ackSet, uint64, error) {
+	if len(b) < 4+1+8+8+1+4 || string(b[:4]) != positionMagic || b[4] != 1 {
+		return ackSet{}, 0, errBadPosition
 	}
 	body, sum := b[:len(b)-4], binary.BigEndian.Uint32(b[len(b)-4:])
 	if crc32.Checksum(body, castagnoli) != sum {
-		return ackSet{}, errBadPosition
+		return ackSet{}, 0, errBadPosition
 	}
 	below := binary.BigEndian.Uint64(body[5:])
+	reserved := binary.BigEndian.Uint64(body[13:])
+	limit = max(limit, below)
 	a := newAckSet(below)
-	d := decoder{b: body[13:]}
+	d := decoder{b: body[21:]}
 	n := d.uvarint()
 	prev := below
 	for range n {
 		gap, l := d.uvarint(), d.uvarint()
 		if d.err || gap > limit || l > limit || prev+gap+l > limit || prev+gap < prev {
-			return ackSet{}, errBadPosition
+			return ackSet{}, 0, errBadPosition
 		}
 		for s := prev + gap; s < prev+gap+l; s++ {
 			a.add(s)
@@ -146,7 +150,7 @@ func decodePosition(b []byte, limit uint64) (ackSet, error) {
 		prev += gap + l
 	}
 	if d.err || len(d.b) != 0 {
-		return ackSet{}, errBadPosition
+		return ackSet{}, 0, errBadPosition
 	}
-	return a, nil
+	return a, reserved, nil
 }

@@ -26,6 +26,16 @@
 // acks are at risk). HeaderKey, EncodeHeader and Deduper let a consumer
 // drop such copies.
 //
+// # Sequences
+//
+// Append gives each record the next sequence (a uint64, from 0 in a new
+// directory). A sequence is never given twice by a spool (an ID), even
+// after a power loss took records whose Append had returned (and which
+// the producer may have sent): the position file reserves sequences 2^20
+// ahead of use, durably before they are given out, and after a crash the
+// sequences jump to the reserved bound. After a clean Close they go on
+// without a gap.
+//
 // # Sync policies
 //
 //   - SyncInterval (the default): Append returns once the record is

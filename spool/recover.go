@@ -61,11 +61,12 @@ func (s *Spool) recover() error {
 	}
 	s.acks = newAckSet(0)
 	if perr == nil {
-		a, err := decodePosition(posData, limit)
+		a, reserved, err := decodePosition(posData, limit)
 		if err != nil {
 			s.recovery.PositionLost = len(segs) > 0
 		} else {
 			s.acks = a
+			s.reserved = reserved
 		}
 	} else if len(segs) > 0 {
 		s.recovery.PositionLost = true
@@ -94,6 +95,10 @@ func (s *Spool) recover() error {
 			next = max(next, maxSeq+1)
 		}
 	}
+	// Sequences given out before a crash may have been sent and lost
+	// from the log (a power loss under SyncInterval): never give them
+	// again, or a consumer's Deduper would drop the new records.
+	next = max(next, s.reserved)
 	s.next = next
 	s.replayEnd = next
 	s.synced = next
@@ -128,6 +133,11 @@ func (s *Spool) recover() error {
 		if err := syncDir(s.fs, s.dir); err != nil {
 			return fmt.Errorf("spool: %w", err)
 		}
+	}
+	// Reserve the first sequences now, so that the first Append does not
+	// wait for a position write.
+	if err := s.writePosition(false); err != nil {
+		return fmt.Errorf("spool: %w", err)
 	}
 	return nil
 }

@@ -76,7 +76,12 @@ type Spool struct {
 	samples []sample
 	// posWritten is the acknowledged count at the last position write.
 	posWritten uint64
-	acked      uint64
+	// reserved is the durable bound on sequences given out: the position
+	// file says no sequence at or above it was used (reserveStep ahead of
+	// next, moved on by the maintenance goroutine, or by Append when it
+	// catches up).
+	reserved uint64
+	acked    uint64
 
 	kick chan struct{}
 	quit chan struct{}
@@ -226,6 +231,19 @@ func (s *Spool) Append(ctx context.Context, rec *Record) (uint64, error) {
 			s.kickLoop()
 			if err := s.waitOn(ctx, ch, size, nil); err != nil {
 				return 0, err
+			}
+			continue
+		}
+		if s.next >= s.reserved {
+			s.mu.Unlock()
+			if err := s.maintain(false); err != nil {
+				if !errors.Is(err, syscall.ENOSPC) {
+					return 0, err
+				}
+				noSpace = err
+				if err := s.waitSpace(ctx, size, noSpace); err != nil {
+					return 0, err
+				}
 			}
 			continue
 		}
@@ -475,13 +493,14 @@ func (s *Spool) loop() {
 		case <-t.C:
 		case <-s.kick:
 		}
-		_ = s.maintain()
+		_ = s.maintain(false)
 	}
 }
 
-// maintain fsyncs (under SyncInterval), persists the position and
-// deletes the segments wholly below it.
-func (s *Spool) maintain() error {
+// maintain fsyncs (under SyncInterval), persists the position (and
+// reserves sequences) and deletes the segments wholly below it. final (at
+// Close) reserves no more than what was given out.
+func (s *Spool) maintain(final bool) error {
 	s.maintMu.Lock()
 	defer s.maintMu.Unlock()
 	if s.opts.Sync == SyncInterval {
@@ -497,24 +516,14 @@ func (s *Spool) maintain() error {
 		s.mu.Unlock()
 		return s.failed
 	}
-	var posErr error
-	if s.acked != s.posWritten {
-		acked, below := s.acked, s.acks.below
-		data := encodePosition(below, s.acks.ranges())
-		s.mu.Unlock()
-		name := filepath.Join(s.dir, positionFile)
-		posErr = writeFileAtomic(s.fs, s.dir, name, data, s.opts.Sync != SyncNone)
-		if posErr != nil && !errors.Is(posErr, syscall.ENOSPC) {
-			return s.fail(fmt.Errorf("write %s: %w", name, posErr))
-		}
-		// A full disk only delays the position (retried at the next
-		// tick); the deletions below are what frees it.
-		s.mu.Lock()
-		if posErr == nil {
-			s.m.positionWrites.Inc()
-			s.posWritten = acked
-		}
+	s.mu.Unlock()
+	posErr := s.writePosition(final)
+	if posErr != nil && !errors.Is(posErr, syscall.ENOSPC) {
+		return s.fail(posErr)
 	}
+	// A full disk only delays the position (retried at the next tick);
+	// the deletions below are what frees the disk.
+	s.mu.Lock()
 	// Delete the segments wholly below the contiguous position (never the
 	// active one). The position file need not be written first: at Open,
 	// whatever is below the first segment counts as acknowledged. A crash
@@ -583,7 +592,7 @@ func (s *Spool) Close() error {
 		err = s.syncThrough(next)
 	}
 	if err == nil {
-		err = s.maintain()
+		err = s.maintain(true)
 	}
 	s.syncMu.Lock()
 	s.mu.Lock()
@@ -598,4 +607,37 @@ func (s *Spool) Close() error {
 	s.syncMu.Unlock()
 	s.lock.Close()
 	return err
+}
+
+// reserveStep is how many sequences a position write reserves ahead.
+const reserveStep = 1 << 20
+
+// writePosition writes the position file when acks came since the last
+// write or more sequences must be reserved (final: exactly what was
+// given out, at Close). Its caller holds maintMu (or is Open).
+func (s *Spool) writePosition(final bool) error {
+	s.mu.Lock()
+	reserve := s.reserved
+	if final {
+		reserve = s.next
+	} else if s.next+reserveStep/2 > s.reserved {
+		reserve = s.next + reserveStep
+	}
+	if s.acked == s.posWritten && reserve == s.reserved && s.m.positionWrites.Load() > 0 {
+		s.mu.Unlock()
+		return nil
+	}
+	acked := s.acked
+	data := encodePosition(s.acks.below, reserve, s.acks.ranges())
+	s.mu.Unlock()
+	name := filepath.Join(s.dir, positionFile)
+	if err := writeFileAtomic(s.fs, s.dir, name, data, s.opts.Sync != SyncNone); err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	s.m.positionWrites.Inc()
+	s.mu.Lock()
+	s.posWritten = acked
+	s.reserved = reserve
+	s.mu.Unlock()
+	return nil
 }

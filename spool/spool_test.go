@@ -141,7 +141,7 @@ func TestReopenReplaysInOrder(t *testing.T) {
 				sameRecord(t, rec(i), e.Record)
 			}
 			r := s.Recovery()
-			if r.Unacked != 100 || r.DamagedRegions != 0 || r.TruncatedBytes != 0 || !r.PositionLost || r.NewID {
+			if r.Unacked != 100 || r.DamagedRegions != 0 || r.TruncatedBytes != 0 || r.PositionLost || r.NewID {
 				t.Fatalf("recovery %+v", r)
 			}
 			if seq, err := s.Append(context.Background(), rec(100)); err != nil || seq != 100 {
@@ -169,7 +169,7 @@ func TestOutOfOrderAcksDeleteOnlyBelowContiguousPosition(t *testing.T) {
 			s.Ack(uint64(i))
 		}
 	}
-	if err := s.maintain(); err != nil {
+	if err := s.maintain(false); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(segFiles(t, dir)); n != segsBefore {
@@ -196,7 +196,7 @@ func TestOutOfOrderAcksDeleteOnlyBelowContiguousPosition(t *testing.T) {
 	for _, q := range want {
 		s.Ack(q)
 	}
-	if err := s.maintain(); err != nil {
+	if err := s.maintain(false); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(segFiles(t, dir)); n != 1 {
@@ -245,7 +245,10 @@ func TestAckSetMatchesAMap(t *testing.T) {
 					t.Fatalf("has(%d) = %v", q, a.has(q))
 				}
 			}
-			b, err := decodePosition(encodePosition(a.below, a.ranges()), uint64(n+70))
+			b, reserved, err := decodePosition(encodePosition(a.below, 1<<40, a.ranges()), uint64(n+70))
+			if reserved != 1<<40 {
+				t.Fatalf("reserved %d after a round trip", reserved)
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -506,5 +509,73 @@ func TestMetricsOldestUnacked(t *testing.T) {
 	}
 	if m := s.Metrics(); m.OldestUnacked != 0 || m.Unacked != 0 || m.Acked != 3 {
 		t.Fatalf("metrics after acks %+v", m)
+	}
+}
+
+// copyDir copies the files of a spool's directory, as a crash would leave
+// them (the lock file aside).
+func copyDir(t *testing.T, from, to string) {
+	t.Helper()
+	ents, err := os.ReadDir(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.Name() == lockFile {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(from, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(to, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A power loss can lose records whose Append returned (SyncInterval) and
+// which the producer may have sent: their sequences must never be given
+// to new records, or a consumer's Deduper would drop those as copies.
+func TestSequencesNeverReusedAfterACrash(t *testing.T) {
+	dir, crashed := t.TempDir(), t.TempDir()
+	s := mustOpen(t, Options{Dir: dir})
+	appendN(t, s, 0, 10)
+	copyDir(t, dir, crashed)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The power loss took the last five records.
+	segs := segFiles(t, crashed)
+	b, err := os.ReadFile(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr := newSegmentReader(bytes.NewReader(b), int64(len(b)), 0)
+	var cut int64
+	for range 5 {
+		_, _, _, _ = sr.next()
+		cut = sr.off
+	}
+	if err := os.WriteFile(segs[0], b[:cut], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := mustOpen(t, Options{Dir: crashed})
+	defer c.Close()
+	if n := len(replayAll(t, c)); n != 5 {
+		t.Fatalf("replayed %d, want the 5 left", n)
+	}
+	seq, err := c.Append(context.Background(), rec(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seq < 10 {
+		t.Fatalf("after the crash the next record got sequence %d, given before the crash", seq)
+	}
+	// A clean Close gives the sequences on without a jump.
+	s = mustOpen(t, Options{Dir: dir})
+	defer s.Close()
+	if seq, _ := s.Append(context.Background(), rec(10)); seq != 10 {
+		t.Fatalf("after a clean Close the next sequence is %d, want 10", seq)
 	}
 }
