@@ -48,6 +48,32 @@ func (a *ackSet) add(seq uint64) bool {
 	return true
 }
 
+// addRange marks [lo, hi) acknowledged: the sequences Open finds absent
+// from the log (given out but lost to damage or a crash, or never used
+// after a jump), which no ack will ever come for.
+func (a *ackSet) addRange(lo, hi uint64) {
+	lo = max(lo, a.below)
+	if lo >= hi {
+		return
+	}
+	last := (hi - 1 - a.base) / 64
+	for uint64(len(a.words)) <= last {
+		a.words = append(a.words, 0)
+	}
+	for i := (lo - a.base) / 64; i <= last; i++ {
+		wlo, whi := a.base+i*64, a.base+i*64+64
+		from, to := max(lo, wlo)-wlo, min(hi, whi)-wlo
+		mask := ^uint64(0)
+		if to < 64 {
+			mask = 1<<to - 1
+		}
+		mask &^= 1<<from - 1
+		a.above += bits.OnesCount64(mask &^ a.words[i])
+		a.words[i] |= mask
+	}
+	a.advance()
+}
+
 // advance moves below over the acknowledged sequences at it, dropping the
 // words left behind.
 func (a *ackSet) advance() {

@@ -227,10 +227,9 @@ type segmentReader struct {
 	size int64
 	// off is the offset of the next entry to read.
 	off int64
-	// lastSeq is the sequence of the last entry returned; an entry must
-	// have a larger one (minSeq bounds the first).
-	lastSeq uint64
-	haveSeq bool
+	// minSeq is the smallest sequence the next entry may have: the
+	// segment's first, then one above the last entry returned.
+	minSeq uint64
 
 	buf    []byte
 	bufOff int64
@@ -246,12 +245,7 @@ type segmentReader struct {
 }
 
 func newSegmentReader(r io.ReaderAt, size int64, minSeq uint64) *segmentReader {
-	sr := &segmentReader{r: r, size: size, tailOff: -1}
-	if minSeq > 0 {
-		sr.lastSeq = minSeq - 1
-		sr.haveSeq = true
-	}
-	return sr
+	return &segmentReader{r: r, size: size, tailOff: -1, minSeq: minSeq}
 }
 
 // fetch returns the n bytes at off, or nil if the file is shorter or the
@@ -299,7 +293,7 @@ func (sr *segmentReader) at(off int64) (body []byte, n int64, err error) {
 	if h[entryHeaderLen] != entryVersion {
 		return nil, 0, nil
 	}
-	if seq := binary.BigEndian.Uint64(h[entryHeaderLen+1:]); sr.haveSeq && seq <= sr.lastSeq {
+	if seq := binary.BigEndian.Uint64(h[entryHeaderLen+1:]); seq < sr.minSeq || seq == math.MaxUint64 {
 		return nil, 0, nil
 	}
 	crc := binary.BigEndian.Uint32(h[4:])
@@ -352,15 +346,11 @@ func (sr *segmentReader) next() (body []byte, off int64, ok bool, err error) {
 		}
 		sr.damaged++
 		sr.skipped += found - bad
-		seq := binary.BigEndian.Uint64(body[1:])
-		if sr.haveSeq {
-			sr.gapRecords += seq - sr.lastSeq - 1
-		}
+		sr.gapRecords += binary.BigEndian.Uint64(body[1:]) - sr.minSeq
 		sr.off = found
 	}
 	off = sr.off
 	sr.off += n
-	sr.lastSeq = binary.BigEndian.Uint64(body[1:])
-	sr.haveSeq = true
+	sr.minSeq = binary.BigEndian.Uint64(body[1:]) + 1
 	return body, off, true, nil
 }

@@ -53,12 +53,6 @@ func (s *Spool) Metrics() Metrics {
 		TruncatedBytes: s.recovery.TruncatedBytes,
 		Failed:         s.failed,
 	}
-	// Recovered records skipped by damage never come: they are not
-	// counted as unacknowledged.
-	m.Unacked -= int64(s.recovery.SkippedRecords)
-	if m.Unacked < 0 {
-		m.Unacked = 0
-	}
 	s.trimSamplesLocked()
 	if s.acks.below < s.next && len(s.samples) > 0 {
 		m.OldestUnacked = time.Since(s.samples[0].at)

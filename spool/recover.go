@@ -83,6 +83,9 @@ func (s *Spool) recover() error {
 	}
 
 	next := s.acks.below
+	// cursor is the sequence after the last entry found: the sequences
+	// absent from the log are marked acknowledged as the scan passes them.
+	s.cursor = s.acks.below
 	for i := range segs {
 		seg := &segs[i]
 		last := i == len(segs)-1
@@ -99,6 +102,7 @@ func (s *Spool) recover() error {
 	// from the log (a power loss under SyncInterval): never give them
 	// again, or a consumer's Deduper would drop the new records.
 	next = max(next, s.reserved)
+	s.acks.addRange(s.cursor, next)
 	s.next = next
 	s.replayEnd = next
 	s.synced = next
@@ -180,6 +184,10 @@ func (s *Spool) scanSegment(seg *segment, last bool) (maxSeq uint64, ok bool, er
 		}
 		e, _ := decodeBody(body, false)
 		maxSeq, ok = e.Seq, true
+		if e.Seq > s.cursor {
+			s.acks.addRange(s.cursor, e.Seq)
+		}
+		s.cursor = max(s.cursor, e.Seq+1)
 		if s.acks.has(e.Seq) {
 			s.recovery.Acked++
 		} else {

@@ -51,6 +51,7 @@ type Spool struct {
 
 	recovery  Recovery
 	replayEnd uint64
+	cursor    uint64 // Open's scan
 
 	// syncMu orders fsyncs of the active segment and rolls: group commit
 	// takes it to fsync, a roll to close the file an fsync would use.

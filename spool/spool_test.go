@@ -245,14 +245,32 @@ func TestAckSetMatchesAMap(t *testing.T) {
 					t.Fatalf("has(%d) = %v", q, a.has(q))
 				}
 			}
-			b, reserved, err := decodePosition(encodePosition(a.below, 1<<40, a.ranges()), uint64(n+70))
+			lo, hi := uint64(rand.IntN(n+10)), uint64(rand.IntN(n+200))
+			a.addRange(lo, hi)
+			for q := lo; q < hi; q++ {
+				seen[q] = true
+			}
+			var below uint64
+			for seen[below] {
+				below++
+			}
+			above := 0
+			for q := range seen {
+				if q > below {
+					above++
+				}
+			}
+			if a.below != below || a.above != above {
+				t.Fatalf("after addRange(%d, %d): below %d above %d, want %d and %d", lo, hi, a.below, a.above, below, above)
+			}
+			b, reserved, err := decodePosition(encodePosition(a.below, 1<<40, a.ranges()), uint64(n+300))
 			if reserved != 1<<40 {
 				t.Fatalf("reserved %d after a round trip", reserved)
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			for q := range uint64(n + 70) {
+			for q := range uint64(n + 300) {
 				if b.has(q) != seen[q] {
 					t.Fatalf("after a position round trip has(%d) = %v", q, b.has(q))
 				}
@@ -577,5 +595,56 @@ func TestSequencesNeverReusedAfterACrash(t *testing.T) {
 	defer s.Close()
 	if seq, _ := s.Append(context.Background(), rec(10)); seq != 10 {
 		t.Fatalf("after a clean Close the next sequence is %d, want 10", seq)
+	}
+}
+
+// Sequences absent from the log after a crash (lost to damage, or jumped
+// over) never get an ack: Open counts them acknowledged, or the contiguous
+// position would stop there and no segment would ever be deleted again.
+func TestSegmentsFreedPastLostSequences(t *testing.T) {
+	dir, crashed := t.TempDir(), t.TempDir()
+	o := Options{Dir: dir, SegmentBytes: 1 << 10, MaxBytes: 1 << 20, SyncInterval: time.Hour}
+	s := mustOpen(t, o)
+	appendN(t, s, 0, 50)
+	copyDir(t, dir, crashed)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	segs := segFiles(t, crashed)
+	b, err := os.ReadFile(segs[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[20] ^= 0x10 // damage the second segment's first entry
+	if err := os.WriteFile(segs[1], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o.Dir = crashed
+	c := mustOpen(t, o)
+	defer c.Close()
+	if r := c.Recovery(); r.DamagedRegions != 1 || r.SkippedRecords != 1 {
+		t.Fatalf("recovery %+v, want one damaged region, one record lost", r)
+	}
+	for e, err := range c.Unacked() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Ack(e.Seq)
+	}
+	for i := range 20 {
+		seq, err := c.Append(context.Background(), rec(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Ack(seq)
+	}
+	if err := c.maintain(false); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(segFiles(t, crashed)); n != 1 {
+		t.Fatalf("%d segments left with every record acknowledged, want the active one", n)
+	}
+	if m := c.Metrics(); m.Unacked != 0 {
+		t.Fatalf("%d unacknowledged, want 0", m.Unacked)
 	}
 }
