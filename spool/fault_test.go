@@ -5,6 +5,7 @@ import (
 	"os"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // faultFS is the real file system with failures switched on by tests.
@@ -15,7 +16,10 @@ type faultFS struct {
 	// noSpace makes writes of segments write half their bytes and fail
 	// with ENOSPC while set.
 	noSpace atomic.Bool
-	syncs   atomic.Int64
+	// syncDelay makes every fsync of a file take this long more (a slow
+	// disk, so that group commit's groups form whatever the machine).
+	syncDelay atomic.Int64
+	syncs     atomic.Int64
 }
 
 func (f *faultFS) OpenFile(name string, flag int, perm fs.FileMode) (file, error) {
@@ -36,6 +40,7 @@ type faultFile struct {
 
 func (f *faultFile) Sync() error {
 	f.fs.syncs.Add(1)
+	time.Sleep(time.Duration(f.fs.syncDelay.Load()))
 	if e := f.fs.syncErr.Load(); e != nil {
 		return *e
 	}

@@ -45,7 +45,7 @@ func (s *Spool) Metrics() Metrics {
 		Bytes:          s.disk,
 		Segments:       len(s.segs),
 		MaxBytes:       s.opts.MaxBytes,
-		Unacked:        int64(s.next-s.acks.below) - int64(s.acks.above),
+		Unacked:        int64(s.next-s.acks.below) - int64(s.acks.count()),
 		Acked:          s.acked,
 		DamagedRegions: s.recovery.DamagedRegions,
 		SkippedBytes:   s.recovery.SkippedBytes,

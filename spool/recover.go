@@ -43,16 +43,16 @@ func (s *Spool) recover() error {
 	}
 	slices.Sort(firsts)
 
-	// Sizes first: they bound the sequences the position may name.
+	// Sizes first: they bound the runs the position may name.
 	segs := make([]segment, len(firsts))
-	limit := uint64(0)
+	maxRuns := uint64(1)
 	for i, first := range firsts {
-		fi, err := s.stat(segName(s.dir, first))
+		size, err := s.stat(segName(s.dir, first))
 		if err != nil {
 			return err
 		}
-		segs[i] = segment{first: first, size: fi}
-		limit = max(limit, first+uint64(fi)/(entryHeaderLen+minBodyLen)+1)
+		segs[i] = segment{first: first, size: size}
+		maxRuns += uint64(size)/(entryHeaderLen+minBodyLen) + 1
 	}
 
 	posData, perr := readFile(s.fs, filepath.Join(s.dir, positionFile))
@@ -61,7 +61,7 @@ func (s *Spool) recover() error {
 	}
 	s.acks = newAckSet(0)
 	if perr == nil {
-		a, reserved, err := decodePosition(posData, limit)
+		a, reserved, err := decodePosition(posData, maxRuns)
 		if err != nil {
 			s.recovery.PositionLost = len(segs) > 0
 		} else {
@@ -73,13 +73,7 @@ func (s *Spool) recover() error {
 	}
 	if len(segs) > 0 && segs[0].first > s.acks.below {
 		// What is below the first segment was deleted: acknowledged.
-		a := newAckSet(segs[0].first)
-		for _, r := range s.acks.ranges() {
-			for q := max(r[0], segs[0].first); q < r[1]; q++ {
-				a.add(q)
-			}
-		}
-		s.acks = a
+		s.acks.addRange(s.acks.below, segs[0].first)
 	}
 
 	next := s.acks.below

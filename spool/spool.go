@@ -388,11 +388,11 @@ func (s *Spool) syncThrough(target uint64) error {
 		s.mu.Unlock()
 		return ErrClosed
 	}
-	f, upto, name := s.active, s.next, segName(s.dir, s.segs[len(s.segs)-1].first)
+	f, upto, first := s.active, s.next, s.segs[len(s.segs)-1].first
 	s.mu.Unlock()
 	// No roll can close f: rolls take syncMu.
 	if err := s.fsync(f); err != nil {
-		return s.fail(fmt.Errorf("fsync %s: %w", name, err))
+		return s.fail(fmt.Errorf("fsync %s: %w", segName(s.dir, first), err))
 	}
 	s.mu.Lock()
 	s.synced = max(s.synced, upto)
