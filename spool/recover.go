@@ -132,6 +132,7 @@ func (s *Spool) recover() error {
 			return fmt.Errorf("spool: %w", err)
 		}
 	}
+	s.backlog = nil
 	// Reserve the first sequences now, so that the first Append does not
 	// wait for a position write.
 	if err := s.writePosition(false); err != nil {
@@ -186,6 +187,7 @@ func (s *Spool) scanSegment(seg *segment, last bool) (maxSeq uint64, ok bool, er
 			s.recovery.Acked++
 		} else {
 			s.recovery.Unacked++
+			s.noteBacklog(body, e)
 			if n%sampleEvery == 0 {
 				at := e.Timestamp
 				if at.IsZero() {
@@ -216,6 +218,24 @@ func (s *Spool) scanSegment(seg *segment, last bool) (maxSeq uint64, ok bool, er
 	return maxSeq, ok, nil
 }
 
+// noteBacklog counts an unacknowledged entry in Recovery.Backlog.
+func (s *Spool) noteBacklog(body []byte, e Entry) {
+	d := decoder{b: body[21:]}
+	topic := d.uvarBytes()
+	if s.backlog == nil {
+		s.backlog = make(map[backlogKey]int)
+	}
+	i, ok := s.backlog[backlogKey{string(topic), e.Partition}]
+	if !ok {
+		i = len(s.recovery.Backlog)
+		s.recovery.Backlog = append(s.recovery.Backlog, Backlog{Topic: string(topic), Partition: e.Partition, FirstSeq: e.Seq})
+		s.backlog[backlogKey{string(topic), e.Partition}] = i
+	}
+	b := &s.recovery.Backlog[i]
+	b.Records++
+	b.LastSeq = e.Seq
+}
+
 // loadID reads the spool's id, or makes one.
 func (s *Spool) loadID(doSync bool) error {
 	name := filepath.Join(s.dir, idFile)
@@ -241,32 +261,44 @@ func (s *Spool) loadID(doSync bool) error {
 }
 
 // Unacked iterates over the records that Open found unacknowledged, in
-// sequence order, skipping those acknowledged since. It reads the
-// segments through a bounded window (1 MiB, or one entry if larger), so
-// a large backlog is never in memory; each Entry's slices are its own.
-// It yields a non-nil error (and stops) only for an I/O error; damage is
-// skipped as Open skipped it. Records appended after Open are not
-// included. It may run while the spool is in use; each entry yielded
-// counts in Metrics().Replayed.
+// sequence order, skipping those acknowledged since: Entries(0, the next
+// sequence at Open).
 func (s *Spool) Unacked() iter.Seq2[Entry, error] {
+	return s.Entries(0, s.replayEnd)
+}
+
+// Entries iterates over the unacknowledged records with sequences in
+// [from, to), in sequence order, skipping those acknowledged by the time
+// it reaches them. It reads the segments through a bounded window (1 MiB,
+// or one entry if larger), so a large backlog is never in memory; each
+// Entry's slices are its own. It may run while the spool is in use (a
+// producer's reader refilling memory from the disk); a segment deleted
+// meanwhile was acknowledged and is skipped. It yields a non-nil error
+// (and stops) only for an I/O error; damage is skipped as Open skipped
+// it. Each entry yielded counts in Metrics().Replayed.
+func (s *Spool) Entries(from, to uint64) iter.Seq2[Entry, error] {
 	return func(yield func(Entry, error) bool) {
 		s.mu.Lock()
-		firsts := make([]uint64, 0, len(s.segs))
-		for _, seg := range s.segs {
-			if seg.first < s.replayEnd {
-				firsts = append(firsts, seg.first)
+		var firsts []uint64
+		for i, seg := range s.segs {
+			if seg.first >= to {
+				break
 			}
+			if i+1 < len(s.segs) && s.segs[i+1].first <= from {
+				continue
+			}
+			firsts = append(firsts, seg.first)
 		}
 		s.mu.Unlock()
 		for _, first := range firsts {
-			if !s.replaySegment(first, yield) {
+			if !s.replaySegment(first, from, to, yield) {
 				return
 			}
 		}
 	}
 }
 
-func (s *Spool) replaySegment(first uint64, yield func(Entry, error) bool) bool {
+func (s *Spool) replaySegment(first, from, to uint64, yield func(Entry, error) bool) bool {
 	name := segName(s.dir, first)
 	f, err := s.fs.OpenFile(name, os.O_RDONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
@@ -293,10 +325,10 @@ func (s *Spool) replaySegment(first uint64, yield func(Entry, error) bool) bool 
 			return true
 		}
 		e, _ := decodeBody(body, false)
-		if e.Seq >= s.replayEnd {
-			return true
+		if e.Seq >= to {
+			return false
 		}
-		if s.Acked(e.Seq) {
+		if e.Seq < from || s.Acked(e.Seq) {
 			continue
 		}
 		e, _ = decodeBody(body, true)

@@ -52,6 +52,7 @@ type Spool struct {
 	recovery  Recovery
 	replayEnd uint64
 	cursor    uint64 // Open's scan
+	backlog   map[backlogKey]int
 
 	// syncMu orders fsyncs of the active segment and rolls: group commit
 	// takes it to fsync, a roll to close the file an fsync would use.
@@ -121,6 +122,25 @@ type Recovery struct {
 	// NewID is set when the directory had no valid id file and got a
 	// new ID (a new spool, or the old id file was lost).
 	NewID bool
+	// Backlog has, per topic and partition (-1: never assigned), the
+	// unacknowledged records found, in the order their topics and
+	// partitions first appear in the log. A producer keeps new records of
+	// those partitions behind the replayed ones until it has taken the
+	// record at LastSeq.
+	Backlog []Backlog
+}
+
+// Backlog is one partition's unacknowledged records at Open.
+type Backlog struct {
+	Topic             string
+	Partition         int32
+	Records           int64
+	FirstSeq, LastSeq uint64
+}
+
+type backlogKey struct {
+	topic     string
+	partition int32
 }
 
 // Open opens (creating if needed) the spool in opts.Dir, locks it against
@@ -197,6 +217,23 @@ func (s *Spool) Recovery() Recovery { return s.recovery }
 // SyncAlways: then the record may be in the log, and is replayed after a
 // reopen if it is).
 func (s *Spool) Append(ctx context.Context, rec *Record) (uint64, error) {
+	seq, err := s.Write(ctx, rec)
+	if err != nil || s.opts.Sync != SyncAlways {
+		return seq, err
+	}
+	if err := s.syncThrough(seq + 1); err != nil {
+		return 0, err
+	}
+	return seq, nil
+}
+
+// Write is Append without waiting for SyncAlways' fsync: it returns once
+// the record is written to the file (the page cache), with the same
+// errors. The record is persisted once Persisted is above its sequence
+// (Sync makes it so). A producer writes on Send's goroutine, for the
+// sequence and the order, and completes Future.Persisted from one
+// goroutine calling Sync, so that Send never waits for the disk.
+func (s *Spool) Write(ctx context.Context, rec *Record) (uint64, error) {
 	size := int64(entryLen(rec))
 	if size > maxEntryLen || size > s.opts.MaxBytes {
 		return 0, fmt.Errorf("%w: %d bytes (MaxBytes %d, at most %d)", ErrTooLarge, size, s.opts.MaxBytes, maxEntryLen)
@@ -282,11 +319,6 @@ func (s *Spool) Append(ctx context.Context, rec *Record) (uint64, error) {
 		}
 		s.mu.Unlock()
 		s.m.appended.Inc()
-		if s.opts.Sync == SyncAlways {
-			if err := s.syncThrough(seq + 1); err != nil {
-				return 0, err
-			}
-		}
 		return seq, nil
 	}
 }
@@ -367,6 +399,34 @@ func (s *Spool) fsync(f file) error {
 	s.m.fsyncNanos.Add(uint64(d))
 	s.m.fsyncMax.Observe(uint64(d))
 	return err
+}
+
+// Persisted returns the bound below which every sequence written is
+// persisted under the policy: under SyncAlways the sequences an fsync
+// covered, otherwise every sequence written.
+func (s *Spool) Persisted() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.opts.Sync == SyncAlways {
+		return s.synced
+	}
+	return s.next
+}
+
+// Sync fsyncs what was written (sharing the fsync with concurrent
+// appenders) and returns Persisted's bound. Under SyncNone it only
+// returns the bound. Its errors are ErrFailed's (the spool stops) and
+// ErrClosed.
+func (s *Spool) Sync() (uint64, error) {
+	if s.opts.Sync != SyncNone {
+		s.mu.Lock()
+		next := s.next
+		s.mu.Unlock()
+		if err := s.syncThrough(next); err != nil {
+			return s.Persisted(), err
+		}
+	}
+	return s.Persisted(), nil
 }
 
 // syncThrough returns once the sequences below target are fsynced: the

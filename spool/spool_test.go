@@ -668,3 +668,97 @@ func TestSegmentsFreedPastLostSequences(t *testing.T) {
 		t.Fatalf("%d unacknowledged, want 0", m.Unacked)
 	}
 }
+
+// Write returns before SyncAlways' fsync; Persisted says what an fsync
+// covered, and Sync moves it.
+func TestWriteThenSync(t *testing.T) {
+	cases := []struct {
+		policy       SyncPolicy
+		beforeSync   uint64 // Persisted after two Writes
+		fsyncsBySync uint64
+	}{
+		{SyncAlways, 0, 1},
+		{SyncInterval, 2, 1},
+		{SyncNone, 2, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.policy.String(), func(t *testing.T) {
+			s := mustOpen(t, Options{Dir: t.TempDir(), Sync: tc.policy, SyncInterval: time.Hour})
+			defer s.Close()
+			for i := range 2 {
+				if _, err := s.Write(context.Background(), rec(i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := s.Persisted(); got != tc.beforeSync {
+				t.Fatalf("Persisted after two Writes = %d, want %d", got, tc.beforeSync)
+			}
+			before := s.Metrics().Fsyncs
+			bound, err := s.Sync()
+			if err != nil || bound != 2 {
+				t.Fatalf("Sync = %d, %v; want 2", bound, err)
+			}
+			if n := s.Metrics().Fsyncs - before; n != tc.fsyncsBySync {
+				t.Fatalf("Sync made %d fsyncs, want %d", n, tc.fsyncsBySync)
+			}
+		})
+	}
+}
+
+// Entries reads a range of sequences, across segments, skipping acks;
+// Recovery.Backlog says per partition what Open found.
+func TestEntriesAndBacklog(t *testing.T) {
+	dir := t.TempDir()
+	o := Options{Dir: dir, SegmentBytes: 512, MaxBytes: 1 << 20}
+	s := mustOpen(t, o)
+	appendN(t, s, 0, 60)
+	s.Ack(31)
+	var got []uint64
+	for e, err := range s.Entries(25, 40) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, e.Seq)
+	}
+	var want []uint64
+	for q := uint64(25); q < 40; q++ {
+		if q != 31 {
+			want = append(want, q)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Entries(25, 40) = %v, want %v", got, want)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = mustOpen(t, o)
+	defer s.Close()
+	type key struct {
+		topic string
+		part  int32
+	}
+	wantB := map[key]*Backlog{}
+	for i := range 60 {
+		if i == 31 {
+			continue
+		}
+		r := rec(i)
+		b := wantB[key{r.Topic, r.Partition}]
+		if b == nil {
+			b = &Backlog{Topic: r.Topic, Partition: r.Partition, FirstSeq: uint64(i)}
+			wantB[key{r.Topic, r.Partition}] = b
+		}
+		b.Records++
+		b.LastSeq = uint64(i)
+	}
+	backlog := s.Recovery().Backlog
+	if len(backlog) != len(wantB) {
+		t.Fatalf("%d partitions in the backlog, want %d", len(backlog), len(wantB))
+	}
+	for _, b := range backlog {
+		if w := wantB[key{b.Topic, b.Partition}]; w == nil || *w != b {
+			t.Fatalf("backlog %+v, want %+v", b, w)
+		}
+	}
+}
