@@ -8,7 +8,10 @@
 // # Persisted and delivered
 //
 // A record is persisted when Append returns its sequence: it is in the
-// log under the sync policy (below). It is delivered when the broker
+// log under the sync policy (below). Write returns the sequence as soon
+// as the record is written, without waiting for SyncAlways' fsync;
+// Persisted then says which sequences are persisted, and Sync fsyncs
+// (shared with concurrent appenders) and says it. It is delivered when the broker
 // acknowledged it; the producer then calls Ack with its sequence. Acks
 // come in any order (partitions progress independently): the spool keeps
 // the contiguous acknowledged position (every sequence below it
@@ -23,7 +26,9 @@
 // at least once: an acknowledgement not yet in the position file when the
 // process died is lost, and its record is replayed (the set of acks above
 // the contiguous position is persisted too, so only the last interval's
-// acks are at risk). HeaderKey, EncodeHeader and Deduper let a consumer
+// acks are at risk). Entries reads any range of unacknowledged sequences
+// back while the spool is in use, and Recovery().Backlog says which
+// partitions have records to replay. HeaderKey, EncodeHeader and Deduper let a consumer
 // drop such copies.
 //
 // # Sequences
@@ -111,10 +116,11 @@
 //
 // A Spool holds one encode buffer (the largest record appended), a read
 // window per Unacked iteration and one at Open (1 MiB, or one entry if
-// larger), a bit per sequence between the contiguous acknowledged
-// position and the newest acknowledged sequence (128 KiB for a 1 GiB
-// backlog of 1 KiB records), and a timestamp per 256 unacknowledged
-// records.
+// larger), the acknowledged set (a bit per sequence between the
+// contiguous acknowledged position and the newest acknowledged sequence,
+// in a map of 64-bit words: under 1 MiB for a 1 GiB backlog of 1 KiB
+// records; and a pair per range acknowledged in bulk), and a timestamp
+// per 256 unacknowledged records.
 //
 // # Goroutines
 //
