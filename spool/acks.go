@@ -35,15 +35,9 @@ func (a *ackSet) has(seq uint64) bool {
 	if seq < a.below || a.words[seq/64]&(1<<(seq%64)) != 0 {
 		return true
 	}
-	for _, r := range a.skips {
-		if seq < r[0] {
-			break
-		}
-		if seq < r[1] {
-			return true
-		}
-	}
-	return false
+	// The last skip starting at or below seq.
+	i, _ := slices.BinarySearchFunc(a.skips, seq+1, func(r [2]uint64, q uint64) int { return cmp.Compare(r[0], q) })
+	return i > 0 && seq < a.skips[i-1][1]
 }
 
 // add marks seq acknowledged and reports whether it was not already.
@@ -237,6 +231,8 @@ func decodePosition(b []byte, maxRuns uint64) (ackSet, uint64, error) {
 	if n > maxRuns {
 		return ackSet{}, 0, errBadPosition
 	}
+	// The runs are sorted and disjoint: short ones become bits, long ones
+	// skips, directly (addRange would look through the map for each).
 	prev := below
 	for range n {
 		gap, l := d.uvarint(), d.uvarint()
@@ -245,9 +241,16 @@ func decodePosition(b []byte, maxRuns uint64) (ackSet, uint64, error) {
 		if d.err || lo < prev || hi < lo || l == 0 {
 			return ackSet{}, 0, errBadPosition
 		}
-		a.addRange(lo, hi)
+		if l < skipMin {
+			for q := lo; q < hi; q++ {
+				a.words[q/64] |= 1 << (q % 64)
+			}
+		} else {
+			a.skips = append(a.skips, [2]uint64{lo, hi})
+		}
 		prev = hi
 	}
+	a.advance()
 	if d.err || len(d.b) != 0 {
 		return ackSet{}, 0, errBadPosition
 	}

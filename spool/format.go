@@ -227,9 +227,14 @@ type segmentReader struct {
 	size int64
 	// off is the offset of the next entry to read.
 	off int64
-	// minSeq is the smallest sequence the next entry may have: the
-	// segment's first, then one above the last entry returned.
-	minSeq uint64
+	// minSeq is the sequence the next entry has: the segment's first,
+	// then one above the last entry returned. A segment's sequences are
+	// contiguous (Open starts a new segment), so an entry after damage
+	// may be above it only by as many entries as the damaged bytes could
+	// hold (each takes at least entryHeaderLen+minBodyLen bytes); validEnd
+	// is where the last valid entry ended.
+	minSeq   uint64
+	validEnd int64
 
 	buf    []byte
 	bufOff int64
@@ -293,7 +298,7 @@ func (sr *segmentReader) at(off int64) (body []byte, n int64, err error) {
 	if h[entryHeaderLen] != entryVersion {
 		return nil, 0, nil
 	}
-	if seq := binary.BigEndian.Uint64(h[entryHeaderLen+1:]); seq < sr.minSeq || seq == math.MaxUint64 {
+	if seq := binary.BigEndian.Uint64(h[entryHeaderLen+1:]); seq < sr.minSeq || seq-sr.minSeq > uint64(off-sr.validEnd)/(entryHeaderLen+minBodyLen) || seq == math.MaxUint64 {
 		return nil, 0, nil
 	}
 	crc := binary.BigEndian.Uint32(h[4:])
@@ -351,6 +356,7 @@ func (sr *segmentReader) next() (body []byte, off int64, ok bool, err error) {
 	}
 	off = sr.off
 	sr.off += n
+	sr.validEnd = sr.off
 	sr.minSeq = binary.BigEndian.Uint64(body[1:]) + 1
 	return body, off, true, nil
 }

@@ -118,11 +118,19 @@ func (s *Spool) recover() error {
 		return fmt.Errorf("spool: %w", err)
 	}
 
-	if len(s.segs) == 0 {
-		s.segs = []segment{{first: s.next}}
+	// Every Open starts a new segment, named after the next sequence, so
+	// that a segment's sequences are contiguous (a jump after a crash
+	// falls between segments): the reader relies on it to tell an entry
+	// from garbage that happens to pass a CRC's cheap checks. An empty
+	// last segment is replaced.
+	if n := len(s.segs); n > 0 && s.segs[n-1].size == 0 {
+		if err := s.fs.Remove(segName(s.dir, s.segs[n-1].first)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("spool: %w", err)
+		}
+		s.segs = s.segs[:n-1]
 	}
-	act := s.segs[len(s.segs)-1]
-	f, err := s.fs.OpenFile(segName(s.dir, act.first), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	s.segs = append(s.segs, segment{first: s.next})
+	f, err := s.fs.OpenFile(segName(s.dir, s.next), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("spool: %w", err)
 	}
