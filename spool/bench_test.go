@@ -3,6 +3,9 @@ package spool
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -53,4 +56,59 @@ func BenchmarkAppend(b *testing.B) {
 			})
 		}
 	}
+}
+
+// TestLargeBacklog measures Open and a full replay over a large backlog;
+// it runs only with SAMSA_SPOOL_BACKLOG_MIB set (1024 for the issue's
+// 1 GiB): SAMSA_SPOOL_BACKLOG_MIB=1024 go test -run TestLargeBacklog -v ./spool/
+func TestLargeBacklog(t *testing.T) {
+	mib, err := strconv.Atoi(os.Getenv("SAMSA_SPOOL_BACKLOG_MIB"))
+	if err != nil || mib <= 0 {
+		t.Skip("set SAMSA_SPOOL_BACKLOG_MIB")
+	}
+	dir := t.TempDir()
+	o := Options{Dir: dir, MaxBytes: int64(mib+64) << 20}
+	s := mustOpen(t, o)
+	r := &Record{Topic: "bench", Partition: 3, Key: []byte("key-0001"), Value: make([]byte, 1024)}
+	start := time.Now()
+	n := 0
+	for s.Metrics().Bytes < int64(mib)<<20 {
+		for range 1000 {
+			if _, err := s.Append(context.Background(), r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n += 1000
+	}
+	wrote := time.Since(start)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	heapBefore := ms.HeapAlloc
+	start = time.Now()
+	s = mustOpen(t, o)
+	defer s.Close()
+	opened := time.Since(start)
+	start = time.Now()
+	got := 0
+	var peak uint64
+	for e, err := range s.Unacked() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Ack(e.Seq)
+		if got++; got%100000 == 0 {
+			runtime.ReadMemStats(&ms)
+			peak = max(peak, ms.HeapAlloc)
+		}
+	}
+	drained := time.Since(start)
+	if got != n {
+		t.Fatalf("replayed %d of %d", got, n)
+	}
+	t.Logf("%d MiB, %d records of 1 KiB: written in %v, Open in %v, replayed (and acknowledged) in %v; heap %d MiB before Open, peak %d MiB while replaying",
+		mib, n, wrote, opened, drained, heapBefore>>20, peak>>20)
 }

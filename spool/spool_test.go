@@ -472,6 +472,9 @@ func TestGroupCommitSharesFsyncs(t *testing.T) {
 	if m.Fsyncs == 0 || m.Fsyncs > writers*each/8 {
 		t.Fatalf("%d fsyncs for %d appends by %d goroutines, want far fewer", m.Fsyncs, writers*each, writers)
 	}
+	if m.FsyncMax < 2*time.Millisecond || m.FsyncTime < time.Duration(m.Fsyncs)*2*time.Millisecond {
+		t.Fatalf("fsync time: longest %v, total %v for %d fsyncs of at least 2 ms", m.FsyncMax, m.FsyncTime, m.Fsyncs)
+	}
 	t.Logf("%d appends, %d fsyncs", writers*each, m.Fsyncs)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
