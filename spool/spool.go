@@ -250,8 +250,9 @@ func (s *Spool) Write(ctx context.Context, rec *Record) (uint64, error) {
 		if act.size > 0 && (act.size+size > s.opts.SegmentBytes || short && s.acks.below >= s.next) {
 			// Roll a full segment; or, short of space with everything
 			// acknowledged, roll so the active segment can be deleted.
+			first := act.first
 			s.mu.Unlock()
-			if err := s.roll(); err != nil {
+			if err := s.roll(first); err != nil {
 				if !errors.Is(err, syscall.ENOSPC) {
 					return 0, err
 				}
@@ -461,8 +462,10 @@ func (s *Spool) syncThrough(target uint64) error {
 }
 
 // roll closes the active segment (fsynced, unless SyncNone) and starts a
-// new one named after the next sequence.
-func (s *Spool) roll() error {
+// new one named after the next sequence, if the active segment is still
+// the one starting at first (concurrent appenders that found it full
+// roll it once).
+func (s *Spool) roll(first uint64) error {
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
 	s.mu.Lock()
@@ -471,7 +474,7 @@ func (s *Spool) roll() error {
 		return err
 	}
 	act := s.segs[len(s.segs)-1]
-	if act.size == 0 {
+	if act.size == 0 || act.first != first {
 		return nil
 	}
 	name := segName(s.dir, s.next)
@@ -552,19 +555,25 @@ func (s *Spool) loop() {
 		case <-s.quit:
 			return
 		case <-t.C:
+			_ = s.maintain(false)
 		case <-s.kick:
+			// An ack made a segment deletable, or an Append waits for
+			// space: no fsync of the log is due.
+			_ = s.step(false, false)
 		}
-		_ = s.maintain(false)
 	}
 }
 
 // maintain fsyncs (under SyncInterval), persists the position (and
 // reserves sequences) and deletes the segments wholly below it. final (at
 // Close) reserves no more than what was given out.
-func (s *Spool) maintain(final bool) error {
+func (s *Spool) maintain(final bool) error { return s.step(final, true) }
+
+// step is maintain, with the fsync under SyncInterval only if doSync.
+func (s *Spool) step(final, doSync bool) error {
 	s.maintMu.Lock()
 	defer s.maintMu.Unlock()
-	if s.opts.Sync == SyncInterval {
+	if doSync && s.opts.Sync == SyncInterval {
 		s.mu.Lock()
 		next := s.next
 		s.mu.Unlock()

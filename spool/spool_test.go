@@ -765,3 +765,42 @@ func TestEntriesAndBacklog(t *testing.T) {
 		}
 	}
 }
+
+// Appenders that find the segment full together roll it once: each
+// segment but the last is full (it used to roll again for every one of
+// them, into segments of one entry).
+func TestConcurrentAppendersRollOnce(t *testing.T) {
+	dir := t.TempDir()
+	const segBytes = 8 << 10
+	s := mustOpen(t, Options{Dir: dir, Sync: SyncNone, SegmentBytes: segBytes, MaxBytes: 64 << 20})
+	r := &Record{Topic: "t", Value: make([]byte, 1000)}
+	size := int64(entryLen(r))
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 100 {
+				if _, err := s.Append(context.Background(), r); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	segs := segFiles(t, dir)
+	slices.Sort(segs)
+	for _, name := range segs[:len(segs)-1] {
+		fi, err := os.Stat(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Size()+size <= segBytes {
+			t.Fatalf("segment %s rolled at %d bytes, with room for another %d-byte entry under %d", filepath.Base(name), fi.Size(), size, segBytes)
+		}
+	}
+}
