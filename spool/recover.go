@@ -215,12 +215,15 @@ func (s *Spool) scanSegment(seg *segment, last bool) (maxSeq uint64, ok bool, er
 			if err := f.Truncate(sr.tailOff); err != nil {
 				return 0, false, fmt.Errorf("spool: truncate %s: %w", name, err)
 			}
-			if s.opts.Sync != SyncNone {
-				if err := f.Sync(); err != nil {
-					return 0, false, fmt.Errorf("spool: fsync %s: %w", name, err)
-				}
-			}
 			seg.size = sr.tailOff
+		}
+	}
+	// The last segment may hold what a crashed process wrote and never
+	// fsynced (under SyncInterval): it is fsynced now, before anything
+	// of it is reported again. The others were fsynced when they rolled.
+	if last && s.opts.Sync != SyncNone {
+		if err := f.Sync(); err != nil {
+			return 0, false, fmt.Errorf("spool: fsync %s: %w", name, err)
 		}
 	}
 	return maxSeq, ok, nil
