@@ -301,15 +301,16 @@ func (s *Spool) Entries(from, to uint64) iter.Seq2[Entry, error] {
 			firsts = append(firsts, seg.first)
 		}
 		s.mu.Unlock()
+		var buf []byte // one read window for every segment
 		for _, first := range firsts {
-			if !s.replaySegment(first, from, to, yield) {
+			if !s.replaySegment(first, from, to, &buf, yield) {
 				return
 			}
 		}
 	}
 }
 
-func (s *Spool) replaySegment(first, from, to uint64, yield func(Entry, error) bool) bool {
+func (s *Spool) replaySegment(first, from, to uint64, buf *[]byte, yield func(Entry, error) bool) bool {
 	name := segName(s.dir, first)
 	f, err := s.fs.OpenFile(name, os.O_RDONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
@@ -326,6 +327,8 @@ func (s *Spool) replaySegment(first, from, to uint64, yield func(Entry, error) b
 		return false
 	}
 	sr := newSegmentReader(f, fi.Size(), first)
+	sr.buf = (*buf)[:0]
+	defer func() { *buf = sr.buf }()
 	for {
 		body, _, more, err := sr.next()
 		if err != nil {
