@@ -35,8 +35,11 @@ func DecodeHeader(v []byte) (ID, uint64, error) {
 	return id, binary.BigEndian.Uint64(v[16:]), nil
 }
 
-// DefaultDedupWindow is a Deduper's default window, in sequences.
-const DefaultDedupWindow = 4096
+// DefaultDedupWindow is a Deduper's default window, in sequences (8 KiB
+// of bitmap per spool and partition). Sequences are the spool's, shared
+// by all partitions: a partition's records are as many sequences apart as
+// records of other partitions were appended between them.
+const DefaultDedupWindow = 1 << 16
 
 // Deduper drops the duplicates a spool's at-least-once replay makes, on
 // the consumer's side. Feed it every record of a partition in offset
