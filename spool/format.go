@@ -273,11 +273,18 @@ func (sr *segmentReader) fetch(off int64, n int) ([]byte, error) {
 	sr.buf = sr.buf[:want]
 	got, err := sr.r.ReadAt(sr.buf, off)
 	if got < want {
-		sr.buf = sr.buf[:0]
-		if err == nil || err == io.EOF {
-			err = io.ErrUnexpectedEOF
+		if err != nil && err != io.EOF {
+			sr.buf = sr.buf[:0]
+			return nil, err
 		}
-		return nil, err
+		// The file is shorter than when it was measured (a partial
+		// write taken back while Entries reads the active segment):
+		// its end is here.
+		sr.size = off + int64(got)
+		sr.buf, sr.bufOff = sr.buf[:got], off
+		if off+int64(n) > sr.size {
+			return nil, nil
+		}
 	}
 	sr.bufOff = off
 	return sr.buf[:n], nil
