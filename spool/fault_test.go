@@ -2,7 +2,7 @@ package spool
 
 import (
 	"io/fs"
-	"os"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -13,19 +13,25 @@ type faultFS struct {
 	osFS
 	// syncErr fails every fsync of a file while set.
 	syncErr atomic.Pointer[error]
-	// noSpace makes writes of segments write half their bytes and fail
-	// with ENOSPC while set.
-	noSpace atomic.Bool
+	// noSpace makes writes write half their bytes and fail with ENOSPC
+	// while set; with freeOnRemove, removing a segment clears it (the
+	// deletion freed the disk).
+	noSpace      atomic.Bool
+	freeOnRemove atomic.Bool
 	// syncDelay makes every fsync of a file take this long more (a slow
 	// disk, so that group commit's groups form whatever the machine).
 	syncDelay atomic.Int64
 	syncs     atomic.Int64
 }
 
-func (f *faultFS) OpenFile(name string, flag int, perm fs.FileMode) (file, error) {
-	if f.noSpace.Load() && flag&os.O_CREATE != 0 {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: syscall.ENOSPC}
+func (f *faultFS) Remove(name string) error {
+	if f.freeOnRemove.Load() && strings.HasSuffix(name, segSuffix) {
+		f.noSpace.Store(false)
 	}
+	return f.osFS.Remove(name)
+}
+
+func (f *faultFS) OpenFile(name string, flag int, perm fs.FileMode) (file, error) {
 	fl, err := f.osFS.OpenFile(name, flag, perm)
 	if err != nil {
 		return nil, err

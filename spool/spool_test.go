@@ -804,3 +804,54 @@ func TestConcurrentAppendersRollOnce(t *testing.T) {
 		}
 	}
 }
+
+// On a full disk, with every record acknowledged but the active segment
+// holding the space, Append rolls it so that it can be deleted, instead of
+// waiting for a deletion that could never come.
+func TestFullDiskRollsToFreeTheActiveSegment(t *testing.T) {
+	dir := t.TempDir()
+	ffs := &faultFS{}
+	s := mustOpen(t, Options{Dir: dir, SyncInterval: 10 * time.Millisecond, fs: ffs})
+	defer s.Close()
+	for _, q := range appendN(t, s, 0, 20) {
+		s.Ack(q)
+	}
+	ffs.freeOnRemove.Store(true)
+	ffs.noSpace.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := s.Append(ctx, rec(20)); err != nil {
+		t.Fatalf("Append on a full disk with everything acknowledged: %v", err)
+	}
+	if m := s.Metrics(); m.DeletedSegments != 1 || m.Segments != 1 {
+		t.Fatalf("%d segments deleted, %d left; want the old active one deleted", m.DeletedSegments, m.Segments)
+	}
+}
+
+// A position file that cannot be written for lack of space does not stop
+// the spool: acknowledged segments are deleted all the same, and the
+// position is written once there is room.
+func TestPositionWriteWithoutSpaceOnlyWaits(t *testing.T) {
+	dir := t.TempDir()
+	ffs := &faultFS{}
+	s := mustOpen(t, Options{Dir: dir, SegmentBytes: 1 << 10, MaxBytes: 1 << 20, SyncInterval: time.Hour, fs: ffs})
+	defer s.Close()
+	seqs := appendN(t, s, 0, 40)
+	for _, q := range seqs {
+		s.Ack(q)
+	}
+	ffs.noSpace.Store(true)
+	if err := s.maintain(false); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("maintain with a full disk: %v, want ENOSPC", err)
+	}
+	if m := s.Metrics(); m.Failed != nil || m.Segments != 1 {
+		t.Fatalf("after a position write without space: failed %v, %d segments; want running, the active one left", m.Failed, m.Segments)
+	}
+	ffs.noSpace.Store(false)
+	if err := s.maintain(false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(context.Background(), rec(1)); err != nil {
+		t.Fatal(err)
+	}
+}
