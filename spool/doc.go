@@ -11,8 +11,9 @@
 // log under the sync policy (below). Write returns the sequence as soon
 // as the record is written, without waiting for SyncAlways' fsync;
 // Persisted then says which sequences are persisted, and Sync fsyncs
-// (shared with concurrent appenders) and says it. It is delivered when the broker
-// acknowledged it; the producer then calls Ack with its sequence. Acks
+// (shared with concurrent appenders) and says it. A record is delivered
+// when the broker acknowledged it; the producer then calls Ack with its
+// sequence. Acks
 // come in any order (partitions progress independently): the spool keeps
 // the contiguous acknowledged position (every sequence below it
 // acknowledged) and the set acknowledged above it, writes both to a small
@@ -26,10 +27,10 @@
 // at least once: an acknowledgement not yet in the position file when the
 // process died is lost, and its record is replayed (the set of acks above
 // the contiguous position is persisted too, so only the last interval's
-// acks are at risk). Entries reads any range of unacknowledged sequences
+// acks are at risk). HeaderKey, EncodeHeader and Deduper let a consumer
+// drop such copies. Entries reads any range of unacknowledged sequences
 // back while the spool is in use, and Recovery().Backlog says which
-// partitions have records to replay. HeaderKey, EncodeHeader and Deduper let a consumer
-// drop such copies.
+// partitions have records to replay.
 //
 // # Sequences
 //

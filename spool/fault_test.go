@@ -25,10 +25,11 @@ type faultFS struct {
 }
 
 func (f *faultFS) Remove(name string) error {
-	if f.freeOnRemove.Load() && strings.HasSuffix(name, segSuffix) {
+	err := f.osFS.Remove(name)
+	if err == nil && f.freeOnRemove.Load() && strings.HasSuffix(name, segSuffix) {
 		f.noSpace.Store(false)
 	}
-	return f.osFS.Remove(name)
+	return err
 }
 
 func (f *faultFS) OpenFile(name string, flag int, perm fs.FileMode) (file, error) {
