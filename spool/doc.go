@@ -1,0 +1,133 @@
+// Package spool is a durable, bounded log of producer records: what a
+// producer accepted survives a crash of the process (SIGKILL included), a
+// restart and an outage of any length, and is replayed until the broker
+// acknowledges it. It uses the standard library only. The producer's
+// Config.Spool will sit on top of it (DESIGN.md, "Spool"); it can also be
+// used alone.
+//
+// # Persisted and delivered
+//
+// A record is persisted when Append returns its sequence: it is in the
+// log under the sync policy (below). Write returns the sequence as soon
+// as the record is written, without waiting for SyncAlways' fsync;
+// Persisted then says which sequences are persisted, and Sync fsyncs
+// (shared with concurrent appenders) and says it. A record is delivered
+// when the broker acknowledged it; the producer then calls Ack with its
+// sequence. Acks
+// come in any order (partitions progress independently): the spool keeps
+// the contiguous acknowledged position (every sequence below it
+// acknowledged) and the set acknowledged above it, writes both to a small
+// position file (atomically: a temporary file written and fsynced,
+// renamed, the directory fsynced) every SyncInterval, and deletes a
+// segment file once every sequence in it is below the contiguous
+// position. Nothing else deletes a record: no timeout expires one.
+//
+// After a crash, Open finds every persisted record that was not
+// acknowledged, and Unacked yields them in sequence order. The promise is
+// at least once: an acknowledgement not yet in the position file when the
+// process died is lost, and its record is replayed (the set of acks above
+// the contiguous position is persisted too, so only the last interval's
+// acks are at risk). HeaderKey, EncodeHeader and Deduper let a consumer
+// drop such copies. Entries reads any range of unacknowledged sequences
+// back while the spool is in use, and Recovery().Backlog says which
+// partitions have records to replay.
+//
+// # Sequences
+//
+// Append gives each record the next sequence (a uint64, from 0 in a new
+// directory). A sequence is never given twice by a spool (an ID), even
+// after a power loss took records whose Append had returned (and which
+// the producer may have sent): the position file reserves sequences 2^20
+// ahead of use, durably before they are given out, and after a crash the
+// sequences jump to the reserved bound. After a clean Close they go on
+// without a gap.
+//
+// # Sync policies
+//
+//   - SyncInterval (the default): Append returns once the record is
+//     written to the segment file (the page cache); the spool fsyncs every
+//     SyncInterval (100 ms by default). A crash of the process loses
+//     nothing persisted; a power loss or kernel crash loses at most the
+//     last interval's records.
+//   - SyncNone: never fsyncs. A crash of the process loses nothing
+//     persisted; a power loss may lose anything not yet written back by
+//     the kernel.
+//   - SyncAlways: Append returns only once an fsync covers the record, so
+//     a power loss loses nothing persisted. Appenders that arrive while an
+//     fsync runs wait for it and share the next one (group commit): the
+//     cost is one fsync per group, not per record.
+//
+// Whatever the policy, a segment is fsynced when it rolls (but under
+// SyncNone) and at Close.
+//
+// # Failures
+//
+// A failed write or fsync of the log, and a failed fsync of the position
+// file, stop the spool (fail-stop): after a failed fsync the kernel may
+// have dropped the pages it could not write, and retrying it would report
+// success for data that is gone. Every later Append fails with ErrFailed,
+// which wraps the cause (errors.Is(err, syscall.EIO)); Metrics().Failed
+// has it. Nothing is reported persisted that was not: under SyncAlways an
+// Append whose fsync failed returns the error. Reopening the directory
+// recovers what the log holds.
+//
+// A full disk (ENOSPC) is not a failure: a partial write is truncated
+// back, and Append waits for space and retries, as it waits at MaxBytes,
+// until its context ends; then it fails with ErrFull wrapping
+// syscall.ENOSPC. A position file that cannot be written for lack of space
+// is retried at the next interval, and acknowledged segments are deleted
+// meanwhile.
+//
+// # Errors, and where they surface
+//
+//   - ErrLocked: Open, when another Spool (in this process or another) has
+//     the directory open. The lock is flock(2) on Linux, macOS and the
+//     BSDs, released by the kernel when the process dies; on other
+//     systems there is no lock, and two processes must not share a
+//     directory.
+//   - ErrFull: Append, when the record did not fit under MaxBytes (or on
+//     the disk) before its context ended; it wraps the context's error
+//     (and syscall.ENOSPC for a full disk). The producer reports it as
+//     producer.ErrBufferExhausted.
+//   - ErrTooLarge: Append, for a record whose entry exceeds 64 MiB or
+//     MaxBytes.
+//   - ErrClosed: Append after Close, or waiting for space when Close came.
+//   - ErrFailed: Append and Close after a failed write or fsync (above).
+//   - Open's other errors are invalid Options or I/O errors on the
+//     directory, wrapped with the file's name. Damaged files are not
+//     errors (below).
+//   - Unacked yields an error only for an I/O error reading a segment.
+//   - ErrBadHeader: DecodeHeader and Deduper.Duplicate, for a header value
+//     that is not 24 bytes.
+//
+// # Recovery
+//
+// Each entry carries its length and a CRC32C (format.go has the layout).
+// Open reads every segment: a tail with no valid entry after its first
+// bad byte (a write the crash cut) is truncated from the last segment and
+// counted in Recovery.TruncatedBytes; damage inside a segment is skipped
+// by scanning for the next valid entry (bounded: every offset is tried
+// once), counted in Recovery.DamagedRegions and SkippedBytes, and the
+// sequences missing across it in SkippedRecords (those records are lost).
+// A damaged or missing position file replays every record in the log
+// (Recovery.PositionLost). Open never panics on any directory content and
+// reads through a bounded window: a 1 GiB backlog is not loaded.
+//
+// # Memory
+//
+// A Spool holds one encode buffer (the largest record appended), a read
+// window per Unacked iteration and one at Open (1 MiB, or one entry if
+// larger), the acknowledged set (a bit per sequence between the
+// contiguous acknowledged position and the newest acknowledged sequence,
+// in a map of 64-bit words: under 1 MiB for a 1 GiB backlog of 1 KiB
+// records; and a pair per range acknowledged in bulk), and a timestamp
+// per 256 unacknowledged records.
+//
+// # Goroutines
+//
+// Open starts one goroutine, ended by Close: every SyncInterval (and when
+// an Ack makes a segment deletable) it fsyncs under SyncInterval, writes
+// the position file if acks came, and deletes acknowledged segments.
+// Append runs on its caller (and, under SyncAlways, fsyncs for its
+// group); Ack never does I/O.
+package spool

@@ -1,0 +1,354 @@
+package spool
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"iter"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// recover reads the id, the segments and the position, truncates a torn
+// tail, deletes acknowledged segments and opens the active segment.
+func (s *Spool) recover() error {
+	doSync := s.opts.Sync != SyncNone
+	if err := s.loadID(doSync); err != nil {
+		return err
+	}
+	ents, err := s.fs.ReadDir(s.dir)
+	if err != nil {
+		return fmt.Errorf("spool: %w", err)
+	}
+	var firsts []uint64
+	for _, e := range ents {
+		name := e.Name()
+		if strings.HasSuffix(name, ".tmp") {
+			_ = s.fs.Remove(filepath.Join(s.dir, name))
+			continue
+		}
+		if !strings.HasSuffix(name, segSuffix) || !e.Type().IsRegular() {
+			continue
+		}
+		first, err := strconv.ParseUint(strings.TrimSuffix(name, segSuffix), 10, 64)
+		if err != nil || segName(s.dir, first) != filepath.Join(s.dir, name) {
+			continue // not a name the spool writes
+		}
+		firsts = append(firsts, first)
+	}
+	slices.Sort(firsts)
+
+	// Sizes first: they bound the runs the position may name.
+	segs := make([]segment, len(firsts))
+	maxRuns := uint64(1)
+	for i, first := range firsts {
+		size, err := s.stat(segName(s.dir, first))
+		if err != nil {
+			return err
+		}
+		segs[i] = segment{first: first, size: size}
+		maxRuns += uint64(size)/(entryHeaderLen+minBodyLen) + 1
+	}
+
+	posData, perr := readFile(s.fs, filepath.Join(s.dir, positionFile))
+	if perr != nil && !errors.Is(perr, os.ErrNotExist) {
+		return fmt.Errorf("spool: %w", perr)
+	}
+	s.acks = newAckSet(0)
+	if perr == nil {
+		a, reserved, err := decodePosition(posData, maxRuns)
+		if err != nil {
+			s.recovery.PositionLost = len(segs) > 0
+		} else {
+			s.acks = a
+			s.reserved = reserved
+		}
+	} else if len(segs) > 0 {
+		s.recovery.PositionLost = true
+	}
+	if len(segs) > 0 && segs[0].first > s.acks.below {
+		// What is below the first segment was deleted: acknowledged.
+		s.acks.addRange(s.acks.below, segs[0].first)
+	}
+
+	next := s.acks.below
+	// cursor is the sequence after the last entry found: the sequences
+	// absent from the log are marked acknowledged as the scan passes them.
+	s.cursor = s.acks.below
+	for i := range segs {
+		seg := &segs[i]
+		last := i == len(segs)-1
+		maxSeq, ok, err := s.scanSegment(seg, last)
+		if err != nil {
+			return err
+		}
+		next = max(next, seg.first)
+		if ok {
+			next = max(next, maxSeq+1)
+		}
+	}
+	// Sequences given out before a crash may have been sent and lost
+	// from the log (a power loss under SyncInterval): never give them
+	// again, or a consumer's Deduper would drop the new records.
+	next = max(next, s.reserved)
+	s.acks.addRange(s.cursor, next)
+	s.next = next
+	s.replayEnd = next
+	s.synced = next
+	for _, seg := range segs {
+		s.disk += seg.size
+	}
+	s.recovery.Segments = len(segs)
+	s.recovery.Bytes = s.disk
+
+	// Delete the segments wholly acknowledged (a crash came between the
+	// position write and their deletion), but the last.
+	var gone []segment
+	for len(segs) > 1 && segs[1].first <= s.acks.below {
+		gone = append(gone, segs[0])
+		segs = segs[1:]
+	}
+	s.segs = segs
+	if err := s.deleteSegments(gone); err != nil {
+		return fmt.Errorf("spool: %w", err)
+	}
+
+	// Every Open starts a new segment, named after the next sequence, so
+	// that a segment's sequences are contiguous (a jump after a crash
+	// falls between segments): the reader relies on it to tell an entry
+	// from garbage that happens to pass a CRC's cheap checks. An empty
+	// last segment is replaced.
+	if n := len(s.segs); n > 0 && s.segs[n-1].size == 0 {
+		if err := s.fs.Remove(segName(s.dir, s.segs[n-1].first)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("spool: %w", err)
+		}
+		s.segs = s.segs[:n-1]
+	}
+	s.segs = append(s.segs, segment{first: s.next})
+	f, err := s.fs.OpenFile(segName(s.dir, s.next), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("spool: %w", err)
+	}
+	s.active = f
+	if doSync {
+		if err := syncDir(s.fs, s.dir); err != nil {
+			return fmt.Errorf("spool: %w", err)
+		}
+	}
+	s.backlog = nil
+	// Reserve the first sequences now, so that the first Append does not
+	// wait for a position write.
+	if err := s.writePosition(false); err != nil {
+		return fmt.Errorf("spool: %w", err)
+	}
+	return nil
+}
+
+func (s *Spool) stat(name string) (int64, error) {
+	f, err := s.fs.OpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return 0, fmt.Errorf("spool: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("spool: %w", err)
+	}
+	return fi.Size(), nil
+}
+
+// scanSegment reads seg's entries, counting them and the damage, and
+// truncates the last segment's bad tail. It returns the largest sequence.
+func (s *Spool) scanSegment(seg *segment, last bool) (maxSeq uint64, ok bool, err error) {
+	name := segName(s.dir, seg.first)
+	flag := os.O_RDONLY
+	if last {
+		flag = os.O_RDWR
+	}
+	f, err := s.fs.OpenFile(name, flag, 0)
+	if err != nil {
+		return 0, false, fmt.Errorf("spool: %w", err)
+	}
+	defer f.Close()
+	sr := newSegmentReader(f, seg.size, seg.first)
+	n := 0
+	for {
+		body, _, more, err := sr.next()
+		if err != nil {
+			return 0, false, fmt.Errorf("spool: read %s: %w", name, err)
+		}
+		if !more {
+			break
+		}
+		e, _ := decodeBody(body, false)
+		maxSeq, ok = e.Seq, true
+		if e.Seq > s.cursor {
+			s.acks.addRange(s.cursor, e.Seq)
+		}
+		s.cursor = max(s.cursor, e.Seq+1)
+		if s.acks.has(e.Seq) {
+			s.recovery.Acked++
+		} else {
+			s.recovery.Unacked++
+			s.noteBacklog(body, e)
+			if n%sampleEvery == 0 {
+				at := e.Timestamp
+				if at.IsZero() {
+					at = time.Now()
+				}
+				s.samples = append(s.samples, sample{seq: e.Seq, at: at})
+			}
+			n++
+		}
+	}
+	s.recovery.DamagedRegions += sr.damaged
+	s.recovery.SkippedBytes += sr.skipped
+	s.recovery.SkippedRecords += sr.gapRecords
+	if sr.tailOff >= 0 {
+		s.recovery.TruncatedBytes += seg.size - sr.tailOff
+		if last {
+			if err := f.Truncate(sr.tailOff); err != nil {
+				return 0, false, fmt.Errorf("spool: truncate %s: %w", name, err)
+			}
+			seg.size = sr.tailOff
+		}
+	}
+	// The last segment may hold what a crashed process wrote and never
+	// fsynced (under SyncInterval): it is fsynced now, before anything
+	// of it is reported again. The others were fsynced when they rolled.
+	if last && s.opts.Sync != SyncNone {
+		if err := f.Sync(); err != nil {
+			return 0, false, fmt.Errorf("spool: fsync %s: %w", name, err)
+		}
+	}
+	return maxSeq, ok, nil
+}
+
+// noteBacklog counts an unacknowledged entry in Recovery.Backlog.
+func (s *Spool) noteBacklog(body []byte, e Entry) {
+	d := decoder{b: body[21:]}
+	topic := d.uvarBytes()
+	if s.backlog == nil {
+		s.backlog = make(map[backlogKey]int)
+	}
+	i, ok := s.backlog[backlogKey{string(topic), e.Partition}]
+	if !ok {
+		i = len(s.recovery.Backlog)
+		s.recovery.Backlog = append(s.recovery.Backlog, Backlog{Topic: string(topic), Partition: e.Partition, FirstSeq: e.Seq})
+		s.backlog[backlogKey{string(topic), e.Partition}] = i
+	}
+	b := &s.recovery.Backlog[i]
+	b.Records++
+	b.LastSeq = e.Seq
+}
+
+// loadID reads the spool's id, or makes one.
+func (s *Spool) loadID(doSync bool) error {
+	name := filepath.Join(s.dir, idFile)
+	b, err := readFile(s.fs, name)
+	if err == nil && len(b) == 2*len(ID{})+1 && b[len(b)-1] == '\n' {
+		var id ID
+		if n, err := hex.Decode(id[:], b[:len(b)-1]); err == nil && n == len(id) {
+			s.id = id
+			return nil
+		}
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("spool: %w", err)
+	}
+	if _, err := rand.Read(s.id[:]); err != nil {
+		return fmt.Errorf("spool: %w", err)
+	}
+	s.recovery.NewID = true
+	if err := writeFileAtomic(s.fs, s.dir, name, []byte(s.id.String()+"\n"), doSync); err != nil {
+		return fmt.Errorf("spool: write %s: %w", name, err)
+	}
+	return nil
+}
+
+// Unacked iterates over the records that Open found unacknowledged, in
+// sequence order, skipping those acknowledged since: Entries(0, the next
+// sequence at Open).
+func (s *Spool) Unacked() iter.Seq2[Entry, error] {
+	return s.Entries(0, s.replayEnd)
+}
+
+// Entries iterates over the unacknowledged records with sequences in
+// [from, to), in sequence order, skipping those acknowledged by the time
+// it reaches them. It reads the segments through a bounded window (1 MiB,
+// or one entry if larger), so a large backlog is never in memory; each
+// Entry's slices are its own. It may run while the spool is in use (a
+// producer's reader refilling memory from the disk); a segment deleted
+// meanwhile was acknowledged and is skipped. It yields a non-nil error
+// (and stops) only for an I/O error; damage is skipped as Open skipped
+// it. Each entry yielded counts in Metrics().Replayed.
+func (s *Spool) Entries(from, to uint64) iter.Seq2[Entry, error] {
+	return func(yield func(Entry, error) bool) {
+		s.mu.Lock()
+		var firsts []uint64
+		for i, seg := range s.segs {
+			if seg.first >= to {
+				break
+			}
+			if i+1 < len(s.segs) && s.segs[i+1].first <= from {
+				continue
+			}
+			firsts = append(firsts, seg.first)
+		}
+		s.mu.Unlock()
+		var buf []byte // one read window for every segment
+		for _, first := range firsts {
+			if !s.replaySegment(first, from, to, &buf, yield) {
+				return
+			}
+		}
+	}
+}
+
+func (s *Spool) replaySegment(first, from, to uint64, buf *[]byte, yield func(Entry, error) bool) bool {
+	name := segName(s.dir, first)
+	f, err := s.fs.OpenFile(name, os.O_RDONLY, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return true // deleted since: acknowledged
+	}
+	if err != nil {
+		yield(Entry{}, fmt.Errorf("spool: %w", err))
+		return false
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		yield(Entry{}, fmt.Errorf("spool: %w", err))
+		return false
+	}
+	sr := newSegmentReader(f, fi.Size(), first)
+	sr.buf = (*buf)[:0]
+	defer func() { *buf = sr.buf }()
+	for {
+		body, _, more, err := sr.next()
+		if err != nil {
+			yield(Entry{}, fmt.Errorf("spool: read %s: %w", name, err))
+			return false
+		}
+		if !more {
+			return true
+		}
+		e, _ := decodeBody(body, false)
+		if e.Seq >= to {
+			return false
+		}
+		if e.Seq < from || s.Acked(e.Seq) {
+			continue
+		}
+		e, _ = decodeBody(body, true)
+		s.m.replayed.Inc()
+		if !yield(e, nil) {
+			return false
+		}
+	}
+}
