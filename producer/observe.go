@@ -42,12 +42,15 @@ func (p *Producer) Metrics() Metrics {
 }
 
 // recordObs is what a record keeps for the record-level hooks: the context
-// the HookRecordBuffered hooks returned and when Send took it. Only records
-// sent while such a hook exists have one (completion.obs, nil otherwise).
+// the HookRecordBuffered hooks returned and when Send took it; and, for a
+// record whose Send context can end, that context's watch (cancel.go).
+// Only records sent while such a hook exists, or with such a context, have
+// one (completion.obs, nil otherwise).
 type recordObs struct {
-	hs   *hooks
+	hs   *hooks // nil: no HookRecordCompleted hooks, only the watch
 	ctx  context.Context
 	sent time.Time
+	w    ctxWatch
 }
 
 // observeSend runs the HookRecordBuffered hooks, if any, on a private copy
@@ -84,7 +87,10 @@ func (hs *hooks) recordObsCharge() int {
 // goroutine that completes it (completion.deliver), before its Future or
 // callback.
 func (o *recordObs) completed(md RecordMetadata, err error) {
-	o.hs.onRecordCompleted(o.ctx, RecordCompletion{Metadata: md, Err: err, Elapsed: time.Since(o.sent)})
+	o.w.release()
+	if o.hs != nil {
+		o.hs.onRecordCompleted(o.ctx, RecordCompletion{Metadata: md, Err: err, Elapsed: time.Since(o.sent)})
+	}
 }
 
 // observeExhausted reports a record of size bytes that Send failed with
