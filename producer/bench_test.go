@@ -51,6 +51,33 @@ func BenchmarkSend(b *testing.B) {
 	}
 }
 
+// BenchmarkSendCancellableContext is BenchmarkSend's callback mode with a
+// ctx that can end (and never does): what watching Send's ctx until the
+// write costs per record (its recordObs and context.AfterFunc, released
+// at completion), against BenchmarkSend/callback's context.Background(),
+// which costs nothing.
+func BenchmarkSendCancellableContext(b *testing.B) {
+	c := newCluster(b, testbroker.Config{Sink: true})
+	if err := c.CreateTopic("bench", 12); err != nil {
+		b.Fatal(err)
+	}
+	p := newProducer(b, c, Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p.Send(ctx, &Record{Topic: "bench", Value: benchValue}).Wait(ctx)
+	noop := func(RecordMetadata, error) {}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := testutil.CPUSeconds()
+	for b.Loop() {
+		p.SendCallback(ctx, &Record{Topic: "bench", Value: benchValue}, noop)
+	}
+	if err := p.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric((testutil.CPUSeconds()-cpu0)*1e9/float64(b.N), "cpu-ns/op")
+}
+
 // BenchmarkSendParallel measures how Send scales with 8 sending goroutines
 // (no producer-wide lock on the Send path).
 func BenchmarkSendParallel(b *testing.B) {
