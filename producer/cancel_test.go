@@ -326,3 +326,28 @@ func TestCancelRacingCloseCompletesEveryRecordOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestSendContextSharedCostsNoAllocation: records sent with one context
+// that can end share its watch (cancel.go's ctxGroup): a Send costs no
+// allocation more than with context.Background(), which costs nothing.
+func TestSendContextSharedCostsNoAllocation(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Sink: true})
+	require.NoError(t, c.CreateTopic("allocs", 4))
+	p := newProducer(t, c, Config{})
+	shared, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, err := waitFuture(t, p.Send(shared, &Record{Topic: "allocs", Value: []byte("warm")}), 10*time.Second)
+	require.NoError(t, err)
+	noop := func(RecordMetadata, error) {}
+	rec := &Record{Topic: "allocs", Value: []byte("v")}
+	measure := func(ctx context.Context) float64 {
+		for range 1000 { // warm: batches, chunks, free lists
+			p.SendCallback(ctx, rec, noop)
+		}
+		return testing.AllocsPerRun(2000, func() { p.SendCallback(ctx, rec, noop) })
+	}
+	background := measure(context.Background())
+	watched := measure(shared)
+	assert.LessOrEqual(t, watched, background+0.2, "a shared context that can end: %.2f allocations per Send, %.2f with context.Background()", watched, background)
+	require.NoError(t, p.Flush(shared))
+}

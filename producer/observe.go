@@ -43,14 +43,15 @@ func (p *Producer) Metrics() Metrics {
 
 // recordObs is what a record keeps for the record-level hooks: the context
 // the HookRecordBuffered hooks returned and when Send took it; and, for a
-// record whose Send context can end, that context's watch (cancel.go).
-// Only records sent while such a hook exists, or with such a context, have
-// one (completion.obs, nil otherwise).
+// record whose Send context can end, that context's group (cancel.go).
+// Only records sent while such a hook exists have one of their own
+// (completion.obs); records sent with such a context and no hook share
+// their group's, and others have none.
 type recordObs struct {
-	hs   *hooks // nil: no HookRecordCompleted hooks, only the watch
+	hs   *hooks // nil: no HookRecordCompleted hooks (a group's own)
 	ctx  context.Context
 	sent time.Time
-	w    ctxWatch
+	g    *ctxGroup // nil: Send's context cannot end
 }
 
 // observeSend runs the HookRecordBuffered hooks, if any, on a private copy
@@ -87,7 +88,9 @@ func (hs *hooks) recordObsCharge() int {
 // goroutine that completes it (completion.deliver), before its Future or
 // callback.
 func (o *recordObs) completed(md RecordMetadata, err error) {
-	o.w.release()
+	if o.g != nil {
+		o.g.release()
+	}
 	if o.hs != nil {
 		o.hs.onRecordCompleted(o.ctx, RecordCompletion{Metadata: md, Err: err, Elapsed: time.Since(o.sent)})
 	}

@@ -58,11 +58,12 @@ type Producer struct {
 	// ctxEnded is set when the Send context of a buffered record ended
 	// (ctxWatch.ended): the IO goroutine's next step fails such records
 	// (sink.failEnded).
-	ctxEnded atomic.Bool
-	stats    counters
-	clock    *clock    // record timestamps
-	hooks    *hooks    // Config.Hooks, sorted per event (observe.go)
-	rec      *recorder // behind Metrics
+	ctxEnded  atomic.Bool
+	lastGroup atomic.Pointer[ctxGroup] // the Send context group made last (cancel.go)
+	stats     counters
+	clock     *clock    // record timestamps
+	hooks     *hooks    // Config.Hooks, sorted per event (observe.go)
+	rec       *recorder // behind Metrics
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -430,15 +431,17 @@ func (p *Producer) send(ctx context.Context, rec *Record, c completion, wait boo
 		p.reject(&c, rec, err)
 		return
 	}
-	if ctx != nil && ctx.Done() != nil {
-		// A context that can end bounds the record until a request
-		// first carries it (cancel.go); context.Background() costs
-		// nothing here.
-		if err := ctx.Err(); err != nil {
-			p.reject(&c, rec, ctxEndedErr(err))
-			return
+	if ctx != nil {
+		if done := ctx.Done(); done != nil {
+			// A context that can end bounds the record until a request
+			// first carries it (cancel.go); context.Background() costs
+			// nothing here.
+			if err := ctx.Err(); err != nil {
+				p.reject(&c, rec, ctxEndedErr(err))
+				return
+			}
+			c.obs = p.watch(ctx, done, t, c.obs)
 		}
-		c.obs = p.watch(ctx, t, c.obs)
 	}
 	if err := p.append(ctx, t, rec, size, c, wait); err != nil {
 		switch {

@@ -29,7 +29,7 @@ func (s *sink) failEnded() {
 		records, bytes := ts.acc.Parked()
 		var last error
 		n := ts.acc.FailParkedIf(endedCompletion, func(c completion) {
-			last = c.obs.w.err()
+			last = c.obs.g.err()
 			s.p.completer.push(outcome{single: &c, md: RecordMetadata{Topic: ts.acc.Name, Partition: -1, Offset: -1}, err: last})
 		})
 		if t := s.topics[ts.acc.Name]; t != nil && n > 0 {
@@ -66,25 +66,22 @@ func hasEnded(b *batch) bool {
 	return false
 }
 
-// settle marks the watched records of b, which a request is about to
-// carry, written: their contexts no longer matter. It reports whether one
-// had ended first; b must then be rebuilt without it (withoutEnded). A
-// context that has ended counts as ended even before its AfterFunc ran (it
-// runs on a goroutine of its own): a record whose context ended before
+// settle decides for the watched records of b, which a request is about
+// to carry: it reports whether the context of one has ended, and b must
+// then be rebuilt without those (withoutEnded); the others are written, and
+// their contexts no longer matter (nothing looks at a batch once drained).
+// A context that has ended counts as ended even before its AfterFunc ran
+// (it runs on a goroutine of its own): a record whose context ended before
 // this request is never written.
 func settle(b *batch) (ended bool) {
+	var last *ctxGroup // a batch's records mostly share their context
 	for i, n := 0, b.Records.Len(); i < n; i++ {
 		o := b.Records.At(i).obs
-		if o == nil || o.w.ctx == nil {
+		if o == nil || o.g == nil || o.g == last {
 			continue
 		}
-		to := watchWritten
-		if o.w.ctx.Err() != nil {
-			to = watchEnded
-		}
-		if o.w.state.CompareAndSwap(watchLive, to) {
-			ended = ended || to == watchEnded
-		} else if o.w.state.Load() == watchEnded {
+		last = o.g
+		if o.g.hasEnded() {
 			ended = true
 		}
 	}
@@ -130,7 +127,7 @@ func (s *sink) withoutEnded(ip *ioPart, b *batch) *batch {
 			s.p.acc.AddCompletion(kept, *c)
 			continue
 		}
-		cause := c.obs.w.ctx.Err()
+		cause := c.obs.g.ctx.Err()
 		j := 0
 		for j < len(fails) && fails[j].cause != cause {
 			j++
