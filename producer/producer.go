@@ -312,8 +312,9 @@ func startBatchSize(cfg Config) int {
 // Config.DeliveryTimeout bounds it from then on, and a failure then says
 // whether it may have been written (ErrOutcomeUnknown). A ctx already ended
 // fails the record at once. With context.Background() (or any ctx whose
-// Done is nil) nothing of this costs anything; a ctx that can end costs a
-// context.AfterFunc per record, released when the record completes. So
+// Done is nil) nothing of this costs anything; records sent with one ctx
+// that can end share one context.AfterFunc (no allocation per record), and
+// a ctx per Send costs one each, released when its record completes. So
 // do not cancel ctx right after Send (defer cancel() around a Send that
 // returns at once) unless the record should go only if it is written by
 // then: use a ctx that lives as long as the record may wait, or
