@@ -4,6 +4,7 @@
 package producer
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/samsa-go/samsa/internal/recordbatch"
@@ -129,7 +130,7 @@ func (s *sink) withoutEnded(ip *ioPart, b *batch) *batch {
 		}
 		cause := c.obs.g.ctx.Err()
 		j := 0
-		for j < len(fails) && fails[j].cause != cause {
+		for j < len(fails) && !sameErr(fails[j].cause, cause) {
 			j++
 		}
 		if j == len(fails) {
@@ -164,12 +165,21 @@ func (s *sink) withoutEnded(ip *ioPart, b *batch) *batch {
 	return kept
 }
 
+// sameErr reports whether a and b are the same error, without comparing
+// values errors.Is would not (a custom context's error may not be
+// comparable).
+func sameErr(a, b error) bool {
+	return errors.Is(a, b) && errors.Is(b, a)
+}
+
 // failUnsent fails with err every record of the producer that no request
 // has carried: parked, and in batches open or sealed; with retries also
 // the batches waiting to be resent (an aborted transaction's). It returns
-// how many records it failed. None of them was sequenced (a batch takes
-// its sequence when a request first takes it), so idempotent partitions
-// stay gapless. IO goroutine.
+// how many records it failed. The parked, open and sealed ones never had
+// a sequence (a batch takes its sequences when a request first carries
+// it), so failing them leaves idempotent partitions gapless; a batch to
+// resend had one, and s.fail leaves its gap to the epoch bump. IO
+// goroutine.
 func (s *sink) failUnsent(err error, retries bool) int {
 	n := 0
 	s.p.topics.Range(func(_, v any) bool {
