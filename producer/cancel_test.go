@@ -351,3 +351,69 @@ func TestSendContextSharedCostsNoAllocation(t *testing.T) {
 	assert.LessOrEqual(t, watched, background+0.2, "a shared context that can end: %.2f allocations per Send, %.2f with context.Background()", watched, background)
 	require.NoError(t, p.Flush(shared))
 }
+
+// sliceErr is an error type that == cannot compare (a slice field).
+type sliceErr struct{ causes []error }
+
+func (e sliceErr) Error() string { return "ended: " + e.causes[0].Error() }
+func (e sliceErr) Unwrap() error { return e.causes[0] }
+
+// endingCtx is a context of another kind than the standard library's, whose
+// error is a sliceErr.
+type endingCtx struct {
+	context.Context
+	done chan struct{}
+	once sync.Once
+}
+
+func newEndingCtx() *endingCtx {
+	return &endingCtx{Context: context.Background(), done: make(chan struct{})}
+}
+func (c *endingCtx) end()                  { c.once.Do(func() { close(c.done) }) }
+func (c *endingCtx) Done() <-chan struct{} { return c.done }
+func (c *endingCtx) Err() error {
+	select {
+	case <-c.done:
+		return sliceErr{causes: []error{context.Canceled}}
+	default:
+		return nil
+	}
+}
+
+// TestSendContextOfAnotherKind: contexts that are not the standard
+// library's, with errors == cannot compare, end their records as well; the
+// context package's goroutine watching each of them ends with its records
+// (the package's goleak check).
+func TestSendContextOfAnotherKind(t *testing.T) {
+	c := newCluster(t, testbroker.Config{})
+	require.NoError(t, c.CreateTopic("ctx", 1))
+	p := newProducer(t, c, Config{Linger: time.Minute})
+	// The topic's partitions known first, so that the records below share
+	// an open batch (not the parking queue).
+	warm := p.Send(context.Background(), &Record{Topic: "ctx", Value: []byte("warm")})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, p.Flush(ctx))
+	_, err := waitFuture(t, warm, time.Second)
+	require.NoError(t, err)
+	a, b := newEndingCtx(), newEndingCtx()
+	kept := p.Send(context.Background(), &Record{Topic: "ctx", Value: []byte("kept")})
+	fa := p.Send(a, &Record{Topic: "ctx", Value: []byte("a")})
+	fb := p.Send(b, &Record{Topic: "ctx", Value: []byte("b")})
+	written := newEndingCtx()
+	fw := p.Send(written, &Record{Topic: "ctx", Value: []byte("w")})
+	// Both end before the IO goroutine looks: one batch holds two
+	// records whose errors are of the same kind.
+	a.end()
+	b.end()
+	for _, f := range []*Future{fa, fb} {
+		_, err := waitFuture(t, f, 10*time.Second)
+		require.ErrorIs(t, err, context.Canceled)
+	}
+	for _, f := range []*Future{kept, fw} {
+		_, err := waitFuture(t, f, 10*time.Second)
+		require.NoError(t, err)
+	}
+	written.end() // after its record was written: nothing happens
+	assert.Equal(t, []string{"warm", "kept", "w"}, partitionValues(t, c, "ctx", 0))
+}
