@@ -124,7 +124,11 @@ var (
 
 	// ErrPurged fails the records Producer.Purge found not yet sent:
 	// parked for their topic's metadata, or in a batch no request has
-	// carried yet. Such a record was definitely not written. In a
+	// carried yet. It surfaces through each record's Future, callback or
+	// channel, from the completion goroutine, before Purge returns. Such a
+	// record was definitely not written (never with ErrOutcomeUnknown),
+	// and IsRetriable is false for it: send it again if it is still
+	// wanted. In a
 	// transaction it makes the transaction abortable, as any failed record
 	// does: CommitTransaction then fails, AbortTransaction ends it.
 	ErrPurged = errors.New("producer: purged")
