@@ -42,12 +42,16 @@ func (p *Producer) Metrics() Metrics {
 }
 
 // recordObs is what a record keeps for the record-level hooks: the context
-// the HookRecordBuffered hooks returned and when Send took it. Only records
-// sent while such a hook exists have one (completion.obs, nil otherwise).
+// the HookRecordBuffered hooks returned and when Send took it; and, for a
+// record whose Send context can end, that context's group (cancel.go).
+// Only records sent while such a hook exists have one of their own
+// (completion.obs); records sent with such a context and no hook share
+// their group's, and others have none.
 type recordObs struct {
-	hs   *hooks
+	hs   *hooks // nil: no HookRecordCompleted hooks (a group's own)
 	ctx  context.Context
 	sent time.Time
+	g    *ctxGroup // nil: Send's context cannot end
 }
 
 // observeSend runs the HookRecordBuffered hooks, if any, on a private copy
@@ -84,7 +88,12 @@ func (hs *hooks) recordObsCharge() int {
 // goroutine that completes it (completion.deliver), before its Future or
 // callback.
 func (o *recordObs) completed(md RecordMetadata, err error) {
-	o.hs.onRecordCompleted(o.ctx, RecordCompletion{Metadata: md, Err: err, Elapsed: time.Since(o.sent)})
+	if o.g != nil {
+		o.g.release()
+	}
+	if o.hs != nil {
+		o.hs.onRecordCompleted(o.ctx, RecordCompletion{Metadata: md, Err: err, Elapsed: time.Since(o.sent)})
+	}
 }
 
 // observeExhausted reports a record of size bytes that Send failed with
