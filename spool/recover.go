@@ -77,6 +77,19 @@ func (s *Spool) recover() error {
 	}
 
 	next := s.acks.below
+	// Empty segments at the end are what a roll (or an Open) created
+	// before the crash: drop them first, so that the last segment (whose
+	// bad tail is truncated and which is fsynced below) is the last one
+	// written. A roll creates the new file before it fsyncs the old one,
+	// so a process killed in that fsync leaves the old one written and
+	// not fsynced behind an empty one. Their names still bound next.
+	for n := len(segs); n > 0 && segs[n-1].size == 0; n = len(segs) {
+		next = max(next, segs[n-1].first)
+		if err := s.fs.Remove(segName(s.dir, segs[n-1].first)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("spool: %w", err)
+		}
+		segs = segs[:n-1]
+	}
 	// cursor is the sequence after the last entry found: the sequences
 	// absent from the log are marked acknowledged as the scan passes them.
 	s.cursor = s.acks.below
@@ -121,8 +134,9 @@ func (s *Spool) recover() error {
 	// Every Open starts a new segment, named after the next sequence, so
 	// that a segment's sequences are contiguous (a jump after a crash
 	// falls between segments): the reader relies on it to tell an entry
-	// from garbage that happens to pass a CRC's cheap checks. An empty
-	// last segment is replaced.
+	// from garbage that happens to pass a CRC's cheap checks. (Empty
+	// last segments were dropped above; a last segment emptied by its
+	// truncation is replaced.)
 	if n := len(s.segs); n > 0 && s.segs[n-1].size == 0 {
 		if err := s.fs.Remove(segName(s.dir, s.segs[n-1].first)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("spool: %w", err)

@@ -1,0 +1,96 @@
+package spool
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// syncFS is the real file system, counting the fsyncs of each file (by
+// base name).
+type syncFS struct {
+	osFS
+	mu    sync.Mutex
+	syncs map[string]int
+}
+
+type syncFile struct {
+	file
+	name string
+	fs   *syncFS
+}
+
+func (r *syncFS) OpenFile(name string, flag int, perm fs.FileMode) (file, error) {
+	f, err := r.osFS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &syncFile{file: f, name: filepath.Base(name), fs: r}, nil
+}
+
+func (f *syncFile) Sync() error {
+	f.fs.mu.Lock()
+	if f.fs.syncs == nil {
+		f.fs.syncs = make(map[string]int)
+	}
+	f.fs.syncs[f.name]++
+	f.fs.mu.Unlock()
+	return f.file.Sync()
+}
+
+func (r *syncFS) count(name string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.syncs[name]
+}
+
+// A process killed inside a roll (the new segment created, the old one
+// not yet fsynced) leaves written, unfsynced records behind an empty
+// segment: Open fsyncs the last segment that holds records (and truncates
+// its torn tail), not the empty one.
+func TestOpenAfterACrashMidRollSyncsTheWrittenSegment(t *testing.T) {
+	for _, empties := range []int{1, 2} {
+		dir, crashed := t.TempDir(), t.TempDir()
+		s := mustOpen(t, Options{Dir: dir, SyncInterval: time.Hour})
+		appendN(t, s, 0, 10)
+		copyDir(t, dir, crashed)
+		next := s.next
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		// The roll had created the next segment, empty (and, for two,
+		// an Open after it had too, then died).
+		for i := range empties {
+			if err := os.WriteFile(segName(crashed, next+uint64(i)), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// A torn write at the end of the written segment.
+		f, err := os.OpenFile(segName(crashed, 0), os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write([]byte{0, 0, 0, 40, 1, 2}); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		r := &syncFS{}
+		c := mustOpen(t, Options{Dir: crashed, SyncInterval: time.Hour, fs: r})
+		rec := c.Recovery()
+		if n := r.count(filepath.Base(segName(crashed, 0))); n == 0 {
+			t.Errorf("%d empty segments: the segment holding the crashed process's records was not fsynced at Open", empties)
+		}
+		if rec.TruncatedBytes != 6 || rec.Unacked != 10 {
+			t.Errorf("%d empty segments: recovery %+v, want the 6 torn bytes truncated and 10 records", empties, rec)
+		}
+		if c.next < next+uint64(empties)-1 {
+			t.Errorf("%d empty segments: next %d, below an empty segment's name %d", empties, c.next, next+uint64(empties)-1)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
