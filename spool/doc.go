@@ -27,7 +27,9 @@
 // at least once: an acknowledgement not yet in the position file when the
 // process died is lost, and its record is replayed (the set of acks above
 // the contiguous position is persisted too, so only the last interval's
-// acks are at risk). HeaderKey, EncodeHeader and Deduper let a consumer
+// acks are at risk; a position file above 64 KiB, acks scattered over
+// half a million sequences or more, is rewritten for acks at most once a
+// second, so then the last second's). HeaderKey, EncodeHeader and Deduper let a consumer
 // drop such copies. Entries reads any range of unacknowledged sequences
 // back while the spool is in use, and Recovery().Backlog says which
 // partitions have records to replay.
@@ -121,7 +123,11 @@
 // contiguous acknowledged position and the newest acknowledged sequence,
 // in a map of 64-bit words: under 1 MiB for a 1 GiB backlog of 1 KiB
 // records; and a pair per range acknowledged in bulk), and a timestamp
-// per 256 unacknowledged records.
+// per 256 unacknowledged records. Writing the position file takes a copy
+// of the words (16 bytes a word) and the file's bytes (about 9 bytes a
+// word), for the time of the write; the words are copied under the
+// spool's lock, encoded and written without it, so Append and Ack do
+// not wait for the file.
 //
 // # Goroutines
 //

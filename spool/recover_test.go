@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"context"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -92,5 +93,59 @@ func TestOpenAfterACrashMidRollSyncsTheWrittenSegment(t *testing.T) {
 		if err := c.Close(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// The position file stays small when acks alternate over a backlog (a
+// stuck partition beside a delivered one): about a bit per sequence
+// between the contiguous position and the newest ack, not a run per
+// unacknowledged record; and a large one is not rewritten every interval
+// for acks alone, while a write that reserves sequences still goes.
+func TestPositionFileStaysCompact(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, Options{Dir: dir, Sync: SyncNone, SyncInterval: time.Hour, MaxBytes: 1 << 30})
+	defer s.Close()
+	r := &Record{Topic: "t", Value: make([]byte, 10)}
+	const n = 100_000
+	for range n {
+		seq, err := s.Write(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seq%2 == 1 {
+			s.Ack(seq)
+		}
+	}
+	if err := s.maintain(false); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(dir, positionFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if limit := int64(n/64*10 + 64); fi.Size() > limit {
+		t.Fatalf("position file of %d bytes for %d sequences with every other one acknowledged, want at most %d", fi.Size(), n, limit)
+	}
+
+	old := positionLargeBytes
+	positionLargeBytes = 1 << 10
+	defer func() { positionLargeBytes = old }()
+	writes := s.Metrics().PositionWrites
+	s.Ack(0)
+	s.Ack(2)
+	if err := s.maintain(false); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Metrics().PositionWrites; got != writes {
+		t.Fatalf("a large position file rewritten at once for acks alone (%d writes, want %d)", got, writes)
+	}
+	s.mu.Lock()
+	s.reserved = s.next // sequences must be reserved
+	s.mu.Unlock()
+	if _, err := s.Write(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Metrics().PositionWrites; got != writes+1 {
+		t.Fatalf("a reservation waited for the large position file's interval (%d writes, want %d)", got, writes+1)
 	}
 }

@@ -78,6 +78,9 @@ type Spool struct {
 	samples []sample
 	// posWritten is the acknowledged count at the last position write.
 	posWritten uint64
+	// posSize and posAt are the last position file's size and time.
+	posSize int
+	posAt   time.Time
 	// reserved is the durable bound on sequences given out: the position
 	// file says no sequence at or above it was used (reserveStep ahead of
 	// next, moved on by the maintenance goroutine, or by Append when it
@@ -697,9 +700,18 @@ func (s *Spool) writePosition(final bool) error {
 		s.mu.Unlock()
 		return nil
 	}
-	acked := s.acked
-	data := encodePosition(s.acks.below, reserve, s.acks.ranges())
+	// A large file (acks scattered over a large backlog) is rewritten at
+	// most every positionLargeEvery for acks alone.
+	if !final && reserve == s.reserved && s.posSize > positionLargeBytes && time.Since(s.posAt) < positionLargeEvery {
+		s.mu.Unlock()
+		return nil
+	}
+	acked, below := s.acked, s.acks.below
+	// Only the copy is made under mu; Append and Ack do not wait for the
+	// encoding.
+	skips, words := s.acks.snapshot()
 	s.mu.Unlock()
+	data := encodePosition(below, reserve, skips, words)
 	name := filepath.Join(s.dir, positionFile)
 	if err := writeFileAtomic(s.fs, s.dir, name, data, s.opts.Sync != SyncNone); err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
@@ -708,6 +720,16 @@ func (s *Spool) writePosition(final bool) error {
 	s.mu.Lock()
 	s.posWritten = acked
 	s.reserved = reserve
+	s.posSize = len(data)
+	s.posAt = time.Now()
 	s.mu.Unlock()
 	return nil
 }
+
+// A position file above positionLargeBytes is rewritten for acks alone at
+// most every positionLargeEvery (a write that reserves sequences, or
+// Close's, is never put off). Variables for the tests.
+var (
+	positionLargeBytes = 64 << 10
+	positionLargeEvery = time.Second
+)
