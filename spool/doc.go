@@ -51,9 +51,11 @@
 //     SyncInterval (100 ms by default). A crash of the process loses
 //     nothing persisted; a power loss or kernel crash loses at most the
 //     last interval's records.
-//   - SyncNone: never fsyncs. A crash of the process loses nothing
-//     persisted; a power loss may lose anything not yet written back by
-//     the kernel.
+//   - SyncNone: never fsyncs the log. A crash of the process loses
+//     nothing persisted; a power loss may lose anything not yet written
+//     back by the kernel. The position file is fsynced only when it
+//     reserves sequences (once per 2^19 appends), so that the sequences
+//     are never given twice under this policy either.
 //   - SyncAlways: Append returns only once an fsync covers the record, so
 //     a power loss loses nothing persisted. Appenders that arrive while an
 //     fsync runs wait for it and share the next one (group commit): the

@@ -149,3 +149,35 @@ func TestPositionFileStaysCompact(t *testing.T) {
 		t.Fatalf("a reservation waited for the large position file's interval (%d writes, want %d)", got, writes+1)
 	}
 }
+
+// Under SyncNone the position file is not fsynced for acks, but a write
+// that reserves sequences is: the reservation is what keeps a sequence
+// from being given twice after a power loss.
+func TestSyncNoneReservationIsDurable(t *testing.T) {
+	dir := t.TempDir()
+	r := &syncFS{}
+	s := mustOpen(t, Options{Dir: dir, Sync: SyncNone, SyncInterval: time.Hour, fs: r})
+	defer s.Close()
+	tmp := positionFile + ".tmp"
+	if n := r.count(tmp); n != 1 {
+		t.Fatalf("Open's reservation: position file fsynced %d times, want 1", n)
+	}
+	if n := r.count(filepath.Base(dir)); n == 0 {
+		t.Fatalf("Open's reservation: directory not fsynced after the rename")
+	}
+	seqs := appendN(t, s, 0, 3)
+	s.Ack(seqs[1])
+	if err := s.maintain(false); err != nil {
+		t.Fatal(err)
+	}
+	if n := r.count(tmp); n != 1 {
+		t.Fatalf("a position write for acks alone fsynced under SyncNone (%d fsyncs, want 1)", n)
+	}
+	s.mu.Lock()
+	s.reserved = s.next
+	s.mu.Unlock()
+	appendN(t, s, 3, 1)
+	if n := r.count(tmp); n != 2 {
+		t.Fatalf("a position write raising the reservation: %d fsyncs in all, want 2", n)
+	}
+}

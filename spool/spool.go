@@ -707,13 +707,17 @@ func (s *Spool) writePosition(final bool) error {
 		return nil
 	}
 	acked, below := s.acked, s.acks.below
+	// A write that raises the reservation is fsynced whatever the policy
+	// (once per reserveStep/2 appends): a sequence is never given twice,
+	// even after a power loss under SyncNone.
+	doSync := s.opts.Sync != SyncNone || reserve > s.reserved
 	// Only the copy is made under mu; Append and Ack do not wait for the
 	// encoding.
 	skips, words := s.acks.snapshot()
 	s.mu.Unlock()
 	data := encodePosition(below, reserve, skips, words)
 	name := filepath.Join(s.dir, positionFile)
-	if err := writeFileAtomic(s.fs, s.dir, name, data, s.opts.Sync != SyncNone); err != nil {
+	if err := writeFileAtomic(s.fs, s.dir, name, data, doSync); err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
 	s.m.positionWrites.Inc()
