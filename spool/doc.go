@@ -80,7 +80,9 @@
 // until its context ends; then it fails with ErrFull wrapping
 // syscall.ENOSPC. A position file that cannot be written for lack of space
 // is retried at the next interval, and acknowledged segments are deleted
-// meanwhile.
+// meanwhile. Open does not fail on a full disk either (a producer
+// restarted on one must drain its backlog): Unacked and Ack work, and a
+// Write that needs sequences reserved waits for space like the others.
 //
 // # Errors, and where they surface
 //

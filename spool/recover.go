@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -156,8 +157,11 @@ func (s *Spool) recover() error {
 	}
 	s.backlog = nil
 	// Reserve the first sequences now, so that the first Append does not
-	// wait for a position write.
-	if err := s.writePosition(false); err != nil {
+	// wait for a position write. A full disk does not fail Open (a
+	// producer restarted on a full disk must be able to drain its
+	// backlog): the reservation stays what the old file holds, and the
+	// first Write waits for space to reserve, as it would later.
+	if err := s.writePosition(false); err != nil && !errors.Is(err, syscall.ENOSPC) {
 		return fmt.Errorf("spool: %w", err)
 	}
 	return nil

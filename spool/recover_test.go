@@ -2,10 +2,12 @@ package spool
 
 import (
 	"context"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -179,5 +181,39 @@ func TestSyncNoneReservationIsDurable(t *testing.T) {
 	appendN(t, s, 3, 1)
 	if n := r.count(tmp); n != 2 {
 		t.Fatalf("a position write raising the reservation: %d fsyncs in all, want 2", n)
+	}
+}
+
+// A producer restarted on a full disk opens its spool and drains the
+// backlog; Appends wait for space to reserve sequences, then go on.
+func TestOpenOnAFullDisk(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, Options{Dir: dir})
+	appendN(t, s, 0, 10)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f := &faultFS{}
+	f.noSpace.Store(true)
+	c, err := Open(Options{Dir: dir, fs: f})
+	if err != nil {
+		t.Fatalf("Open on a full disk: %v", err)
+	}
+	defer c.Close()
+	if n := len(replayAll(t, c)); n != 10 {
+		t.Fatalf("replayed %d records on a full disk, want 10", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	defer cancel()
+	if _, err := c.Append(ctx, rec(10)); !errors.Is(err, ErrFull) || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Append on a full disk: %v, want ErrFull wrapping ENOSPC", err)
+	}
+	f.noSpace.Store(false)
+	seq, err := c.Append(context.Background(), rec(10))
+	if err != nil {
+		t.Fatalf("Append once the disk has room: %v", err)
+	}
+	if seq < 10 {
+		t.Fatalf("sequence %d given again", seq)
 	}
 }

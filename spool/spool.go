@@ -150,7 +150,8 @@ type backlogKey struct {
 // a second Spool (ErrLocked), and recovers its log: a torn tail is
 // truncated, damage is skipped and counted (Recovery), never a failure.
 // Open fails only for an invalid option or an I/O error (wrapped, with
-// the file's name).
+// the file's name); a full disk is not one (see "Failures" in the package
+// doc).
 func Open(opts Options) (*Spool, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("spool: Options.Dir is required")
