@@ -230,6 +230,9 @@ func decodePosition(b []byte, maxRuns uint64) (ackSet, uint64, error) {
 	}
 	below := binary.BigEndian.Uint64(body[5:])
 	reserved := binary.BigEndian.Uint64(body[13:])
+	if below > seqLimit || reserved > seqLimit {
+		return ackSet{}, 0, errBadPosition
+	}
 	a := newAckSet(below)
 	d := decoder{b: body[21:]}
 	n := d.uvarint()
@@ -241,7 +244,7 @@ func decodePosition(b []byte, maxRuns uint64) (ackSet, uint64, error) {
 		gap, l := d.uvarint(), d.uvarint()
 		lo := prev + gap
 		hi := lo + l
-		if d.err || lo < prev || hi < lo || l == 0 {
+		if d.err || lo < prev || hi < lo || l == 0 || hi > seqLimit {
 			return ackSet{}, 0, errBadPosition
 		}
 		a.skips = append(a.skips, [2]uint64{lo, hi})
@@ -256,7 +259,7 @@ func decodePosition(b []byte, maxRuns uint64) (ackSet, uint64, error) {
 		gap := d.uvarint()
 		wb := d.take(8)
 		k := next + gap
-		if d.err || k < next {
+		if d.err || k < next || k > seqLimit/64 {
 			return ackSet{}, 0, errBadPosition
 		}
 		w := binary.BigEndian.Uint64(wb)

@@ -42,7 +42,10 @@
 // the producer may have sent): the position file reserves sequences 2^20
 // ahead of use, durably before they are given out, and after a crash the
 // sequences jump to the reserved bound. After a clean Close they go on
-// without a gap.
+// without a gap. Open takes a sequence above 2^64 - 2^21 (in a segment's
+// name, an entry or the position file) for damage: a segment so named is
+// left in place, unread, and counted in Recovery.DamagedRegions and
+// SkippedBytes; such a position file is damaged (Recovery.PositionLost).
 //
 // # Sync policies
 //

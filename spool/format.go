@@ -42,6 +42,10 @@ const (
 	maxEntryLen = 64 << 20
 	// noTimestamp stands for the zero time.Time.
 	noTimestamp = math.MinInt64
+	// seqLimit is the largest sequence Open believes (in a segment's
+	// name, an entry or the position file): what is above it is damage,
+	// so that next plus a reservation never wraps.
+	seqLimit = math.MaxUint64 - 1<<21
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -305,7 +309,7 @@ func (sr *segmentReader) at(off int64) (body []byte, n int64, err error) {
 	if h[entryHeaderLen] != entryVersion {
 		return nil, 0, nil
 	}
-	if seq := binary.BigEndian.Uint64(h[entryHeaderLen+1:]); seq < sr.minSeq || seq-sr.minSeq > uint64(off-sr.validEnd)/(entryHeaderLen+minBodyLen) || seq == math.MaxUint64 {
+	if seq := binary.BigEndian.Uint64(h[entryHeaderLen+1:]); seq < sr.minSeq || seq-sr.minSeq > uint64(off-sr.validEnd)/(entryHeaderLen+minBodyLen) || seq > seqLimit {
 		return nil, 0, nil
 	}
 	crc := binary.BigEndian.Uint32(h[4:])

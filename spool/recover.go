@@ -40,6 +40,15 @@ func (s *Spool) recover() error {
 		if err != nil || segName(s.dir, first) != filepath.Join(s.dir, name) {
 			continue // not a name the spool writes
 		}
+		if first > seqLimit {
+			// A sequence no spool reaches (2^64 - 2^21): damage, left
+			// in place and not read.
+			s.recovery.DamagedRegions++
+			if fi, err := e.Info(); err == nil {
+				s.recovery.SkippedBytes += fi.Size()
+			}
+			continue
+		}
 		firsts = append(firsts, first)
 	}
 	slices.Sort(firsts)

@@ -217,3 +217,70 @@ func TestOpenOnAFullDisk(t *testing.T) {
 		t.Fatalf("sequence %d given again", seq)
 	}
 }
+
+// Sequences near the top of the sequence space (a crafted or damaged
+// segment name, position file) are damage: Open ignores them, so that
+// the next sequence plus a reservation never wraps, and Append neither
+// spins nor ignores its context.
+func TestSequencesNearTheTopAreDamage(t *testing.T) {
+	top := uint64(18446744073709551000)
+	cases := []struct {
+		name  string
+		setup func(t *testing.T, dir string)
+		check func(t *testing.T, r Recovery)
+	}{
+		{"segment name", func(t *testing.T, dir string) {
+			if err := os.WriteFile(segName(dir, top), []byte("abc"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, func(t *testing.T, r Recovery) {
+			if r.DamagedRegions != 1 || r.SkippedBytes != 3 || r.Segments != 0 {
+				t.Errorf("recovery %+v, want the segment counted as one damaged region of 3 bytes, not read", r)
+			}
+		}},
+		{"position reserved", func(t *testing.T, dir string) {
+			s := mustOpen(t, Options{Dir: dir})
+			appendN(t, s, 0, 3)
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, positionFile), encodePosition(0, top, nil, nil), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, func(t *testing.T, r Recovery) {
+			if !r.PositionLost || r.Unacked != 3 {
+				t.Errorf("recovery %+v, want the position lost and 3 records to replay", r)
+			}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			c.setup(t, dir)
+			s := mustOpen(t, Options{Dir: dir})
+			defer s.Close()
+			c.check(t, s.Recovery())
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			defer cancel()
+			done := make(chan error, 1)
+			var seq uint64
+			go func() {
+				var err error
+				seq, err = s.Append(ctx, rec(1))
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err != nil || seq > seqLimit {
+					t.Fatalf("Append: %d, %v; want a sequence below %d", seq, err, uint64(seqLimit))
+				}
+			case <-time.After(5 * time.Second):
+				s.mu.Lock()
+				s.failLocked(os.ErrClosed) // let it out
+				s.mu.Unlock()
+				<-done
+				t.Fatalf("Append still running 5 s after it started, its context ended after 500 ms")
+			}
+		})
+	}
+}

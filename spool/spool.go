@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -287,6 +288,10 @@ func (s *Spool) Write(ctx context.Context, rec *Record) (uint64, error) {
 				if err := s.waitSpace(ctx, size, noSpace); err != nil {
 					return 0, err
 				}
+			} else if err := ctx.Err(); err != nil {
+				// The reservation did not move (the top of the
+				// sequence space): do not spin past ctx.
+				return 0, s.fullErr(ctx, size, nil)
 			}
 			continue
 		}
@@ -695,7 +700,9 @@ func (s *Spool) writePosition(final bool) error {
 	if final {
 		reserve = s.next
 	} else if s.next+reserveStep/2 > s.reserved {
-		reserve = s.next + reserveStep
+		// Saturating: Open refuses sequences above seqLimit, so only
+		// 2^21 appends more could reach the top.
+		reserve = s.next + min(reserveStep, math.MaxUint64-s.next)
 	}
 	if s.acked == s.posWritten && reserve == s.reserved && s.m.positionWrites.Load() > 0 {
 		s.mu.Unlock()
