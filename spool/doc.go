@@ -116,7 +116,10 @@
 // bad byte (a write the crash cut) is truncated from the last segment and
 // counted in Recovery.TruncatedBytes; damage inside a segment is skipped
 // by scanning for the next valid entry (bounded: every offset is tried
-// once), counted in Recovery.DamagedRegions and SkippedBytes, and the
+// once, and past damage a candidate longer than the largest entry seen,
+// and than 4 KiB, costs a CRC only within a budget of 64 MiB plus four
+// times the segment's size, so crafted data cannot make Open quadratic),
+// counted in Recovery.DamagedRegions and SkippedBytes, and the
 // sequences missing across it in SkippedRecords (those records are lost).
 // A damaged or missing position file replays every record in the log
 // (Recovery.PositionLost). Open never panics on any directory content and

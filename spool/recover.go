@@ -203,6 +203,8 @@ func (s *Spool) scanSegment(seg *segment, last bool) (maxSeq uint64, ok bool, er
 	}
 	defer f.Close()
 	sr := newSegmentReader(f, seg.size, seg.first)
+	sr.maxSeen = max(sr.maxSeen, s.maxEntry)
+	defer func() { s.maxEntry = max(s.maxEntry, sr.maxSeen) }()
 	n := 0
 	for {
 		body, _, more, err := sr.next()
@@ -354,6 +356,9 @@ func (s *Spool) replaySegment(first, from, to uint64, buf *[]byte, yield func(En
 		return false
 	}
 	sr := newSegmentReader(f, fi.Size(), first)
+	s.mu.Lock()
+	sr.maxSeen = max(sr.maxSeen, s.maxEntry)
+	s.mu.Unlock()
 	sr.buf = (*buf)[:0]
 	defer func() { *buf = sr.buf }()
 	for {

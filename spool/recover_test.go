@@ -2,6 +2,7 @@ package spool
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"io/fs"
 	"os"
@@ -281,6 +282,53 @@ func TestSequencesNearTheTopAreDamage(t *testing.T) {
 				<-done
 				t.Fatalf("Append still running 5 s after it started, its context ended after 500 ms")
 			}
+		})
+	}
+}
+
+// Resynchronising over crafted damage (a candidate every 32 bytes, each
+// claiming the rest of the file, so that each would cost a CRC over it)
+// stays about linear; a large entry after ordinary damage is still found.
+func TestResyncOverCraftedDamageIsBounded(t *testing.T) {
+	cases := []struct {
+		name    string
+		damage  int  // bytes of damage between the two entries
+		crafted bool // candidates every 32 bytes
+		value   int  // the second entry's value size
+	}{
+		{"crafted 4 MiB", 4 << 20, true, 10},
+		{"large entry after damage", 100, false, 1 << 20},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			seg := appendEntry(nil, 0, &Record{Topic: "t", Value: []byte("first")})
+			second := appendEntry(nil, 1, &Record{Topic: "t", Value: make([]byte, c.value)})
+			size := len(seg) + c.damage + len(second)
+			damage := make([]byte, c.damage)
+			for i := range damage {
+				damage[i] = 0xff
+			}
+			for o := 0; c.crafted && o+33 <= len(damage); o += 32 {
+				binary.BigEndian.PutUint32(damage[o:], uint32(size-len(seg)-o-entryHeaderLen))
+				damage[o+entryHeaderLen] = entryVersion
+				binary.BigEndian.PutUint64(damage[o+entryHeaderLen+1:], 1)
+			}
+			seg = append(append(seg, damage...), second...)
+			if err := os.WriteFile(segName(dir, 0), seg, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			s := mustOpen(t, Options{Dir: dir})
+			took := time.Since(start)
+			defer s.Close()
+			if r := s.Recovery(); r.Unacked != 2 || r.DamagedRegions != 1 || r.SkippedBytes != int64(c.damage) {
+				t.Fatalf("recovery %+v, want both entries found across one damaged region of %d bytes", r, c.damage)
+			}
+			if took > 5*time.Second {
+				t.Fatalf("Open took %v over %d bytes of damage", took, c.damage)
+			}
+			t.Logf("Open took %v", took)
 		})
 	}
 }

@@ -82,6 +82,9 @@ type Spool struct {
 	// posSize and posAt are the last position file's size and time.
 	posSize int
 	posAt   time.Time
+	// maxEntry is the largest entry seen at Open or written since: a
+	// resync candidate up to it is always checked (segmentReader.maxSeen).
+	maxEntry int64
 	// reserved is the durable bound on sequences given out: the position
 	// file says no sequence at or above it was used (reserveStep ahead of
 	// next, moved on by the maintenance goroutine, or by Append when it
@@ -321,6 +324,7 @@ func (s *Spool) Write(ctx context.Context, rec *Record) (uint64, error) {
 			return 0, s.failed
 		}
 		noSpace = nil
+		s.maxEntry = max(s.maxEntry, int64(n))
 		s.next++
 		act.size += int64(n)
 		s.disk += int64(n)
