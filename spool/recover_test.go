@@ -332,3 +332,30 @@ func TestResyncOverCraftedDamageIsBounded(t *testing.T) {
 		})
 	}
 }
+
+// A Write that waited for the position writer while Close ran does not
+// write the position file after Close wrote the last one (and released
+// the directory): its maintenance step finds the spool closed.
+func TestNoPositionWriteAfterClose(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, Options{Dir: dir})
+	appendN(t, s, 0, 3)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(filepath.Join(dir, positionFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writes := s.Metrics().PositionWrites
+	if err := s.step(false, false); !errors.Is(err, ErrClosed) {
+		t.Fatalf("a maintenance step after Close: %v, want ErrClosed", err)
+	}
+	after, err := os.ReadFile(filepath.Join(dir, positionFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Metrics().PositionWrites; got != writes || string(after) != string(before) {
+		t.Fatalf("the position file was written after Close (%d writes, want %d)", got, writes)
+	}
+}

@@ -599,6 +599,12 @@ func (s *Spool) step(final, doSync bool) error {
 		s.mu.Unlock()
 		return s.failed
 	}
+	if s.closed && !final {
+		// A Write that waited for maintMu while Close ran: Close wrote
+		// the last position (and may have released the directory).
+		s.mu.Unlock()
+		return ErrClosed
+	}
 	s.mu.Unlock()
 	posErr := s.writePosition(final)
 	if posErr != nil && !errors.Is(posErr, syscall.ENOSPC) {
