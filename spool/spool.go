@@ -133,15 +133,20 @@ type Recovery struct {
 	// unacknowledged records found, in the order their topics and
 	// partitions first appear in the log. A producer keeps new records of
 	// those partitions behind the replayed ones until it has taken the
-	// record at LastSeq.
+	// record at LastSeq or Unacked has ended: an entry acknowledged after
+	// Open (exactly-once progress acked before the replay) is not yielded,
+	// so LastSeq may never come.
 	Backlog []Backlog
 }
 
 // Backlog is one partition's unacknowledged records at Open.
 type Backlog struct {
-	Topic             string
-	Partition         int32
-	Records           int64
+	Topic     string
+	Partition int32
+	Records   int64
+	// FirstSeq and LastSeq are its first and last unacknowledged
+	// sequences at Open. Unacked skips the entries acknowledged since, so
+	// a replay is done at LastSeq or at the end of Unacked.
 	FirstSeq, LastSeq uint64
 }
 
