@@ -122,7 +122,9 @@
 // counted in Recovery.DamagedRegions and SkippedBytes, and the
 // sequences missing across it in SkippedRecords (those records are lost).
 // A damaged or missing position file replays every record in the log
-// (Recovery.PositionLost). Open never panics on any directory content and
+// (Recovery.PositionLost), and the sequences jump 2^20 (a reservation's
+// reach) past the highest the log shows given (its segments' names and
+// entries), so that none is given twice. Open never panics on any directory content and
 // reads through a bounded window: a 1 GiB backlog is not loaded.
 //
 // # Memory

@@ -119,6 +119,13 @@ func (s *Spool) recover() error {
 	// from the log (a power loss under SyncInterval): never give them
 	// again, or a consumer's Deduper would drop the new records.
 	next = max(next, s.reserved)
+	if s.recovery.PositionLost {
+		// The reservation is lost with the file: a floor is what the
+		// log shows was given (the segments' names, the entries found)
+		// plus the reach of a reservation, which bounded what was given
+		// beyond it.
+		next = min(next, seqLimit) + reserveStep
+	}
 	s.acks.addRange(s.cursor, next)
 	s.next = next
 	s.replayEnd = next

@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -357,5 +358,56 @@ func TestNoPositionWriteAfterClose(t *testing.T) {
 	}
 	if got := s.Metrics().PositionWrites; got != writes || string(after) != string(before) {
 		t.Fatalf("the position file was written after Close (%d writes, want %d)", got, writes)
+	}
+}
+
+// A damaged or missing position file loses the reservation: the sequences
+// then jump past what the log shows was given by a reservation's reach,
+// so that those a power loss took from the log are not given again.
+func TestSequencesNeverReusedWithoutThePosition(t *testing.T) {
+	for _, lose := range []string{"damaged", "missing"} {
+		t.Run(lose, func(t *testing.T) {
+			dir := t.TempDir()
+			s := mustOpen(t, Options{Dir: dir})
+			appendN(t, s, 0, 10)
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			// The power loss took the last five records, and the position.
+			b, err := os.ReadFile(segName(dir, 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sr := newSegmentReader(bytes.NewReader(b), int64(len(b)), 0)
+			var cut int64
+			for range 5 {
+				_, _, _, _ = sr.next()
+				cut = sr.off
+			}
+			if err := os.WriteFile(segName(dir, 0), b[:cut], 0o644); err != nil {
+				t.Fatal(err)
+			}
+			pos := filepath.Join(dir, positionFile)
+			if lose == "damaged" {
+				err = os.WriteFile(pos, []byte("SPOS garbage"), 0o644)
+			} else {
+				err = os.Remove(pos)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := mustOpen(t, Options{Dir: dir})
+			defer c.Close()
+			if r := c.Recovery(); !r.PositionLost || r.Unacked != 5 {
+				t.Fatalf("recovery %+v, want the position lost and 5 records", r)
+			}
+			seq, err := c.Append(context.Background(), rec(10))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if seq < 10 {
+				t.Fatalf("without the position the next record got sequence %d, given before the crash", seq)
+			}
+		})
 	}
 }
