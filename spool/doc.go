@@ -114,7 +114,8 @@
 // Each entry carries its length and a CRC32C (format.go has the layout).
 // Open reads every segment: a tail with no valid entry after its first
 // bad byte (a write the crash cut) is truncated from the last segment and
-// counted in Recovery.TruncatedBytes; damage inside a segment is skipped
+// counted in Recovery.TruncatedBytes (such a tail of an earlier segment
+// too, its records counted lost in SkippedRecords); damage inside a segment is skipped
 // by scanning for the next valid entry (bounded: every offset is tried
 // once, and past damage a candidate longer than the largest entry seen,
 // and than 4 KiB, costs a CRC only within a budget of 64 MiB plus four

@@ -106,7 +106,11 @@ func (s *Spool) recover() error {
 	for i := range segs {
 		seg := &segs[i]
 		last := i == len(segs)-1
-		maxSeq, ok, err := s.scanSegment(seg, last)
+		var nextFirst uint64
+		if !last {
+			nextFirst = segs[i+1].first
+		}
+		maxSeq, ok, err := s.scanSegment(seg, last, nextFirst)
 		if err != nil {
 			return err
 		}
@@ -197,14 +201,11 @@ func (s *Spool) stat(name string) (int64, error) {
 }
 
 // scanSegment reads seg's entries, counting them and the damage, and
-// truncates the last segment's bad tail. It returns the largest sequence.
-func (s *Spool) scanSegment(seg *segment, last bool) (maxSeq uint64, ok bool, err error) {
+// truncates a bad tail (the records an earlier segment's held, up to
+// nextFirst, are counted lost). It returns the largest sequence.
+func (s *Spool) scanSegment(seg *segment, last bool, nextFirst uint64) (maxSeq uint64, ok bool, err error) {
 	name := segName(s.dir, seg.first)
-	flag := os.O_RDONLY
-	if last {
-		flag = os.O_RDWR
-	}
-	f, err := s.fs.OpenFile(name, flag, 0)
+	f, err := s.fs.OpenFile(name, os.O_RDWR, 0)
 	if err != nil {
 		return 0, false, fmt.Errorf("spool: %w", err)
 	}
@@ -246,18 +247,24 @@ func (s *Spool) scanSegment(seg *segment, last bool) (maxSeq uint64, ok bool, er
 	s.recovery.SkippedBytes += sr.skipped
 	s.recovery.SkippedRecords += sr.gapRecords
 	if sr.tailOff >= 0 {
+		// A torn write (the last segment), or damage with no valid entry
+		// after it: truncated, so that it is counted once. In an earlier
+		// segment the records it held, up to the next segment's first
+		// sequence, are lost.
 		s.recovery.TruncatedBytes += seg.size - sr.tailOff
-		if last {
-			if err := f.Truncate(sr.tailOff); err != nil {
-				return 0, false, fmt.Errorf("spool: truncate %s: %w", name, err)
-			}
-			seg.size = sr.tailOff
+		if !last && nextFirst > sr.minSeq {
+			s.recovery.SkippedRecords += nextFirst - sr.minSeq
 		}
+		if err := f.Truncate(sr.tailOff); err != nil {
+			return 0, false, fmt.Errorf("spool: truncate %s: %w", name, err)
+		}
+		seg.size = sr.tailOff
 	}
 	// The last segment may hold what a crashed process wrote and never
 	// fsynced (under SyncInterval): it is fsynced now, before anything
-	// of it is reported again. The others were fsynced when they rolled.
-	if last && s.opts.Sync != SyncNone {
+	// of it is reported again. The others were fsynced when they rolled
+	// (or truncated now).
+	if (last || sr.tailOff >= 0) && s.opts.Sync != SyncNone {
 		if err := f.Sync(); err != nil {
 			return 0, false, fmt.Errorf("spool: fsync %s: %w", name, err)
 		}

@@ -411,3 +411,53 @@ func TestSequencesNeverReusedWithoutThePosition(t *testing.T) {
 		})
 	}
 }
+
+// Damage at the end of an earlier segment (no valid entry after it in
+// that segment) loses its records: they count in SkippedRecords, and the
+// tail is truncated so that the next Open does not count it again.
+func TestEarlierSegmentBadTailCountedOnce(t *testing.T) {
+	dir := t.TempDir()
+	o := Options{Dir: dir, SegmentBytes: 1 << 10, MaxBytes: 1 << 20, SyncInterval: time.Hour}
+	s := mustOpen(t, o)
+	appendN(t, s, 0, 50)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	segs := segFiles(t, dir)
+	if len(segs) < 3 {
+		t.Fatalf("%d segments, want at least 3", len(segs))
+	}
+	b, err := os.ReadFile(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Damage the last two entries of the first segment.
+	sr := newSegmentReader(bytes.NewReader(b), int64(len(b)), 0)
+	var offs []int64
+	for {
+		_, off, ok, _ := sr.next()
+		if !ok {
+			break
+		}
+		offs = append(offs, off)
+	}
+	cut := offs[len(offs)-2]
+	b[cut+entryHeaderLen+3] ^= 0x40
+	b[offs[len(offs)-1]+entryHeaderLen+3] ^= 0x40
+	if err := os.WriteFile(segs[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []Recovery{
+		{SkippedRecords: 2, TruncatedBytes: int64(len(b)) - cut},
+		{},
+	} {
+		c := mustOpen(t, o)
+		r := c.Recovery()
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if r.SkippedRecords != want.SkippedRecords || r.TruncatedBytes != want.TruncatedBytes || r.Unacked != 48 {
+			t.Fatalf("Open %d: recovery %+v, want %d records lost, %d bytes truncated, 48 to replay", i+1, r, want.SkippedRecords, want.TruncatedBytes)
+		}
+	}
+}

@@ -115,13 +115,16 @@ type Recovery struct {
 	// DamagedRegions counts the regions inside segments that were not
 	// valid entries and were skipped (the reader resynchronised on the
 	// next valid entry); SkippedBytes are their bytes, and SkippedRecords
-	// the sequences missing across them (those records are lost).
+	// the sequences missing across them, and those of an earlier
+	// segment's bad tail (those records are lost).
 	DamagedRegions int
 	SkippedBytes   int64
 	SkippedRecords uint64
-	// TruncatedBytes were cut from the end of the last segment: a torn
-	// tail (a write the crash interrupted), from its first bad entry on.
-	// A bad tail of an earlier segment is counted here too but left.
+	// TruncatedBytes were cut from the end of segments, from the first
+	// bad byte with no valid entry after it on: in the last segment a
+	// torn tail (a write the crash interrupted); in an earlier one damage,
+	// whose records, up to the next segment's first sequence, count in
+	// SkippedRecords. Each is counted once: the next Open finds it cut.
 	TruncatedBytes int64
 	// PositionLost is set when the position file was missing or damaged
 	// while segments existed: every record in them is replayed.
