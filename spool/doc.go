@@ -103,8 +103,11 @@
 //   - ErrClosed: Append after Close, or waiting for space when Close came.
 //   - ErrFailed: Append and Close after a failed write or fsync (above).
 //   - Open's other errors are invalid Options or I/O errors on the
-//     directory, wrapped with the file's name. Damaged files are not
-//     errors (below).
+//     directory, wrapped with the file's name, and a directory (or
+//     anything but a regular file or a symlink) where the spool keeps its
+//     id or position file or their temporary ".tmp" copies: Open says
+//     which and leaves it (the spool deletes nothing it did not write).
+//     Damaged files are not errors (below).
 //   - Unacked yields an error only for an I/O error reading a segment.
 //   - ErrBadHeader: DecodeHeader and Deduper.Duplicate, for a header value
 //     that is not 24 bytes.

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"iter"
 	"os"
 	"path/filepath"
@@ -19,12 +20,24 @@ import (
 // tail, deletes acknowledged segments and opens the active segment.
 func (s *Spool) recover() error {
 	doSync := s.opts.Sync != SyncNone
-	if err := s.loadID(doSync); err != nil {
-		return err
-	}
 	ents, err := s.fs.ReadDir(s.dir)
 	if err != nil {
 		return fmt.Errorf("spool: %w", err)
+	}
+	// The files the spool replaces must be files: a directory (or a
+	// FIFO, which a read would wait on) in their place is not damage the
+	// spool can repair without deleting what someone put there, so Open
+	// fails and says which.
+	for _, e := range ents {
+		switch e.Name() {
+		case idFile, idFile + ".tmp", positionFile, positionFile + ".tmp":
+			if t := e.Type(); !t.IsRegular() && t&fs.ModeSymlink == 0 {
+				return fmt.Errorf("spool: %s is not a regular file (%v): move it away", filepath.Join(s.dir, e.Name()), t)
+			}
+		}
+	}
+	if err := s.loadID(doSync); err != nil {
+		return err
 	}
 	var firsts []uint64
 	for _, e := range ents {

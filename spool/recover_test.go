@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -459,5 +460,38 @@ func TestEarlierSegmentBadTailCountedOnce(t *testing.T) {
 		if r.SkippedRecords != want.SkippedRecords || r.TruncatedBytes != want.TruncatedBytes || r.Unacked != 48 {
 			t.Fatalf("Open %d: recovery %+v, want %d records lost, %d bytes truncated, 48 to replay", i+1, r, want.SkippedRecords, want.TruncatedBytes)
 		}
+	}
+}
+
+// A directory where the spool keeps a file it replaces fails Open with an
+// error naming it (the spool does not delete what someone put there).
+func TestOpenRefusesADirectoryInPlaceOfAFile(t *testing.T) {
+	for _, name := range []string{positionFile, positionFile + ".tmp", idFile, idFile + ".tmp"} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := mustOpen(t, Options{Dir: dir})
+			appendN(t, s, 0, 3)
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(dir, name)
+			if err := os.RemoveAll(p); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.MkdirAll(filepath.Join(p, "sub"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			c, err := Open(Options{Dir: dir})
+			if err == nil {
+				c.Close()
+				t.Fatalf("Open with a directory %s: no error", name)
+			}
+			if want := p + " is not a regular file"; !strings.Contains(err.Error(), want) {
+				t.Fatalf("Open with a directory %s: %v, want it to say %q", name, err, want)
+			}
+			if _, err := os.Stat(filepath.Join(p, "sub")); err != nil {
+				t.Fatalf("the directory was touched: %v", err)
+			}
+		})
 	}
 }
