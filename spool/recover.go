@@ -31,9 +31,15 @@ func (s *Spool) recover() error {
 	for _, e := range ents {
 		switch e.Name() {
 		case idFile, idFile + ".tmp", positionFile, positionFile + ".tmp":
-			if t := e.Type(); !t.IsRegular() && t&fs.ModeSymlink == 0 {
-				return fmt.Errorf("spool: %s is not a regular file (%v): move it away", filepath.Join(s.dir, e.Name()), t)
+			t := e.Type()
+			if t.IsRegular() || t&fs.ModeSymlink != 0 {
+				continue
 			}
+			what := "a directory"
+			if !t.IsDir() {
+				what = fmt.Sprintf("not a regular file (mode %v)", t)
+			}
+			return fmt.Errorf("spool: %s is %s, where the spool keeps a file of its own: move it away", filepath.Join(s.dir, e.Name()), what)
 		}
 	}
 	if err := s.loadID(doSync); err != nil {

@@ -486,7 +486,7 @@ func TestOpenRefusesADirectoryInPlaceOfAFile(t *testing.T) {
 				c.Close()
 				t.Fatalf("Open with a directory %s: no error", name)
 			}
-			if want := p + " is not a regular file"; !strings.Contains(err.Error(), want) {
+			if want := p + " is a directory, where the spool keeps a file of its own: move it away"; !strings.Contains(err.Error(), want) {
 				t.Fatalf("Open with a directory %s: %v, want it to say %q", name, err, want)
 			}
 			if _, err := os.Stat(filepath.Join(p, "sub")); err != nil {
