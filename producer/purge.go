@@ -19,11 +19,16 @@ import (
 // purged: it is buffered once memory frees. The producer stays usable:
 // Sends after Purge go out as usual.
 //
-// ctx bounds the whole call: if it ends before the IO goroutine took the
-// purge, nothing is purged and Purge returns 0 and ctx.Err(); if it ends
-// while Purge waits for the requests in flight, the records are purged
-// (their futures and callbacks complete with ErrPurged) and Purge returns
-// their count and ctx.Err(). A nil ctx is taken as context.Background().
+// ctx bounds Purge's waits, not the purge once it started. A ctx already
+// ended when Purge is called purges nothing: Purge returns 0 and
+// ctx.Err(). If ctx ends while Purge waits for the IO goroutine to take
+// the purge (it is busy with a step), nothing is purged either, unless the
+// goroutine takes it at that very moment; once taken, the purge runs to
+// its end whatever ctx does. ctx then bounds only the wait that follows,
+// for the requests in flight and the callbacks: if it ends there, the
+// records are purged all the same (their futures and callbacks complete
+// with ErrPurged, perhaps after Purge returned) and Purge returns their
+// count and ctx.Err(). A nil ctx is taken as context.Background().
 //
 // Under idempotence no purged record had a sequence (a batch takes its
 // sequences when a request first carries it), so each partition's
@@ -49,6 +54,10 @@ func (p *Producer) Purge(ctx context.Context) (int, error) {
 	}
 	if where := p.ownGoroutine(); where != "" {
 		return 0, fmt.Errorf("%w: Purge called from %s would wait for that goroutine", ErrFlushInCallback, where)
+	}
+	if err := ctx.Err(); err != nil {
+		// callIO's select would pick the purge as often as ctx.Done.
+		return 0, err
 	}
 	n := 0
 	if err := p.txnSink.callIO(ctx, func() { n = p.txnSink.purge() }); err != nil {
