@@ -46,21 +46,24 @@ func (s *sink) failEnded() {
 				continue
 			}
 			ap.SealOpenIf(hasEnded) // announced by a Sealed event
-			ap.RewriteSealed(func(b *batch) *batch {
-				if !hasEnded(b) {
-					return b
-				}
-				return s.withoutEnded(ip, b)
-			})
+			ap.RewriteSealedIf(hasEnded, func(b *batch) *batch { return s.withoutEnded(ip, b) })
 		}
 		return true
 	})
 }
 
-// hasEnded reports whether a record of b has a context that ended.
+// hasEnded reports whether a record of b has a context that ended (as its
+// AfterFunc said). It runs under the partition's lock: atomic loads only,
+// one per run of records of one group.
 func hasEnded(b *batch) bool {
+	var last *ctxGroup // a batch's records mostly share their context
 	for i, n := 0, b.Records.Len(); i < n; i++ {
-		if endedCompletion(b.Records.At(i)) {
+		o := b.Records.At(i).obs
+		if o == nil || o.g == nil || o.g == last {
+			continue
+		}
+		last = o.g
+		if o.g.ended.Load() {
 			return true
 		}
 	}
