@@ -19,7 +19,9 @@ import (
 // the topics that ever had a watched record; settle, at the drain, decides
 // for the records this one has not seen.
 func (s *sink) failEnded() {
-	if !s.p.ctxEnded.Swap(false) {
+	// Load first, as memWanted is read: a Swap writes the producer's
+	// shared cache line at every IO step.
+	if !s.p.ctxEnded.Load() || !s.p.ctxEnded.Swap(false) {
 		return
 	}
 	s.p.topics.Range(func(_, v any) bool {
