@@ -498,3 +498,58 @@ func TestSendContextEndingWhileBuffering(t *testing.T) {
 		})
 	}
 }
+
+// lockSpyCtx is an endingCtx whose Err, once the context ended, reports
+// whether it was called with the topic's lock held: user code under a
+// samsa lock (invariant 9), which a context of another kind may be.
+type lockSpyCtx struct {
+	*endingCtx
+	topic     func() *topicState
+	underLock atomic.Bool
+}
+
+func (c *lockSpyCtx) Err() error {
+	err := c.endingCtx.Err()
+	if err == nil {
+		return nil
+	}
+	if ts := c.topic(); ts != nil {
+		took := make(chan struct{})
+		go func() {
+			ts.acc.OldestParked() // takes the topic's lock
+			close(took)
+		}()
+		select {
+		case <-took:
+		case <-time.After(200 * time.Millisecond):
+			c.underLock.Store(true) // the goroutine ends once the lock is released
+		}
+	}
+	return err
+}
+
+// TestSendContextErrNotCalledUnderLock: failing the parked records of a
+// context that ended does not call that context's Err with the topic's
+// lock held (a user's context is user code: it may block or take locks of
+// its own). Before, sink.failEnded's callback asked each failed record's
+// context for its error inside Topic.FailParkedIf.
+func TestSendContextErrNotCalledUnderLock(t *testing.T) {
+	c := newCluster(t, testbroker.Config{})
+	p := newProducer(t, c, Config{MaxBlock: time.Minute, DeliveryTimeout: 2 * time.Minute})
+	ctx := &lockSpyCtx{endingCtx: newEndingCtx(), topic: func() *topicState {
+		if ts, ok := p.topics.Load("ctx"); ok {
+			return ts.(*topicState)
+		}
+		return nil
+	}}
+	f := p.Send(ctx, &Record{Topic: "ctx", Value: []byte("a")})
+	require.True(t, waitFor(5*time.Second, func() bool {
+		ts := ctx.topic()
+		n, _ := ts.acc.Parked()
+		return n == 1
+	}), "the record was never parked")
+	ctx.end()
+	_, err := waitFuture(t, f, 10*time.Second)
+	require.ErrorIs(t, err, context.Canceled)
+	assert.False(t, ctx.underLock.Load(), "the context's Err ran with the topic's lock held")
+}

@@ -5,13 +5,15 @@ import (
 	"fmt"
 )
 
-// Purge fails every record the producer has not written yet with an error
+// Purge fails every record no Produce request has taken yet with an error
 // wrapping ErrPurged, and returns how many it failed: records parked for
-// their topic's metadata, and those in batches no Produce request has
-// carried (open, lingering or sealed). Requests in flight are left to
-// finish, and so are batches waiting to be resent after a written
-// attempt: the broker may have them, so their records complete with their
-// answers (or at their DeliveryTimeout), as librdkafka's purge with
+// their topic's metadata, and those in batches no request has drained
+// (open, lingering or sealed). It leaves the batches a request already
+// drained, which have their sequences, whether that request was written
+// yet or not: requests in flight (or handed to their connection) finish,
+// and batches waiting to be resent after an attempt are resent. The broker
+// may have them, so their records complete with their answers (or at
+// their DeliveryTimeout), as librdkafka's purge with
 // RD_KAFKA_PURGE_F_QUEUE alone and kgo's AbortBufferedRecords do. Purge
 // then waits, as Flush does, until every record sent before the call is
 // complete and its callback has returned; records Sent meanwhile are sent

@@ -133,7 +133,7 @@ func (s *sink) withoutEnded(ip *ioPart, b *batch) *batch {
 			s.p.acc.AddCompletion(kept, *c)
 			continue
 		}
-		cause := c.obs.g.ctx.Err()
+		cause := c.obs.g.endErr()
 		j := 0
 		for j < len(fails) && !sameErr(fails[j].cause, cause) {
 			j++
