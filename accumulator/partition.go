@@ -443,21 +443,31 @@ func (p *Partition[C, P, B]) SealOpenIf(match func(b *Batch[C, P, B]) bool) bool
 	return true
 }
 
-// RewriteSealed hands each sealed batch, oldest first, to fn, which returns
-// the batch to queue in its place (itself, or a new one holding part of
-// its records) or nil to leave it out (IO goroutine only; fn then owns
-// what it was given). fn runs without the partition's lock: batches sealed
-// meanwhile queue behind the rewritten ones.
-func (p *Partition[C, P, B]) RewriteSealed(fn func(b *Batch[C, P, B]) *Batch[C, P, B]) {
+// RewriteSealedIf hands each sealed batch match reports true for, oldest
+// first, to fn, which returns the batch to queue in its place (itself, or
+// a new one holding part of its records) or nil to leave it out (IO
+// goroutine only; fn then owns what it was given). match runs under the
+// partition's lock, on batches Sends no longer append to, and must not
+// block; when it reports true for none (or nothing is sealed), the queue
+// is left as it is, with no allocation. fn runs without the partition's
+// lock: batches sealed meanwhile queue behind the rewritten ones.
+func (p *Partition[C, P, B]) RewriteSealedIf(match func(b *Batch[C, P, B]) bool, fn func(b *Batch[C, P, B]) *Batch[C, P, B]) {
 	p.mu.Lock()
-	taken := p.sealed.takeAll(nil)
-	p.mu.Unlock()
-	if len(taken) == 0 {
+	found := false
+	for i := p.sealed.head; i < len(p.sealed.q) && !found; i++ {
+		found = match(p.sealed.q[i])
+	}
+	if !found {
+		p.mu.Unlock()
 		return
 	}
+	taken := p.sealed.takeAll(nil)
+	p.mu.Unlock()
 	kept := taken[:0]
 	for _, b := range taken {
-		if nb := fn(b); nb != nil {
+		if !match(b) {
+			kept = append(kept, b)
+		} else if nb := fn(b); nb != nil {
 			kept = append(kept, nb)
 		}
 	}

@@ -108,3 +108,45 @@ func TestPopSealedMore(t *testing.T) {
 	require.True(t, p.sealOpen())
 	require.Equal(t, 1, sealedEvents(), "a seal after the queue emptied is announced")
 }
+
+// RewriteSealedIf hands fn only the sealed batches match picks, keeps the
+// others in order, and leaves a queue where match picks none untouched,
+// without allocating: failEnded calls it for every partition of a watched
+// topic whenever a Send context ends. Before, every call took the whole
+// queue into a new slice and pushed it back.
+func TestRewriteSealedIf(t *testing.T) {
+	a, _ := newAcc(t, 1<<20, 1024, time.Second)
+	_, ps := known(a, "t", 1)
+	p := ps[0]
+	for i := range 4 {
+		require.NoError(t, p.Append(context.Background(), int64(i), nil, []byte("v"), nil, i, true))
+		require.True(t, p.sealOpen())
+	}
+	first := func(b *Batch[int, struct{}, struct{}]) int { return *b.Records.At(0) }
+	none := func(*Batch[int, struct{}, struct{}]) bool { return false }
+	called := 0
+	fn := func(b *Batch[int, struct{}, struct{}]) *Batch[int, struct{}, struct{}] { called++; return b }
+	if n := testing.AllocsPerRun(100, func() { p.RewriteSealedIf(none, fn) }); n != 0 {
+		t.Errorf("a rewrite with no batch to rewrite allocates %v times, want 0", n)
+	}
+	require.Zero(t, called)
+	require.Equal(t, 4, p.sealed.len())
+
+	var gave []int
+	p.RewriteSealedIf(func(b *Batch[int, struct{}, struct{}]) bool { return first(b)%2 == 1 },
+		func(b *Batch[int, struct{}, struct{}]) *Batch[int, struct{}, struct{}] {
+			gave = append(gave, first(b))
+			if first(b) == 1 {
+				a.Free(b)
+				return nil // left out
+			}
+			return b
+		})
+	require.Equal(t, []int{1, 3}, gave)
+	var left []int
+	for _, b := range drain(p) {
+		left = append(left, first(b))
+		a.Free(b)
+	}
+	require.Equal(t, []int{0, 2, 3}, left)
+}

@@ -449,10 +449,7 @@ func (t *Topic[C, P, B]) popLocked() {
 	if next == nil {
 		return // resetLocked frees everything
 	}
-	for i := done; i < next.chunk; i++ {
-		t.acc.cfg.Pool.Release(t.chunks[i])
-		t.chunks[i] = nil
-	}
+	t.releaseChunksLocked(done, next.chunk) // FailParkedIf may have released some
 }
 
 // resetLocked empties the queue once every record has left it and stops
@@ -476,8 +473,12 @@ func (t *Topic[C, P, B]) resetLocked() {
 // FailParkedIf fails, with fail, the parked records whose completion match
 // reports true, and keeps the others in Send order (IO goroutine only):
 // records whose Send context ended, say. match runs under the topic's lock
-// and must not block. It returns how many records failed; their memory
-// follows ExpireParked's rule.
+// and must not block. It returns how many records failed. Their body
+// memory goes back to the pool at once, but for the bytes of parking
+// chunks that also hold a kept record: a chunk returns to the pool once no
+// parked record is in it (wherever in the queue the failed records were);
+// under Config.KeepFailedCharge their ParkCharge stays reserved for the
+// caller's ReleaseFailed.
 func (t *Topic[C, P, B]) FailParkedIf(match func(c *C) bool, fail func(c C)) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -485,11 +486,17 @@ func (t *Topic[C, P, B]) FailParkedIf(match func(c *C) bool, fail func(c C)) int
 	if front == nil {
 		return 0
 	}
-	oldChunk := front.chunk
+	// Park appends to the last chunk only, so the chunks of the records
+	// run in queue order: the chunks from free up to a kept record's hold
+	// no kept record (only failed ones, or none: a Park's spare left
+	// empty behind another's).
+	free := front.chunk
 	var failed int
 	var bytes int64
 	t.parked.filter(func(r *parkedRecord[C]) bool {
 		if !match(&r.c) {
+			t.releaseChunksLocked(free, r.chunk)
+			free = r.chunk + 1
 			return true
 		}
 		fail(r.c)
@@ -503,8 +510,7 @@ func (t *Topic[C, P, B]) FailParkedIf(match func(c *C) bool, fail func(c C)) int
 	}
 	t.parkedRecords.Add(-int64(failed))
 	t.parkedBytes.Add(-bytes)
-	next := t.parked.front()
-	if next == nil {
+	if t.parked.front() == nil {
 		t.resetLocked()
 		return failed
 	}
@@ -516,15 +522,21 @@ func (t *Topic[C, P, B]) FailParkedIf(match func(c *C) bool, fail func(c C)) int
 			t.credit -= extra
 		}
 	}
-	// Chunks before the new front's hold no parked record any more (a
-	// failed record's chunk behind it is released as the front passes).
-	for i := oldChunk; i < next.chunk; i++ {
-		if t.chunks[i] != nil {
-			t.acc.cfg.Pool.Release(t.chunks[i])
+	// The chunks after the last kept record's: a Park that finds the last
+	// chunk released takes a new one.
+	t.releaseChunksLocked(free, int32(len(t.chunks)))
+	return failed
+}
+
+// releaseChunksLocked gives the parking chunks from up to (not included)
+// to back to the pool; their indexes stay valid, set to nil.
+func (t *Topic[C, P, B]) releaseChunksLocked(from, to int32) {
+	for i := from; i < to; i++ {
+		if c := t.chunks[i]; c != nil {
+			t.acc.cfg.Pool.Release(c)
 			t.chunks[i] = nil
 		}
 	}
-	return failed
 }
 
 // filter keeps, in order, the records keep reports true for, compacting the

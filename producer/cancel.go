@@ -19,14 +19,15 @@ import (
 // nothing.
 //
 // Who may do what: Send takes a reference (acquire) before the record is
-// buffered; the AfterFunc (any goroutine) only sets ended and wakes the IO
-// goroutine; the IO goroutine fails the records of an ended group that no
-// request has carried yet (sink.failEnded, and sink.settle at the drain,
-// which decides for good: a record it lets go is written, one of an ended
-// group is not); the goroutine that completes a record drops its reference,
-// and the last one stops the AfterFunc and forgets the group. ended only
-// goes from false to true, so a record is either failed by its context or
-// written, never both.
+// buffered; the AfterFunc (any goroutine) only keeps ctx's error, sets
+// ended and wakes the IO goroutine; the IO goroutine fails the records of
+// an ended group that no request has carried yet (sink.failEnded, and
+// sink.settle at the drain, which decides for good: a record it lets go is
+// written, one of an ended group is not), reading only ended and cause
+// under a samsa lock, never the context; the goroutine that completes a
+// record drops its reference, and the last one stops the AfterFunc and
+// forgets the group. ended only goes from false to true, so a record is
+// either failed by its context or written, never both.
 type ctxGroup struct {
 	p    *Producer
 	done <-chan struct{} // ctx.Done()
@@ -36,6 +37,11 @@ type ctxGroup struct {
 	// completed, and the group then takes no more (acquire makes another).
 	refs  atomic.Int64
 	ended atomic.Bool
+	// cause is ctx.Err(), kept by whoever sets ended, before it does: the
+	// records' error is then read without calling the context (user code,
+	// for a context of another kind) under a samsa lock (FailParkedIf's
+	// callback runs under the topic's).
+	cause atomic.Pointer[error]
 	// obs is what the records of the group point to (completion.obs) when
 	// no record-level hook gives them a recordObs of their own.
 	obs recordObs
@@ -86,7 +92,7 @@ func (p *Producer) acquire(ctx context.Context, done <-chan struct{}) *ctxGroup 
 // group and wakes the IO goroutine, which fails the group's records no
 // request has taken yet. It touches nothing of the IO goroutine's.
 func (g *ctxGroup) end() {
-	g.ended.Store(true)
+	g.setEnded(g.ctx.Err())
 	g.p.ctxEnded.Store(true)
 	g.p.acc.Kick()
 }
@@ -108,16 +114,35 @@ func (g *ctxGroup) hasEnded() bool {
 	if g.ended.Load() {
 		return true
 	}
-	if g.ctx.Err() != nil {
-		g.ended.Store(true)
+	if err := g.ctx.Err(); err != nil {
+		g.setEnded(err)
 		return true
 	}
 	return false
 }
 
+// setEnded keeps the context's error err (the first one kept stays: the
+// AfterFunc's and the IO goroutine's may race) and marks the group ended.
+func (g *ctxGroup) setEnded(err error) {
+	if err == nil {
+		err = context.Canceled // a context of another kind that ended without an error
+	}
+	g.cause.CompareAndSwap(nil, &err)
+	g.ended.Store(true)
+}
+
+// endErr is the error of the group's context, once ended is set. It does
+// not call the context: it may run under a samsa lock.
+func (g *ctxGroup) endErr() error {
+	if c := g.cause.Load(); c != nil {
+		return *c
+	}
+	return context.Canceled // not reached: ended is set after cause
+}
+
 // err is the error of a record whose context ended before it was written.
 func (g *ctxGroup) err() error {
-	return ctxEndedErr(g.ctx.Err())
+	return ctxEndedErr(g.endErr())
 }
 
 // ctxEndedErr wraps the error of a record's context (context.Canceled or

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-go/samsa/bufferpool"
 	"github.com/samsa-go/samsa/internal/testbroker"
 )
 
@@ -416,4 +418,138 @@ func TestSendContextOfAnotherKind(t *testing.T) {
 	}
 	written.end() // after its record was written: nothing happens
 	assert.Equal(t, []string{"warm", "kept", "w"}, partitionValues(t, c, "ctx", 0))
+}
+
+// endingPool is a user's BufferPool that, once armed, makes the next
+// Send's buffering wait in Allocate, ends that Send's context there, and
+// gives the memory only after the IO goroutine began the sweep the
+// context's AfterFunc asked for (sink.failEnded clears Producer.ctxEnded
+// as it starts): the record is placed after the sweep looked for it.
+type endingPool struct {
+	bufferpool.Pool
+	p      *Producer
+	cancel atomic.Pointer[context.CancelFunc]
+}
+
+func (e *endingPool) TryAllocate(size int) []byte {
+	if e.cancel.Load() != nil {
+		return nil // Send must wait, in Allocate
+	}
+	return e.Pool.TryAllocate(size)
+}
+
+func (e *endingPool) Allocate(ctx context.Context, size int, maxWait time.Duration) ([]byte, error) {
+	if cancel := e.cancel.Swap(nil); cancel != nil {
+		(*cancel)()
+		waitFor(5*time.Second, func() bool {
+			g := e.p.lastGroup.Load()
+			return g != nil && g.ended.Load() && !e.p.ctxEnded.Load()
+		})
+		time.Sleep(50 * time.Millisecond) // the sweep's scan is over
+	}
+	if buf := e.Pool.TryAllocate(size); buf != nil {
+		return buf, nil
+	}
+	return e.Pool.Allocate(ctx, size, maxWait)
+}
+
+// TestSendContextEndingWhileBuffering: a record whose ctx ends while Send
+// is still buffering it, after the sweep its AfterFunc asked for looked
+// for it, fails with ctx's error promptly. Before, nothing swept again:
+// the parked record failed with ErrDeliveryTimeout at MaxBlock, the
+// lingering one waited for Linger.
+func TestSendContextEndingWhileBuffering(t *testing.T) {
+	cases := []struct {
+		name   string
+		cfg    Config
+		create bool
+	}{
+		{name: "parked for an unknown topic", cfg: Config{MaxBlock: time.Minute, DeliveryTimeout: 2 * time.Minute, Linger: time.Millisecond}},
+		{name: "in the open batch", cfg: Config{Linger: time.Minute}, create: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, testbroker.Config{})
+			if tc.create {
+				require.NoError(t, c.CreateTopic("ctx", 1))
+			}
+			sp, err := bufferpool.New(bufferpool.Options{Size: 8 << 20})
+			require.NoError(t, err)
+			pool := &endingPool{Pool: sp}
+			tc.cfg.BufferPool = pool
+			p := newProducer(t, c, tc.cfg)
+			pool.p = p
+			ctx, cancel := context.WithCancel(context.Background())
+			pool.cancel.Store(&cancel)
+			start := time.Now()
+			f := p.Send(ctx, &Record{Topic: "ctx", Value: []byte("b")})
+			require.Nil(t, pool.cancel.Load(), "Send did not wait for memory")
+			_, err = waitFuture(t, f, 5*time.Second)
+			require.ErrorIs(t, err, context.Canceled)
+			assert.Less(t, time.Since(start), 5*time.Second, "failed when its ctx ended, not at MaxBlock or after Linger")
+			if !tc.create {
+				require.NoError(t, c.CreateTopic("ctx", 1))
+			}
+			fc := p.Send(context.Background(), &Record{Topic: "ctx", Value: []byte("c")})
+			require.NoError(t, p.Flush(context.Background())) // past Linger
+			_, err = waitFuture(t, fc, 20*time.Second)
+			require.NoError(t, err)
+			assert.Equal(t, []string{"c"}, partitionValues(t, c, "ctx", 0))
+		})
+	}
+}
+
+// lockSpyCtx is an endingCtx whose Err, once the context ended, reports
+// whether it was called with the topic's lock held: user code under a
+// samsa lock (invariant 9), which a context of another kind may be.
+type lockSpyCtx struct {
+	*endingCtx
+	topic     func() *topicState
+	underLock atomic.Bool
+}
+
+func (c *lockSpyCtx) Err() error {
+	err := c.endingCtx.Err()
+	if err == nil {
+		return nil
+	}
+	if ts := c.topic(); ts != nil {
+		took := make(chan struct{})
+		go func() {
+			ts.acc.OldestParked() // takes the topic's lock
+			close(took)
+		}()
+		select {
+		case <-took:
+		case <-time.After(200 * time.Millisecond):
+			c.underLock.Store(true) // the goroutine ends once the lock is released
+		}
+	}
+	return err
+}
+
+// TestSendContextErrNotCalledUnderLock: failing the parked records of a
+// context that ended does not call that context's Err with the topic's
+// lock held (a user's context is user code: it may block or take locks of
+// its own). Before, sink.failEnded's callback asked each failed record's
+// context for its error inside Topic.FailParkedIf.
+func TestSendContextErrNotCalledUnderLock(t *testing.T) {
+	c := newCluster(t, testbroker.Config{})
+	p := newProducer(t, c, Config{MaxBlock: time.Minute, DeliveryTimeout: 2 * time.Minute})
+	ctx := &lockSpyCtx{endingCtx: newEndingCtx(), topic: func() *topicState {
+		if ts, ok := p.topics.Load("ctx"); ok {
+			return ts.(*topicState)
+		}
+		return nil
+	}}
+	f := p.Send(ctx, &Record{Topic: "ctx", Value: []byte("a")})
+	require.True(t, waitFor(5*time.Second, func() bool {
+		ts := ctx.topic()
+		n, _ := ts.acc.Parked()
+		return n == 1
+	}), "the record was never parked")
+	ctx.end()
+	_, err := waitFuture(t, f, 10*time.Second)
+	require.ErrorIs(t, err, context.Canceled)
+	assert.False(t, ctx.underLock.Load(), "the context's Err ran with the topic's lock held")
 }

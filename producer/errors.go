@@ -124,13 +124,14 @@ var (
 
 	// ErrPurged fails the records Producer.Purge found not yet sent:
 	// parked for their topic's metadata, or in a batch no request has
-	// carried yet. It surfaces through each record's Future, callback or
-	// channel, from the completion goroutine, before Purge returns. Such a
-	// record was definitely not written (never with ErrOutcomeUnknown),
-	// and IsRetriable is false for it: send it again if it is still
-	// wanted. In a
-	// transaction it makes the transaction abortable, as any failed record
-	// does: CommitTransaction then fails, AbortTransaction ends it.
+	// drained yet. It surfaces through each record's Future, callback or
+	// channel, from the completion goroutine: before Purge returns, unless
+	// Purge's ctx ends while Purge waits (Purge then returns ctx.Err(), and
+	// these may complete after it). Such a record was definitely not
+	// written (never with ErrOutcomeUnknown), and IsRetriable is false for
+	// it: send it again if it is still wanted. In a transaction it makes
+	// the transaction abortable, as any failed record does:
+	// CommitTransaction then fails, AbortTransaction ends it.
 	ErrPurged = errors.New("producer: purged")
 
 	// ErrInvalidConfig is returned by New and by ConfigFromProperties when a

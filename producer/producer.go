@@ -432,6 +432,7 @@ func (p *Producer) send(ctx context.Context, rec *Record, c completion, wait boo
 		p.reject(&c, rec, err)
 		return
 	}
+	watched := false
 	if ctx != nil {
 		if done := ctx.Done(); done != nil {
 			// A context that can end bounds the record until a request
@@ -442,6 +443,7 @@ func (p *Producer) send(ctx context.Context, rec *Record, c completion, wait boo
 				return
 			}
 			c.obs = p.watch(ctx, done, t, c.obs)
+			watched = true
 		}
 	}
 	if err := p.append(ctx, t, rec, size, c, wait); err != nil {
@@ -454,6 +456,14 @@ func (p *Producer) send(ctx context.Context, rec *Record, c completion, wait boo
 		p.observeExhausted(rec.Topic, size, err)
 		p.reject(&c, rec, err)
 		return
+	}
+	if watched && ctx.Err() != nil {
+		// ctx ended while the record was being buffered: the sweep its
+		// AfterFunc asked for may have looked before the record was
+		// parked or appended, and none would look again (the record
+		// would wait for MaxBlock or Linger). Ask for another.
+		p.ctxEnded.Store(true)
+		p.acc.Kick()
 	}
 	if p.drained.Load() {
 		// Close gave up waiting (its context ended) and the IO goroutine

@@ -5,13 +5,15 @@ import (
 	"fmt"
 )
 
-// Purge fails every record the producer has not written yet with an error
+// Purge fails every record no Produce request has taken yet with an error
 // wrapping ErrPurged, and returns how many it failed: records parked for
-// their topic's metadata, and those in batches no Produce request has
-// carried (open, lingering or sealed). Requests in flight are left to
-// finish, and so are batches waiting to be resent after a written
-// attempt: the broker may have them, so their records complete with their
-// answers (or at their DeliveryTimeout), as librdkafka's purge with
+// their topic's metadata, and those in batches no request has drained
+// (open, lingering or sealed). It leaves the batches a request already
+// drained, which have their sequences, whether that request was written
+// yet or not: requests in flight (or handed to their connection) finish,
+// and batches waiting to be resent after an attempt are resent. The broker
+// may have them, so their records complete with their answers (or at
+// their DeliveryTimeout), as librdkafka's purge with
 // RD_KAFKA_PURGE_F_QUEUE alone and kgo's AbortBufferedRecords do. Purge
 // then waits, as Flush does, until every record sent before the call is
 // complete and its callback has returned; records Sent meanwhile are sent
@@ -19,11 +21,16 @@ import (
 // purged: it is buffered once memory frees. The producer stays usable:
 // Sends after Purge go out as usual.
 //
-// ctx bounds the whole call: if it ends before the IO goroutine took the
-// purge, nothing is purged and Purge returns 0 and ctx.Err(); if it ends
-// while Purge waits for the requests in flight, the records are purged
-// (their futures and callbacks complete with ErrPurged) and Purge returns
-// their count and ctx.Err(). A nil ctx is taken as context.Background().
+// ctx bounds Purge's waits, not the purge once it started. A ctx already
+// ended when Purge is called purges nothing: Purge returns 0 and
+// ctx.Err(). If ctx ends while Purge waits for the IO goroutine to take
+// the purge (it is busy with a step), nothing is purged either, unless the
+// goroutine takes it at that very moment; once taken, the purge runs to
+// its end whatever ctx does. ctx then bounds only the wait that follows,
+// for the requests in flight and the callbacks: if it ends there, the
+// records are purged all the same (their futures and callbacks complete
+// with ErrPurged, perhaps after Purge returned) and Purge returns their
+// count and ctx.Err(). A nil ctx is taken as context.Background().
 //
 // Under idempotence no purged record had a sequence (a batch takes its
 // sequences when a request first carries it), so each partition's
@@ -49,6 +56,10 @@ func (p *Producer) Purge(ctx context.Context) (int, error) {
 	}
 	if where := p.ownGoroutine(); where != "" {
 		return 0, fmt.Errorf("%w: Purge called from %s would wait for that goroutine", ErrFlushInCallback, where)
+	}
+	if err := ctx.Err(); err != nil {
+		// callIO's select would pick the purge as often as ctx.Done.
+		return 0, err
 	}
 	n := 0
 	if err := p.txnSink.callIO(ctx, func() { n = p.txnSink.purge() }); err != nil {

@@ -159,3 +159,28 @@ func TestPurgeClosedAndFromCallback(t *testing.T) {
 	require.ErrorIs(t, err, ErrClosed)
 	assert.Zero(t, n)
 }
+
+// TestPurgeWithEndedContextPurgesNothing: Purge called with a ctx that has
+// already ended returns 0 and ctx's error and fails no record: the
+// lingering records are delivered. Before, its select between handing the
+// purge to the IO goroutine and ctx.Done picked the purge about one time
+// in three, and Purge purged while it returned ctx.Err().
+func TestPurgeWithEndedContextPurgesNothing(t *testing.T) {
+	c := newCluster(t, testbroker.Config{})
+	require.NoError(t, c.CreateTopic("pe", 1))
+	p := newProducer(t, c, Config{Linger: time.Minute})
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	var fs []*Future
+	for range 40 {
+		fs = append(fs, p.Send(context.Background(), &Record{Topic: "pe", Value: []byte("x")}))
+		n, err := p.Purge(ended)
+		require.ErrorIs(t, err, context.Canceled)
+		require.Zero(t, n, "Purge with an ended ctx purged records")
+	}
+	require.NoError(t, p.Flush(context.Background()))
+	for _, f := range fs {
+		_, err := waitFuture(t, f, 10*time.Second)
+		require.NoError(t, err)
+	}
+}

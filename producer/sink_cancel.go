@@ -19,7 +19,9 @@ import (
 // the topics that ever had a watched record; settle, at the drain, decides
 // for the records this one has not seen.
 func (s *sink) failEnded() {
-	if !s.p.ctxEnded.Swap(false) {
+	// Load first, as memWanted is read: a Swap writes the producer's
+	// shared cache line at every IO step.
+	if !s.p.ctxEnded.Load() || !s.p.ctxEnded.Swap(false) {
 		return
 	}
 	s.p.topics.Range(func(_, v any) bool {
@@ -46,21 +48,24 @@ func (s *sink) failEnded() {
 				continue
 			}
 			ap.SealOpenIf(hasEnded) // announced by a Sealed event
-			ap.RewriteSealed(func(b *batch) *batch {
-				if !hasEnded(b) {
-					return b
-				}
-				return s.withoutEnded(ip, b)
-			})
+			ap.RewriteSealedIf(hasEnded, func(b *batch) *batch { return s.withoutEnded(ip, b) })
 		}
 		return true
 	})
 }
 
-// hasEnded reports whether a record of b has a context that ended.
+// hasEnded reports whether a record of b has a context that ended (as its
+// AfterFunc said). It runs under the partition's lock: atomic loads only,
+// one per run of records of one group.
 func hasEnded(b *batch) bool {
+	var last *ctxGroup // a batch's records mostly share their context
 	for i, n := 0, b.Records.Len(); i < n; i++ {
-		if endedCompletion(b.Records.At(i)) {
+		o := b.Records.At(i).obs
+		if o == nil || o.g == nil || o.g == last {
+			continue
+		}
+		last = o.g
+		if o.g.ended.Load() {
 			return true
 		}
 	}
@@ -128,7 +133,7 @@ func (s *sink) withoutEnded(ip *ioPart, b *batch) *batch {
 			s.p.acc.AddCompletion(kept, *c)
 			continue
 		}
-		cause := c.obs.g.ctx.Err()
+		cause := c.obs.g.endErr()
 		j := 0
 		for j < len(fails) && !sameErr(fails[j].cause, cause) {
 			j++

@@ -981,7 +981,12 @@ func (s *sink) txnMayBump() bool {
 	return false
 }
 
-// callIO runs f on the IO goroutine and waits for it.
+// callIO runs f on the IO goroutine and waits for it. ctx bounds only the
+// wait for the IO goroutine to take f: once taken, f runs to its end and
+// callIO waits for it (or for the IO goroutine to stop). When ctx has
+// ended and the IO goroutine is ready to take f, either may happen (a
+// select picks at random): a caller that must not run f with an ended ctx
+// checks ctx.Err() first.
 func (s *sink) callIO(ctx context.Context, f func()) error {
 	done := make(chan struct{})
 	select {
