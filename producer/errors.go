@@ -62,6 +62,15 @@ var (
 	// wrapping ErrClosed.
 	ErrClosed = errors.New("producer: closed")
 
+	// ErrSpoolFailed fails a record that Config.Spool's log could not
+	// take because a write or an fsync of the spool failed (it wraps
+	// spool.ErrFailed and the I/O error, errors.Is(err, syscall.EIO)):
+	// the spool stops (fail-stop), every later Send fails with it at
+	// once, and no record is reported persisted that was not. Reopening
+	// the directory (a new producer) recovers what the log holds. Also
+	// returned by SyncSpool.
+	ErrSpoolFailed = errors.New("producer: spool failed")
+
 	// ErrRecordTooLarge completes a record's future when the record, once
 	// encoded, is larger than Config.MaxRequestSize or Config.BufferMemory;
 	// such a record could never be sent. Send checks this before the record
