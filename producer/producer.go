@@ -107,6 +107,7 @@ type Producer struct {
 	// closes Futures' Persisted under SyncAlways (nil otherwise).
 	spool     *spool.Spool
 	persister *persister
+	replay    *replayState // nil without a backlog at New
 }
 
 // topicState is a topic as Send sees it.
@@ -276,6 +277,9 @@ func New(cfg Config) (*Producer, error) {
 		defer close(p.ioDone)
 		s.run()
 	}()
+	if sp != nil {
+		p.startReplay()
+	}
 	return p, nil
 }
 

@@ -357,3 +357,164 @@ func TestSpoolFsyncFailureStopsIt(t *testing.T) {
 	assert.ErrorIs(t, err, syscall.EIO)
 	assert.True(t, errors.Is(p.Close(context.Background()), ErrSpoolFailed), "Close reports the failed spool")
 }
+
+// TestSpoolReplayAfterRestart: records a producer persisted but could not
+// deliver (its broker down; Close gave up) are sent again by the next New
+// on the directory: in their original order, before any new record of
+// their topic, each to the partition it was written with even though the
+// topic has more partitions now (keys are not re-hashed), and a record
+// written before its topic's partitions were known (-1) through the
+// partitioner. The RecoveryHook gets each one's outcome by sequence, and
+// the samsa-spool header carries that sequence.
+func TestSpoolReplayAfterRestart(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 2))
+	require.NoError(t, c.CreateTopic("fresh", 1))
+	dir := t.TempDir()
+
+	a := spoolProducer(t, c, dir, nil)
+	_, err := a.Send(context.Background(), &Record{Topic: "t", Value: []byte("warm")}).Wait(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, c.StopBroker(0))
+	const n = 200
+	want := map[string]int32{} // value → partition written with
+	var order []string
+	for i := range n {
+		rec := &Record{Topic: "t", Key: []byte{byte(i % 5)}, Value: []byte(fmt.Sprintf("a-%d", i))}
+		if i%10 == 9 {
+			rec.Key, rec.ExplicitPartition, rec.Partition = nil, true, 1
+		}
+		f := a.Send(context.Background(), rec)
+		<-f.Persisted()
+		part := int32(1)
+		if !rec.ExplicitPartition {
+			part = KeyPartition(rec.Key, 2)
+		}
+		want[string(rec.Value)] = part
+		order = append(order, string(rec.Value))
+	}
+	// "fresh" was never in a's metadata: written with partition -1.
+	<-a.Send(context.Background(), &Record{Topic: "fresh", Value: []byte("a-fresh")}).Persisted()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	err = a.Close(ctx)
+	cancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded, "records were left for the next producer")
+
+	require.NoError(t, c.RestartBroker(0))
+	require.NoError(t, c.AddPartitions("t", 4)) // keys would hash elsewhere now
+	outcomes := make(chan error, 2*n)
+	seqs := make(chan uint64, 2*n)
+	b := spoolProducer(t, c, dir, func(cfg *Config) {
+		cfg.Spool.RecoveryHook = func(seq uint64, md RecordMetadata, err error) {
+			seqs <- seq
+			outcomes <- err
+		}
+	})
+	var fs []*Future
+	for i := range 20 {
+		fs = append(fs, b.Send(context.Background(), &Record{Topic: "t", Key: []byte{byte(i % 5)}, Value: []byte(fmt.Sprintf("b-%d", i))}))
+	}
+	waitAll(t, fs)
+	require.NoError(t, b.Flush(context.Background()))
+	for range n + 1 {
+		select {
+		case err := <-outcomes:
+			require.NoError(t, err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the RecoveryHook did not get every replayed record's outcome")
+		}
+	}
+	hooked := map[uint64]bool{}
+	for range n + 1 {
+		hooked[<-seqs] = true
+	}
+
+	got := map[string]int32{}
+	var gotOrder []string
+	for part := range int32(4) {
+		recs, err := c.Records("t", part)
+		require.NoError(t, err)
+		sawB := false
+		for _, r := range recs {
+			v := string(r.Value)
+			switch {
+			case len(v) > 2 && v[:2] == "a-":
+				assert.False(t, sawB, "replayed %s after a new record in partition %d", v, part)
+				got[v] = part
+				gotOrder = append(gotOrder, v)
+				_, seq := spoolHeader(t, r)
+				assert.True(t, hooked[seq], "the hook got no outcome for sequence %d (%s)", seq, v)
+			case len(v) > 2 && v[:2] == "b-":
+				sawB = true
+			}
+		}
+	}
+	assert.Equal(t, want, got, "each replayed record went to the partition it was written with")
+	// Per partition, the original order.
+	for part := range int32(2) {
+		var w, g []string
+		for _, v := range order {
+			if want[v] == part {
+				w = append(w, v)
+			}
+		}
+		for _, v := range gotOrder {
+			if got[v] == part {
+				g = append(g, v)
+			}
+		}
+		assert.Equal(t, w, g, "partition %d", part)
+	}
+	fresh, err := c.Records("fresh", 0)
+	require.NoError(t, err)
+	require.Len(t, fresh, 1)
+	assert.Equal(t, "a-fresh", string(fresh[0].Value))
+	require.NoError(t, b.Close(context.Background()))
+	assert.Empty(t, reopenUnacked(t, dir))
+}
+
+// TestSpoolCloseDuringReplayKeepsTheBacklog: a producer closed while its
+// replay waits (the broker still down) leaves the backlog in the spool,
+// whole, for the next one; its goroutines end with Close.
+func TestSpoolCloseDuringReplayKeepsTheBacklog(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	dir := t.TempDir()
+	a := spoolProducer(t, c, dir, nil)
+	require.NoError(t, c.StopBroker(0))
+	for i := range 10 {
+		<-a.Send(context.Background(), &Record{Topic: "t", Value: []byte(fmt.Sprint(i))}).Persisted()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	a.Close(ctx)
+	cancel()
+
+	before := goroutineIDs()
+	b := spoolProducer(t, c, dir, nil)
+	// New records of the topic wait behind the replay, up to MaxBlock.
+	f := b.TrySend(context.Background(), &Record{Topic: "t", Value: []byte("new")})
+	_, ok, _ := f.Result()
+	if ok {
+		_, err := f.Wait(context.Background())
+		// The replay may have put the backlog in memory already (it
+		// waits for the broker, not for memory): then the record is
+		// accepted; otherwise it fails at once.
+		require.ErrorIs(t, err, ErrBufferExhausted)
+	}
+	time.Sleep(200 * time.Millisecond)
+	ctx, cancel = context.WithTimeout(context.Background(), 50*time.Millisecond)
+	b.Close(ctx)
+	cancel()
+	left := workingGoroutines(before)
+	for deadline := time.Now().Add(5 * time.Second); len(left) > 0 && time.Now().Before(deadline); left = workingGoroutines(before) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(left) > 0 {
+		t.Fatalf("goroutines left after Close: %v", left)
+	}
+	unacked := reopenUnacked(t, dir)
+	require.GreaterOrEqual(t, len(unacked), 10)
+	for i := range 10 {
+		assert.Equal(t, fmt.Sprint(i), unacked[i])
+	}
+}
