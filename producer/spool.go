@@ -157,17 +157,28 @@ func spoolErr(topic string, err error) error {
 	return fmt.Errorf("%w: %w", ErrSpoolFailed, err)
 }
 
-// spoolCtx is the context of a Send's spool.Write: bounded by MaxBlock,
-// and ended at once for a Send that must not wait (TrySend, MaxBlock
-// NoWait, a Send from the completion goroutine, which is what acks
-// records and so frees the spool).
-func (p *Producer) spoolCtx(ctx context.Context, wait bool) (context.Context, context.CancelFunc) {
-	if !wait || p.cfg.MaxBlock <= 0 || goroutineID() == p.completer.goid.Load() {
-		c, cancel := context.WithCancel(ctx)
-		cancel()
-		return c, cancel
+// endedCtx is an ended context: spool.Write with it fails at once
+// (ErrFull) where it would wait for room, and costs nothing otherwise.
+var endedCtx = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
+// spoolWrite is a Send's spool.Write: at once when the spool has room;
+// otherwise, for a Send that may wait, again with a context bounded by
+// MaxBlock (and ctx). TrySend, MaxBlock NoWait and a Send from the
+// completion goroutine (which is what acks records, and so frees the
+// spool) do not wait. The first try makes no timer and reads no
+// goroutine id: both cost more than the write.
+func (p *Producer) spoolWrite(ctx context.Context, rec *spool.Record, wait bool) (uint64, error) {
+	seq, err := p.spool.Write(endedCtx, rec)
+	if err == nil || !errors.Is(err, spool.ErrFull) || !wait || p.cfg.MaxBlock <= 0 || goroutineID() == p.completer.goid.Load() {
+		return seq, err
 	}
-	return context.WithTimeout(ctx, p.cfg.MaxBlock)
+	wctx, cancel := context.WithTimeout(ctx, p.cfg.MaxBlock)
+	defer cancel()
+	return p.spool.Write(wctx, rec)
 }
 
 // sendSpooled is send's end with a write-ahead spool: the record's
@@ -201,9 +212,7 @@ func (p *Producer) sendSpooled(ctx context.Context, t *topicState, rec *Record, 
 			sr.Headers[i] = spool.Header{Key: h.Key, Value: h.Value}
 		}
 	}
-	wctx, cancel := p.spoolCtx(ctx, wait)
-	seq, err := p.spool.Write(wctx, &sr)
-	cancel()
+	seq, err := p.spoolWrite(ctx, &sr, wait)
 	if err != nil {
 		err = spoolErr(rec.Topic, err)
 		p.observeExhausted(rec.Topic, recordbatch.BodySize(rec.Key, rec.Value, rec.Headers), err)
