@@ -15,7 +15,8 @@ import (
 // these kinds:
 //   - it wraps one of ErrBufferExhausted, ErrClosed, ErrRecordTooLarge,
 //     ErrDeliveryTimeout, ErrInvalidRecord, ErrFlushInCallback,
-//     ErrInvalidConfig or ErrAuthentication, and, where there is one, the
+//     ErrInvalidConfig, ErrAuthentication or (with Config.Spool)
+//     ErrSpoolFailed, and, where there is one, the
 //     cause: a *KafkaError, a connection error (an authentication failure
 //     seen last before a delivery timeout wraps ErrAuthentication too), a
 //     Partitioner's error;
