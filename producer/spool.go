@@ -79,8 +79,12 @@ type SpoolConfig struct {
 	// RecoveryHook, if set, receives the outcome of each record that New
 	// found unacknowledged in the spool and sent again, keyed by its
 	// spool sequence (callbacks do not survive a restart). It runs on the
-	// completion goroutine, like a SendCallback callback. Default nil:
-	// replayed records' outcomes are only counted.
+	// completion goroutine, like a SendCallback callback; for a record
+	// that fails before it is back in memory (Close during the replay, a
+	// partition the topic no longer has) on the replay goroutine. A
+	// record that fails with ErrClosed stays in the spool and is sent
+	// again by the next New. HookRecordCompleted hooks do not see
+	// replayed records. Default nil: their outcomes are not reported.
 	RecoveryHook func(seq uint64, md RecordMetadata, err error)
 }
 
