@@ -428,3 +428,52 @@ func (s *sealedQueue[C, P, B]) reset() {
 		s.q = s.q[:0]
 	}
 }
+
+// SealOpenIf seals the open batch if it has records and match reports true
+// for it (IO goroutine only; match runs under the partition's lock, on a
+// batch Sends cannot append to meanwhile, and must not block). It reports
+// whether it sealed.
+func (p *Partition[C, P, B]) SealOpenIf(match func(b *Batch[C, P, B]) bool) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.open == nil || p.open.Records.Len() == 0 || !match(p.open) {
+		return false
+	}
+	p.sealLocked()
+	return true
+}
+
+// RewriteSealed hands each sealed batch, oldest first, to fn, which returns
+// the batch to queue in its place (itself, or a new one holding part of
+// its records) or nil to leave it out (IO goroutine only; fn then owns
+// what it was given). fn runs without the partition's lock: batches sealed
+// meanwhile queue behind the rewritten ones.
+func (p *Partition[C, P, B]) RewriteSealed(fn func(b *Batch[C, P, B]) *Batch[C, P, B]) {
+	p.mu.Lock()
+	taken := p.sealed.takeAll(nil)
+	p.mu.Unlock()
+	if len(taken) == 0 {
+		return
+	}
+	kept := taken[:0]
+	for _, b := range taken {
+		if nb := fn(b); nb != nil {
+			kept = append(kept, nb)
+		}
+	}
+	p.mu.Lock()
+	later := p.sealed.takeAll(nil)
+	for _, b := range kept {
+		p.sealed.push(b)
+	}
+	for _, b := range later {
+		p.sealed.push(b)
+	}
+	p.queued.Add(int32(len(kept) - len(taken)))
+	if p.sealed.len() == 0 {
+		// The IO goroutine looks at an empty queue no more: the next
+		// seal must post its event.
+		p.flagged = false
+	}
+	p.mu.Unlock()
+}

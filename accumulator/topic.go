@@ -472,3 +472,107 @@ func (t *Topic[C, P, B]) resetLocked() {
 	t.credit = 0
 	t.parking.Store(false)
 }
+
+// FailParkedIf fails, with fail, the parked records whose completion match
+// reports true, and keeps the others in Send order (IO goroutine only):
+// records whose Send context ended, say. match runs under the topic's lock
+// and must not block. It returns how many records failed; their memory
+// follows ExpireParked's rule.
+func (t *Topic[C, P, B]) FailParkedIf(match func(c *C) bool, fail func(c C)) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	front := t.parked.front()
+	if front == nil {
+		return 0
+	}
+	oldChunk := front.chunk
+	var failed int
+	var bytes int64
+	t.parked.filter(func(r *parkedRecord[C]) bool {
+		if !match(&r.c) {
+			return true
+		}
+		fail(r.c)
+		t.keepFailedLocked()
+		failed++
+		bytes += int64(r.n)
+		return false
+	})
+	if failed == 0 {
+		return 0
+	}
+	t.parkedRecords.Add(-int64(failed))
+	t.parkedBytes.Add(-bytes)
+	next := t.parked.front()
+	if next == nil {
+		t.resetLocked()
+		return failed
+	}
+	if a := t.acc; a.res != nil {
+		// As popLocked: at most one spare block of bookkeeping stays.
+		blk := chargeBlock * a.parkCharge
+		if extra := t.credit - t.parked.n*a.parkCharge - blk; extra >= blk {
+			a.unreserve(extra)
+			t.credit -= extra
+		}
+	}
+	// Chunks before the new front's hold no parked record any more (a
+	// failed record's chunk behind it is released as the front passes).
+	for i := oldChunk; i < next.chunk; i++ {
+		if t.chunks[i] != nil {
+			t.acc.cfg.Pool.Release(t.chunks[i])
+			t.chunks[i] = nil
+		}
+	}
+	return failed
+}
+
+// filter keeps, in order, the records keep reports true for, compacting the
+// queue in place; emptied segments are released.
+func (q *parkQueue[C]) filter(keep func(r *parkedRecord[C]) bool) {
+	if q.n == 0 {
+		return
+	}
+	ws, wi := q.head, q.first // where the next kept record goes
+	rs, ri := q.head, q.first // the next record to look at
+	kept := 0
+	for left := q.n; left > 0; left-- {
+		if ri == parkSegmentLen {
+			rs, ri = rs.next, 0
+		}
+		r := &rs.recs[ri]
+		ri++
+		if !keep(r) {
+			continue
+		}
+		if wi == parkSegmentLen {
+			ws, wi = ws.next, 0
+		}
+		if w := &ws.recs[wi]; w != r {
+			*w = *r
+		}
+		wi++
+		kept++
+	}
+	if kept == 0 {
+		for s := q.head; s != nil; {
+			next := s.next
+			clear(s.recs[:])
+			s.next = nil
+			q.release(s)
+			s = next
+		}
+		q.head, q.tail, q.first, q.last, q.n = nil, nil, 0, 0, 0
+		return
+	}
+	clear(ws.recs[wi:])
+	for s := ws.next; s != nil; {
+		next := s.next
+		clear(s.recs[:])
+		s.next = nil
+		q.release(s)
+		s = next
+	}
+	ws.next = nil
+	q.tail, q.last, q.n = ws, wi, kept
+}

@@ -52,6 +52,45 @@ func BenchmarkSend(b *testing.B) {
 	}
 }
 
+// BenchmarkSendCancellableContext is BenchmarkSend's callback mode with a
+// ctx that can end (and ends only once the record is complete): what
+// watching Send's ctx until the write costs per record, against
+// BenchmarkSend/callback's context.Background(), which costs nothing.
+// shared: one ctx for every Send (a server's), whose group (cancel.go) the
+// records share; per-send: a ctx per Send, cancelled by its callback, each
+// with its group and context.AfterFunc (and the benchmark's own
+// context.WithCancel and callback closure).
+func BenchmarkSendCancellableContext(b *testing.B) {
+	for _, mode := range []string{"shared", "per-send"} {
+		b.Run(mode, func(b *testing.B) {
+			c := newCluster(b, testbroker.Config{Sink: true})
+			if err := c.CreateTopic("bench", 12); err != nil {
+				b.Fatal(err)
+			}
+			p := newProducer(b, c, Config{})
+			shared, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			p.Send(shared, &Record{Topic: "bench", Value: benchValue}).Wait(shared)
+			noop := func(RecordMetadata, error) {}
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0 := testutil.CPUSeconds()
+			for b.Loop() {
+				if mode == "shared" {
+					p.SendCallback(shared, &Record{Topic: "bench", Value: benchValue}, noop)
+					continue
+				}
+				ctx, cancel := context.WithCancel(shared)
+				p.SendCallback(ctx, &Record{Topic: "bench", Value: benchValue}, func(RecordMetadata, error) { cancel() })
+			}
+			if err := p.Flush(shared); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric((testutil.CPUSeconds()-cpu0)*1e9/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
 // BenchmarkSendParallel measures how Send scales with 8 sending goroutines
 // (no producer-wide lock on the Send path).
 func BenchmarkSendParallel(b *testing.B) {

@@ -23,8 +23,10 @@ import (
 //   - it is a *KafkaError: the broker's code for a record it rejected for
 //     good, or for a topic metadata reports unusable (package kerr names
 //     the codes);
-//   - it wraps ctx.Err(), when Send's context ended while Send waited for
-//     buffer memory;
+//   - it wraps ctx.Err(), when Send's context ended before a request
+//     carried the record (while Send waited for buffer memory, while the
+//     record was parked, or in a batch not written yet);
+//   - it wraps ErrPurged, for a record Purge failed before it was sent;
 //   - it is a *DataLossError, given to Config.OnDataLoss;
 //   - with Config.TransactionalID, it wraps ErrNoTransaction,
 //     ErrTransactionInProgress, ErrProducerFenced or ErrTransactionAborted
@@ -129,6 +131,17 @@ var (
 	// IO goroutine, a connection's reader or writer, the metadata
 	// goroutine): it would wait for the goroutine it runs on.
 	ErrFlushInCallback = errors.New("producer: Flush called from a callback")
+
+	// ErrPurged fails the records Producer.Purge found not yet sent:
+	// parked for their topic's metadata, or in a batch no request has
+	// carried yet. It surfaces through each record's Future, callback or
+	// channel, from the completion goroutine, before Purge returns. Such a
+	// record was definitely not written (never with ErrOutcomeUnknown),
+	// and IsRetriable is false for it: send it again if it is still
+	// wanted. In a
+	// transaction it makes the transaction abortable, as any failed record
+	// does: CommitTransaction then fails, AbortTransaction ends it.
+	ErrPurged = errors.New("producer: purged")
 
 	// ErrInvalidConfig is returned by New and by ConfigFromProperties when a
 	// setting is invalid. The message names every bad field (or property)

@@ -43,7 +43,8 @@ func (f *Future) Done() <-chan struct{} {
 // Wait waits for the record's outcome or for ctx to end. It returns the
 // record's metadata, or the error the record failed with. If ctx ends first
 // it returns ctx.Err(), and the record stays in the producer: cancelling a
-// wait does not cancel the record.
+// wait does not cancel the record (the ctx given to Send does, until the
+// record is written).
 func (f *Future) Wait(ctx context.Context) (RecordMetadata, error) {
 	if md, ok, err := f.result(); ok {
 		return md, err

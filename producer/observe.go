@@ -43,16 +43,20 @@ func (p *Producer) Metrics() Metrics {
 }
 
 // recordObs is what a record keeps for the record-level hooks: the context
-// the HookRecordBuffered hooks returned and when Send took it; and, with
-// Config.Spool, its spool sequence. Only records sent while such a hook
-// exists, or with a spool, have one (completion.obs, nil otherwise).
+// the HookRecordBuffered hooks returned and when Send took it; for a
+// record whose Send context can end, that context's group (cancel.go);
+// and, with Config.Spool, its spool sequence. Only records sent while such
+// a hook exists, or with a spool, have one of their own (completion.obs);
+// records sent with such a context and no hook (and no spool) share their
+// group's, and others have none.
 type recordObs struct {
-	hs   *hooks // nil without HookRecordCompleted hooks
+	hs   *hooks // nil: no HookRecordCompleted hooks (a group's own)
 	ctx  context.Context
 	sent time.Time
+	g    *ctxGroup // nil: Send's context cannot end
 	// spool is set for a record in Config.Spool's log at seq: its
 	// completion acknowledges it there once its outcome is final
-	// (spool.go).
+	// (spool.go). Never set in a group's shared recordObs.
 	spool *spool.Spool
 	seq   uint64
 }
@@ -92,13 +96,15 @@ func (hs *hooks) recordObsCharge(spooled bool) int {
 // goroutine that completes it (completion.deliver), before its Future or
 // callback.
 func (o *recordObs) completed(md RecordMetadata, err error) {
+	if o.g != nil {
+		o.g.release()
+	}
 	if o.spool != nil && spoolFinal(err) {
 		o.spool.Ack(o.seq)
 	}
-	if o.hs == nil {
-		return
+	if o.hs != nil {
+		o.hs.onRecordCompleted(o.ctx, RecordCompletion{Metadata: md, Err: err, Elapsed: time.Since(o.sent)})
 	}
-	o.hs.onRecordCompleted(o.ctx, RecordCompletion{Metadata: md, Err: err, Elapsed: time.Since(o.sent)})
 }
 
 // observeExhausted reports a record of size bytes that Send failed with

@@ -56,6 +56,11 @@ type Producer struct {
 	// memWanted is set by the IO goroutine when moving parked records ran
 	// out of pool memory; the completer then wakes it when memory is freed.
 	memWanted atomic.Bool
+	// ctxEnded is set when the Send context of a buffered record ended
+	// (ctxWatch.ended): the IO goroutine's next step fails such records
+	// (sink.failEnded).
+	ctxEnded  atomic.Bool
+	lastGroup atomic.Pointer[ctxGroup] // the Send context group made last (cancel.go)
 	stats     counters
 	clock     *clock    // record timestamps
 	hooks     *hooks    // Config.Hooks, sorted per event (observe.go)
@@ -120,6 +125,10 @@ type topicState struct {
 	// fewer partitions than the accumulator has (which only grow), 0
 	// otherwise; set by the IO goroutine (updatePartitions).
 	count atomic.Int32
+	// watched is set once a record was sent to the topic with a context
+	// that can end (cancel.go): the IO goroutine then looks at its
+	// records' contexts before it writes them.
+	watched atomic.Bool
 }
 
 // live returns the partitions records may go to: parts, cut to count.
@@ -315,14 +324,35 @@ func startBatchSize(cfg Config) int {
 // Send buffers rec and returns a Future for its outcome. It never blocks on
 // metadata: when rec's topic is not known yet, the record is parked and sent
 // once the topic's partitions are known. It blocks only while the buffer
-// pool is full, for at most Config.MaxBlock or until ctx ends; ctx has no
-// effect once Send has returned.
+// pool is full, for at most Config.MaxBlock or until ctx ends.
+//
+// ctx bounds the record until a Produce request first carries its batch,
+// also after Send has returned (as kgo's Produce): if ctx ends while the
+// record waits for memory, is parked for its topic's metadata, or lingers
+// in a batch not yet written, the record fails with an error wrapping
+// ctx.Err() (errors.Is(err, context.Canceled) or
+// context.DeadlineExceeded holds) and is never written; the batch goes
+// without it (at once, if it was lingering), and under idempotence the
+// partition's sequences stay gapless, since a batch takes its sequences
+// only when it is first written. Once its batch was written, ctx no longer
+// matters: the broker may already have the record, so only
+// Config.DeliveryTimeout bounds it from then on, and a failure then says
+// whether it may have been written (ErrOutcomeUnknown). A ctx already ended
+// fails the record at once. With context.Background() (or any ctx whose
+// Done is nil) nothing of this costs anything; records sent with one ctx
+// that can end share one context.AfterFunc (no allocation per record), and
+// a ctx per Send costs one each, released when its record completes. So
+// do not cancel ctx right after Send (defer cancel() around a Send that
+// returns at once) unless the record should go only if it is written by
+// then: use a ctx that lives as long as the record may wait, or
+// context.Background() and Config.DeliveryTimeout.
 //
 // Errors come through the Future: ErrInvalidRecord (nil record, bad topic,
 // partition out of range, a timestamp before 1970, partitioner error),
 // ErrRecordTooLarge,
-// ErrBufferExhausted (pool full for MaxBlock), ctx.Err() (ctx ended while
-// waiting for memory), ErrClosed, ErrDeliveryTimeout, or a *KafkaError.
+// ErrBufferExhausted (pool full for MaxBlock), ctx.Err() wrapped (ctx ended
+// before the record was written), ErrPurged (Purge), ErrClosed,
+// ErrDeliveryTimeout, or a *KafkaError.
 func (p *Producer) Send(ctx context.Context, rec *Record) *Future {
 	f := new(Future)
 	if p.spool != nil {
@@ -333,7 +363,8 @@ func (p *Producer) Send(ctx context.Context, rec *Record) *Future {
 }
 
 // TrySend is Send without any blocking: when the buffer pool has no memory
-// for the record it fails at once with ErrBufferExhausted.
+// for the record it fails at once with ErrBufferExhausted. ctx bounds the
+// record as Send's does.
 func (p *Producer) TrySend(ctx context.Context, rec *Record) *Future {
 	f := new(Future)
 	if p.spool != nil {
@@ -353,7 +384,8 @@ func (p *Producer) TrySend(ctx context.Context, rec *Record) *Future {
 // SendCallback returns. Flush returns only after the callbacks of the records
 // sent before it have returned. A callback that panics is recovered and
 // logged at Error; the other records still complete. A Send from a callback
-// never waits for memory (see ErrBufferExhausted).
+// never waits for memory (see ErrBufferExhausted). ctx bounds the record as
+// Send's does.
 func (p *Producer) SendCallback(ctx context.Context, rec *Record, fn func(RecordMetadata, error)) {
 	if fn == nil {
 		fn = func(RecordMetadata, error) {}
@@ -369,6 +401,7 @@ func (p *Producer) SendCallback(ctx context.Context, rec *Record, fn func(Record
 // SendTo itself is sent from the caller's goroutine before SendTo returns,
 // so an unbuffered channel must have a receiver running elsewhere.
 // SendTo panics if results is nil: the outcome would have nowhere to go.
+// ctx bounds the record as Send's does.
 func (p *Producer) SendTo(ctx context.Context, rec *Record, results chan<- Result) {
 	if results == nil {
 		panic("producer: SendTo needs a non-nil results channel")
@@ -431,6 +464,18 @@ func (p *Producer) send(ctx context.Context, rec *Record, c completion, wait boo
 	if err != nil {
 		p.reject(&c, rec, err)
 		return
+	}
+	if ctx != nil {
+		if done := ctx.Done(); done != nil {
+			// A context that can end bounds the record until a request
+			// first carries it (cancel.go); context.Background() costs
+			// nothing here.
+			if err := ctx.Err(); err != nil {
+				p.reject(&c, rec, ctxEndedErr(err))
+				return
+			}
+			c.obs = p.watch(ctx, done, t, c.obs)
+		}
 	}
 	if p.spool != nil {
 		p.sendSpooled(ctx, t, rec, c, wait)

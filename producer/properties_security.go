@@ -3,25 +3,16 @@ package producer
 import (
 	"bytes"
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/sha1"
-	"crypto/sha256"
-	"crypto/sha512"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/asn1"
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"hash"
 	"os"
 	"slices"
 	"strings"
 
-	"crypto/pbkdf2"
-
+	"github.com/samsa-go/samsa/internal/pkcs8"
 	"github.com/samsa-go/samsa/internal/safetext"
 	"github.com/samsa-go/samsa/sasl"
 )
@@ -691,8 +682,11 @@ func parsePEMKey(b []byte, password string) (any, error) {
 				return nil, errors.New("the key is encrypted: set ssl.key.password")
 			}
 			var err error
-			if der, err = decryptPKCS8(der, password); err != nil {
-				return nil, err
+			if der, err = pkcs8.Decrypt(der, password); err != nil {
+				if errors.Is(err, pkcs8.ErrWrongPassphrase) {
+					return nil, errors.New("ssl.key.password does not decrypt the key")
+				}
+				return nil, fmt.Errorf("encrypted private key: %w", err)
 			}
 			key, err := x509.ParsePKCS8PrivateKey(der)
 			if err != nil {
@@ -723,99 +717,4 @@ func parsePEMKey(b []byte, password string) (any, error) {
 			return nil, errors.New("the private key is neither PKCS#8, PKCS#1 nor SEC 1")
 		}
 	}
-}
-
-var (
-	oidPBES2      = asn1.ObjectIdentifier{1, 2, 840, 113549, 1, 5, 13}
-	oidPBKDF2     = asn1.ObjectIdentifier{1, 2, 840, 113549, 1, 5, 12}
-	oidHMACSHA1   = asn1.ObjectIdentifier{1, 2, 840, 113549, 2, 7}
-	oidHMACSHA256 = asn1.ObjectIdentifier{1, 2, 840, 113549, 2, 9}
-	oidHMACSHA512 = asn1.ObjectIdentifier{1, 2, 840, 113549, 2, 11}
-	oidAES128CBC  = asn1.ObjectIdentifier{2, 16, 840, 1, 101, 3, 4, 1, 2}
-	oidAES192CBC  = asn1.ObjectIdentifier{2, 16, 840, 1, 101, 3, 4, 1, 22}
-	oidAES256CBC  = asn1.ObjectIdentifier{2, 16, 840, 1, 101, 3, 4, 1, 42}
-)
-
-type encryptedPKCS8 struct {
-	Algo pkix.AlgorithmIdentifier
-	Data []byte
-}
-
-type pbes2Params struct {
-	KDF    pkix.AlgorithmIdentifier
-	Scheme pkix.AlgorithmIdentifier
-}
-
-type pbkdf2Params struct {
-	Salt      []byte
-	Iter      int
-	KeyLength int                      `asn1:"optional"`
-	PRF       pkix.AlgorithmIdentifier `asn1:"optional"`
-}
-
-// decryptPKCS8 decrypts an EncryptedPrivateKeyInfo (RFC 5958) with PBES2
-// (RFC 8018): PBKDF2 with HMAC-SHA1/256/512, then AES-CBC.
-func decryptPKCS8(der []byte, password string) ([]byte, error) {
-	var epk encryptedPKCS8
-	if _, err := asn1.Unmarshal(der, &epk); err != nil {
-		return nil, errors.New("malformed encrypted private key")
-	}
-	if !epk.Algo.Algorithm.Equal(oidPBES2) {
-		return nil, fmt.Errorf("encrypted private key scheme %v is not supported (only PBES2: openssl pkcs8 -topk8 -v2 aes-256-cbc)", epk.Algo.Algorithm)
-	}
-	var p pbes2Params
-	if _, err := asn1.Unmarshal(epk.Algo.Parameters.FullBytes, &p); err != nil || !p.KDF.Algorithm.Equal(oidPBKDF2) {
-		return nil, errors.New("encrypted private key: only PBKDF2 key derivation is supported")
-	}
-	var kp pbkdf2Params
-	if _, err := asn1.Unmarshal(p.KDF.Parameters.FullBytes, &kp); err != nil {
-		return nil, errors.New("malformed PBKDF2 parameters")
-	}
-	var h func() hash.Hash
-	switch prf := kp.PRF.Algorithm; {
-	case len(prf) == 0 || prf.Equal(oidHMACSHA1):
-		h = sha1.New
-	case prf.Equal(oidHMACSHA256):
-		h = sha256.New
-	case prf.Equal(oidHMACSHA512):
-		h = sha512.New
-	default:
-		return nil, fmt.Errorf("PBKDF2 function %v is not supported", prf)
-	}
-	var keyLen int
-	switch s := p.Scheme.Algorithm; {
-	case s.Equal(oidAES128CBC):
-		keyLen = 16
-	case s.Equal(oidAES192CBC):
-		keyLen = 24
-	case s.Equal(oidAES256CBC):
-		keyLen = 32
-	default:
-		return nil, fmt.Errorf("encryption %v is not supported (only AES-CBC)", s)
-	}
-	var iv []byte
-	if _, err := asn1.Unmarshal(p.Scheme.Parameters.FullBytes, &iv); err != nil || len(iv) != aes.BlockSize {
-		return nil, errors.New("malformed AES-CBC parameters")
-	}
-	if kp.Iter <= 0 || kp.Iter > 10_000_000 {
-		return nil, errors.New("PBKDF2 iteration count out of range")
-	}
-	key, err := pbkdf2.Key(h, password, kp.Salt, kp.Iter, keyLen)
-	if err != nil {
-		return nil, err
-	}
-	block, err := aes.NewCipher(key)
-	if err != nil {
-		return nil, err
-	}
-	if len(epk.Data) == 0 || len(epk.Data)%aes.BlockSize != 0 {
-		return nil, errors.New("malformed encrypted private key")
-	}
-	out := make([]byte, len(epk.Data))
-	cipher.NewCBCDecrypter(block, iv).CryptBlocks(out, epk.Data)
-	pad := int(out[len(out)-1])
-	if pad == 0 || pad > aes.BlockSize || !bytes.Equal(out[len(out)-pad:], bytes.Repeat([]byte{byte(pad)}, pad)) {
-		return nil, errors.New("ssl.key.password does not decrypt the key")
-	}
-	return out[:len(out)-pad], nil
 }

@@ -34,6 +34,7 @@ var sentinelNames = []struct {
 	{"ErrAuthentication", ErrAuthentication},
 	{"ErrOutcomeUnknown", ErrOutcomeUnknown},
 	{"ErrSpoolFailed", ErrSpoolFailed},
+	{"ErrPurged", ErrPurged},
 }
 
 // sentinelsOf lists the sentinels err wraps, in sentinelNames' order.
@@ -168,6 +169,29 @@ func TestSentinelCombinations(t *testing.T) {
 				return futErr(p.Send(context.Background(), &Record{Topic: "s", Value: []byte("x")}))
 			},
 			want: []string{"ErrSpoolFailed"},
+		},
+		{
+			name: "purged before it was sent: purged alone, not written",
+			run: func(t *testing.T, c *testbroker.Cluster) error {
+				p := newProducer(t, c, Config{DisableIdempotence: true, Linger: time.Minute})
+				f := p.Send(context.Background(), &Record{Topic: "s", Value: []byte("x")})
+				_, err := p.Purge(context.Background())
+				require.NoError(t, err)
+				return futErr(f)
+			},
+			want: []string{"ErrPurged"},
+		},
+		{
+			name: "ctx ended before it was sent: the ctx's error alone",
+			run: func(t *testing.T, c *testbroker.Cluster) error {
+				p := newProducer(t, c, Config{DisableIdempotence: true, Linger: time.Minute})
+				ctx, cancel := context.WithCancel(context.Background())
+				f := p.Send(ctx, &Record{Topic: "s", Value: []byte("x")})
+				cancel()
+				_, err := waitFuture(t, f, 10*time.Second)
+				require.ErrorIs(t, err, context.Canceled)
+				return err
+			},
 		},
 		{
 			name: "invalid topic name",

@@ -100,6 +100,7 @@ type sink struct {
 	round    []*batch     // precompress's batches
 
 	goneScratch []*batch // failPendingAll's batches
+	unsent      []*batch // failUnsent's batches
 	// leaderAsks counts the metadata refreshes asked for in a row because
 	// a partition with batches had no known leader (askLeaders), and
 	// leaderAskAt is when the next may go; leaderAskDue: one was wanted
@@ -323,6 +324,7 @@ func (s *sink) run() {
 func (s *sink) step() {
 	s.now = time.Now()
 	s.drainEvents()
+	s.failEnded() // before moveParked: a parked record whose context ended does not move
 	s.sealLingered()
 	s.moveParked()
 	s.expire()

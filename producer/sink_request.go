@@ -244,6 +244,13 @@ func (s *sink) nextBatch(ip *ioPart, room int, first bool) (b *batch, more bool)
 	if !more {
 		ip.hasSealed = false
 	}
+	if ip.topic.ts.watched.Load() && settle(nb) {
+		// A record's Send context ended before this request: the
+		// batch goes without it (and without any, when all ended).
+		if nb = s.withoutEnded(ip, nb); nb == nil {
+			return nil, true
+		}
+	}
 	if s.idem != nil {
 		s.sequence(ip, nb)
 	} else {

@@ -308,9 +308,17 @@ func (p *Producer) spoolPartition(t *topicState, rec *Record) (part int32, parts
 
 // spoolObs returns the record's recordObs with its spool sequence: the
 // completion acknowledges it to the spool at its outcome.
+//
+// A record sent with a context that can end and no record hook points to
+// its context group's shared recordObs (cancel.go): it gets one of its own
+// with that group, since the sequence is the record's.
 func (p *Producer) spoolObs(obs *recordObs, seq uint64) *recordObs {
-	if obs == nil {
-		obs = &recordObs{}
+	if obs == nil || obs.g != nil && obs == &obs.g.obs {
+		own := &recordObs{}
+		if obs != nil {
+			own.g = obs.g
+		}
+		obs = own
 	}
 	obs.spool, obs.seq = p.spool, seq
 	return obs

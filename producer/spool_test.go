@@ -518,3 +518,40 @@ func TestSpoolCloseDuringReplayKeepsTheBacklog(t *testing.T) {
 		assert.Equal(t, fmt.Sprint(i), unacked[i])
 	}
 }
+
+// TestSpoolRecordsOfAnEndedContext: spooled records whose Send context
+// ends before they are sent fail with the context's error and leave the
+// spool (the caller was told; they are not sent again), each by its own
+// sequence although they share their context's group; records sent
+// with context.Background() stay for the next producer.
+func TestSpoolRecordsOfAnEndedContext(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	dir := t.TempDir()
+	p := spoolProducer(t, c, dir, nil)
+	_, err := p.Send(context.Background(), &Record{Topic: "t", Value: []byte("warm")}).Wait(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, c.StopBroker(0))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var ended, kept []*Future
+	for i := range 6 {
+		if i%2 == 0 {
+			ended = append(ended, p.Send(ctx, &Record{Topic: "t", Value: []byte(fmt.Sprintf("ended-%d", i))}))
+		} else {
+			kept = append(kept, p.Send(context.Background(), &Record{Topic: "t", Value: []byte(fmt.Sprintf("kept-%d", i))}))
+		}
+	}
+	for _, f := range append(ended, kept...) {
+		<-f.Persisted()
+	}
+	cancel()
+	for i, f := range ended {
+		_, err := waitFuture(t, f, 10*time.Second)
+		require.ErrorIs(t, err, context.Canceled, "record %d", i)
+	}
+	closeCtx, closeCancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	p.Close(closeCtx)
+	closeCancel()
+	assert.Equal(t, []string{"kept-1", "kept-3", "kept-5"}, reopenUnacked(t, dir))
+}

@@ -667,7 +667,6 @@ type txnIO struct {
 	v2      bool
 	waiters []txnWaiter // txnQuery callers, answered once no add is in flight
 	gen     uint64      // transactions ended (txnEnded): an add answered after its transaction ended adds nothing
-	sweep   []*batch    // scratch for failing buffered batches
 }
 
 func newTxnIO(t *txnManager) *txnIO {
@@ -736,32 +735,7 @@ func (s *sink) txnStep() {
 // txnSweep fails every record of the producer that is not in flight:
 // parked, in batches, or waiting to be resent.
 func (s *sink) txnSweep(err error) {
-	x := s.txn
-	s.p.topics.Range(func(_, v any) bool {
-		ts := v.(*topicState)
-		records, bytes := ts.acc.Parked()
-		ts.acc.FailParked(func(c completion) {
-			s.p.completer.push(outcome{single: &c, md: RecordMetadata{Topic: ts.acc.Name, Partition: -1, Offset: -1}, err: err})
-		})
-		if t := s.topics[ts.acc.Name]; t != nil && records > 0 {
-			s.unpark(t, records, bytes, err) // HookTopicUnparked, and parkedAt cleared
-		}
-		for _, ap := range ts.acc.KnownPartitions() {
-			if ip := ap.IO; ip != nil {
-				for _, b := range ip.retry {
-					s.fail(ip, b, err)
-				}
-				clear(ip.retry)
-				ip.retry = ip.retry[:0]
-			}
-			x.sweep = ap.TakeAll(x.sweep[:0])
-			for _, b := range x.sweep {
-				s.p.completer.push(outcome{batch: b, baseOffset: -1, appendTime: -1, err: err})
-			}
-			clear(x.sweep)
-		}
-		return true
-	})
+	s.failUnsent(err, true)
 }
 
 // txnAddPartitions sends one AddPartitionsToTxn for every partition

@@ -146,77 +146,82 @@ func (a *ackSet) count() int {
 	return n
 }
 
-// ranges returns the acknowledged runs above below as sorted, disjoint,
-// non-adjacent [lo, hi) pairs.
-func (a *ackSet) ranges() [][2]uint64 {
-	keys := make([]uint64, 0, len(a.words))
-	for k := range a.words {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	runs := slices.Clone(a.skips)
-	for _, k := range keys {
-		w := a.words[k]
-		for b := uint64(0); b < 64; {
-			seq := k*64 + b
-			if w&(1<<b) == 0 || seq < a.below {
-				b++
-				continue
-			}
-			e := b
-			for e < 64 && w&(1<<e) != 0 {
-				e++
-			}
-			runs = append(runs, [2]uint64{seq, k*64 + e})
-			b = e
-		}
-	}
-	slices.SortFunc(runs, func(x, y [2]uint64) int { return cmp.Compare(x[0], y[0]) })
-	var out [][2]uint64
-	for _, r := range runs {
-		if n := len(out); n > 0 && r[0] <= out[n-1][1] {
-			out[n-1][1] = max(out[n-1][1], r[1])
+// snapshot copies what the position file holds: the skips, and the
+// words above below (the bits below it cleared), unsorted. Its caller
+// holds the spool's mu; the encoding (encodePosition) is done without it.
+func (a *ackSet) snapshot() (skips, words [][2]uint64) {
+	skips = slices.Clone(a.skips)
+	words = make([][2]uint64, 0, len(a.words))
+	for k, w := range a.words {
+		if k < a.below/64 {
 			continue
 		}
-		out = append(out, r)
+		if k == a.below/64 {
+			w &^= 1<<(a.below%64) - 1
+		}
+		if w != 0 {
+			words = append(words, [2]uint64{k, w})
+		}
 	}
-	return out
+	return skips, words
 }
 
 // The position file:
 //
 //	magic    "SPOS"
-//	version  uint8 1
+//	version  uint8 2
 //	below    uint64  every sequence below it is acknowledged
 //	reserved uint64  no sequence at or above it has been given out
-//	count    uvarint runs acknowledged above below
-//	runs     count × (uvarint gap from the previous run's end, uvarint length)
+//	nskips   uvarint ranges acknowledged in bulk above below
+//	skips    nskips × (uvarint gap from the previous skip's end, uvarint length)
+//	nwords   uvarint words of the acknowledged bits above below
+//	words    nwords × (uvarint gap from the previous word's index + 1, uint64 bits)
 //	crc      uint32  CRC32C of everything before it
-const positionMagic = "SPOS"
+//
+// The bits are written as they are kept (a word of 64 sequences, bit i
+// for sequence 64×index+i), so the file is about 9 bytes per 64
+// sequences between below and the newest ack, whatever the pattern of
+// the acks (runs would cost a few bytes per unacknowledged record when
+// acks alternate).
+const (
+	positionMagic   = "SPOS"
+	positionVersion = 2
+)
 
 var errBadPosition = errors.New("spool: position file damaged")
 
-func encodePosition(below, reserved uint64, runs [][2]uint64) []byte {
-	b := append([]byte(positionMagic), 1)
+// encodePosition encodes a snapshot (words in any order; it sorts them).
+func encodePosition(below, reserved uint64, skips, words [][2]uint64) []byte {
+	slices.SortFunc(words, func(x, y [2]uint64) int { return cmp.Compare(x[0], y[0]) })
+	b := make([]byte, 0, 4+1+8+8+2*binary.MaxVarintLen64+len(skips)*6+len(words)*10+4)
+	b = append(b, positionMagic...)
+	b = append(b, positionVersion)
 	b = binary.BigEndian.AppendUint64(b, below)
 	b = binary.BigEndian.AppendUint64(b, reserved)
-	b = binary.AppendUvarint(b, uint64(len(runs)))
+	b = binary.AppendUvarint(b, uint64(len(skips)))
 	prev := below
-	for _, r := range runs {
+	for _, r := range skips {
 		b = binary.AppendUvarint(b, r[0]-prev)
 		b = binary.AppendUvarint(b, r[1]-r[0])
 		prev = r[1]
+	}
+	b = binary.AppendUvarint(b, uint64(len(words)))
+	next := below / 64
+	for _, w := range words {
+		b = binary.AppendUvarint(b, w[0]-next)
+		b = binary.BigEndian.AppendUint64(b, w[1])
+		next = w[0] + 1
 	}
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
 // decodePosition returns the acknowledged set and the reserved sequence a
-// position file holds. maxRuns bounds its runs: each run is followed by
-// an unacknowledged record, which must be in the log, so a file naming
-// more runs than the log can hold records is damaged (a crafted file must
-// not make Open loop or allocate without bound).
+// position file holds. maxRuns bounds its skips and its words: each holds
+// an acknowledged sequence above below, in the log or next to a record
+// of it, so a file naming more than the log can hold records is damaged
+// (a crafted file must not make Open loop or allocate without bound).
 func decodePosition(b []byte, maxRuns uint64) (ackSet, uint64, error) {
-	if len(b) < 4+1+8+8+1+4 || string(b[:4]) != positionMagic || b[4] != 1 {
+	if len(b) < 4+1+8+8+1+1+4 || string(b[:4]) != positionMagic || b[4] != positionVersion {
 		return ackSet{}, 0, errBadPosition
 	}
 	body, sum := b[:len(b)-4], binary.BigEndian.Uint32(b[len(b)-4:])
@@ -225,34 +230,48 @@ func decodePosition(b []byte, maxRuns uint64) (ackSet, uint64, error) {
 	}
 	below := binary.BigEndian.Uint64(body[5:])
 	reserved := binary.BigEndian.Uint64(body[13:])
+	if below > seqLimit || reserved > seqLimit {
+		return ackSet{}, 0, errBadPosition
+	}
 	a := newAckSet(below)
 	d := decoder{b: body[21:]}
 	n := d.uvarint()
 	if n > maxRuns {
 		return ackSet{}, 0, errBadPosition
 	}
-	// The runs are sorted and disjoint: short ones become bits, long ones
-	// skips, directly (addRange would look through the map for each).
 	prev := below
 	for range n {
 		gap, l := d.uvarint(), d.uvarint()
 		lo := prev + gap
 		hi := lo + l
-		if d.err || lo < prev || hi < lo || l == 0 {
+		if d.err || lo < prev || hi < lo || l == 0 || hi > seqLimit {
 			return ackSet{}, 0, errBadPosition
 		}
-		if l < skipMin {
-			for q := lo; q < hi; q++ {
-				a.words[q/64] |= 1 << (q % 64)
-			}
-		} else {
-			a.skips = append(a.skips, [2]uint64{lo, hi})
-		}
+		a.skips = append(a.skips, [2]uint64{lo, hi})
 		prev = hi
 	}
-	a.advance()
+	n = d.uvarint()
+	if n > maxRuns {
+		return ackSet{}, 0, errBadPosition
+	}
+	next := below / 64
+	for range n {
+		gap := d.uvarint()
+		wb := d.take(8)
+		k := next + gap
+		if d.err || k < next || k > seqLimit/64 {
+			return ackSet{}, 0, errBadPosition
+		}
+		w := binary.BigEndian.Uint64(wb)
+		if w == 0 {
+			return ackSet{}, 0, errBadPosition
+		}
+		a.words[k] = w
+		next = k + 1
+	}
 	if d.err || len(d.b) != 0 {
 		return ackSet{}, 0, errBadPosition
 	}
+	a.advance()
 	return a, reserved, nil
 }

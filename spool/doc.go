@@ -2,7 +2,7 @@
 // producer accepted survives a crash of the process (SIGKILL included), a
 // restart and an outage of any length, and is replayed until the broker
 // acknowledges it. It uses the standard library only. The producer's
-// Config.Spool will sit on top of it (DESIGN.md, "Spool"); it can also be
+// Config.Spool sits on top of it (DESIGN.md, "Spool"); it can also be
 // used alone.
 //
 // # Persisted and delivered
@@ -27,7 +27,9 @@
 // at least once: an acknowledgement not yet in the position file when the
 // process died is lost, and its record is replayed (the set of acks above
 // the contiguous position is persisted too, so only the last interval's
-// acks are at risk). HeaderKey, EncodeHeader and Deduper let a consumer
+// acks are at risk; a position file above 64 KiB, acks scattered over
+// half a million sequences or more, is rewritten for acks at most once a
+// second, so then the last second's). HeaderKey, EncodeHeader and Deduper let a consumer
 // drop such copies. Entries reads any range of unacknowledged sequences
 // back while the spool is in use, and Recovery().Backlog says which
 // partitions have records to replay.
@@ -40,7 +42,10 @@
 // the producer may have sent): the position file reserves sequences 2^20
 // ahead of use, durably before they are given out, and after a crash the
 // sequences jump to the reserved bound. After a clean Close they go on
-// without a gap.
+// without a gap. Open takes a sequence above 2^64 - 2^21 (in a segment's
+// name, an entry or the position file) for damage: a segment so named is
+// left in place, unread, and counted in Recovery.DamagedRegions and
+// SkippedBytes; such a position file is damaged (Recovery.PositionLost).
 //
 // # Sync policies
 //
@@ -49,9 +54,11 @@
 //     SyncInterval (100 ms by default). A crash of the process loses
 //     nothing persisted; a power loss or kernel crash loses at most the
 //     last interval's records.
-//   - SyncNone: never fsyncs. A crash of the process loses nothing
-//     persisted; a power loss may lose anything not yet written back by
-//     the kernel.
+//   - SyncNone: never fsyncs the log. A crash of the process loses
+//     nothing persisted; a power loss may lose anything not yet written
+//     back by the kernel. The position file is fsynced only when it
+//     reserves sequences (once per 2^19 appends), so that the sequences
+//     are never given twice under this policy either.
 //   - SyncAlways: Append returns only once an fsync covers the record, so
 //     a power loss loses nothing persisted. Appenders that arrive while an
 //     fsync runs wait for it and share the next one (group commit): the
@@ -76,7 +83,9 @@
 // until its context ends; then it fails with ErrFull wrapping
 // syscall.ENOSPC. A position file that cannot be written for lack of space
 // is retried at the next interval, and acknowledged segments are deleted
-// meanwhile.
+// meanwhile. Open does not fail on a full disk either (a producer
+// restarted on one must drain its backlog): Unacked and Ack work, and a
+// Write that needs sequences reserved waits for space like the others.
 //
 // # Errors, and where they surface
 //
@@ -94,8 +103,11 @@
 //   - ErrClosed: Append after Close, or waiting for space when Close came.
 //   - ErrFailed: Append and Close after a failed write or fsync (above).
 //   - Open's other errors are invalid Options or I/O errors on the
-//     directory, wrapped with the file's name. Damaged files are not
-//     errors (below).
+//     directory, wrapped with the file's name, and a directory (or
+//     anything but a regular file or a symlink) where the spool keeps its
+//     id or position file or their temporary ".tmp" copies: Open says
+//     which and leaves it (the spool deletes nothing it did not write).
+//     Damaged files are not errors (below).
 //   - Unacked yields an error only for an I/O error reading a segment.
 //   - ErrBadHeader: DecodeHeader and Deduper.Duplicate, for a header value
 //     that is not 24 bytes.
@@ -105,12 +117,18 @@
 // Each entry carries its length and a CRC32C (format.go has the layout).
 // Open reads every segment: a tail with no valid entry after its first
 // bad byte (a write the crash cut) is truncated from the last segment and
-// counted in Recovery.TruncatedBytes; damage inside a segment is skipped
+// counted in Recovery.TruncatedBytes (such a tail of an earlier segment
+// too, its records counted lost in SkippedRecords); damage inside a segment is skipped
 // by scanning for the next valid entry (bounded: every offset is tried
-// once), counted in Recovery.DamagedRegions and SkippedBytes, and the
+// once, and past damage a candidate longer than the largest entry seen,
+// and than 4 KiB, costs a CRC only within a budget of 64 MiB plus four
+// times the segment's size, so crafted data cannot make Open quadratic),
+// counted in Recovery.DamagedRegions and SkippedBytes, and the
 // sequences missing across it in SkippedRecords (those records are lost).
 // A damaged or missing position file replays every record in the log
-// (Recovery.PositionLost). Open never panics on any directory content and
+// (Recovery.PositionLost), and the sequences jump 2^20 (a reservation's
+// reach) past the highest the log shows given (its segments' names and
+// entries), so that none is given twice. Open never panics on any directory content and
 // reads through a bounded window: a 1 GiB backlog is not loaded.
 //
 // # Memory
@@ -121,7 +139,11 @@
 // contiguous acknowledged position and the newest acknowledged sequence,
 // in a map of 64-bit words: under 1 MiB for a 1 GiB backlog of 1 KiB
 // records; and a pair per range acknowledged in bulk), and a timestamp
-// per 256 unacknowledged records.
+// per 256 unacknowledged records. Writing the position file takes a copy
+// of the words (16 bytes a word) and the file's bytes (about 9 bytes a
+// word), for the time of the write; the words are copied under the
+// spool's lock, encoded and written without it, so Append and Ack do
+// not wait for the file.
 //
 // # Goroutines
 //

@@ -42,6 +42,10 @@ const (
 	maxEntryLen = 64 << 20
 	// noTimestamp stands for the zero time.Time.
 	noTimestamp = math.MinInt64
+	// seqLimit is the largest sequence Open believes (in a segment's
+	// name, an entry or the position file): what is above it is damage,
+	// so that next plus a reservation never wraps.
+	seqLimit = math.MaxUint64 - 1<<21
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -247,10 +251,32 @@ type segmentReader struct {
 	tailOff int64
 	// gapRecords counts the sequences missing across damaged regions.
 	gapRecords uint64
+
+	// While resynchronising, a candidate that passes the cheap checks
+	// costs a CRC over the length it claims: crafted data with a
+	// candidate every few bytes, each claiming the rest of the file,
+	// would make the scan quadratic. So a candidate may claim more than
+	// maxSeen (the largest entry the spool has seen, and at least
+	// resyncFree) only while the reader's resyncBudget of CRC bytes
+	// lasts: ordinary damage finds a large entry after it, and crafted
+	// data costs at most the budget plus resyncFree (or maxSeen) a
+	// candidate.
+	maxSeen      int64
+	resyncBudget int64
 }
 
+const (
+	// resyncFree is the length a resync candidate may always claim.
+	resyncFree = 4 << 10
+	// resyncBudgetBase, plus resyncBudgetPerByte times the segment's
+	// size, is a reader's budget of CRC bytes for longer candidates.
+	resyncBudgetBase    = 64 << 20
+	resyncBudgetPerByte = 4
+)
+
 func newSegmentReader(r io.ReaderAt, size int64, minSeq uint64) *segmentReader {
-	return &segmentReader{r: r, size: size, tailOff: -1, minSeq: minSeq}
+	return &segmentReader{r: r, size: size, tailOff: -1, minSeq: minSeq,
+		maxSeen: resyncFree, resyncBudget: resyncBudgetBase + resyncBudgetPerByte*size}
 }
 
 // fetch returns the n bytes at off, or nil if the file is shorter or the
@@ -290,8 +316,9 @@ func (sr *segmentReader) fetch(off int64, n int) ([]byte, error) {
 	return sr.buf[:n], nil
 }
 
-// at checks for a valid entry at off and returns its body and total length.
-func (sr *segmentReader) at(off int64) (body []byte, n int64, err error) {
+// at checks for a valid entry at off and returns its body and total length;
+// resync says it is a candidate past damage (see maxSeen).
+func (sr *segmentReader) at(off int64, resync bool) (body []byte, n int64, err error) {
 	// The cheap checks first (length, version, sequence order), so that
 	// resynchronising over garbage rarely computes a CRC.
 	h, err := sr.fetch(off, entryHeaderLen+minBodyLen)
@@ -305,8 +332,14 @@ func (sr *segmentReader) at(off int64) (body []byte, n int64, err error) {
 	if h[entryHeaderLen] != entryVersion {
 		return nil, 0, nil
 	}
-	if seq := binary.BigEndian.Uint64(h[entryHeaderLen+1:]); seq < sr.minSeq || seq-sr.minSeq > uint64(off-sr.validEnd)/(entryHeaderLen+minBodyLen) || seq == math.MaxUint64 {
+	if seq := binary.BigEndian.Uint64(h[entryHeaderLen+1:]); seq < sr.minSeq || seq-sr.minSeq > uint64(off-sr.validEnd)/(entryHeaderLen+minBodyLen) || seq > seqLimit {
 		return nil, 0, nil
+	}
+	if total := entryHeaderLen + int64(l); resync && total > sr.maxSeen {
+		if total > sr.resyncBudget {
+			return nil, 0, nil
+		}
+		sr.resyncBudget -= total
 	}
 	crc := binary.BigEndian.Uint32(h[4:])
 	var lenBytes [4]byte
@@ -333,7 +366,7 @@ func (sr *segmentReader) next() (body []byte, off int64, ok bool, err error) {
 	if sr.off >= sr.size {
 		return nil, 0, false, nil
 	}
-	body, n, err := sr.at(sr.off)
+	body, n, err := sr.at(sr.off, false)
 	if err != nil {
 		return nil, 0, false, err
 	}
@@ -342,7 +375,7 @@ func (sr *segmentReader) next() (body []byte, off int64, ok bool, err error) {
 		bad := sr.off
 		found := int64(-1)
 		for o := bad + 1; o+entryHeaderLen+minBodyLen <= sr.size; o++ {
-			body, n, err = sr.at(o)
+			body, n, err = sr.at(o, true)
 			if err != nil {
 				return nil, 0, false, err
 			}
@@ -364,6 +397,7 @@ func (sr *segmentReader) next() (body []byte, off int64, ok bool, err error) {
 	off = sr.off
 	sr.off += n
 	sr.validEnd = sr.off
+	sr.maxSeen = max(sr.maxSeen, n)
 	sr.minSeq = binary.BigEndian.Uint64(body[1:]) + 1
 	return body, off, true, nil
 }

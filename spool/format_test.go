@@ -245,7 +245,7 @@ func FuzzOpen(f *testing.F) {
 	for i := range 3 {
 		seg = appendEntry(seg, uint64(i), rec(i))
 	}
-	pos := encodePosition(1, 1<<20, [][2]uint64{{2, 3}})
+	pos := encodePosition(1, 1<<20, [][2]uint64{{200, 400}}, [][2]uint64{{0, 1 << 5}})
 	f.Add(seg, pos, []byte("00112233445566778899aabbccddeeff\n"), uint8(0))
 	f.Add(seg[:40], pos[:10], []byte("x"), uint8(3))
 	f.Add([]byte{}, []byte{}, []byte{}, uint8(7))

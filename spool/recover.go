@@ -5,12 +5,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"iter"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -18,12 +20,30 @@ import (
 // tail, deletes acknowledged segments and opens the active segment.
 func (s *Spool) recover() error {
 	doSync := s.opts.Sync != SyncNone
-	if err := s.loadID(doSync); err != nil {
-		return err
-	}
 	ents, err := s.fs.ReadDir(s.dir)
 	if err != nil {
 		return fmt.Errorf("spool: %w", err)
+	}
+	// The files the spool replaces must be files: a directory (or a
+	// FIFO, which a read would wait on) in their place is not damage the
+	// spool can repair without deleting what someone put there, so Open
+	// fails and says which.
+	for _, e := range ents {
+		switch e.Name() {
+		case idFile, idFile + ".tmp", positionFile, positionFile + ".tmp":
+			t := e.Type()
+			if t.IsRegular() || t&fs.ModeSymlink != 0 {
+				continue
+			}
+			what := "a directory"
+			if !t.IsDir() {
+				what = fmt.Sprintf("not a regular file (mode %v)", t)
+			}
+			return fmt.Errorf("spool: %s is %s, where the spool keeps a file of its own: move it away", filepath.Join(s.dir, e.Name()), what)
+		}
+	}
+	if err := s.loadID(doSync); err != nil {
+		return err
 	}
 	var firsts []uint64
 	for _, e := range ents {
@@ -38,6 +58,15 @@ func (s *Spool) recover() error {
 		first, err := strconv.ParseUint(strings.TrimSuffix(name, segSuffix), 10, 64)
 		if err != nil || segName(s.dir, first) != filepath.Join(s.dir, name) {
 			continue // not a name the spool writes
+		}
+		if first > seqLimit {
+			// A sequence no spool reaches (2^64 - 2^21): damage, left
+			// in place and not read.
+			s.recovery.DamagedRegions++
+			if fi, err := e.Info(); err == nil {
+				s.recovery.SkippedBytes += fi.Size()
+			}
+			continue
 		}
 		firsts = append(firsts, first)
 	}
@@ -77,13 +106,30 @@ func (s *Spool) recover() error {
 	}
 
 	next := s.acks.below
+	// Empty segments at the end are what a roll (or an Open) created
+	// before the crash: drop them first, so that the last segment (whose
+	// bad tail is truncated and which is fsynced below) is the last one
+	// written. A roll creates the new file before it fsyncs the old one,
+	// so a process killed in that fsync leaves the old one written and
+	// not fsynced behind an empty one. Their names still bound next.
+	for n := len(segs); n > 0 && segs[n-1].size == 0; n = len(segs) {
+		next = max(next, segs[n-1].first)
+		if err := s.fs.Remove(segName(s.dir, segs[n-1].first)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("spool: %w", err)
+		}
+		segs = segs[:n-1]
+	}
 	// cursor is the sequence after the last entry found: the sequences
 	// absent from the log are marked acknowledged as the scan passes them.
 	s.cursor = s.acks.below
 	for i := range segs {
 		seg := &segs[i]
 		last := i == len(segs)-1
-		maxSeq, ok, err := s.scanSegment(seg, last)
+		var nextFirst uint64
+		if !last {
+			nextFirst = segs[i+1].first
+		}
+		maxSeq, ok, err := s.scanSegment(seg, last, nextFirst)
 		if err != nil {
 			return err
 		}
@@ -96,6 +142,13 @@ func (s *Spool) recover() error {
 	// from the log (a power loss under SyncInterval): never give them
 	// again, or a consumer's Deduper would drop the new records.
 	next = max(next, s.reserved)
+	if s.recovery.PositionLost {
+		// The reservation is lost with the file: a floor is what the
+		// log shows was given (the segments' names, the entries found)
+		// plus the reach of a reservation, which bounded what was given
+		// beyond it.
+		next = min(next, seqLimit) + reserveStep
+	}
 	s.acks.addRange(s.cursor, next)
 	s.next = next
 	s.replayEnd = next
@@ -121,8 +174,9 @@ func (s *Spool) recover() error {
 	// Every Open starts a new segment, named after the next sequence, so
 	// that a segment's sequences are contiguous (a jump after a crash
 	// falls between segments): the reader relies on it to tell an entry
-	// from garbage that happens to pass a CRC's cheap checks. An empty
-	// last segment is replaced.
+	// from garbage that happens to pass a CRC's cheap checks. (Empty
+	// last segments were dropped above; a last segment emptied by its
+	// truncation is replaced.)
 	if n := len(s.segs); n > 0 && s.segs[n-1].size == 0 {
 		if err := s.fs.Remove(segName(s.dir, s.segs[n-1].first)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("spool: %w", err)
@@ -142,8 +196,11 @@ func (s *Spool) recover() error {
 	}
 	s.backlog = nil
 	// Reserve the first sequences now, so that the first Append does not
-	// wait for a position write.
-	if err := s.writePosition(false); err != nil {
+	// wait for a position write. A full disk does not fail Open (a
+	// producer restarted on a full disk must be able to drain its
+	// backlog): the reservation stays what the old file holds, and the
+	// first Write waits for space to reserve, as it would later.
+	if err := s.writePosition(false); err != nil && !errors.Is(err, syscall.ENOSPC) {
 		return fmt.Errorf("spool: %w", err)
 	}
 	return nil
@@ -163,19 +220,18 @@ func (s *Spool) stat(name string) (int64, error) {
 }
 
 // scanSegment reads seg's entries, counting them and the damage, and
-// truncates the last segment's bad tail. It returns the largest sequence.
-func (s *Spool) scanSegment(seg *segment, last bool) (maxSeq uint64, ok bool, err error) {
+// truncates a bad tail (the records an earlier segment's held, up to
+// nextFirst, are counted lost). It returns the largest sequence.
+func (s *Spool) scanSegment(seg *segment, last bool, nextFirst uint64) (maxSeq uint64, ok bool, err error) {
 	name := segName(s.dir, seg.first)
-	flag := os.O_RDONLY
-	if last {
-		flag = os.O_RDWR
-	}
-	f, err := s.fs.OpenFile(name, flag, 0)
+	f, err := s.fs.OpenFile(name, os.O_RDWR, 0)
 	if err != nil {
 		return 0, false, fmt.Errorf("spool: %w", err)
 	}
 	defer f.Close()
 	sr := newSegmentReader(f, seg.size, seg.first)
+	sr.maxSeen = max(sr.maxSeen, s.maxEntry)
+	defer func() { s.maxEntry = max(s.maxEntry, sr.maxSeen) }()
 	n := 0
 	for {
 		body, _, more, err := sr.next()
@@ -210,18 +266,24 @@ func (s *Spool) scanSegment(seg *segment, last bool) (maxSeq uint64, ok bool, er
 	s.recovery.SkippedBytes += sr.skipped
 	s.recovery.SkippedRecords += sr.gapRecords
 	if sr.tailOff >= 0 {
+		// A torn write (the last segment), or damage with no valid entry
+		// after it: truncated, so that it is counted once. In an earlier
+		// segment the records it held, up to the next segment's first
+		// sequence, are lost.
 		s.recovery.TruncatedBytes += seg.size - sr.tailOff
-		if last {
-			if err := f.Truncate(sr.tailOff); err != nil {
-				return 0, false, fmt.Errorf("spool: truncate %s: %w", name, err)
-			}
-			seg.size = sr.tailOff
+		if !last && nextFirst > sr.minSeq {
+			s.recovery.SkippedRecords += nextFirst - sr.minSeq
 		}
+		if err := f.Truncate(sr.tailOff); err != nil {
+			return 0, false, fmt.Errorf("spool: truncate %s: %w", name, err)
+		}
+		seg.size = sr.tailOff
 	}
 	// The last segment may hold what a crashed process wrote and never
 	// fsynced (under SyncInterval): it is fsynced now, before anything
-	// of it is reported again. The others were fsynced when they rolled.
-	if last && s.opts.Sync != SyncNone {
+	// of it is reported again. The others were fsynced when they rolled
+	// (or truncated now).
+	if (last || sr.tailOff >= 0) && s.opts.Sync != SyncNone {
 		if err := f.Sync(); err != nil {
 			return 0, false, fmt.Errorf("spool: fsync %s: %w", name, err)
 		}
@@ -327,6 +389,9 @@ func (s *Spool) replaySegment(first, from, to uint64, buf *[]byte, yield func(En
 		return false
 	}
 	sr := newSegmentReader(f, fi.Size(), first)
+	s.mu.Lock()
+	sr.maxSeen = max(sr.maxSeen, s.maxEntry)
+	s.mu.Unlock()
 	sr.buf = (*buf)[:0]
 	defer func() { *buf = sr.buf }()
 	for {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -79,6 +80,12 @@ type Spool struct {
 	samples []sample
 	// posWritten is the acknowledged count at the last position write.
 	posWritten uint64
+	// posSize and posAt are the last position file's size and time.
+	posSize int
+	posAt   time.Time
+	// maxEntry is the largest entry seen at Open or written since: a
+	// resync candidate up to it is always checked (segmentReader.maxSeen).
+	maxEntry int64
 	// reserved is the durable bound on sequences given out: the position
 	// file says no sequence at or above it was used (reserveStep ahead of
 	// next, moved on by the maintenance goroutine, or by Append when it
@@ -109,13 +116,16 @@ type Recovery struct {
 	// DamagedRegions counts the regions inside segments that were not
 	// valid entries and were skipped (the reader resynchronised on the
 	// next valid entry); SkippedBytes are their bytes, and SkippedRecords
-	// the sequences missing across them (those records are lost).
+	// the sequences missing across them, and those of an earlier
+	// segment's bad tail (those records are lost).
 	DamagedRegions int
 	SkippedBytes   int64
 	SkippedRecords uint64
-	// TruncatedBytes were cut from the end of the last segment: a torn
-	// tail (a write the crash interrupted), from its first bad entry on.
-	// A bad tail of an earlier segment is counted here too but left.
+	// TruncatedBytes were cut from the end of segments, from the first
+	// bad byte with no valid entry after it on: in the last segment a
+	// torn tail (a write the crash interrupted); in an earlier one damage,
+	// whose records, up to the next segment's first sequence, count in
+	// SkippedRecords. Each is counted once: the next Open finds it cut.
 	TruncatedBytes int64
 	// PositionLost is set when the position file was missing or damaged
 	// while segments existed: every record in them is replayed.
@@ -127,15 +137,20 @@ type Recovery struct {
 	// unacknowledged records found, in the order their topics and
 	// partitions first appear in the log. A producer keeps new records of
 	// those partitions behind the replayed ones until it has taken the
-	// record at LastSeq.
+	// record at LastSeq or Unacked has ended: an entry acknowledged after
+	// Open (exactly-once progress acked before the replay) is not yielded,
+	// so LastSeq may never come.
 	Backlog []Backlog
 }
 
 // Backlog is one partition's unacknowledged records at Open.
 type Backlog struct {
-	Topic             string
-	Partition         int32
-	Records           int64
+	Topic     string
+	Partition int32
+	Records   int64
+	// FirstSeq and LastSeq are its first and last unacknowledged
+	// sequences at Open. Unacked skips the entries acknowledged since, so
+	// a replay is done at LastSeq or at the end of Unacked.
 	FirstSeq, LastSeq uint64
 }
 
@@ -148,7 +163,8 @@ type backlogKey struct {
 // a second Spool (ErrLocked), and recovers its log: a torn tail is
 // truncated, damage is skipped and counted (Recovery), never a failure.
 // Open fails only for an invalid option or an I/O error (wrapped, with
-// the file's name).
+// the file's name); a full disk is not one (see "Failures" in the package
+// doc).
 func Open(opts Options) (*Spool, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("spool: Options.Dir is required")
@@ -287,6 +303,10 @@ func (s *Spool) Write(ctx context.Context, rec *Record) (uint64, error) {
 				if err := s.waitSpace(ctx, size, noSpace); err != nil {
 					return 0, err
 				}
+			} else if err := ctx.Err(); err != nil {
+				// The reservation did not move (the top of the
+				// sequence space): do not spin past ctx.
+				return 0, s.fullErr(ctx, size, nil)
 			}
 			continue
 		}
@@ -316,6 +336,7 @@ func (s *Spool) Write(ctx context.Context, rec *Record) (uint64, error) {
 			return 0, s.failed
 		}
 		noSpace = nil
+		s.maxEntry = max(s.maxEntry, int64(n))
 		s.next++
 		act.size += int64(n)
 		s.disk += int64(n)
@@ -590,6 +611,12 @@ func (s *Spool) step(final, doSync bool) error {
 		s.mu.Unlock()
 		return s.failed
 	}
+	if s.closed && !final {
+		// A Write that waited for maintMu while Close ran: Close wrote
+		// the last position (and may have released the directory).
+		s.mu.Unlock()
+		return ErrClosed
+	}
 	s.mu.Unlock()
 	posErr := s.writePosition(final)
 	if posErr != nil && !errors.Is(posErr, syscall.ENOSPC) {
@@ -695,23 +722,48 @@ func (s *Spool) writePosition(final bool) error {
 	if final {
 		reserve = s.next
 	} else if s.next+reserveStep/2 > s.reserved {
-		reserve = s.next + reserveStep
+		// Saturating: Open refuses sequences above seqLimit, so only
+		// 2^21 appends more could reach the top.
+		reserve = s.next + min(reserveStep, math.MaxUint64-s.next)
 	}
 	if s.acked == s.posWritten && reserve == s.reserved && s.m.positionWrites.Load() > 0 {
 		s.mu.Unlock()
 		return nil
 	}
-	acked := s.acked
-	data := encodePosition(s.acks.below, reserve, s.acks.ranges())
+	// A large file (acks scattered over a large backlog) is rewritten at
+	// most every positionLargeEvery for acks alone.
+	if !final && reserve == s.reserved && s.posSize > positionLargeBytes && time.Since(s.posAt) < positionLargeEvery {
+		s.mu.Unlock()
+		return nil
+	}
+	acked, below := s.acked, s.acks.below
+	// A write that raises the reservation is fsynced whatever the policy
+	// (once per reserveStep/2 appends): a sequence is never given twice,
+	// even after a power loss under SyncNone.
+	doSync := s.opts.Sync != SyncNone || reserve > s.reserved
+	// Only the copy is made under mu; Append and Ack do not wait for the
+	// encoding.
+	skips, words := s.acks.snapshot()
 	s.mu.Unlock()
+	data := encodePosition(below, reserve, skips, words)
 	name := filepath.Join(s.dir, positionFile)
-	if err := writeFileAtomic(s.fs, s.dir, name, data, s.opts.Sync != SyncNone); err != nil {
+	if err := writeFileAtomic(s.fs, s.dir, name, data, doSync); err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
 	s.m.positionWrites.Inc()
 	s.mu.Lock()
 	s.posWritten = acked
 	s.reserved = reserve
+	s.posSize = len(data)
+	s.posAt = time.Now()
 	s.mu.Unlock()
 	return nil
 }
+
+// A position file above positionLargeBytes is rewritten for acks alone at
+// most every positionLargeEvery (a write that reserves sequences, or
+// Close's, is never put off). Variables for the tests.
+var (
+	positionLargeBytes = 64 << 10
+	positionLargeEvery = time.Second
+)

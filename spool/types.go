@@ -48,9 +48,10 @@ const (
 	// the file (it survives a crash of the process), and a power loss
 	// loses at most the last interval.
 	SyncInterval SyncPolicy = iota
-	// SyncNone never fsyncs: Append returns once the record is in the
-	// page cache, which survives a crash of the process but not of the
-	// machine.
+	// SyncNone never fsyncs the log: Append returns once the record is
+	// in the page cache, which survives a crash of the process but not
+	// of the machine. The position file is fsynced only when it reserves
+	// sequences (once per 2^19 appends), so that none is given twice.
 	SyncNone
 	// SyncAlways returns from Append only once an fsync covers the
 	// record; appenders that arrive while an fsync runs share the next
