@@ -11,6 +11,7 @@ import (
 
 	"github.com/samsa-go/samsa/internal/testbroker"
 	"github.com/samsa-go/samsa/internal/testutil"
+	"github.com/samsa-go/samsa/spool"
 )
 
 var benchValue = []byte("0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789")
@@ -301,5 +302,48 @@ func BenchmarkTransaction(b *testing.B) {
 				b.ReportMetric(float64(b.N*size)/s, "records/s")
 			})
 		}
+	}
+}
+
+// BenchmarkSendSpool is BenchmarkSend's future case with 1 KiB records,
+// without a spool and with a write-ahead spool under each sync policy
+// (on the test's temporary directory's disk): records/s, the process's
+// CPU per record and, under always, fsyncs/s.
+func BenchmarkSendSpool(b *testing.B) {
+	value := make([]byte, 1<<10)
+	for _, mode := range []string{"none-spool", "sync-none", "sync-interval", "sync-always"} {
+		b.Run(mode, func(b *testing.B) {
+			c := newCluster(b, testbroker.Config{Sink: true})
+			if err := c.CreateTopic("bench", 12); err != nil {
+				b.Fatal(err)
+			}
+			cfg := Config{}
+			if mode != "none-spool" {
+				pol, _ := spool.ParseSyncPolicy(mode[len("sync-"):])
+				cfg.Spool = &SpoolConfig{Dir: b.TempDir(), Sync: pol}
+			}
+			p := newProducer(b, c, cfg)
+			ctx := context.Background()
+			p.Send(ctx, &Record{Topic: "bench", Value: value}).Wait(ctx)
+			var fsyncs0 uint64
+			if p.spool != nil {
+				fsyncs0 = p.spool.Metrics().Fsyncs
+			}
+			b.SetBytes(int64(len(value)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0 := testutil.CPUSeconds()
+			for b.Loop() {
+				p.Send(ctx, &Record{Topic: "bench", Value: value})
+			}
+			if err := p.Flush(ctx); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+			b.ReportMetric((testutil.CPUSeconds()-cpu0)*1e9/float64(b.N), "cpu-ns/op")
+			if p.spool != nil {
+				b.ReportMetric(float64(p.spool.Metrics().Fsyncs-fsyncs0)/b.Elapsed().Seconds(), "fsyncs/s")
+			}
+		})
 	}
 }

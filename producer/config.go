@@ -626,6 +626,16 @@ type Config struct {
 	// disabled (see Config.String), so %v of a Config is safe to log.
 	SASL sasl.Mechanism
 
+	// Spool, if not nil, makes every record accepted by Send go through a
+	// durable log on disk first (SpoolConfig; the samsa.spool.*
+	// properties), so that it survives a crash, a restart and an outage
+	// of any length: see Future.Persisted and README's "Durable spool".
+	// With a spool, DeliveryTimeout does not apply (a spooled record is
+	// retried until it is delivered or Close), and New sends again the
+	// records that a previous producer on the directory left
+	// unacknowledged. Default nil: records are kept in memory only.
+	Spool *SpoolConfig
+
 	// ignoredProps are the properties ConfigFromProperties accepted without
 	// a setting to map them to; New logs them once at Warn to Logger.
 	ignoredProps []string
@@ -727,6 +737,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.TransactionalID != "" && c.DisableIdempotence {
 		fail("TransactionalID", "transactions require idempotence (DisableIdempotence is set)")
 	}
+	c.checkSpool(fail)
 	c.MetadataMaxAge = duration("MetadataMaxAge", c.MetadataMaxAge, defaultMetadataMaxAge, false, fail)
 	c.PartitionerAvailabilityTimeout = duration("PartitionerAvailabilityTimeout", c.PartitionerAvailabilityTimeout, 0, false, fail)
 	c.MetadataMaxIdle = duration("MetadataMaxIdle", c.MetadataMaxIdle, defaultMetadataMaxIdle, false, fail)

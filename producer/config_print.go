@@ -117,6 +117,10 @@ func (c Config) printedFields() []printedField {
 	}
 	flag("DisableMetricsPush", c.DisableMetricsPush)
 	set("OnDataLoss", c.OnDataLoss != nil, "set")
+	if c.Spool != nil {
+		text := fmt.Sprintf("{Dir=%q Mode=%s Sync=%v}", c.Spool.Dir, c.Spool.Mode, c.Spool.Sync)
+		add("Spool", text, slog.StringValue(text))
+	}
 	if len(c.ignoredProps) > 0 {
 		add("IgnoredProperties", "["+strings.Join(c.ignoredProps, " ")+"]", slog.AnyValue(c.IgnoredProperties()))
 	}

@@ -15,7 +15,8 @@ import (
 // these kinds:
 //   - it wraps one of ErrBufferExhausted, ErrClosed, ErrRecordTooLarge,
 //     ErrDeliveryTimeout, ErrInvalidRecord, ErrFlushInCallback,
-//     ErrInvalidConfig or ErrAuthentication, and, where there is one, the
+//     ErrInvalidConfig, ErrAuthentication or (with Config.Spool)
+//     ErrSpoolFailed, and, where there is one, the
 //     cause: a *KafkaError, a connection error (an authentication failure
 //     seen last before a delivery timeout wraps ErrAuthentication too), a
 //     Partitioner's error;
@@ -63,6 +64,15 @@ var (
 	// buffered when Close gives up waiting for them also fail with an error
 	// wrapping ErrClosed.
 	ErrClosed = errors.New("producer: closed")
+
+	// ErrSpoolFailed fails a record that Config.Spool's log could not
+	// take because a write or an fsync of the spool failed (it wraps
+	// spool.ErrFailed and the I/O error, errors.Is(err, syscall.EIO)):
+	// the spool stops (fail-stop), every later Send fails with it at
+	// once, and no record is reported persisted that was not. Reopening
+	// the directory (a new producer) recovers what the log holds. Also
+	// returned by SyncSpool.
+	ErrSpoolFailed = errors.New("producer: spool failed")
 
 	// ErrRecordTooLarge completes a record's future when the record, once
 	// encoded, is larger than Config.MaxRequestSize or Config.BufferMemory;

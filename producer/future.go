@@ -11,11 +11,16 @@ import (
 // A Future costs one allocation; its Done channel is made only if Done (or
 // Wait before completion) is called. All methods are safe for concurrent use.
 type Future struct {
-	mu   sync.Mutex
-	done bool
-	ch   chan struct{}
-	md   RecordMetadata
-	err  error
+	mu sync.Mutex
+	// ch is Done's channel: nil until Done is called, closedChan once
+	// the record is complete (which is how completion is told: a done
+	// flag would take the 8 bytes persisted needs in a 96-byte object).
+	ch  chan struct{}
+	md  RecordMetadata
+	err error
+	// persisted is closed once the record is in Config.Spool's log (see
+	// Persisted); nil without a spool. Set before Send returns f.
+	persisted chan struct{}
 }
 
 var closedChan = func() chan struct{} {
@@ -30,9 +35,6 @@ func (f *Future) Done() <-chan struct{} {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.ch == nil {
-		if f.done {
-			return closedChan
-		}
 		f.ch = make(chan struct{})
 	}
 	return f.ch
@@ -56,6 +58,19 @@ func (f *Future) Wait(ctx context.Context) (RecordMetadata, error) {
 	}
 }
 
+// Persisted returns a channel that is closed once the record is persisted
+// in Config.Spool's log under its sync policy: under none and interval
+// when Send returns, under always once an fsync covers it (Send does not
+// wait for it). A persisted record survives a crash of the process
+// (SIGKILL included) and a restart: the next New on the directory sends it
+// again if its delivery was not acknowledged. The channel is closed at
+// most once, and never for a record that failed before it was persisted
+// (refused by Send, the spool full after MaxBlock, a failed write or
+// fsync: Done and Wait give the error); a persisted record may still fail
+// later (Wait says how), and one failed by Close stays in the spool.
+// Without Config.Spool it returns nil: a channel that is never ready.
+func (f *Future) Persisted() <-chan struct{} { return f.persisted }
+
 // Result returns the outcome without waiting: the record's metadata and
 // the error it failed with, as Wait returns them, once ok is true; ok is
 // false (and md and err are zero) while the record is still pending.
@@ -64,17 +79,18 @@ func (f *Future) Result() (md RecordMetadata, ok bool, err error) { return f.res
 func (f *Future) result() (RecordMetadata, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.md, f.done, f.err
+	return f.md, f.ch == closedChan, f.err
 }
 
 func (f *Future) complete(md RecordMetadata, err error) {
 	f.mu.Lock()
-	if f.done {
+	if f.ch == closedChan {
 		f.mu.Unlock()
 		panic("producer: future completed twice")
 	}
-	f.md, f.err, f.done = md, err, true
+	f.md, f.err = md, err
 	ch := f.ch
+	f.ch = closedChan
 	f.mu.Unlock()
 	if ch != nil {
 		close(ch)

@@ -67,7 +67,7 @@ func (s *sink) ensureProducerID() {
 	}
 	id.requesting = true
 	req := kmsg.NewPtrInitProducerIDRequest()
-	req.TransactionTimeoutMillis = int32(s.cfg.DeliveryTimeout / time.Millisecond)
+	req.TransactionTimeoutMillis = int32(min(s.cfg.DeliveryTimeout/time.Millisecond, math.MaxInt32)) // spoolDeliveryTimeout is larger
 	req.ProducerID, req.ProducerEpoch = id.producerID, id.epoch
 	if id.needNewID {
 		req.ProducerID, req.ProducerEpoch = -1, -1

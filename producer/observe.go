@@ -20,6 +20,7 @@ import (
 	"github.com/samsa-go/samsa/internal/recordbatch"
 	"github.com/samsa-go/samsa/kerr"
 	"github.com/samsa-go/samsa/metadata"
+	"github.com/samsa-go/samsa/spool"
 )
 
 // Metrics returns a snapshot of the producer's metrics (see Metrics). It is
@@ -42,16 +43,22 @@ func (p *Producer) Metrics() Metrics {
 }
 
 // recordObs is what a record keeps for the record-level hooks: the context
-// the HookRecordBuffered hooks returned and when Send took it; and, for a
-// record whose Send context can end, that context's group (cancel.go).
-// Only records sent while such a hook exists have one of their own
-// (completion.obs); records sent with such a context and no hook share
-// their group's, and others have none.
+// the HookRecordBuffered hooks returned and when Send took it; for a
+// record whose Send context can end, that context's group (cancel.go);
+// and, with Config.Spool, its spool sequence. Only records sent while such
+// a hook exists, or with a spool, have one of their own (completion.obs);
+// records sent with such a context and no hook (and no spool) share their
+// group's, and others have none.
 type recordObs struct {
 	hs   *hooks // nil: no HookRecordCompleted hooks (a group's own)
 	ctx  context.Context
 	sent time.Time
 	g    *ctxGroup // nil: Send's context cannot end
+	// spool is set for a record in Config.Spool's log at seq: its
+	// completion acknowledges it there once its outcome is final
+	// (spool.go). Never set in a group's shared recordObs.
+	spool *spool.Spool
+	seq   uint64
 }
 
 // observeSend runs the HookRecordBuffered hooks, if any, on a private copy
@@ -74,22 +81,26 @@ func (p *Producer) observeSend(ctx context.Context, rec *Record) (*Record, *reco
 }
 
 // recordObsCharge is the pool memory charged per record for its recordObs:
-// its size with HookRecordCompleted hooks, else 0. What the hooks keep
+// its size with HookRecordCompleted hooks or a spool, else 0. What the hooks keep
 // themselves (a span behind the context they return) is theirs, and not
 // charged.
-func (hs *hooks) recordObsCharge() int {
-	if hs == nil || len(hs.recordCompleted) == 0 {
+func (hs *hooks) recordObsCharge(spooled bool) int {
+	if !spooled && (hs == nil || len(hs.recordCompleted) == 0) {
 		return 0
 	}
 	return int(unsafe.Sizeof(recordObs{}))
 }
 
-// completed runs the HookRecordCompleted hooks for the record. The
+// completed acknowledges a spooled record whose outcome is final
+// (spoolFinal), then runs the HookRecordCompleted hooks for the record. The
 // goroutine that completes it (completion.deliver), before its Future or
 // callback.
 func (o *recordObs) completed(md RecordMetadata, err error) {
 	if o.g != nil {
 		o.g.release()
+	}
+	if o.spool != nil && spoolFinal(err) {
+		o.spool.Ack(o.seq)
 	}
 	if o.hs != nil {
 		o.hs.onRecordCompleted(o.ctx, RecordCompletion{Metadata: md, Err: err, Elapsed: time.Since(o.sent)})

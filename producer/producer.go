@@ -18,6 +18,7 @@ import (
 	"github.com/samsa-go/samsa/internal/logging"
 	"github.com/samsa-go/samsa/internal/recordbatch"
 	"github.com/samsa-go/samsa/metadata"
+	"github.com/samsa-go/samsa/spool"
 )
 
 // Producer sends records to Kafka asynchronously. Create it with New; it is
@@ -106,6 +107,12 @@ type Producer struct {
 	// metadata connection open instead of dialing one of their own.
 	metaReady chan struct{}
 	metaOnce  sync.Once
+
+	// spool is Config.Spool's log (spool.go); nil without one. persister
+	// closes Futures' Persisted under SyncAlways (nil otherwise).
+	spool     *spool.Spool
+	persister *persister
+	replay    *replayState // nil without a backlog at New
 }
 
 // topicState is a topic as Send sees it.
@@ -149,6 +156,14 @@ func New(cfg Config) (*Producer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: Hooks: %w", ErrInvalidConfig, err)
 	}
+	sp, err := openSpool(cfg.Spool)
+	if err != nil {
+		return nil, err
+	}
+	if sp != nil {
+		// A spooled record is retried until delivered or Close.
+		cfg.DeliveryTimeout = spoolDeliveryTimeout
+	}
 	p := &Producer{
 		cfg:        cfg,
 		log:        cfg.Logger,
@@ -160,6 +175,7 @@ func New(cfg Config) (*Producer, error) {
 		ioDone:     make(chan struct{}),
 		owned:      lifetime.NewGroup(),
 		metaReady:  make(chan struct{}),
+		spool:      sp,
 	}
 	logIgnoredProperties(p.log, cfg.ignoredProps)
 	connCfg := conn.Config{
@@ -210,6 +226,9 @@ func New(cfg Config) (*Producer, error) {
 		ReceiveBufferBytes:        cfg.ReceiveBufferBytes,
 	})
 	if err != nil {
+		if sp != nil {
+			sp.Close()
+		}
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	p.closing, p.stopWaits = context.WithCancel(context.Background())
@@ -227,7 +246,8 @@ func New(cfg Config) (*Producer, error) {
 		// pool: BufferMemory bounds the heap they take too.
 		ChargeBookkeeping: true,
 		// With HookRecordCompleted hooks a record also keeps a recordObs.
-		ExtraRecordCharge: p.hooks.recordObsCharge(),
+		// So does every record with a spool.
+		ExtraRecordCharge: p.hooks.recordObsCharge(sp != nil),
 		// A parked record that fails keeps its charge until its outcome
 		// is delivered (completer.complete, failLate), as a batch keeps
 		// its memory: slow callbacks slow Send instead of growing
@@ -254,6 +274,10 @@ func New(cfg Config) (*Producer, error) {
 	s := newSink(p, connCfg)
 	p.txnSink = s
 	go p.completer.run()
+	if sp != nil && cfg.Spool.Sync == spool.SyncAlways {
+		p.persister = newPersister(sp)
+		go p.persister.run()
+	}
 	if p.push != nil {
 		go p.push.run()
 	}
@@ -262,6 +286,9 @@ func New(cfg Config) (*Producer, error) {
 		defer close(p.ioDone)
 		s.run()
 	}()
+	if sp != nil {
+		p.startReplay()
+	}
 	return p, nil
 }
 
@@ -328,6 +355,9 @@ func startBatchSize(cfg Config) int {
 // ErrDeliveryTimeout, or a *KafkaError.
 func (p *Producer) Send(ctx context.Context, rec *Record) *Future {
 	f := new(Future)
+	if p.spool != nil {
+		f.persisted = make(chan struct{})
+	}
 	p.send(ctx, rec, futureCompletion(f), true)
 	return f
 }
@@ -337,6 +367,9 @@ func (p *Producer) Send(ctx context.Context, rec *Record) *Future {
 // record as Send's does.
 func (p *Producer) TrySend(ctx context.Context, rec *Record) *Future {
 	f := new(Future)
+	if p.spool != nil {
+		f.persisted = make(chan struct{})
+	}
 	p.send(ctx, rec, futureCompletion(f), false)
 	return f
 }
@@ -446,13 +479,12 @@ func (p *Producer) send(ctx context.Context, rec *Record, c completion, wait boo
 			watched = true
 		}
 	}
+	if p.spool != nil {
+		p.sendSpooled(ctx, t, rec, c, wait)
+		return
+	}
 	if err := p.append(ctx, t, rec, size, c, wait); err != nil {
-		switch {
-		case errors.Is(err, accumulator.ErrClosing):
-			err = fmt.Errorf("%w: %w", ErrClosed, err)
-		case wait && errors.Is(err, ErrBufferExhausted) && goroutineID() == p.completer.goid.Load():
-			err = fmt.Errorf("%w (a Send from a callback does not wait for memory: the completion goroutine frees it)", err)
-		}
+		err = p.appendErr(err, wait)
 		p.observeExhausted(rec.Topic, size, err)
 		p.reject(&c, rec, err)
 		return
@@ -470,6 +502,17 @@ func (p *Producer) send(ctx context.Context, rec *Record, c completion, wait boo
 		// has stopped: nobody else will complete this record.
 		p.failLate()
 	}
+}
+
+// appendErr is the error of a record append refused.
+func (p *Producer) appendErr(err error, wait bool) error {
+	switch {
+	case errors.Is(err, accumulator.ErrClosing):
+		err = fmt.Errorf("%w: %w", ErrClosed, err)
+	case wait && errors.Is(err, ErrBufferExhausted) && goroutineID() == p.completer.goid.Load():
+		err = fmt.Errorf("%w (a Send from a callback does not wait for memory: the completion goroutine frees it)", err)
+	}
+	return err
 }
 
 // reject completes a record that Send counted but did not take. It counts

@@ -11,6 +11,7 @@ import (
 
 	"github.com/samsa-go/samsa/compression"
 	"github.com/samsa-go/samsa/internal/safetext"
+	"github.com/samsa-go/samsa/spool"
 )
 
 // javaIntMs are the millisecond keys that Java's ProducerConfig defines as
@@ -82,6 +83,17 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 //	partitioner.ignore.keys                          true: every record uses the sticky partitioner
 //	partitioner.adaptive.partitioning.enable         DisableAdaptivePartitioning, inverted
 //	partitioner.availability.timeout.ms              PartitionerAvailabilityTimeout (0: off)
+//
+// samsa's own keys, with no Java counterpart, set Config.Spool (any of
+// them sets it; samsa.spool.dir is then required):
+//
+//	samsa.spool.dir                                  Spool.Dir
+//	samsa.spool.mode                                 Spool.Mode: write-ahead (overflow is refused by New)
+//	samsa.spool.sync                                 Spool.Sync: none, interval, always
+//	samsa.spool.sync.interval.ms                     Spool.SyncInterval
+//	samsa.spool.segment.bytes                        Spool.SegmentBytes
+//	samsa.spool.max.bytes                            Spool.MaxBytes
+//	samsa.spool.header.enable                        Spool.DisableHeader, inverted
 //
 // Idempotence conflicts are read as kafka-clients 4.4's ProducerConfig
 // reads them (checked against it, interop/javaconfig_test.go), and
@@ -309,6 +321,10 @@ func configFromProperties(props map[string]string, opts PropertiesOptions) (Conf
 		// contradicts (Java's rules).
 		retriesKey string
 		sec        securityProps // TLS and SASL keys (properties_security.go)
+		// spoolCfg collects the samsa.spool.* keys; spoolKey is one of
+		// them (Config.Spool is set when there is one).
+		spoolCfg SpoolConfig
+		spoolKey string
 	)
 	fail := func(key, format string, args ...any) {
 		if name, ok := res.from[key]; ok {
@@ -652,6 +668,49 @@ func configFromProperties(props map[string]string, opts PropertiesOptions) (Conf
 			// Java class names: reported as ignored; Go code uses
 			// TypedProducer.
 			ignored = append(ignored, key)
+		case "samsa.spool.dir":
+			spoolKey, spoolCfg.Dir = key, v
+			if v == "" {
+				fail(key, "must not be empty")
+			}
+		case "samsa.spool.mode":
+			spoolKey = key
+			switch SpoolMode(v) {
+			case SpoolWriteAhead, SpoolOverflow:
+				spoolCfg.Mode = SpoolMode(v)
+			default:
+				fail(key, "%q is not %s or %s", v, string(SpoolWriteAhead), string(SpoolOverflow))
+			}
+		case "samsa.spool.sync":
+			spoolKey = key
+			if pol, err := spool.ParseSyncPolicy(strings.ToLower(v)); err == nil && v != "" {
+				spoolCfg.Sync = pol
+			} else {
+				fail(key, "%q is not none, interval or always", v)
+			}
+		case "samsa.spool.sync.interval.ms":
+			spoolKey = key
+			if d, ok := ms(key, v); ok {
+				if d == 0 {
+					fail(key, "must be positive")
+				}
+				spoolCfg.SyncInterval = d
+			}
+		case "samsa.spool.segment.bytes":
+			spoolKey = key
+			if n, ok := integer(key, v, 1, math.MaxInt64); ok {
+				spoolCfg.SegmentBytes = n
+			}
+		case "samsa.spool.max.bytes":
+			spoolKey = key
+			if n, ok := integer(key, v, 1, math.MaxInt64); ok {
+				spoolCfg.MaxBytes = n
+			}
+		case "samsa.spool.header.enable":
+			spoolKey = key
+			if b, ok := boolean(key, v); ok {
+				spoolCfg.DisableHeader = !b
+			}
 		case "interceptor.classes":
 			if v != "" {
 				fail(key, "%q cannot be loaded in Go, and interceptors may change what is sent: wrap Send instead", v)
@@ -671,6 +730,12 @@ func configFromProperties(props map[string]string, opts PropertiesOptions) (Conf
 				unknown = append(unknown, key)
 			}
 		}
+	}
+	if spoolKey != "" {
+		if spoolCfg.Dir == "" && props["samsa.spool.dir"] == "" {
+			fail(spoolKey, "needs samsa.spool.dir")
+		}
+		c.Spool = &spoolCfg
 	}
 	sec.props = props
 	ignored = append(ignored, sec.apply(&c, fail)...)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -12,8 +13,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-go/samsa/internal/spoolfault"
 	"github.com/samsa-go/samsa/internal/testbroker"
 	"github.com/samsa-go/samsa/kerr"
+	"github.com/samsa-go/samsa/spool"
 )
 
 // sentinelNames are the sentinels errors.go documents, by name.
@@ -30,6 +33,7 @@ var sentinelNames = []struct {
 	{"ErrInvalidConfig", ErrInvalidConfig},
 	{"ErrAuthentication", ErrAuthentication},
 	{"ErrOutcomeUnknown", ErrOutcomeUnknown},
+	{"ErrSpoolFailed", ErrSpoolFailed},
 	{"ErrPurged", ErrPurged},
 }
 
@@ -130,6 +134,41 @@ func TestSentinelCombinations(t *testing.T) {
 				return futErr(p.Send(context.Background(), &Record{Topic: "s", Value: []byte("x")}))
 			},
 			want: []string{"ErrClosed"},
+		},
+		{
+			name: "spool full: buffer exhausted alone",
+			run: func(t *testing.T, c *testbroker.Cluster) error {
+				p := newProducer(t, c, Config{MaxBlock: NoWait, Spool: &SpoolConfig{Dir: t.TempDir(), MaxBytes: 4 << 10, SegmentBytes: 1 << 10}})
+				for id := range int32(3) {
+					require.NoError(t, c.StopBroker(id))
+				}
+				defer func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+					defer cancel()
+					p.Close(ctx) // the records stay in the spool
+				}()
+				for range 100 {
+					if _, done, err := p.Send(context.Background(), &Record{Topic: "s", Value: make([]byte, 512)}).Result(); done {
+						return err
+					}
+				}
+				return nil
+			},
+			want: []string{"ErrBufferExhausted"},
+		},
+		{
+			name: "spool fsync failed: spool failed alone",
+			run: func(t *testing.T, c *testbroker.Cluster) error {
+				dir := t.TempDir()
+				faults, unregister := spoolfault.Register(dir)
+				defer unregister()
+				p := newProducer(t, c, Config{Spool: &SpoolConfig{Dir: dir, Sync: spool.SyncAlways}})
+				faults.SetSyncErr(syscall.EIO)
+				p.Send(context.Background(), &Record{Topic: "s", Value: []byte("unsynced")})
+				require.Error(t, p.SyncSpool())
+				return futErr(p.Send(context.Background(), &Record{Topic: "s", Value: []byte("x")}))
+			},
+			want: []string{"ErrSpoolFailed"},
 		},
 		{
 			name: "purged before it was sent: purged alone, not written",

@@ -130,12 +130,16 @@ func (s *sink) expirePart(ip *ioPart, deadline time.Time) {
 // metadata, whatever the metadata requests are doing; once it has (its
 // records wait for memory to move into a batch), DeliveryTimeout.
 //
+// With Config.Spool, DeliveryTimeout always (spoolDeliveryTimeout: none).
+//
 // MaxBlock NoWait (0 here) asks Send never to block, not to fail every
 // record of a topic whose metadata was not there yet at its Send: those
 // wait for the first answer or failed fetch without the topic (at most
 // DeliveryTimeout).
 func (s *sink) parkLimit(t *ioTopic) time.Duration {
-	if len(t.parts) > 0 {
+	if len(t.parts) > 0 || s.p.spool != nil {
+		// With a spool, DeliveryTimeout is spoolDeliveryTimeout: a
+		// spooled record waits for its topic until Close.
 		return s.cfg.DeliveryTimeout
 	}
 	if s.cfg.MaxBlock == 0 && t.err == nil && s.p.meta.Err() == nil {

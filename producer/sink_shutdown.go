@@ -180,6 +180,16 @@ func (p *Producer) stopGoroutines(ctx context.Context) (blocked bool, err error)
 		}
 		stopErr = p.meta.Close()
 		p.owned.Close() // no connection is left to start a token refresh
+		if p.spool != nil {
+			// Last: the completion goroutine's acks are in the final
+			// position file.
+			if p.persister != nil {
+				p.persister.stop()
+			}
+			if err := p.spool.Close(); err != nil && stopErr == nil {
+				stopErr = spoolErr("", err)
+			}
+		}
 	}()
 	select {
 	case <-done:

@@ -2,7 +2,7 @@
 // producer accepted survives a crash of the process (SIGKILL included), a
 // restart and an outage of any length, and is replayed until the broker
 // acknowledges it. It uses the standard library only. The producer's
-// Config.Spool will sit on top of it (DESIGN.md, "Spool"); it can also be
+// Config.Spool sits on top of it (DESIGN.md, "Spool"); it can also be
 // used alone.
 //
 // # Persisted and delivered

@@ -4,6 +4,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+
+	"github.com/samsa-go/samsa/internal/spoolfault"
 )
 
 // fileSystem is every file operation the spool makes, so that tests can
@@ -41,6 +43,33 @@ func (osFS) Remove(name string) error                     { return os.Remove(nam
 func (osFS) Rename(oldname, newname string) error         { return os.Rename(oldname, newname) }
 func (osFS) ReadDir(name string) ([]fs.DirEntry, error)   { return os.ReadDir(name) }
 func (osFS) MkdirAll(name string, perm fs.FileMode) error { return os.MkdirAll(name, perm) }
+
+// hookedFS is the real file system with the failures a test outside the
+// package registered for the directory (internal/spoolfault).
+type hookedFS struct {
+	osFS
+	faults *spoolfault.Faults
+}
+
+func (h hookedFS) OpenFile(name string, flag int, perm fs.FileMode) (file, error) {
+	f, err := h.osFS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return hookedFile{file: f, faults: h.faults}, nil
+}
+
+type hookedFile struct {
+	file
+	faults *spoolfault.Faults
+}
+
+func (f hookedFile) Sync() error {
+	if err := f.faults.SyncErr(); err != nil {
+		return err
+	}
+	return f.file.Sync()
+}
 
 // syncDir makes the directory's entries (a created, renamed or removed
 // file) durable.

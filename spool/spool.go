@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/samsa-go/samsa/internal/metrics"
+	"github.com/samsa-go/samsa/internal/spoolfault"
 )
 
 const (
@@ -189,6 +190,9 @@ func Open(opts Options) (*Spool, error) {
 	fsys := opts.fs
 	if fsys == nil {
 		fsys = osFS{}
+		if f := spoolfault.Lookup(opts.Dir); f != nil {
+			fsys = hookedFS{faults: f} // a test outside the package injects failures
+		}
 	}
 	if err := fsys.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("spool: %w", err)

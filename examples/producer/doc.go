@@ -30,7 +30,10 @@
 // -keys 0 sends records without keys (the sticky partitioner spreads
 // them); -compression, -acks, -linger, -batch-size and -idempotent set the
 // producer's knobs; -json prints the summary as one JSON object on stdout,
-// with no progress line. -help lists every flag with its default.
+// with no progress line. -spool DIR writes every record to a durable
+// write-ahead spool in DIR first (producer.Config.Spool): a run killed
+// midway leaves its unsent records there, and the next run on DIR sends
+// them again before its own. -help lists every flag with its default.
 //
 // From a Java or librdkafka properties file:
 //

@@ -80,6 +80,7 @@ type options struct {
 	metricsAddr string         // "": no metrics server (metrics.go)
 	txnID       string         // "": not transactional
 	txnRecords  int64          // records per transaction, with txnID
+	spoolDir    string         // "": no spool (a file's samsa.spool.* keys still apply)
 
 	// file is the -properties file (nil without one): its Config is the
 	// base of the producer's, under the settings above (properties.go).
@@ -153,6 +154,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve the producer's metrics in Prometheus' text format at http://`addr`/metrics while it runs (e.g. :9100); empty: none")
 	fs.StringVar(&o.txnID, "transactional-id", "", "produce in transactions under this transactional.id (needs -acks all and idempotence), committing every -txn-records records; the embedded cluster's read-back then sees committed records only (read_committed); with -brokers nothing is read back")
 	fs.Int64Var(&o.txnRecords, "txn-records", defaultTxnRecords, "records per transaction, with -transactional-id (the last one may be smaller)")
+	fs.StringVar(&o.spoolDir, "spool", "", "write every record to a durable write-ahead spool in `DIR` before it is sent (producer.Config.Spool; README's \"Durable spool\"): it survives a crash and is sent again by the next run on the directory; empty: none")
 	security := addSecurityFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -281,6 +283,9 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	} else if o.txnID != "" && !o.idempotent {
 		bad = append(bad, "-transactional-id needs -idempotent (a transactional producer is idempotent)")
 	}
+	if o.spoolDir != "" && o.txnID != "" {
+		bad = append(bad, "-spool cannot be used with -transactional-id (a spool is not transactional yet)")
+	}
 	if len(bad) > 0 {
 		return o, usageError{msg: strings.Join(bad, "; ")}
 	}
@@ -317,6 +322,9 @@ func (o options) config(brokers []string) producer.Config {
 	cfg.AutoCreatePartitions = int32(o.partitions)
 	cfg.TLS, cfg.SASL = o.tls, o.sasl
 	cfg.TransactionalID = o.txnID
+	if o.spoolDir != "" {
+		cfg.Spool = &producer.SpoolConfig{Dir: o.spoolDir}
+	}
 	return cfg
 }
 

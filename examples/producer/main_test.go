@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/samsa-go/samsa/producer"
 	"github.com/samsa-go/samsa/samsatest"
+	"github.com/samsa-go/samsa/spool"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -444,4 +446,26 @@ func TestErrorLineNamesTheProgramOnce(t *testing.T) {
 	for _, tc := range cases {
 		assert.Equal(t, tc.want, errorLine(tc.err))
 	}
+}
+
+// TestRunEmbeddedWithSpool: -spool DIR sends every record through a
+// write-ahead spool; once the run is verified, the spool holds nothing
+// left to send. With -transactional-id it is refused.
+func TestRunEmbeddedWithSpool(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "spool")
+	s, _, err := runJSON(t, t.Context(), "-records", strconv.Itoa(testRecords), "-partitions", "4", "-spool", dir)
+	require.NoError(t, err)
+	assert.Equal(t, int64(testRecords), s.Records)
+	assert.Zero(t, s.Failed)
+	assert.True(t, s.Verified, "problems: %q", s.Problems)
+	sp, err := spool.Open(spool.Options{Dir: dir})
+	require.NoError(t, err)
+	defer sp.Close()
+	assert.False(t, sp.Recovery().NewID, "the run made the spool in -spool's directory")
+	assert.Zero(t, sp.Recovery().Unacked, "records left in the spool after a verified run")
+
+	_, err = parseOptions([]string{"-spool", dir, "-transactional-id", "t"}, io.Discard)
+	var usage usageError
+	require.ErrorAs(t, err, &usage)
+	assert.Contains(t, usage.msg, "-spool")
 }
