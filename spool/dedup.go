@@ -64,6 +64,17 @@ const DefaultDedupWindow = 1 << 16
 // Deduper the records from before its committed offset again (or keep its
 // state) to recognise duplicates of them.
 //
+// A replayed record can also land on another partition than its first
+// copy (a record written while its topic's partitions were unknown goes
+// through the partitioner again at the replay). Sequences are unique per
+// spool ID, so the Deduper also keeps, per spool ID and topic, a window of
+// the sequences seen on any partition: a record whose sequence is within
+// Window of the highest seen for its spool ID and topic, and was seen on
+// another partition, is a duplicate too. To catch those copies a consumer
+// must feed the records of all partitions of the topic to one Deduper; a
+// copy further than Window sequences behind (across all partitions) is
+// judged by its partition's state alone.
+//
 // The zero value is ready to use with DefaultDedupWindow. A Deduper is
 // safe for concurrent use.
 type Deduper struct {
@@ -73,6 +84,9 @@ type Deduper struct {
 
 	mu    sync.Mutex
 	parts map[dedupKey]*dedupState
+	// topics is the window of sequences seen on any partition, per spool
+	// ID and topic (partition -1 in the key).
+	topics map[dedupKey]*dedupState
 }
 
 type dedupKey struct {
@@ -107,31 +121,55 @@ func (d *Deduper) Duplicate(topic string, partition int32, header []byte) (bool,
 	}
 	if d.parts == nil {
 		d.parts = make(map[dedupKey]*dedupState)
+		d.topics = make(map[dedupKey]*dedupState)
 	}
+	// Any partition: seen already (sequences are unique per spool ID)?
+	// Marked in both windows whatever the verdict.
+	tk := dedupKey{id: id, topic: topic, partition: -1}
+	seenElsewhere := d.topics[tk].mark(seq, w, d.topics, tk)
 	k := dedupKey{id: id, topic: topic, partition: partition}
-	st := d.parts[k]
+	dupHere := d.parts[k].judge(seq, w, d.parts, k)
+	return dupHere || seenElsewhere, nil
+}
+
+// mark records seq in a window and reports whether it was seen (inside
+// the window) before; a sequence below the window is not known.
+func (st *dedupState) mark(seq, w uint64, m map[dedupKey]*dedupState, k dedupKey) bool {
+	seen, below := st.see(seq, w, m, k)
+	return seen && !below
+}
+
+// judge is the per-partition verdict: seen before, or below the window.
+func (st *dedupState) judge(seq, w uint64, m map[dedupKey]*dedupState, k dedupKey) bool {
+	seen, below := st.see(seq, w, m, k)
+	return seen || below
+}
+
+// see records seq in the window (st nil: a new one, stored in m at k),
+// reporting whether it was already set, or below the window.
+func (st *dedupState) see(seq, w uint64, m map[dedupKey]*dedupState, k dedupKey) (seen, below bool) {
 	if st == nil {
 		st = &dedupState{high: seq, seen: make([]uint64, (w+63)/64)}
 		st.seen[0] = 1
-		d.parts[k] = st
-		return false, nil
+		m[k] = st
+		return false, false
 	}
 	if seq > st.high {
 		st.shift(seq - st.high)
 		st.high = seq
 		st.seen[0] |= 1
-		return false, nil
+		return false, false
 	}
 	back := st.high - seq
 	if back >= w {
-		return true, nil
+		return false, true
 	}
 	word, bit := back/64, back%64
 	if st.seen[word]&(1<<bit) != 0 {
-		return true, nil
+		return true, false
 	}
 	st.seen[word] |= 1 << bit
-	return false, nil
+	return false, false
 }
 
 // shift moves the window up by n sequences.

@@ -37,7 +37,12 @@ func TestDeduper(t *testing.T) {
 			{a, 0, 12, false}, // new after the replay
 		}},
 		{"the same sequences of another spool", 0, []rec{{a, 0, 5, false}, {b, 0, 5, false}, {b, 0, 5, true}}},
-		{"partitions apart", 0, []rec{{a, 0, 5, false}, {a, 1, 3, false}, {a, 1, 5, false}, {a, 0, 5, true}, {a, 1, 3, true}}},
+		{"partitions apart", 0, []rec{{a, 0, 5, false}, {a, 1, 3, false}, {a, 1, 6, false}, {a, 0, 5, true}, {a, 1, 3, true}}},
+		{"a replay's copy on another partition", 0, []rec{
+			{a, 0, 1, false}, {a, 1, 2, false}, {a, 0, 3, false}, // delivered, then the crash
+			{a, 2, 1, true}, {a, 1, 3, true}, {a, 2, 2, true}, {a, 2, 4, false}, // replayed through the partitioner
+		}},
+		{"another partition's copy behind the window is judged by its partition", 64, []rec{{a, 0, 1, false}, {a, 1, 500, false}, {a, 2, 1, false}}},
 		{"a retry behind a later record, inside the window", 0, []rec{{a, 0, 5, false}, {a, 0, 9, false}, {a, 0, 7, false}, {a, 0, 7, true}}},
 		{"below the window", 64, []rec{{a, 0, 1, false}, {a, 0, 200, false}, {a, 0, 150, false}, {a, 0, 100, true}, {a, 0, 137, false}, {a, 0, 136, true}}},
 		{"a jump past the window forgets", 64, []rec{{a, 0, 10, false}, {a, 0, 11, false}, {a, 0, 500, false}, {a, 0, 11, true}, {a, 0, 499, false}}},
