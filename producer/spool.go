@@ -50,7 +50,9 @@ type SpoolConfig struct {
 	// a crash of the process; SyncInterval loses at most SyncInterval of
 	// records to a power loss); under SyncAlways once an fsync covers it
 	// (the persister goroutine fsyncs for every record written since its
-	// last fsync: group commit; Send never waits for it).
+	// last fsync, whether sent by Send, SendCallback or SendTo: group
+	// commit; Send never waits for it; the spool also fsyncs every
+	// SyncInterval as a backstop).
 	Sync spool.SyncPolicy
 
 	// SyncInterval is SyncInterval's period, and how often acknowledged
@@ -339,9 +341,14 @@ func spoolFinal(err error) bool {
 
 // markPersisted closes a Send's Future.Persisted: at once under SyncNone
 // and SyncInterval (the record is in the log), through the persister
-// under SyncAlways.
+// under SyncAlways. Under SyncAlways a record of SendCallback or SendTo
+// (no channel to close) still kicks the persister, so that it is fsynced
+// as soon as a Future's would be.
 func (p *Producer) markPersisted(c *completion, seq uint64) {
 	if c.kind() != kindFuture {
+		if p.persister != nil {
+			p.persister.poke()
+		}
 		return
 	}
 	ch := (*Future)(c.to).persisted
@@ -407,6 +414,15 @@ func (ps *persister) add(seq uint64, ch chan struct{}) {
 	}
 	ps.waits = append(ps.waits, persistWait{seq, ch})
 	ps.mu.Unlock()
+	select {
+	case ps.kick <- struct{}{}:
+	default:
+	}
+}
+
+// poke kicks the persister without a channel to close: a record written
+// by SendCallback or SendTo.
+func (ps *persister) poke() {
 	select {
 	case ps.kick <- struct{}{}:
 	default:

@@ -568,7 +568,9 @@ func (s *Spool) kickLoop() {
 }
 
 // loop is the spool's one goroutine: every SyncInterval (and when an ack
-// makes a segment deletable) it fsyncs under SyncInterval, writes the
+// makes a segment deletable) it fsyncs under SyncInterval (and under
+// SyncAlways, as a backstop for records written with Write that no
+// caller fsynced: Sync's group commit does it first), writes the
 // position file if acks came, and deletes acknowledged segments. It ends
 // at Close.
 func (s *Spool) loop() {
@@ -589,16 +591,16 @@ func (s *Spool) loop() {
 	}
 }
 
-// maintain fsyncs (under SyncInterval), persists the position (and
+// maintain fsyncs (under SyncInterval and SyncAlways), persists the position (and
 // reserves sequences) and deletes the segments wholly below it. final (at
 // Close) reserves no more than what was given out.
 func (s *Spool) maintain(final bool) error { return s.step(final, true) }
 
-// step is maintain, with the fsync under SyncInterval only if doSync.
+// step is maintain, with the fsync only if doSync.
 func (s *Spool) step(final, doSync bool) error {
 	s.maintMu.Lock()
 	defer s.maintMu.Unlock()
-	if doSync && s.opts.Sync == SyncInterval {
+	if doSync && s.opts.Sync != SyncNone {
 		s.mu.Lock()
 		next := s.next
 		s.mu.Unlock()

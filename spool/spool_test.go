@@ -858,3 +858,23 @@ func TestPositionWriteWithoutSpaceOnlyWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Under SyncAlways the spool's goroutine fsyncs every SyncInterval what
+// Write wrote and no Sync covered: a backstop, so that a record is not
+// left unsynced for ever when its writer never calls Sync.
+func TestSyncAlwaysBackstopFsyncsWrites(t *testing.T) {
+	s := mustOpen(t, Options{Dir: t.TempDir(), Sync: SyncAlways, SyncInterval: 10 * time.Millisecond})
+	defer s.Close()
+	for i := range 3 {
+		if _, err := s.Write(context.Background(), rec(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Persisted() != 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("Persisted = %d 5 s after three Writes, want 3 (SyncInterval 10 ms)", s.Persisted())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
