@@ -960,6 +960,8 @@ func (p *Producer) ownGoroutine() string {
 		return "the IO goroutine (a hook, a parked record's partitioner, OnDataLoss)"
 	case p.hooks.callers.has(id):
 		return "a hook on a connection's or the metadata goroutine"
+	case p.replay != nil && id == p.replay.goid.Load():
+		return "the spool's replay goroutine (RecoveryHook)"
 	}
 	return ""
 }

@@ -154,7 +154,8 @@ func (s *sink) failBuffered() {
 }
 
 // stopGoroutines stops what remains once quit is closed: it waits for the
-// IO goroutine's shutdown, then stops the completion goroutine, the
+// IO goroutine's shutdown and the spool's replay goroutine, then stops the
+// completion goroutine, the
 // coordinator connections, the metadata client and the goroutines started
 // on the producer's behalf (p.owned), in that order, on a goroutine of its
 // own. Until ctx ends it waits for all of it. Once
@@ -170,6 +171,14 @@ func (p *Producer) stopGoroutines(ctx context.Context) (blocked bool, err error)
 		defer close(done)
 		<-p.ioDone
 		p.stopSteps.Add(1)
+		if p.replay != nil {
+			// Before the completion goroutine stops (the replay's
+			// records complete there) and the spool closes (it reads
+			// it). It ends at once (closing is canceled) unless a
+			// RecoveryHook blocks it: bounded as callbacks are.
+			<-p.replay.exited
+			p.stopSteps.Add(1)
+		}
 		p.completer.stop(ctx)
 		p.stopSteps.Add(1)
 		if p.txn != nil {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/samsa-go/samsa/internal/recordbatch"
@@ -484,7 +485,8 @@ func (ps *persister) stop() {
 // replayState is New's replay of the records that a previous producer on
 // the directory left unacknowledged (spool.Recovery().Backlog). The
 // replay goroutine (runReplay, started by New when the backlog is not
-// empty, ended by Close) appends them to memory in sequence order, each
+// empty, ended by Close, which waits for it before it closes the spool;
+// a Close or Flush from RecoveryHook on it does not wait: ownGoroutine) appends them to memory in sequence order, each
 // to the partition it was written with (-1: through the partitioner);
 // Sends to a topic of the backlog wait until its last backlog record is
 // in memory (awaitReplay), so that none overtakes a replayed one.
@@ -494,7 +496,8 @@ type replayState struct {
 	// after New.
 	topics map[string]chan struct{}
 	last   map[string]uint64 // the topic's last backlog sequence (replay goroutine only)
-	exited chan struct{}
+	exited chan struct{}     // closed when runReplay returns; Close waits for it
+	goid   atomic.Uint64     // the replay goroutine's id (ownGoroutine)
 }
 
 // startReplay starts the replay goroutine if the spool has a backlog.
@@ -516,6 +519,7 @@ func (p *Producer) startReplay() {
 
 func (p *Producer) runReplay(rs *replayState) {
 	defer close(rs.exited)
+	rs.goid.Store(goroutineID())
 	done := map[string]bool{}
 	defer func() {
 		for topic, ch := range rs.topics {
