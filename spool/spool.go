@@ -294,6 +294,7 @@ func (s *Spool) Write(ctx context.Context, rec *Record) (uint64, error) {
 			continue
 		}
 		if s.next >= s.reserved {
+			before := s.reserved
 			s.mu.Unlock()
 			if err := s.maintain(false); err != nil {
 				if !errors.Is(err, syscall.ENOSPC) {
@@ -304,9 +305,14 @@ func (s *Spool) Write(ctx context.Context, rec *Record) (uint64, error) {
 					return 0, err
 				}
 			} else if err := ctx.Err(); err != nil {
-				// The reservation did not move (the top of the
-				// sequence space): do not spin past ctx.
-				return 0, s.fullErr(ctx, size, nil)
+				s.mu.Lock()
+				moved := s.reserved != before
+				s.mu.Unlock()
+				if !moved {
+					// The reservation did not move (the top of the
+					// sequence space): do not spin past ctx.
+					return 0, s.fullErr(ctx, size, nil)
+				}
 			}
 			continue
 		}

@@ -878,3 +878,22 @@ func TestSyncAlwaysBackstopFsyncsWrites(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// A Write with an ended context (the producer's first, non-waiting try)
+// that has to extend the sequence reservation succeeds when the
+// reservation moved: ErrFull only when it could not (the top of the
+// sequence space).
+func TestEndedCtxWriteExtendsTheReservation(t *testing.T) {
+	s := mustOpen(t, Options{Dir: t.TempDir(), Sync: SyncNone, SyncInterval: time.Hour})
+	defer s.Close()
+	s.mu.Lock()
+	s.reserved = s.next // the next Write must reserve
+	s.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 3 {
+		if _, err := s.Write(ctx, rec(i)); err != nil {
+			t.Fatalf("Write %d with an ended ctx at the reservation's end: %v", i, err)
+		}
+	}
+}
