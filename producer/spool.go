@@ -34,6 +34,12 @@ const (
 // survives a crash, a restart and an outage of any length. The zero value
 // of a field means its default. README's "Durable spool" says what is
 // promised and what it costs.
+//
+// A record leaves the spool when the broker acknowledges it: with
+// AcksAll (the default) once the in-sync replicas have it; with
+// AcksLeader (DisableIdempotence) once the leader has it, so a leader
+// that fails before its followers copy it loses it, spooled or not.
+// AcksNone is refused by New (ErrInvalidConfig naming Acks).
 type SpoolConfig struct {
 	// Dir is the spool's directory (samsa.spool.dir), created if missing.
 	// Required. One producer at a time: New fails with ErrInvalidConfig
@@ -128,6 +134,11 @@ func (c *Config) checkSpool(fail func(field, format string, args ...any)) {
 	}
 	if c.TransactionalID != "" {
 		fail("Spool", "cannot be used with TransactionalID (exactly once across crashes is not built yet)")
+	}
+	if c.Acks == AcksNone {
+		// acks=0 completes a record once it is on the socket: it would
+		// leave the spool before any broker has it.
+		fail("Acks", "AcksNone (acks=0) cannot be used with Spool: a record would leave the spool when written to the socket")
 	}
 }
 

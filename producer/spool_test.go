@@ -68,9 +68,11 @@ func TestSpoolConfigRefused(t *testing.T) {
 		name string
 		sc   SpoolConfig
 		txn  string
+		acks Acks
 		want string
 		is   error
 	}{
+		{name: "acks none", sc: SpoolConfig{Dir: dir}, acks: AcksNone, want: "Acks"},
 		{name: "no dir", sc: SpoolConfig{}, want: "Spool.Dir"},
 		{name: "overflow", sc: SpoolConfig{Dir: dir, Mode: SpoolOverflow}, want: "Spool.Mode"},
 		{name: "unknown mode", sc: SpoolConfig{Dir: dir, Mode: "later"}, want: "Spool.Mode"},
@@ -85,7 +87,11 @@ func TestSpoolConfigRefused(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			sc := tc.sc
-			p, err := New(Config{Brokers: []string{"127.0.0.1:1"}, TransactionalID: tc.txn, Spool: &sc})
+			cfg := Config{Brokers: []string{"127.0.0.1:1"}, TransactionalID: tc.txn, Spool: &sc}
+			if tc.acks != AcksAll {
+				cfg.Acks, cfg.DisableIdempotence = tc.acks, true
+			}
+			p, err := New(cfg)
 			if p != nil {
 				p.Close(context.Background())
 			}
