@@ -604,6 +604,10 @@ func (p *Producer) replayOne(e spool.Entry) bool {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+	if err != nil && errors.Is(err, ErrBufferExhausted) && p.closed.Load() {
+		// Close ended the wait for memory: RecoveryHook is told so.
+		err = fmt.Errorf("%w: the replay was waiting for memory (%v)", ErrClosed, err)
+	}
 	if err != nil {
 		// The completion acknowledges it unless the producer is closing
 		// (spoolFinal): the record stays for the next New.
@@ -619,7 +623,8 @@ func (p *Producer) replayOne(e spool.Entry) bool {
 // awaitReplay waits until the replay has put topic's backlog in memory
 // (ch closed), so that a new record never overtakes a replayed one: up to
 // MaxBlock (or ctx), as for memory; at once for a Send that must not
-// wait. Its error wraps ErrBufferExhausted, or ctx's error.
+// wait. Its error wraps ErrBufferExhausted, ErrClosed, or (ctxEndedErr,
+// as Send's other waits) ctx's error.
 func (p *Producer) awaitReplay(ctx context.Context, ch chan struct{}, topic string, wait bool) error {
 	select {
 	case <-ch:
@@ -636,7 +641,7 @@ func (p *Producer) awaitReplay(ctx context.Context, ch chan struct{}, topic stri
 	case <-ch:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("producer: topic %q: waiting for the spool's backlog of the topic to be sent again: %w", topic, ctx.Err())
+		return ctxEndedErr(ctx.Err())
 	case <-p.closing.Done():
 		return fmt.Errorf("%w: while waiting for the spool's backlog of topic %q", ErrClosed, topic)
 	case <-timer.C:

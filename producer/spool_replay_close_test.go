@@ -15,14 +15,21 @@ import (
 
 // Close waits for the replay goroutine: no RecoveryHook call after Close
 // returns, and a Close called from RecoveryHook (on the replay goroutine)
-// returns ErrClosed at once instead of waiting for itself.
+// returns ErrClosed at once instead of waiting for itself. The record the
+// replay held when Close came fails with ErrClosed (it stays in the
+// spool), also when the replay was waiting for memory.
 func TestSpoolCloseWaitsForTheReplay(t *testing.T) {
 	cases := []struct {
 		name        string
 		closeInHook bool
+		maxBlock    time.Duration
 	}{
-		{"a slow RecoveryHook", false},
-		{"Close from RecoveryHook", true},
+		{"a slow RecoveryHook", false, 0},
+		{"Close from RecoveryHook", true, 0},
+		// The cluster goes away: the replay retries memory every 100 ms
+		// until Close, which ends that wait with ErrClosed, not
+		// ErrBufferExhausted.
+		{"Close while the replay waits for memory", false, NoWait},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -47,6 +54,7 @@ func TestSpoolCloseWaitsForTheReplay(t *testing.T) {
 			b := spoolProducer(t, c, dir, func(cfg *Config) {
 				cfg.BufferMemory = 64 << 10
 				cfg.BatchSize = 16 << 10
+				cfg.MaxBlock = tc.maxBlock
 				cfg.Spool.RecoveryHook = func(seq uint64, md RecordMetadata, err error) {
 					b := bp.Load()
 					if errors.Is(err, ErrClosed) && b != nil && goroutineID() == b.replay.goid.Load() {
@@ -65,7 +73,15 @@ func TestSpoolCloseWaitsForTheReplay(t *testing.T) {
 			bp.Store(b)
 			time.Sleep(2 * time.Millisecond)
 			closeDone := make(chan error, 1)
-			go func() { closeDone <- b.Close(context.Background()) }()
+			closeCtx := context.Background()
+			if tc.maxBlock == NoWait {
+				require.NoError(t, c.StopBroker(0))
+				time.Sleep(300 * time.Millisecond) // the replay fills memory and waits
+				var cancel context.CancelFunc
+				closeCtx, cancel = context.WithTimeout(closeCtx, 200*time.Millisecond)
+				defer cancel()
+			}
+			go func() { closeDone <- b.Close(closeCtx) }()
 			select {
 			case <-closeDone:
 			case <-time.After(10 * time.Second):
