@@ -488,9 +488,28 @@ func (ps *persister) run() {
 	}
 }
 
+// stop ends the goroutine, then fsyncs once more and closes the channels
+// that fsync covers: what was queued since the last kick is persisted by
+// spool.Close's own fsync anyway, and its Futures say so.
 func (ps *persister) stop() {
 	close(ps.quit)
 	<-ps.done
+	ps.mu.Lock()
+	work, failed := ps.waits, ps.failed
+	ps.waits = nil
+	ps.mu.Unlock()
+	if failed || len(work) == 0 {
+		return
+	}
+	bound, err := ps.sp.Sync()
+	if err != nil {
+		return
+	}
+	for _, w := range work {
+		if w.seq < bound {
+			close(w.ch)
+		}
+	}
 }
 
 // replayState is New's replay of the records that a previous producer on
