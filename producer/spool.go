@@ -40,6 +40,15 @@ const (
 // AcksLeader (DisableIdempotence) once the leader has it, so a leader
 // that fails before its followers copy it loses it, spooled or not.
 // AcksNone is refused by New (ErrInvalidConfig naming Acks).
+//
+// A spooled record never expires: Close and Flush during an outage, or
+// with a record of a topic the cluster does not have, wait as long as
+// their ctx allows (bound it), and such a record stays in the spool
+// (pinning its segment) across restarts; Purge fails the records not yet
+// written with ErrPurged, which removes them from the spool. Flush and
+// Close do not wait for New's replay of a backlog: what it has not put
+// back in memory by Close fails RecoveryHook with ErrClosed and stays for
+// the next New.
 type SpoolConfig struct {
 	// Dir is the spool's directory (samsa.spool.dir), created if missing.
 	// Required. One producer at a time: New fails with ErrInvalidConfig
