@@ -88,6 +88,18 @@ func (p *Producer) acquire(ctx context.Context, done <-chan struct{}) *ctxGroup 
 	return g
 }
 
+// resweepIfEnded is called by Send after it buffered a watched record: if
+// ctx ended meanwhile, the sweep its AfterFunc asked for may have looked
+// before the record was parked or appended, and none would look again
+// (the record would wait for MaxBlock or Linger), so it asks for another
+// (TestSendContextEndingWhileBuffering).
+func (p *Producer) resweepIfEnded(ctx context.Context) {
+	if ctx.Err() != nil {
+		p.ctxEnded.Store(true)
+		p.acc.Kick()
+	}
+}
+
 // end runs once the context has ended (context.AfterFunc): it marks the
 // group and wakes the IO goroutine, which fails the group's records no
 // request has taken yet. It touches nothing of the IO goroutine's.

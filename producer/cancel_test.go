@@ -457,7 +457,8 @@ func (e *endingPool) Allocate(ctx context.Context, size int, maxWait time.Durati
 // is still buffering it, after the sweep its AfterFunc asked for looked
 // for it, fails with ctx's error promptly. Before, nothing swept again:
 // the parked record failed with ErrDeliveryTimeout at MaxBlock, the
-// lingering one waited for Linger.
+// lingering one waited for Linger. The same with Config.Spool, whose Send
+// path (sendSpooled) checks again after its own append.
 func TestSendContextEndingWhileBuffering(t *testing.T) {
 	cases := []struct {
 		name   string
@@ -467,35 +468,40 @@ func TestSendContextEndingWhileBuffering(t *testing.T) {
 		{name: "parked for an unknown topic", cfg: Config{MaxBlock: time.Minute, DeliveryTimeout: 2 * time.Minute, Linger: time.Millisecond}},
 		{name: "in the open batch", cfg: Config{Linger: time.Minute}, create: true},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			c := newCluster(t, testbroker.Config{})
-			if tc.create {
-				require.NoError(t, c.CreateTopic("ctx", 1))
-			}
-			sp, err := bufferpool.New(bufferpool.Options{Size: 8 << 20})
-			require.NoError(t, err)
-			pool := &endingPool{Pool: sp}
-			tc.cfg.BufferPool = pool
-			p := newProducer(t, c, tc.cfg)
-			pool.p = p
-			ctx, cancel := context.WithCancel(context.Background())
-			pool.cancel.Store(&cancel)
-			start := time.Now()
-			f := p.Send(ctx, &Record{Topic: "ctx", Value: []byte("b")})
-			require.Nil(t, pool.cancel.Load(), "Send did not wait for memory")
-			_, err = waitFuture(t, f, 5*time.Second)
-			require.ErrorIs(t, err, context.Canceled)
-			assert.Less(t, time.Since(start), 5*time.Second, "failed when its ctx ended, not at MaxBlock or after Linger")
-			if !tc.create {
-				require.NoError(t, c.CreateTopic("ctx", 1))
-			}
-			fc := p.Send(context.Background(), &Record{Topic: "ctx", Value: []byte("c")})
-			require.NoError(t, p.Flush(context.Background())) // past Linger
-			_, err = waitFuture(t, fc, 20*time.Second)
-			require.NoError(t, err)
-			assert.Equal(t, []string{"c"}, partitionValues(t, c, "ctx", 0))
-		})
+	for _, spooled := range []bool{false, true} {
+		for _, tc := range cases {
+			t.Run(fmt.Sprintf("%s/spool=%v", tc.name, spooled), func(t *testing.T) {
+				if spooled {
+					tc.cfg.Spool = &SpoolConfig{Dir: t.TempDir()}
+				}
+				c := newCluster(t, testbroker.Config{})
+				if tc.create {
+					require.NoError(t, c.CreateTopic("ctx", 1))
+				}
+				sp, err := bufferpool.New(bufferpool.Options{Size: 8 << 20})
+				require.NoError(t, err)
+				pool := &endingPool{Pool: sp}
+				tc.cfg.BufferPool = pool
+				p := newProducer(t, c, tc.cfg)
+				pool.p = p
+				ctx, cancel := context.WithCancel(context.Background())
+				pool.cancel.Store(&cancel)
+				start := time.Now()
+				f := p.Send(ctx, &Record{Topic: "ctx", Value: []byte("b")})
+				require.Nil(t, pool.cancel.Load(), "Send did not wait for memory")
+				_, err = waitFuture(t, f, 5*time.Second)
+				require.ErrorIs(t, err, context.Canceled)
+				assert.Less(t, time.Since(start), 5*time.Second, "failed when its ctx ended, not at MaxBlock or after Linger")
+				if !tc.create {
+					require.NoError(t, c.CreateTopic("ctx", 1))
+				}
+				fc := p.Send(context.Background(), &Record{Topic: "ctx", Value: []byte("c")})
+				require.NoError(t, p.Flush(context.Background())) // past Linger
+				_, err = waitFuture(t, fc, 20*time.Second)
+				require.NoError(t, err)
+				assert.Equal(t, []string{"c"}, partitionValues(t, c, "ctx", 0))
+			})
+		}
 	}
 }
 

@@ -489,13 +489,8 @@ func (p *Producer) send(ctx context.Context, rec *Record, c completion, wait boo
 		p.reject(&c, rec, err)
 		return
 	}
-	if watched && ctx.Err() != nil {
-		// ctx ended while the record was being buffered: the sweep its
-		// AfterFunc asked for may have looked before the record was
-		// parked or appended, and none would look again (the record
-		// would wait for MaxBlock or Linger). Ask for another.
-		p.ctxEnded.Store(true)
-		p.acc.Kick()
+	if watched {
+		p.resweepIfEnded(ctx)
 	}
 	if p.drained.Load() {
 		// Close gave up waiting (its context ended) and the IO goroutine

@@ -257,12 +257,8 @@ func (p *Producer) sendSpooled(ctx context.Context, t *topicState, rec *Record, 
 		return
 	}
 	p.markPersisted(&c, seq)
-	if ctx != nil && ctx.Done() != nil && ctx.Err() != nil {
-		// ctx ended while the record was being buffered (as in send):
-		// the sweep its AfterFunc asked for may have looked before the
-		// record was appended. Ask for another.
-		p.ctxEnded.Store(true)
-		p.acc.Kick()
+	if ctx != nil && ctx.Done() != nil {
+		p.resweepIfEnded(ctx)
 	}
 	if p.drained.Load() {
 		p.failLate()
