@@ -482,36 +482,16 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		RSSIntervalNanos: RSSInterval, TLS: o.TLS, TLSCompare: o.TLSCompare,
 		BufferMemory: o.BufferMemory, FreshValues: o.FreshValues,
 	}
-	var err error
-	if o.modDir, err = moduleDir(ctx); err != nil {
-		return nil, err
-	}
-	if slices.Contains(o.Clients, Java) {
-		if why := missingJavaTools(); why != "" {
-			fmt.Fprintf(o.Log, "skipping the Java client: %s\n", why)
-			rep.Skipped[Java] = why
-			o.Clients = slices.DeleteFunc(o.Clients, func(c string) bool { return c == Java })
-		}
-	}
-	if o.BinDir == "" {
-		dir, err := os.MkdirTemp("", "peerbench-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(dir)
-		o.BinDir = dir
-	}
 	if o.ProfileDir != "" {
 		if err := os.MkdirAll(o.ProfileDir, 0o755); err != nil {
 			return nil, err
 		}
 	}
-	if rep.GoVersion, err = build(ctx, o, rep.BuildErrors); err != nil {
+	cleanup, err := prepare(ctx, &o, rep.Skipped, rep.BuildErrors, &rep.GoVersion, &rep.JavaVersion)
+	if err != nil {
 		return nil, err
 	}
-	if slices.Contains(o.Clients, Java) {
-		rep.JavaVersion = javaVersion(ctx)
-	}
+	defer cleanup()
 	var k *kafkaBroker // the cluster Run launched
 	stopKafka := func() {
 		if err := k.stop(); err != nil {
@@ -555,6 +535,41 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep.Duration = time.Since(rep.Started)
 	rep.LoadEnd = loadAvg()
 	return rep, nil
+}
+
+// prepare readies o for a run of its clients: the module directory, the
+// Java client left out when its tools are missing (why, in skipped), a
+// temporary BinDir unless one is given (removed by cleanup), and the
+// clients built (a client that does not build is in buildErrors). It sets
+// the Go version and, with the Java client, Java's.
+func prepare(ctx context.Context, o *Options, skipped, buildErrors map[string]string, goVersion, javaVer *string) (cleanup func(), err error) {
+	cleanup = func() {}
+	if o.modDir, err = moduleDir(ctx); err != nil {
+		return cleanup, err
+	}
+	if slices.Contains(o.Clients, Java) {
+		if why := missingJavaTools(); why != "" {
+			fmt.Fprintf(o.Log, "skipping the Java client: %s\n", why)
+			skipped[Java] = why
+			o.Clients = slices.DeleteFunc(o.Clients, func(c string) bool { return c == Java })
+		}
+	}
+	if o.BinDir == "" {
+		dir, err := os.MkdirTemp("", "peerbench-")
+		if err != nil {
+			return cleanup, err
+		}
+		cleanup = func() { os.RemoveAll(dir) }
+		o.BinDir = dir
+	}
+	if *goVersion, err = build(ctx, *o, buildErrors); err != nil {
+		cleanup()
+		return func() {}, err
+	}
+	if slices.Contains(o.Clients, Java) {
+		*javaVer = javaVersion(ctx)
+	}
+	return cleanup, nil
 }
 
 // missingJavaTools says which of java, javac and mvn is not on PATH, or ""

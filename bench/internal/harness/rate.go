@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -222,37 +221,17 @@ func RunRate(ctx context.Context, o Options, ro RateOptions) (*RateReport, error
 		RunDuration: ro.Duration, RunWarmup: ro.Warmup,
 		Skipped: map[string]string{}, BuildErrors: map[string]string{}, Notes: map[string]string{},
 	}
-	var err error
-	if o.modDir, err = moduleDir(ctx); err != nil {
-		return nil, err
-	}
-	if slices.Contains(o.Clients, Java) {
-		if why := missingJavaTools(); why != "" {
-			fmt.Fprintf(o.Log, "skipping the Java client: %s\n", why)
-			rep.Skipped[Java] = why
-			o.Clients = slices.DeleteFunc(o.Clients, func(c string) bool { return c == Java })
-		}
-	}
 	for _, c := range o.Clients {
 		if c != Ours && c != Baseline && c != Java {
 			return nil, fmt.Errorf("client %s has no fixed-rate mode (samsa, kgo and java have)", c)
 		}
 	}
-	rep.Clients = o.Clients
-	if o.BinDir == "" {
-		dir, err := os.MkdirTemp("", "peerbench-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(dir)
-		o.BinDir = dir
-	}
-	if rep.GoVersion, err = build(ctx, o, rep.BuildErrors); err != nil {
+	cleanup, err := prepare(ctx, &o, rep.Skipped, rep.BuildErrors, &rep.GoVersion, &rep.JavaVersion)
+	if err != nil {
 		return nil, err
 	}
-	if slices.Contains(o.Clients, Java) {
-		rep.JavaVersion = javaVersion(ctx)
-	}
+	defer cleanup()
+	rep.Clients = o.Clients
 	spec := o.spec(rateWorkload)
 	rep.Spec = spec
 	clients := runnable(o.Clients, rep.BuildErrors)
