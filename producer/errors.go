@@ -58,6 +58,12 @@ var (
 	// It also fails a Send whose custom Config.BufferPool panicked in
 	// Allocate or Reserve ("the buffer pool panicked in ...").
 	ErrBufferExhausted = bufferpool.ErrBufferExhausted
+	// ErrBufferFull is ErrBufferExhausted under the name issue 34's spool
+	// was specified with (Java's BufferExhaustedException; librdkafka's
+	// QUEUE_FULL): the same value, so errors.Is matches either. A full
+	// Config.Spool (its MaxBytes, or the disk) fails Send with it after
+	// MaxBlock, wrapping spool.ErrFull.
+	ErrBufferFull = ErrBufferExhausted
 
 	// ErrClosed fails a record sent after Close has been called (through
 	// its Future, callback or delivery channel, at once). Records still

@@ -304,6 +304,7 @@ func TestSpoolFullFailsAfterMaxBlock(t *testing.T) {
 	_, err := full.Wait(context.Background())
 	require.ErrorIs(t, err, ErrBufferExhausted)
 	require.ErrorIs(t, err, spool.ErrFull)
+	require.ErrorIs(t, err, ErrBufferFull, "the name issue 34 gives it")
 	assert.GreaterOrEqual(t, took, maxBlock, "Send waited MaxBlock for room")
 	select {
 	case <-full.Persisted():
