@@ -2,6 +2,7 @@ package producer
 
 import (
 	"context"
+	"errors"
 	"net"
 	"syscall"
 	"testing"
@@ -33,18 +34,25 @@ func TestSocketBufferPropertiesReachTheSockets(t *testing.T) {
 	conns := append([]net.Conn(nil), d.conns...)
 	d.mu.Unlock()
 	require.GreaterOrEqual(t, len(conns), 2, "metadata and Produce connections")
+	checked := 0
 	for i, nc := range conns {
 		raw, err := nc.(*net.TCPConn).SyscallConn()
 		require.NoError(t, err)
 		var snd, rcv int
 		var serr, rerr error
-		require.NoError(t, raw.Control(func(fd uintptr) {
+		err = raw.Control(func(fd uintptr) {
 			snd, serr = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF)
 			rcv, rerr = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF)
-		}))
+		})
+		if errors.Is(err, net.ErrClosed) {
+			continue // a connection the producer has closed since (a bootstrap one): nothing to read
+		}
+		require.NoError(t, err)
+		checked++
 		require.NoError(t, serr)
 		require.NoError(t, rerr)
 		assert.Equal(t, 2*65536, snd, "connection %d: SO_SNDBUF", i)
 		assert.Equal(t, 2*49152, rcv, "connection %d: SO_RCVBUF", i)
 	}
+	assert.GreaterOrEqual(t, checked, 1, "no connection left open to read")
 }
