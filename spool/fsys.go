@@ -63,7 +63,11 @@ func (h hookedFS) OpenFile(name string, flag int, perm fs.FileMode) (file, error
 	if seg && flag&os.O_CREATE != 0 {
 		h.faults.Hook(spoolfault.SegmentCreate, name)
 	}
-	return hookedFile{file: f, faults: h.faults, name: name, seg: seg,
+	read := spoolfault.SegmentRead
+	if flag&os.O_RDWR != 0 {
+		read = spoolfault.SegmentScan // only Open's scan opens a segment read-write
+	}
+	return hookedFile{file: f, faults: h.faults, name: name, seg: seg, read: read,
 		pos: filepath.Base(name) == positionFile+".tmp"}, nil
 }
 
@@ -86,8 +90,9 @@ type hookedFile struct {
 	file
 	faults *spoolfault.Faults
 	name   string
-	seg    bool // a segment file
-	pos    bool // the position file's temporary copy
+	seg    bool          // a segment file
+	read   spoolfault.Op // a segment's reads: SegmentScan or SegmentRead
+	pos    bool          // the position file's temporary copy
 }
 
 func (f hookedFile) Sync() error {
@@ -123,14 +128,14 @@ func (f hookedFile) Write(p []byte) (int, error) {
 
 func (f hookedFile) ReadAt(p []byte, off int64) (int, error) {
 	if f.seg {
-		f.faults.Hook(spoolfault.SegmentRead, f.name)
+		f.faults.Hook(f.read, f.name)
 	}
 	return f.file.ReadAt(p, off)
 }
 
 func (f hookedFile) Read(p []byte) (int, error) {
 	if f.seg {
-		f.faults.Hook(spoolfault.SegmentRead, f.name)
+		f.faults.Hook(f.read, f.name)
 	}
 	return f.file.Read(p)
 }

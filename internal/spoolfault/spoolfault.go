@@ -40,13 +40,16 @@ const (
 	// SegmentRemove: right after a segment file was removed (an
 	// acknowledged segment deleted, or Open removing an empty one).
 	SegmentRemove Op = "segment-remove"
-	// SegmentRead: right before a read of a segment file (Open's scan,
-	// and Unacked's, that is a replay's).
+	// SegmentScan: right before a read of Open's recovery scan of a
+	// segment (the first part of a replay).
+	SegmentScan Op = "segment-scan"
+	// SegmentRead: right before a read of a segment by Unacked or Entries
+	// (a replay sending the backlog again).
 	SegmentRead Op = "segment-read"
 )
 
 // Ops is every Op, in a fixed order.
-var Ops = []Op{SegmentWrite, SegmentCreate, PositionWrite, PositionRename, SegmentRemove, SegmentRead}
+var Ops = []Op{SegmentWrite, SegmentCreate, PositionWrite, PositionRename, SegmentRemove, SegmentScan, SegmentRead}
 
 // SetHook makes the spools of the directory call h at each Op, on the
 // goroutine doing the operation, with the file's path (nil: no hook). h
