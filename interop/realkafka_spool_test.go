@@ -75,7 +75,8 @@ var spoolKafkaPoints = []spoolKafkaPoint{
 	{string(spoolfault.PositionWrite), 60},  // position.tmp half written
 	{string(spoolfault.PositionRename), 60}, // position.tmp written, not renamed
 	{string(spoolfault.SegmentRemove), 6},   // an acknowledged segment just deleted
-	{string(spoolfault.SegmentRead), 3},     // New's replay: Open's scan, Unacked's reads
+	{string(spoolfault.SegmentScan), 1},     // New's replay: Open's first read of a segment
+	{string(spoolfault.SegmentRead), 1},     // New's replay: Unacked reading the backlog back (there is one if a record was in flight)
 }
 
 // TestSpoolKafkaChild is the child process of TestRealKafkaSpoolCrash: it
@@ -187,7 +188,11 @@ func TestRealKafkaSpoolCrash(t *testing.T) {
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
 		wait := time.Duration(50+rand.IntN(500)) * time.Millisecond
-		if pt.op != spoolKafkaTimePoint {
+		switch spoolfault.Op(pt.op) {
+		case spoolKafkaTimePoint:
+		case spoolfault.SegmentScan, spoolfault.SegmentRead:
+			wait = 1500 * time.Millisecond // New's replay is over by then
+		default:
 			wait = 4 * time.Second // the hook kills it long before, if its point comes
 		}
 		select {
