@@ -295,9 +295,9 @@ func TestRealKafkaSpoolCrash(t *testing.T) {
 		points = append(points, fmt.Sprintf("%s %d", pt.op, killsAt[pt.op]))
 	}
 	t.Logf("%d kills (%s; rounds whose point did not come, killed by the timer instead: %v) in %v: %d records reported persisted, "+
-		"%d stored, %d lost, %d duplicates dropped by the Deduper (at least once), %d replayed by the drain, %d torn-tail bytes truncated",
+		"%d stored (%d distinct records sent), %d lost, %d duplicates dropped by the Deduper (at least once), %d replayed by the drain, %d torn-tail bytes truncated",
 		kills, strings.Join(points, ", "), unreached, time.Since(start).Round(time.Second), len(persisted),
-		total, lost, dups, backlog, tornBytes)
+		total, len(found), lost, dups, backlog, tornBytes)
 }
 
 // checkSpoolCopy copies the spool directory as a kill left it and opens
