@@ -4,6 +4,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/samsa-go/samsa/internal/spoolfault"
 )
@@ -45,7 +47,8 @@ func (osFS) ReadDir(name string) ([]fs.DirEntry, error)   { return os.ReadDir(na
 func (osFS) MkdirAll(name string, perm fs.FileMode) error { return os.MkdirAll(name, perm) }
 
 // hookedFS is the real file system with the failures a test outside the
-// package registered for the directory (internal/spoolfault).
+// package registered for the directory (internal/spoolfault): fsync
+// errors, and a hook called at each named operation.
 type hookedFS struct {
 	osFS
 	faults *spoolfault.Faults
@@ -56,12 +59,40 @@ func (h hookedFS) OpenFile(name string, flag int, perm fs.FileMode) (file, error
 	if err != nil {
 		return nil, err
 	}
-	return hookedFile{file: f, faults: h.faults}, nil
+	seg := strings.HasSuffix(name, segSuffix)
+	if seg && flag&os.O_CREATE != 0 {
+		h.faults.Hook(spoolfault.SegmentCreate, name)
+	}
+	read := spoolfault.SegmentRead
+	if flag&os.O_RDWR != 0 {
+		read = spoolfault.SegmentScan // only Open's scan opens a segment read-write
+	}
+	return hookedFile{file: f, faults: h.faults, name: name, seg: seg, read: read,
+		pos: filepath.Base(name) == positionFile+".tmp"}, nil
+}
+
+func (h hookedFS) Remove(name string) error {
+	err := h.osFS.Remove(name)
+	if err == nil && strings.HasSuffix(name, segSuffix) {
+		h.faults.Hook(spoolfault.SegmentRemove, name)
+	}
+	return err
+}
+
+func (h hookedFS) Rename(oldname, newname string) error {
+	if filepath.Base(newname) == positionFile {
+		h.faults.Hook(spoolfault.PositionRename, oldname)
+	}
+	return h.osFS.Rename(oldname, newname)
 }
 
 type hookedFile struct {
 	file
 	faults *spoolfault.Faults
+	name   string
+	seg    bool          // a segment file
+	read   spoolfault.Op // a segment's reads: SegmentScan or SegmentRead
+	pos    bool          // the position file's temporary copy
 }
 
 func (f hookedFile) Sync() error {
@@ -69,6 +100,44 @@ func (f hookedFile) Sync() error {
 		return err
 	}
 	return f.file.Sync()
+}
+
+// Write writes p in two halves, the hook called between them, so that a
+// hook that kills the process leaves a torn write.
+func (f hookedFile) Write(p []byte) (int, error) {
+	var op spoolfault.Op
+	switch {
+	case f.seg:
+		op = spoolfault.SegmentWrite
+	case f.pos:
+		op = spoolfault.PositionWrite
+	default:
+		return f.file.Write(p)
+	}
+	if len(p) < 2 || !f.faults.HasHook() {
+		return f.file.Write(p)
+	}
+	n, err := f.file.Write(p[:len(p)/2])
+	if err != nil {
+		return n, err
+	}
+	f.faults.Hook(op, f.name)
+	m, err := f.file.Write(p[n:])
+	return n + m, err
+}
+
+func (f hookedFile) ReadAt(p []byte, off int64) (int, error) {
+	if f.seg {
+		f.faults.Hook(f.read, f.name)
+	}
+	return f.file.ReadAt(p, off)
+}
+
+func (f hookedFile) Read(p []byte) (int, error) {
+	if f.seg {
+		f.faults.Hook(f.read, f.name)
+	}
+	return f.file.Read(p)
 }
 
 // syncDir makes the directory's entries (a created, renamed or removed

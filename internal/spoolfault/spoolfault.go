@@ -1,8 +1,10 @@
 // Package spoolfault lets tests outside package spool inject file-system
 // failures into a spool, by directory: a test registers the directory
 // before spool.Open, and the spool opened there checks the faults on each
-// fsync. Without a registration (always, outside tests) spool.Open pays
-// one map lookup, and nothing else changes.
+// fsync, and calls the Hook (if set) at each named file operation (Op).
+// Without a registration (always, outside tests) spool.Open pays one map
+// lookup and uses the plain file system: nothing else changes, and no
+// operation pays for the hook.
 package spoolfault
 
 import (
@@ -14,7 +16,61 @@ import (
 // Faults are the failures switched on for one directory.
 type Faults struct {
 	syncErr atomic.Pointer[error]
+	hook    atomic.Pointer[func(Op, string)]
 }
+
+// Op names a file operation of a spool, at the point where a Hook sees it.
+// A hook that kills the process (the crash tests) thereby kills the spool
+// at that exact point.
+type Op string
+
+const (
+	// SegmentWrite: midway through a write to a segment file (an append):
+	// the first half of the bytes is written, the rest is not yet.
+	SegmentWrite Op = "segment-write"
+	// SegmentCreate: right after a new segment file was created, empty
+	// (a roll, or Open starting its segment).
+	SegmentCreate Op = "segment-create"
+	// PositionWrite: midway through the write of the position file's
+	// temporary copy (position.tmp): half of it written.
+	PositionWrite Op = "position-write"
+	// PositionRename: right before position.tmp is renamed over the
+	// position file (written, maybe fsynced, not yet in place).
+	PositionRename Op = "position-rename"
+	// SegmentRemove: right after a segment file was removed (an
+	// acknowledged segment deleted, or Open removing an empty one).
+	SegmentRemove Op = "segment-remove"
+	// SegmentScan: right before a read of Open's recovery scan of a
+	// segment (the first part of a replay).
+	SegmentScan Op = "segment-scan"
+	// SegmentRead: right before a read of a segment by Unacked or Entries
+	// (a replay sending the backlog again).
+	SegmentRead Op = "segment-read"
+)
+
+// Ops is every Op, in a fixed order.
+var Ops = []Op{SegmentWrite, SegmentCreate, PositionWrite, PositionRename, SegmentRemove, SegmentScan, SegmentRead}
+
+// SetHook makes the spools of the directory call h at each Op, on the
+// goroutine doing the operation, with the file's path (nil: no hook). h
+// must be safe for concurrent use.
+func (f *Faults) SetHook(h func(op Op, name string)) {
+	if h == nil {
+		f.hook.Store(nil)
+		return
+	}
+	f.hook.Store(&h)
+}
+
+// Hook calls the hook SetHook set, if any.
+func (f *Faults) Hook(op Op, name string) {
+	if h := f.hook.Load(); h != nil {
+		(*h)(op, name)
+	}
+}
+
+// HasHook reports whether a hook is set.
+func (f *Faults) HasHook() bool { return f.hook.Load() != nil }
 
 // SetSyncErr makes every later fsync of the spool's files fail with err
 // (nil: fsyncs succeed again).
