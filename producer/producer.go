@@ -113,6 +113,9 @@ type Producer struct {
 	spool     *spool.Spool
 	persister *persister
 	replay    *replayState // nil without a backlog at New
+	// spoolAppended, set by tests only, runs in sendSpooled between a
+	// record's append to memory and its markPersisted (a race's seam).
+	spoolAppended func()
 }
 
 // topicState is a topic as Send sees it.

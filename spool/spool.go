@@ -545,11 +545,20 @@ func (s *Spool) roll(first uint64) error {
 // whole segment is below the contiguous acknowledged position, the
 // spool's goroutine writes the position file and deletes the segment.
 // Ack never blocks on I/O.
-func (s *Spool) Ack(seq uint64) {
+//
+// Ack reports false only when the spool was closed (Close began) before
+// it: Close wrote the last position without it, so the record stays in
+// the log and the next Open replays it. An ack of a sequence already
+// acknowledged, or never appended, reports true.
+func (s *Spool) Ack(seq uint64) bool {
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return false
+	}
 	if seq >= s.next || !s.acks.add(seq) {
 		s.mu.Unlock()
-		return
+		return true
 	}
 	s.acked++
 	kick := len(s.segs) > 1 && s.segs[1].first <= s.acks.below
@@ -557,6 +566,7 @@ func (s *Spool) Ack(seq uint64) {
 	if kick {
 		s.kickLoop()
 	}
+	return true
 }
 
 // Acked reports whether seq is acknowledged.

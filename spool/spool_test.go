@@ -897,3 +897,41 @@ func TestEndedCtxWriteExtendsTheReservation(t *testing.T) {
 		}
 	}
 }
+
+// TestAckAfterCloseReportsTheRecordKept: an ack that comes once Close
+// began cannot reach the position file; Ack says so (false), and the
+// next Open replays the record, so a caller can tell its user the record
+// stays.
+func TestAckAfterCloseReportsTheRecordKept(t *testing.T) {
+	dir := t.TempDir()
+	sp, err := Open(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := sp.Write(context.Background(), &Record{Topic: "t", Value: []byte("a")})
+	b, _ := sp.Write(context.Background(), &Record{Topic: "t", Value: []byte("b")})
+	if !sp.Ack(a) {
+		t.Fatal("Ack before Close reported false")
+	}
+	if err := sp.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if sp.Ack(b) {
+		t.Fatal("Ack after Close reported true")
+	}
+	sp, err = Open(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	var got []string
+	for e, err := range sp.Unacked() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, string(e.Value))
+	}
+	if len(got) != 1 || got[0] != "b" {
+		t.Fatalf("replayed %q, want [b]", got)
+	}
+}
