@@ -159,7 +159,8 @@ func New(cfg Config) (*Producer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: Hooks: %w", ErrInvalidConfig, err)
 	}
-	sp, err := openSpool(cfg.Spool)
+	usage := newSpoolUsage(cfg.Logger, cfg.Spool)
+	sp, err := openSpool(cfg.Spool, usage.hook())
 	if err != nil {
 		return nil, err
 	}
@@ -181,6 +182,7 @@ func New(cfg Config) (*Producer, error) {
 		spool:      sp,
 	}
 	logIgnoredProperties(p.log, cfg.ignoredProps)
+	usage.opened(sp)
 	connCfg := conn.Config{
 		ClientID:       cfg.ClientID,
 		DialTimeout:    cfg.DialTimeout,

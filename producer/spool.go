@@ -151,8 +151,9 @@ func (c *Config) checkSpool(fail func(field, format string, args ...any)) {
 	}
 }
 
-// openSpool opens Config.Spool's directory (nil without a spool).
-func openSpool(sc *SpoolConfig) (*spool.Spool, error) {
+// openSpool opens Config.Spool's directory (nil without a spool);
+// onUsage is spool.Options.OnUsage (spool_metrics.go).
+func openSpool(sc *SpoolConfig, onUsage func(int64)) (*spool.Spool, error) {
 	if sc == nil {
 		return nil, nil
 	}
@@ -162,6 +163,7 @@ func openSpool(sc *SpoolConfig) (*spool.Spool, error) {
 		SyncInterval: sc.SyncInterval,
 		SegmentBytes: sc.SegmentBytes,
 		MaxBytes:     sc.MaxBytes,
+		OnUsage:      onUsage,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: Spool: %w", ErrInvalidConfig, err)
