@@ -180,3 +180,31 @@ func TestSpoolUsageWarnOnARealSpool(t *testing.T) {
 		}
 	}
 }
+
+// TestSpoolUsageWarnsAtNew: a backlog above 80 % of MaxBytes found by New
+// is warned about before New returns.
+func TestSpoolUsageWarnsAtNew(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	dir := t.TempDir()
+	const maxBytes = 64 << 10
+	sp, err := spool.Open(spool.Options{Dir: dir, MaxBytes: maxBytes, SegmentBytes: 8 << 10})
+	require.NoError(t, err)
+	for sp.Usage() < maxBytes*85/100 {
+		_, err := sp.Write(context.Background(), &spool.Record{Topic: "t", Partition: 0, Value: make([]byte, 1000)})
+		require.NoError(t, err)
+	}
+	require.NoError(t, sp.Close())
+	h := &captureHandler{}
+	spoolProducer(t, c, dir, func(cfg *Config) {
+		cfg.Logger = slog.New(h)
+		cfg.Spool.MaxBytes, cfg.Spool.SegmentBytes = maxBytes, 8<<10
+	})
+	var warns int
+	for _, l := range h.logs() {
+		if l.level == slog.LevelWarn && strings.Contains(l.msg, "80% of its MaxBytes") {
+			warns++
+		}
+	}
+	require.Equal(t, 1, warns, "logs: %v", h.logs())
+}
