@@ -208,3 +208,16 @@ func TestSpoolUsageWarnsAtNew(t *testing.T) {
 	}
 	require.Equal(t, 1, warns, "logs: %v", h.logs())
 }
+
+// BenchmarkSpoolUsageObserve: what each spooled Send pays for the usage
+// Warn when no threshold is crossed (spool.Options.OnUsage).
+func BenchmarkSpoolUsageObserve(b *testing.B) {
+	u := newSpoolUsage(slog.New(slog.DiscardHandler), &SpoolConfig{Dir: "d"})
+	u.max.Store(1 << 30)
+	hook := u.hook()
+	var n int64
+	for b.Loop() {
+		n += 1024
+		hook(n & (1<<29 - 1))
+	}
+}
