@@ -68,6 +68,10 @@ func (f *Future) Wait(ctx context.Context) (RecordMetadata, error) {
 // (refused by Send, the spool full after MaxBlock, a failed write or
 // fsync: Done and Wait give the error); a persisted record may still fail
 // later (Wait says how), and one failed by Close stays in the spool.
+// Whatever Close does meanwhile, once the Future is done and Close has
+// returned: a delivered record's channel is closed, and a failed
+// record's is closed if and only if the record stays in the spool for
+// the next New (but after a failed fsync, which leaves it open).
 // Without Config.Spool it returns nil: a channel that is never ready.
 func (f *Future) Persisted() <-chan struct{} { return f.persisted }
 
