@@ -17,8 +17,9 @@ import (
 
 // TestSpoolPersistedAgreesWithTheLogWhenSendRacesClose guards the rule
 // Future.Persisted follows whatever Close does meanwhile: a delivered
-// record's Persisted is closed; a failed record's is closed if and only
-// if the record is in the spool for the next New. Before, a Send whose
+// record's Persisted is closed; a record that failed with an error that
+// keeps it (ErrClosed, ErrOutcomeUnknown) has it closed if and only if
+// the record is in the spool for the next New. Before, a Send whose
 // record was written while Close stopped the persister (SyncAlways) left
 // Persisted open for a record the log kept, or that was delivered.
 func TestSpoolPersistedAgreesWithTheLogWhenSendRacesClose(t *testing.T) {
@@ -135,6 +136,9 @@ func checkSendRacingClose(t *testing.T, pol spool.SyncPolicy, abrupt bool, round
 			delivered++
 			require.Truef(t, persisted, "record %s delivered, its Persisted still open", s.value)
 			require.Falsef(t, kept[s.value], "record %s delivered, still in the spool", s.value)
+		case spoolFinal(err):
+			// Failed for good: never sent again, whatever Persisted says.
+			require.Falsef(t, kept[s.value], "record %s failed for good (%v), still in the spool", s.value, err)
 		default:
 			if persisted {
 				persistedFailed++
