@@ -68,6 +68,15 @@ func (f *Future) Wait(ctx context.Context) (RecordMetadata, error) {
 // (refused by Send, the spool full after MaxBlock, a failed write or
 // fsync: Done and Wait give the error); a persisted record may still fail
 // later (Wait says how), and one failed by Close stays in the spool.
+// Whatever Close does meanwhile, once the Future is done and Close has
+// returned: a delivered record's channel is closed; a record that stays
+// in the spool for the next New (ErrClosed, ErrOutcomeUnknown, a
+// retriable error) has it closed, and one that failed with such an error
+// and is not in the spool has it open (it failed before it was
+// persisted); a record failed for good after it was persisted (a
+// non-retriable Kafka error, its Send ctx) is not sent again, whatever
+// the channel says. A failed fsync leaves the channels it should have
+// closed open.
 // Without Config.Spool it returns nil: a channel that is never ready.
 func (f *Future) Persisted() <-chan struct{} { return f.persisted }
 

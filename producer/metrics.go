@@ -27,6 +27,9 @@ type Metrics struct {
 	// Brokers holds one entry per broker the producer has connected to,
 	// sorted by node id.
 	Brokers []BrokerMetrics
+	// Spool holds Config.Spool's metrics; nil without a spool
+	// (spool_metrics.go).
+	Spool *SpoolMetrics
 }
 
 // ProducerMetrics are the producer-wide metrics (Java's
@@ -205,7 +208,7 @@ type MetricInfo struct {
 	Help string
 	// Unit is the unit of the values Each reports: "seconds" (durations,
 	// whatever Java uses), "bytes", "records", "batches", "requests",
-	// "connections" or "ratio".
+	// "connections", "ratio", "segments", "fsyncs" or "boolean" (1 or 0).
 	Unit  string
 	Kind  MetricKind
 	Scope MetricScope
@@ -305,11 +308,15 @@ var (
 )
 
 // MetricInfos returns the description of every metric Each reports, in
-// Each's order: producer-wide, then per topic, then per broker. A name may
+// Each's order: producer-wide, then the spool's (producer scope, reported
+// only with Config.Spool), then per topic, then per broker. A name may
 // appear in several scopes. The slice is the caller's.
 func MetricInfos() []MetricInfo {
-	out := make([]MetricInfo, 0, len(producerMetricTable)+len(topicMetricTable)+len(brokerMetricTable))
+	out := make([]MetricInfo, 0, len(producerMetricTable)+len(spoolMetricTable)+len(topicMetricTable)+len(brokerMetricTable))
 	for _, e := range producerMetricTable {
+		out = append(out, e.info)
+	}
+	for _, e := range spoolMetricTable {
 		out = append(out, e.info)
 	}
 	for _, e := range topicMetricTable {
@@ -321,14 +328,20 @@ func MetricInfos() []MetricInfo {
 	return out
 }
 
-// Each calls fn for every value of m: the producer-wide metrics, then each
-// topic's, then each broker's, with durations in seconds (see
-// MetricInfo.Unit). info points into a table shared by every call; fn must
-// not modify it.
+// Each calls fn for every value of m: the producer-wide metrics, then the
+// spool's (when m.Spool is set), then each topic's, then each broker's,
+// with durations in seconds (see MetricInfo.Unit). info points into a
+// table shared by every call; fn must not modify it.
 func (m *Metrics) Each(fn func(info *MetricInfo, labels Labels, v float64)) {
 	for i := range producerMetricTable {
 		e := &producerMetricTable[i]
 		fn(&e.info, Labels{}, e.get(&m.Producer))
+	}
+	if m.Spool != nil {
+		for i := range spoolMetricTable {
+			e := &spoolMetricTable[i]
+			fn(&e.info, Labels{}, e.get(m.Spool))
+		}
 	}
 	for t := range m.Topics {
 		tm := &m.Topics[t]

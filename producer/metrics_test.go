@@ -27,8 +27,11 @@ func TestMetricTablesCoverEveryField(t *testing.T) {
 		want := map[float64]string{}
 		for i := range typ.NumField() {
 			f := v.Field(i)
-			val := float64(i + 1)
+			val := float64(i + 2) // 1 is a bool field's
 			switch f.Kind() {
+			case reflect.Bool:
+				f.SetBool(true)
+				val = 1
 			case reflect.Int64:
 				if f.Type() == reflect.TypeFor[time.Duration]() {
 					f.SetInt(int64(val * float64(time.Second)))
@@ -68,6 +71,13 @@ func TestMetricTablesCoverEveryField(t *testing.T) {
 			},
 			func(i int) string { return producerMetricTable[i].info.Name })
 	})
+	t.Run("spool", func(t *testing.T) {
+		check(t, reflect.TypeFor[SpoolMetrics](), len(spoolMetricTable),
+			func(i int, v reflect.Value) float64 {
+				return spoolMetricTable[i].get(v.Addr().Interface().(*SpoolMetrics))
+			},
+			func(i int) string { return spoolMetricTable[i].info.Name })
+	})
 	t.Run("topic", func(t *testing.T) {
 		check(t, reflect.TypeFor[TopicMetrics](), len(topicMetricTable),
 			func(i int, v reflect.Value) float64 {
@@ -86,11 +96,12 @@ func TestMetricTablesCoverEveryField(t *testing.T) {
 
 func TestMetricInfos(t *testing.T) {
 	infos := MetricInfos()
-	if len(infos) != len(producerMetricTable)+len(topicMetricTable)+len(brokerMetricTable) {
+	if len(infos) != len(producerMetricTable)+len(spoolMetricTable)+len(topicMetricTable)+len(brokerMetricTable) {
 		t.Fatalf("%d infos", len(infos))
 	}
 	seen := map[string]bool{}
-	units := map[string]bool{"seconds": true, "bytes": true, "records": true, "batches": true, "requests": true, "connections": true, "ratio": true}
+	units := map[string]bool{"seconds": true, "bytes": true, "records": true, "batches": true, "requests": true, "connections": true, "ratio": true,
+		"segments": true, "fsyncs": true, "boolean": true}
 	for _, in := range infos {
 		key := fmt.Sprint(in.Scope, in.Name)
 		if seen[key] {

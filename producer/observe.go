@@ -39,7 +39,11 @@ func (p *Producer) Metrics() Metrics {
 		batchRetries:         p.stats.retries.Load(),
 		throttled:            time.Duration(p.stats.throttled.Load()),
 	}
-	return p.rec.snapshot(time.Now(), live)
+	m := p.rec.snapshot(time.Now(), live)
+	if p.spool != nil {
+		m.Spool = spoolMetricsOf(p.spool.Metrics())
+	}
+	return m
 }
 
 // recordObs is what a record keeps for the record-level hooks: the context

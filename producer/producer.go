@@ -113,6 +113,9 @@ type Producer struct {
 	spool     *spool.Spool
 	persister *persister
 	replay    *replayState // nil without a backlog at New
+	// spoolAppended, set by tests only, runs in sendSpooled between a
+	// record's append to memory and its markPersisted (a race's seam).
+	spoolAppended func()
 }
 
 // topicState is a topic as Send sees it.
@@ -156,7 +159,8 @@ func New(cfg Config) (*Producer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: Hooks: %w", ErrInvalidConfig, err)
 	}
-	sp, err := openSpool(cfg.Spool)
+	usage := newSpoolUsage(cfg.Logger, cfg.Spool)
+	sp, err := openSpool(cfg.Spool, usage.hook())
 	if err != nil {
 		return nil, err
 	}
@@ -178,6 +182,7 @@ func New(cfg Config) (*Producer, error) {
 		spool:      sp,
 	}
 	logIgnoredProperties(p.log, cfg.ignoredProps)
+	usage.opened(sp)
 	connCfg := conn.Config{
 		ClientID:       cfg.ClientID,
 		DialTimeout:    cfg.DialTimeout,

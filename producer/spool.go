@@ -151,8 +151,9 @@ func (c *Config) checkSpool(fail func(field, format string, args ...any)) {
 	}
 }
 
-// openSpool opens Config.Spool's directory (nil without a spool).
-func openSpool(sc *SpoolConfig) (*spool.Spool, error) {
+// openSpool opens Config.Spool's directory (nil without a spool);
+// onUsage is spool.Options.OnUsage (spool_metrics.go).
+func openSpool(sc *SpoolConfig, onUsage func(int64)) (*spool.Spool, error) {
 	if sc == nil {
 		return nil, nil
 	}
@@ -162,6 +163,7 @@ func openSpool(sc *SpoolConfig) (*spool.Spool, error) {
 		SyncInterval: sc.SyncInterval,
 		SegmentBytes: sc.SegmentBytes,
 		MaxBytes:     sc.MaxBytes,
+		OnUsage:      onUsage,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: Spool: %w", ErrInvalidConfig, err)
@@ -250,11 +252,22 @@ func (p *Producer) sendSpooled(ctx context.Context, t *topicState, rec *Record, 
 		parts = nil
 	}
 	if err := p.appendSpooled(ctx, t, rec, part, parts, seq, &c, wait); err != nil {
-		// Failed now, and said so: not sent again by a later New.
-		p.spool.Ack(seq)
 		c.obs.spool = nil // acknowledged here, not by the completion
+		if !p.spool.Ack(seq) {
+			// The spool closed first (Close's ctx ended while this Send
+			// waited for memory): the record stays in the log, and the
+			// next New sends it again, as for any record Close gave up on.
+			p.markPersisted(&c, seq)
+			if !errors.Is(err, ErrClosed) {
+				err = fmt.Errorf("%w: the record stays in the spool for the next New (%w)", ErrClosed, err)
+			}
+		}
+		// Else failed now, and said so: not sent again by a later New.
 		p.reject(&c, rec, err)
 		return
+	}
+	if p.spoolAppended != nil {
+		p.spoolAppended()
 	}
 	p.markPersisted(&c, seq)
 	if ctx != nil && ctx.Done() != nil {
@@ -412,13 +425,14 @@ func (p *Producer) SyncSpool() error {
 // their delivery). Started by New, ended by Close before the spool
 // closes.
 type persister struct {
-	sp     *spool.Spool
-	mu     sync.Mutex
-	waits  []persistWait
-	failed bool
-	kick   chan struct{}
-	quit   chan struct{}
-	done   chan struct{}
+	sp      *spool.Spool
+	mu      sync.Mutex
+	waits   []persistWait
+	failed  bool
+	stopped bool // stop took the queue: add fsyncs itself
+	kick    chan struct{}
+	quit    chan struct{}
+	done    chan struct{}
 }
 
 type persistWait struct {
@@ -434,6 +448,17 @@ func (ps *persister) add(seq uint64, ch chan struct{}) {
 	ps.mu.Lock()
 	if ps.failed {
 		ps.mu.Unlock()
+		return
+	}
+	if ps.stopped {
+		// A Send that wrote its record before the spool closed and gets
+		// here after stop (Close ran meanwhile): fsync here, or find
+		// that spool.Close's fsync covered it (Sync then returns its
+		// bound). Only during Close.
+		ps.mu.Unlock()
+		if bound, err := ps.sp.Sync(); err == nil && seq < bound {
+			close(ch)
+		}
 		return
 	}
 	ps.waits = append(ps.waits, persistWait{seq, ch})
@@ -495,13 +520,14 @@ func (ps *persister) run() {
 
 // stop ends the goroutine, then fsyncs once more and closes the channels
 // that fsync covers: what was queued since the last kick is persisted by
-// spool.Close's own fsync anyway, and its Futures say so.
+// spool.Close's own fsync anyway, and its Futures say so. A record added
+// after stop (its Send raced Close) is fsynced by add itself.
 func (ps *persister) stop() {
 	close(ps.quit)
 	<-ps.done
 	ps.mu.Lock()
 	work, failed := ps.waits, ps.failed
-	ps.waits = nil
+	ps.waits, ps.stopped = nil, true
 	ps.mu.Unlock()
 	if failed || len(work) == 0 {
 		return

@@ -3,6 +3,7 @@ package spool
 import (
 	"encoding/binary"
 	"errors"
+	"slices"
 	"sync"
 )
 
@@ -35,76 +36,67 @@ func DecodeHeader(v []byte) (ID, uint64, error) {
 	return id, binary.BigEndian.Uint64(v[16:]), nil
 }
 
-// DefaultDedupWindow is a Deduper's default window, in sequences (8 KiB
-// of bitmap per spool and partition). Sequences are the spool's, shared
-// by all partitions: a partition's records are as many sequences apart as
-// records of other partitions were appended between them.
+// DefaultDedupWindow is a Deduper's default Window: how many runs of
+// consecutive sequences it keeps per spool ID and topic (16 bytes each,
+// so at most 1 MiB per spool ID and topic).
 const DefaultDedupWindow = 1 << 16
 
 // Deduper drops the duplicates a spool's at-least-once replay makes, on
-// the consumer's side. Feed it every record of a partition in offset
-// order; it answers whether the record is a copy of one it has seen.
+// the consumer's side. Feed it the records of every partition of a topic
+// (one Deduper for all of them); it answers whether a record is a copy of
+// one it has seen, on any partition.
 //
-// Per spool ID and partition it keeps the highest sequence seen and a
-// window of the sequences below it (a bitmap of Window bits). A record
-// is new when its sequence is above the highest, or inside the window
-// and not seen; it is a duplicate when seen, or below the window.
+// Per spool ID and topic it keeps the set of sequences seen, as sorted
+// runs of consecutive sequences. A record is a duplicate when its
+// sequence is in the set, wherever the copy was (a record written while
+// its topic's partitions were unknown goes through the partitioner again
+// at the replay, and can land on another partition); it is new otherwise,
+// however far below the highest sequence seen it is: a record parked at
+// the crash and replayed after many later records is not dropped.
 //
-// Why this is right: the spool gives sequences in Append order across all
-// partitions, so a partition's sequences grow with gaps (other
-// partitions' records), and a consumer cannot wait for a gap to fill.
-// With idempotence (samsa's default), a partition's records reach the log
-// in sequence order, and a replay after a crash re-sends, in order, a
-// range starting at or below the first record whose delivery was unknown:
-// its records at or below the highest already seen are copies, those above
-// are new. The window only matters without idempotence, where a retry can
-// put a record after a later one: a late record within Window sequences of
-// the highest is still recognised as new; one later than that is taken
-// for a duplicate (dropped). A consumer that restarts must give the
-// Deduper the records from before its committed offset again (or keep its
-// state) to recognise duplicates of them.
+// Memory is bounded by Window runs per spool ID and topic. The spool
+// gives sequences in Append order across all topics and partitions, so a
+// topic's sequences form few runs: one while a single topic is written
+// and every partition is read, and a run per stretch of the topic's
+// records between other topics' records otherwise (or between records
+// the consumer has not read yet). Past Window runs the lowest run is
+// forgotten: a copy of a record that old is then taken for new (a
+// duplicate the consumer sees), never the reverse; a record the Deduper
+// has not seen is never dropped. A replay re-sends what was acknowledged
+// after the spool's last position write (SyncInterval, 100 ms by
+// default), so its copies are among the last records seen.
 //
-// A replayed record can also land on another partition than its first
-// copy (a record written while its topic's partitions were unknown goes
-// through the partitioner again at the replay). Sequences are unique per
-// spool ID, so the Deduper also keeps, per spool ID and topic, a window of
-// the sequences seen on any partition: a record whose sequence is within
-// Window of the highest seen for its spool ID and topic, and was seen on
-// another partition, is a duplicate too. To catch those copies a consumer
-// must feed the records of all partitions of the topic to one Deduper; a
-// copy further than Window sequences behind (across all partitions) is
-// judged by its partition's state alone.
+// A consumer that restarts must give the Deduper the records from before
+// its committed offset again (or keep its state) to recognise duplicates
+// of them.
 //
 // The zero value is ready to use with DefaultDedupWindow. A Deduper is
 // safe for concurrent use.
 type Deduper struct {
-	// Window is the reordering the Deduper tolerates, in sequences;
-	// zero means DefaultDedupWindow.
+	// Window bounds the memory: the runs of consecutive sequences kept
+	// per spool ID and topic (see above); zero means DefaultDedupWindow.
 	Window uint64
 
-	mu    sync.Mutex
-	parts map[dedupKey]*dedupState
-	// topics is the window of sequences seen on any partition, per spool
-	// ID and topic (partition -1 in the key).
-	topics map[dedupKey]*dedupState
+	mu     sync.Mutex
+	topics map[dedupKey]*seqRuns
 }
 
 type dedupKey struct {
-	id        ID
-	topic     string
-	partition int32
+	id    ID
+	topic string
 }
 
-type dedupState struct {
-	high uint64
-	// seen has bit i set when high-i was seen (bit 0 is high itself).
-	seen []uint64
+// seqRuns is a set of sequences: sorted, disjoint, non-adjacent runs.
+type seqRuns struct {
+	runs []seqRun
 }
+
+type seqRun struct{ lo, hi uint64 } // inclusive
 
 // Duplicate reports whether the record in topic/partition whose HeaderKey
-// value is header is a copy of one already seen, and remembers it. A
-// record without the header (header nil) is never a duplicate; a
-// malformed one returns ErrBadHeader.
+// value is header is a copy of one already seen (on any partition of the
+// topic), and remembers it. A record without the header (header nil) is
+// never a duplicate; a malformed one returns ErrBadHeader.
 func (d *Deduper) Duplicate(topic string, partition int32, header []byte) (bool, error) {
 	if header == nil {
 		return false, nil
@@ -119,76 +111,64 @@ func (d *Deduper) Duplicate(topic string, partition int32, header []byte) (bool,
 	if w == 0 {
 		w = DefaultDedupWindow
 	}
-	if d.parts == nil {
-		d.parts = make(map[dedupKey]*dedupState)
-		d.topics = make(map[dedupKey]*dedupState)
+	if d.topics == nil {
+		d.topics = make(map[dedupKey]*seqRuns)
 	}
-	// Any partition: seen already (sequences are unique per spool ID)?
-	// Marked in both windows whatever the verdict.
-	tk := dedupKey{id: id, topic: topic, partition: -1}
-	seenElsewhere := d.topics[tk].mark(seq, w, d.topics, tk)
-	k := dedupKey{id: id, topic: topic, partition: partition}
-	dupHere := d.parts[k].judge(seq, w, d.parts, k)
-	return dupHere || seenElsewhere, nil
+	k := dedupKey{id: id, topic: topic}
+	rs := d.topics[k]
+	if rs == nil {
+		rs = &seqRuns{}
+		d.topics[k] = rs
+	}
+	return rs.see(seq, w), nil
 }
 
-// mark records seq in a window and reports whether it was seen (inside
-// the window) before; a sequence below the window is not known.
-func (st *dedupState) mark(seq, w uint64, m map[dedupKey]*dedupState, k dedupKey) bool {
-	seen, below := st.see(seq, w, m, k)
-	return seen && !below
-}
-
-// judge is the per-partition verdict: seen before, or below the window.
-func (st *dedupState) judge(seq, w uint64, m map[dedupKey]*dedupState, k dedupKey) bool {
-	seen, below := st.see(seq, w, m, k)
-	return seen || below
-}
-
-// see records seq in the window (st nil: a new one, stored in m at k),
-// reporting whether it was already set, or below the window.
-func (st *dedupState) see(seq, w uint64, m map[dedupKey]*dedupState, k dedupKey) (seen, below bool) {
-	if st == nil {
-		st = &dedupState{high: seq, seen: make([]uint64, (w+63)/64)}
-		st.seen[0] = 1
-		m[k] = st
-		return false, false
-	}
-	if seq > st.high {
-		st.shift(seq - st.high)
-		st.high = seq
-		st.seen[0] |= 1
-		return false, false
-	}
-	back := st.high - seq
-	if back >= w {
-		return false, true
-	}
-	word, bit := back/64, back%64
-	if st.seen[word]&(1<<bit) != 0 {
-		return true, false
-	}
-	st.seen[word] |= 1 << bit
-	return false, false
-}
-
-// shift moves the window up by n sequences.
-func (st *dedupState) shift(n uint64) {
-	words := uint64(len(st.seen))
-	if n >= words*64 {
-		clear(st.seen)
-		return
-	}
-	ws, bs := n/64, n%64
-	for i := words; i > 0; i-- {
-		dst := i - 1
-		var v uint64
-		if dst >= ws {
-			v = st.seen[dst-ws] << bs
-			if bs > 0 && dst >= ws+1 {
-				v |= st.seen[dst-ws-1] >> (64 - bs)
-			}
+// see adds seq to the set, reporting whether it was there, and forgets
+// the lowest runs past w.
+func (rs *seqRuns) see(seq, w uint64) bool {
+	n := len(rs.runs)
+	// The common case: above every run (records in sequence order).
+	if n > 0 && seq > rs.runs[n-1].hi {
+		if seq == rs.runs[n-1].hi+1 {
+			rs.runs[n-1].hi = seq
+			return false
 		}
-		st.seen[dst] = v
+		rs.runs = append(rs.runs, seqRun{seq, seq})
+		rs.trim(w)
+		return false
+	}
+	// The first run ending at or above seq.
+	i, _ := slices.BinarySearchFunc(rs.runs, seq, func(r seqRun, s uint64) int {
+		if r.hi < s {
+			return -1
+		}
+		return 1
+	})
+	if i < n && rs.runs[i].lo <= seq {
+		return true
+	}
+	joinsPrev := i > 0 && rs.runs[i-1].hi+1 == seq
+	joinsNext := i < n && seq+1 == rs.runs[i].lo
+	switch {
+	case joinsPrev && joinsNext:
+		rs.runs[i-1].hi = rs.runs[i].hi
+		rs.runs = slices.Delete(rs.runs, i, i+1)
+	case joinsPrev:
+		rs.runs[i-1].hi = seq
+	case joinsNext:
+		rs.runs[i].lo = seq
+	default:
+		rs.runs = slices.Insert(rs.runs, i, seqRun{seq, seq})
+		rs.trim(w)
+	}
+	return false
+}
+
+// trim forgets the lowest runs beyond w.
+func (rs *seqRuns) trim(w uint64) {
+	if n := uint64(len(rs.runs)); n > w {
+		// Resliced, not copied: append moves the live runs to a new
+		// array when this one fills, so the memory stays within 2w.
+		rs.runs = rs.runs[n-w:]
 	}
 }

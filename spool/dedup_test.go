@@ -42,10 +42,22 @@ func TestDeduper(t *testing.T) {
 			{a, 0, 1, false}, {a, 1, 2, false}, {a, 0, 3, false}, // delivered, then the crash
 			{a, 2, 1, true}, {a, 1, 3, true}, {a, 2, 2, true}, {a, 2, 4, false}, // replayed through the partitioner
 		}},
-		{"another partition's copy behind the window is judged by its partition", 64, []rec{{a, 0, 1, false}, {a, 1, 500, false}, {a, 2, 1, false}}},
+		{"another partition's copy far behind the highest", 64, []rec{{a, 0, 1, false}, {a, 1, 500, false}, {a, 2, 1, true}}},
+		// A record parked (partition -1) at the crash, never delivered,
+		// replayed through the partitioner after 100 000 later records:
+		// new, not a copy (it was dropped when the window was 65 536
+		// sequences below each partition's highest).
+		{"a parked record replayed far below the highest is new", 0, []rec{
+			{a, 0, 1, false}, {a, 0, 2, false}, {a, 1, 100_000, false}, {a, 0, 100_001, false},
+			{a, 0, 3, false}, {a, 0, 3, true}, {a, 1, 2, true},
+		}},
+		{"past Window runs the oldest is forgotten: its copy passes, never an unseen record dropped", 2, []rec{
+			{a, 0, 1, false}, {a, 0, 3, false}, {a, 0, 5, false}, {a, 0, 1, false}, {a, 0, 5, true}, {a, 0, 4, false}, {a, 0, 4, true},
+		}},
+		{"runs join", 3, []rec{{a, 0, 1, false}, {a, 0, 3, false}, {a, 0, 2, false}, {a, 0, 9, false}, {a, 0, 7, false}, {a, 0, 1, true}, {a, 0, 8, false}, {a, 0, 3, true}}},
 		{"a retry behind a later record, inside the window", 0, []rec{{a, 0, 5, false}, {a, 0, 9, false}, {a, 0, 7, false}, {a, 0, 7, true}}},
-		{"below the window", 64, []rec{{a, 0, 1, false}, {a, 0, 200, false}, {a, 0, 150, false}, {a, 0, 100, true}, {a, 0, 137, false}, {a, 0, 136, true}}},
-		{"a jump past the window forgets", 64, []rec{{a, 0, 10, false}, {a, 0, 11, false}, {a, 0, 500, false}, {a, 0, 11, true}, {a, 0, 499, false}}},
+		{"far below the highest, unseen: new", 64, []rec{{a, 0, 1, false}, {a, 0, 200, false}, {a, 0, 150, false}, {a, 0, 100, false}, {a, 0, 137, false}, {a, 0, 136, false}, {a, 0, 100, true}}},
+		{"a jump far ahead forgets nothing", 64, []rec{{a, 0, 10, false}, {a, 0, 11, false}, {a, 0, 500, false}, {a, 0, 11, true}, {a, 0, 499, false}}},
 		{"shifts across words", 256, []rec{{a, 0, 0, false}, {a, 0, 2, false}, {a, 0, 70, false}, {a, 0, 130, false}, {a, 0, 2, true}, {a, 0, 1, false}, {a, 0, 0, true}, {a, 0, 69, false}, {a, 0, 70, true}}},
 	}
 	for _, tc := range cases {

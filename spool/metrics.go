@@ -1,6 +1,10 @@
 package spool
 
-import "time"
+import (
+	"time"
+
+	"github.com/samsa-go/samsa/internal/metrics"
+)
 
 // Metrics is a snapshot of the spool's state and counters (cumulative
 // since Open).
@@ -27,10 +31,12 @@ type Metrics struct {
 	SkippedRecords uint64
 	TruncatedBytes int64
 	// Fsyncs counts fsyncs of the log; FsyncTime is their total duration
-	// and FsyncMax the longest.
-	Fsyncs    uint64
-	FsyncTime time.Duration
-	FsyncMax  time.Duration
+	// and FsyncMax the longest; FsyncP50 and FsyncP99 estimate their
+	// median and 99th percentile within 1/16.
+	Fsyncs             uint64
+	FsyncTime          time.Duration
+	FsyncMax           time.Duration
+	FsyncP50, FsyncP99 time.Duration
 	// PositionWrites counts writes of the position file, DeletedSegments
 	// the segments deleted.
 	PositionWrites, DeletedSegments uint64
@@ -60,9 +66,13 @@ func (s *Spool) Metrics() Metrics {
 	s.mu.Unlock()
 	m.Appended = s.m.appended.Load()
 	m.Replayed = s.m.replayed.Load()
-	m.Fsyncs = s.m.fsyncs.Load()
-	m.FsyncTime = time.Duration(s.m.fsyncNanos.Load())
-	m.FsyncMax = time.Duration(s.m.fsyncMax.Load())
+	h := new(metrics.HistogramSnapshot) // 4 KiB: off the stack
+	s.m.fsyncTime.SnapshotInto(h)
+	m.Fsyncs = h.Count
+	m.FsyncTime = time.Duration(h.Sum)
+	m.FsyncMax = time.Duration(h.Max)
+	m.FsyncP50 = time.Duration(h.Quantile(0.5))
+	m.FsyncP99 = time.Duration(h.Quantile(0.99))
 	m.PositionWrites = s.m.positionWrites.Load()
 	m.DeletedSegments = s.m.deletedSegments.Load()
 	return m

@@ -158,6 +158,7 @@ func (s *Spool) recover() error {
 	}
 	s.recovery.Segments = len(segs)
 	s.recovery.Bytes = s.disk
+	s.usage.Store(s.disk)
 
 	// Delete the segments wholly acknowledged (a crash came between the
 	// position write and their deletion), but the last.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -97,10 +98,12 @@ type Spool struct {
 	quit chan struct{}
 	wg   sync.WaitGroup
 
+	// usage mirrors disk for Usage, which reads it without mu.
+	usage atomic.Int64
+
 	m struct {
-		appended, replayed, fsyncs, positionWrites, deletedSegments metrics.Counter
-		fsyncNanos                                                  metrics.Counter
-		fsyncMax                                                    metrics.Max
+		appended, replayed, positionWrites, deletedSegments metrics.Counter
+		fsyncTime                                           metrics.Histogram // nanoseconds
 	}
 }
 
@@ -346,11 +349,16 @@ func (s *Spool) Write(ctx context.Context, rec *Record) (uint64, error) {
 		s.next++
 		act.size += int64(n)
 		s.disk += int64(n)
+		disk := s.disk
+		s.usage.Store(disk)
 		if seq%sampleEvery == 0 || len(s.samples) == 0 {
 			s.samples = append(s.samples, sample{seq: seq, at: time.Now()})
 		}
 		s.mu.Unlock()
 		s.m.appended.Inc()
+		if f := s.opts.OnUsage; f != nil {
+			f(disk)
+		}
 		return seq, nil
 	}
 }
@@ -427,11 +435,13 @@ func (s *Spool) fsync(f file) error {
 	start := time.Now()
 	err := f.Sync()
 	d := time.Since(start)
-	s.m.fsyncs.Inc()
-	s.m.fsyncNanos.Add(uint64(d))
-	s.m.fsyncMax.Observe(uint64(d))
+	s.m.fsyncTime.Observe(uint64(max(d, 0)))
 	return err
 }
+
+// Usage returns the bytes of the segment files now (Metrics' Bytes),
+// without a lock.
+func (s *Spool) Usage() int64 { return s.usage.Load() }
 
 // Persisted returns the bound below which every sequence written is
 // persisted under the policy: under SyncAlways the sequences an fsync
@@ -545,11 +555,20 @@ func (s *Spool) roll(first uint64) error {
 // whole segment is below the contiguous acknowledged position, the
 // spool's goroutine writes the position file and deletes the segment.
 // Ack never blocks on I/O.
-func (s *Spool) Ack(seq uint64) {
+//
+// Ack reports false only when the spool was closed (Close began) before
+// it: Close wrote the last position without it, so the record stays in
+// the log and the next Open replays it. An ack of a sequence already
+// acknowledged, or never appended, reports true.
+func (s *Spool) Ack(seq uint64) bool {
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return false
+	}
 	if seq >= s.next || !s.acks.add(seq) {
 		s.mu.Unlock()
-		return
+		return true
 	}
 	s.acked++
 	kick := len(s.segs) > 1 && s.segs[1].first <= s.acks.below
@@ -557,6 +576,7 @@ func (s *Spool) Ack(seq uint64) {
 	if kick {
 		s.kickLoop()
 	}
+	return true
 }
 
 // Acked reports whether seq is acknowledged.
@@ -666,9 +686,14 @@ func (s *Spool) deleteSegments(gone []segment) error {
 	}
 	s.mu.Lock()
 	s.disk -= freed
+	disk := s.disk
+	s.usage.Store(disk)
 	close(s.space)
 	s.space = make(chan struct{})
 	s.mu.Unlock()
+	if f := s.opts.OnUsage; f != nil {
+		f(disk)
+	}
 	if firstErr != nil {
 		// The records were acknowledged: a segment left behind costs
 		// disk, not data. Reopening deletes it.

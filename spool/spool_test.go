@@ -897,3 +897,85 @@ func TestEndedCtxWriteExtendsTheReservation(t *testing.T) {
 		}
 	}
 }
+
+// TestAckAfterCloseReportsTheRecordKept: an ack that comes once Close
+// began cannot reach the position file; Ack says so (false), and the
+// next Open replays the record, so a caller can tell its user the record
+// stays.
+func TestAckAfterCloseReportsTheRecordKept(t *testing.T) {
+	dir := t.TempDir()
+	sp, err := Open(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := sp.Write(context.Background(), &Record{Topic: "t", Value: []byte("a")})
+	b, _ := sp.Write(context.Background(), &Record{Topic: "t", Value: []byte("b")})
+	if !sp.Ack(a) {
+		t.Fatal("Ack before Close reported false")
+	}
+	if err := sp.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if sp.Ack(b) {
+		t.Fatal("Ack after Close reported true")
+	}
+	sp, err = Open(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	var got []string
+	for e, err := range sp.Unacked() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, string(e.Value))
+	}
+	if len(got) != 1 || got[0] != "b" {
+		t.Fatalf("replayed %q, want [b]", got)
+	}
+}
+
+// TestOnUsageFollowsTheDisk: OnUsage gets the segment files' bytes after
+// each write and after acknowledged segments are deleted, and Usage
+// agrees with Metrics; the fsync latencies come from a histogram.
+func TestOnUsageFollowsTheDisk(t *testing.T) {
+	var mu sync.Mutex
+	var calls []int64
+	s := mustOpen(t, Options{Dir: t.TempDir(), Sync: SyncAlways, SegmentBytes: 512, SyncInterval: 5 * time.Millisecond,
+		OnUsage: func(b int64) {
+			mu.Lock()
+			calls = append(calls, b)
+			mu.Unlock()
+		}})
+	defer s.Close()
+	seqs := appendN(t, s, 0, 20)
+	mu.Lock()
+	n := len(calls)
+	last := calls[n-1]
+	mu.Unlock()
+	if n != 20 || last != s.Usage() || last != s.Metrics().Bytes || last == 0 {
+		t.Fatalf("%d calls, last %d; Usage %d, Metrics().Bytes %d", n, last, s.Usage(), s.Metrics().Bytes)
+	}
+	if m := s.Metrics(); m.Fsyncs == 0 || m.FsyncP50 <= 0 || m.FsyncP99 < m.FsyncP50 || m.FsyncTime < m.FsyncMax {
+		t.Fatalf("fsync metrics %+v", m)
+	}
+	for _, q := range seqs {
+		s.Ack(q)
+	}
+	latest := func() int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return calls[len(calls)-1]
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for latest() >= last {
+		if time.Now().After(deadline) {
+			t.Fatalf("no segment deleted: Usage %d", s.Usage())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := latest(); got != s.Usage() || got != s.Metrics().Bytes {
+		t.Fatalf("after the deletion OnUsage got %d (before %d), Metrics().Bytes %d", got, last, s.Metrics().Bytes)
+	}
+}

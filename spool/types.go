@@ -110,6 +110,13 @@ type Options struct {
 	// segments to be deleted, up to its context, then fails with ErrFull.
 	// Default 1 GiB.
 	MaxBytes int64
+	// OnUsage, if set, is called with the bytes of the segment files
+	// after a Write grew them and after a deletion of acknowledged
+	// segments shrank them, on the goroutine that did it (the writer's, or
+	// the spool's own), with no lock of the spool held. It must be cheap
+	// and must not block. Calls from concurrent writers may arrive out of
+	// order: Usage returns the current value. Default nil.
+	OnUsage func(bytes int64)
 
 	// fs replaces the file system (tests inject failures).
 	fs fileSystem

@@ -24,7 +24,9 @@
 // messaging.destination.name, server.address and server.port, and
 // error.type when the attempt failed. RegisterMetrics exposes every value
 // of Producer.Metrics as an observable instrument named
-// "samsa.producer.<name>".
+// "samsa.producer.<name>"; with a spool, Metrics.Spool's values too
+// ("samsa.producer.spool_bytes", "samsa.producer.spool_fsync_latency_p99",
+// ...), reported only while the producer has one.
 //
 // The tests run every part against a real producer on samsatest, and
 // against hook calls made directly.

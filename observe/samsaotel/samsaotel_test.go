@@ -242,6 +242,7 @@ func TestRegisterMetrics(t *testing.T) {
 		Producer: producer.ProducerMetrics{RecordSendTotal: 42, RequestLatencyAvg: 3 * time.Millisecond},
 		Topics:   []producer.TopicMetrics{{Topic: "events", RecordSendTotal: 40}},
 		Brokers:  []producer.BrokerMetrics{{NodeID: 2, Addr: "k2:9093", ConnectionCount: 1}},
+		Spool:    &producer.SpoolMetrics{Bytes: 4096, FsyncTotal: 9, FsyncLatencyP99: 2 * time.Millisecond, Failed: true},
 	}}
 	reg, err := RegisterMetrics(src, WithMeterProvider(mp))
 	if err != nil {
@@ -271,6 +272,21 @@ func TestRegisterMetrics(t *testing.T) {
 	}
 	if v, _ := sum("samsa.producer.request_latency_avg"); v != 0.003 || ms["samsa.producer.request_latency_avg"].Unit != "s" {
 		t.Errorf("request_latency_avg %v", v)
+	}
+	if v, _ := sum("samsa.producer.spool_bytes"); v != 4096 || ms["samsa.producer.spool_bytes"].Unit != "By" {
+		t.Errorf("spool_bytes %v", v)
+	}
+	if v, _ := sum("samsa.producer.spool_fsync"); v != 9 || ms["samsa.producer.spool_fsync"].Unit != "{fsync}" {
+		t.Errorf("spool_fsync %v", v)
+	}
+	if _, ok := ms["samsa.producer.spool_fsync"].Data.(metricdata.Sum[float64]); !ok {
+		t.Errorf("spool_fsync is not a counter: %T", ms["samsa.producer.spool_fsync"].Data)
+	}
+	if v, _ := sum("samsa.producer.spool_fsync_latency_p99"); v != 0.002 || ms["samsa.producer.spool_fsync_latency_p99"].Unit != "s" {
+		t.Errorf("spool_fsync_latency_p99 %v", v)
+	}
+	if v, _ := sum("samsa.producer.spool_failed"); v != 1 || ms["samsa.producer.spool_failed"].Unit != "1" {
+		t.Errorf("spool_failed %v", v)
 	}
 	if v, a := sum("samsa.producer.topic.record_send"); v != 40 || a["messaging.destination.name"] != "events" {
 		t.Errorf("topic record_send %v %v", v, a)

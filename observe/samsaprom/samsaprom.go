@@ -12,7 +12,11 @@
 // seconds, and their names say so before any "_total"
 // (samsa_producer_request_latency_avg_seconds,
 // samsa_producer_bufferpool_wait_time_seconds_total). Broker series carry
-// node_id and address labels.
+// node_id and address labels. With Config.Spool, Metrics.Spool's values
+// are producer-wide series named spool_... (samsa_producer_spool_bytes,
+// samsa_producer_spool_oldest_record_age_seconds,
+// samsa_producer_spool_fsync_latency_p99_seconds); without a spool they
+// are absent.
 //
 // Per-topic series are capped (WithMaxTopics, default 100): the first topics
 // the collector sees keep their series for good, so their counters stay

@@ -63,6 +63,10 @@ func sample() producer.Metrics {
 			{Topic: "b", RecordSendTotal: 2, CompressionRate: 1},
 		},
 		Brokers: []producer.BrokerMetrics{{NodeID: 3, Addr: "k3:9092", RequestTotal: 7}},
+		Spool: &producer.SpoolMetrics{
+			Bytes: 1 << 20, Records: 12, OldestRecordAge: 1500 * time.Millisecond,
+			ReplayTotal: 5, FsyncTotal: 9, FsyncTimeTotal: 3 * time.Second, FsyncLatencyP99: 2 * time.Millisecond,
+		},
 	}
 }
 
@@ -80,6 +84,16 @@ func TestCollectorScrape(t *testing.T) {
 		`samsa_producer_topic_compression_rate{client_id="c1",topic="a"} 0.5`,
 		`samsa_producer_broker_request_total{address="k3:9092",client_id="c1",node_id="3"} 7`,
 		`samsa_producer_topics_dropped{client_id="c1"} 0`,
+		"# TYPE samsa_producer_spool_bytes gauge",
+		`samsa_producer_spool_bytes{client_id="c1"} 1.048576e+06`,
+		`samsa_producer_spool_records{client_id="c1"} 12`,
+		`samsa_producer_spool_oldest_record_age_seconds{client_id="c1"} 1.5`,
+		"# TYPE samsa_producer_spool_replay_total counter",
+		`samsa_producer_spool_replay_total{client_id="c1"} 5`,
+		`samsa_producer_spool_fsync_total{client_id="c1"} 9`,
+		`samsa_producer_spool_fsync_time_seconds_total{client_id="c1"} 3`,
+		`samsa_producer_spool_fsync_latency_p99_seconds{client_id="c1"} 0.002`,
+		`samsa_producer_spool_failed{client_id="c1"} 0`,
 	} {
 		if !strings.Contains(out, want+"\n") {
 			t.Errorf("scrape lacks %q", want)
@@ -87,6 +101,21 @@ func TestCollectorScrape(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Log(out)
+	}
+}
+
+// TestCollectorNoSpool: a producer without a spool has no spool series.
+func TestCollectorNoSpool(t *testing.T) {
+	m := sample()
+	m.Spool = nil
+	out := scrape(t, NewCollector(&fakeSource{m: m}))
+	if !strings.Contains(out, "samsa_producer_record_send_total 42\n") {
+		t.Errorf("scrape lacks the producer's series:\n%s", out)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "samsa_producer_spool_") {
+			t.Errorf("spool series without a spool: %s", line)
+		}
 	}
 }
 
@@ -139,6 +168,8 @@ func TestMetricName(t *testing.T) {
 		{producer.MetricInfo{Name: "request-latency-max", Unit: "seconds"}, "request_latency_max_seconds"},
 		{producer.MetricInfo{Name: "bufferpool-wait-time-total", Unit: "seconds"}, "bufferpool_wait_time_seconds_total"},
 		{producer.MetricInfo{Name: "byte-total", Unit: "bytes", Scope: producer.ScopeTopic}, "topic_byte_total"},
+		{producer.MetricInfo{Name: "spool-fsync-time-total", Unit: "seconds"}, "spool_fsync_time_seconds_total"},
+		{producer.MetricInfo{Name: "spool-oldest-record-age", Unit: "seconds"}, "spool_oldest_record_age_seconds"},
 		{producer.MetricInfo{Name: "connection-count", Unit: "connections", Scope: producer.ScopeBroker}, "broker_connection_count"},
 	}
 	for _, tc := range cases {
