@@ -267,7 +267,13 @@ var endedCtx = func() context.Context {
 // goroutine id: both cost more than the write.
 func (p *Producer) spoolWrite(ctx context.Context, rec *spool.Record, wait bool) (uint64, error) {
 	seq, err := p.spool.Write(endedCtx, rec)
-	if err == nil || !errors.Is(err, spool.ErrFull) || !wait || p.cfg.MaxBlock <= 0 || goroutineID() == p.completer.goid.Load() {
+	if err == nil || !errors.Is(err, spool.ErrFull) || !wait || p.cfg.MaxBlock <= 0 {
+		return seq, err
+	}
+	if id := goroutineID(); id == p.completer.goid.Load() || p.eos != nil && id == p.eos.goid.Load() {
+		// The goroutine that acks records (the completion goroutine, or
+		// the exactly-once driver, where callbacks run) must not wait
+		// for itself.
 		return seq, err
 	}
 	wctx, cancel := context.WithTimeout(ctx, p.cfg.MaxBlock)

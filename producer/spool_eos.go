@@ -98,6 +98,7 @@ type eosDriver struct {
 	queue    map[uint64]eosItem // Sends' records by sequence, not yet committed
 	stopping bool               // Close: commit what is queued, then exit
 	stopped  bool               // the driver exited: add refuses
+	sending  bool               // a range with Sends' records is being committed
 	fatal    error              // the driver's fatal error: add refuses with it
 
 	kick   chan struct{}
@@ -178,20 +179,35 @@ func (d *eosDriver) poke() {
 	}
 }
 
-// stop is Close's: the driver commits what is queued, bounded by ctx,
-// then exits; once ctx has ended it is told to give up (what it has not
-// committed fails with ErrClosed and stays in the spool), and stop waits
-// for it only while it is not blocked by user code (a callback or
-// RecoveryHook on it): stuckAfter.
+// stop is Close's: the driver commits the Sends' records queued, bounded
+// by ctx, then exits; once they are committed (or ctx has ended) it is
+// told to give up what is left (the backlog of New is not waited for, as
+// write-ahead's replay is not: what it has not committed fails with
+// ErrClosed and stays in the spool), and stop waits for it only while it
+// is not blocked by user code (a callback or RecoveryHook on it):
+// stuckAfter.
 func (d *eosDriver) stop(ctx context.Context) {
 	d.mu.Lock()
 	d.stopping = true
 	d.mu.Unlock()
 	d.poke()
-	select {
-	case <-d.exited:
-		return
-	case <-ctx.Done():
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case <-d.exited:
+			return
+		case <-ctx.Done():
+			break wait
+		case <-tick.C:
+			d.mu.Lock()
+			idle := len(d.queue) == 0 && !d.sending
+			d.mu.Unlock()
+			if idle {
+				break wait
+			}
+		}
 	}
 	d.cancel()
 	select {
@@ -410,6 +426,10 @@ func (d *eosDriver) loop(backlog []uint64) error {
 // failed with it, and kept in the spool).
 func (d *eosDriver) commitRange(items []eosItem) error {
 	p := d.p
+	if items[0].user {
+		d.setSending(true)
+		defer d.setSending(false)
+	}
 	for attempt := 0; ; attempt++ {
 		outs, final, err := d.transaction(items)
 		if err == nil {
@@ -517,6 +537,12 @@ func (d *eosDriver) transaction(items []eosItem) (outs []eosOutcome, final []err
 	default:
 	}
 	return nil, final, err
+}
+
+func (d *eosDriver) setSending(v bool) {
+	d.mu.Lock()
+	d.sending = v
+	d.mu.Unlock()
 }
 
 // roundSkip counts down n records of the round that were never appended.

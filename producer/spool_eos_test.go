@@ -301,3 +301,49 @@ func TestSpoolExactlyOnceZombieIsFenced(t *testing.T) {
 	values, _ := committedRecords(t, c, "t", 0)
 	assert.Equal(t, []string{"a0", "b0", "b1"}, values)
 }
+
+// TestSpoolExactlyOnceCloseWithoutCluster: with no broker reachable,
+// Close does not wait for the driver's producer id when no Send is
+// queued; with one queued, Close waits for it until its ctx ends, then the
+// record fails with ErrClosed and stays in the spool for the next New.
+func TestSpoolExactlyOnceCloseWithoutCluster(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		send bool
+	}{
+		{name: "nothing sent"},
+		{name: "a record queued", send: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			p, err := New(Config{Brokers: []string{"127.0.0.1:1"}, RetryBackoff: 10 * time.Millisecond,
+				Spool: &SpoolConfig{Dir: dir, ExactlyOnce: true}})
+			require.NoError(t, err)
+			var f *Future
+			if tc.send {
+				f = p.Send(context.Background(), &Record{Topic: "t", Value: []byte("x")})
+			}
+			if !tc.send {
+				// Unbounded: nothing is queued, so nothing is waited for.
+				done := make(chan error, 1)
+				go func() { done <- p.Close(context.Background()) }()
+				select {
+				case err := <-done:
+					assert.NoError(t, err)
+				case <-time.After(3 * time.Second):
+					t.Fatal("Close waited for a cluster it does not need")
+				}
+				assert.Empty(t, reopenUnacked(t, dir))
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			p.Close(ctx)
+			assert.Less(t, time.Since(start), 2*time.Second, "Close returned by its ctx")
+			_, err = f.Wait(context.Background())
+			assert.ErrorIs(t, err, ErrClosed)
+			assert.Equal(t, []string{"x"}, reopenUnacked(t, dir), "the record stays in the spool")
+		})
+	}
+}
