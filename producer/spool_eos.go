@@ -93,6 +93,7 @@ type eosDriver struct {
 	key      []byte // the progress records' key: the spool's ID
 	interval time.Duration
 	start    uint64 // WrittenThrough at New: the backlog is below it
+	progress int32  // the key's partition of the progress topic (found by begin; driver only)
 
 	mu       sync.Mutex
 	queue    map[uint64]eosItem // Sends' records by sequence, not yet committed
@@ -320,6 +321,7 @@ func (d *eosDriver) begin() (uint64, error) {
 				if !ok {
 					next = 0
 				}
+				d.progress = pp.partition
 				return next, nil
 			}
 		}
@@ -592,10 +594,10 @@ func (d *eosDriver) appendEntry(e spool.Entry, out *eosOutcome) error {
 
 // appendProgress appends the progress record (next: the sequence after
 // the transaction's last) to the progress topic's partition for the
-// spool's key, whatever the partitioner.
+// spool's key (the one begin read), whatever the partitioner.
 func (d *eosDriver) appendProgress(next uint64, out *eosOutcome) error {
 	p := d.p
-	rec := &Record{Topic: d.topic, Key: d.key, Value: encodeProgress(next)}
+	rec := &Record{Topic: d.topic, Key: d.key, Value: encodeProgress(next), Partition: d.progress, ExplicitPartition: true}
 	c := callbackCompletion(func(md RecordMetadata, err error) {
 		out.md, out.err = md, err
 		d.roundOne()
@@ -607,9 +609,6 @@ func (d *eosDriver) appendProgress(next uint64, out *eosOutcome) error {
 	if err != nil {
 		p.refuse(&c, rec, err)
 		return fmt.Errorf("%w: %w", ErrSpoolProgress, err)
-	}
-	if parts := t.acc.Partitions(); parts != nil {
-		rec.Partition, rec.ExplicitPartition = KeyPartition(d.key, int32(len(t.live(parts)))), true
 	}
 	size := recordbatch.BodySize(rec.Key, rec.Value, nil)
 	for {

@@ -347,3 +347,31 @@ func TestSpoolExactlyOnceCloseWithoutCluster(t *testing.T) {
 		})
 	}
 }
+
+// TestSpoolExactlyOnceProgressIgnoresThePartitioner: the progress record
+// goes to the partition its key hashes to (murmur2), where the next New
+// reads it, whatever Config.Partitioner does with other records (one that
+// sends every record elsewhere would hide the progress from the restart).
+func TestSpoolExactlyOnceProgressIgnoresThePartitioner(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	require.NoError(t, c.CreateTopic("prog", 4))
+	dir := t.TempDir()
+	p := eosProducer(t, c, dir, func(cfg *Config) {
+		cfg.Spool.ProgressTopic = "prog"
+		cfg.Partitioner = PartitionerFunc(func(rec *Record, n int32) (int32, error) {
+			if rec.Key == nil {
+				return 0, nil
+			}
+			return (KeyPartition(rec.Key, n) + 1) % n, nil
+		})
+	})
+	waitAll(t, []*Future{p.Send(context.Background(), &Record{Topic: "t", Value: []byte("x")})})
+	want := KeyPartition(progressKey(p.spool.ID()), 4)
+	require.NoError(t, p.Close(context.Background()))
+	values, _ := committedRecords(t, c, "prog", want)
+	require.NotEmpty(t, values, "the progress record is in partition %d, its key's", want)
+	next, err := decodeProgress([]byte(values[len(values)-1]))
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), next)
+}
