@@ -26,51 +26,61 @@ import (
 // read_committed kgo consumer then sees every record exactly once.
 func TestSamsaSpoolExactlyOnce(t *testing.T) {
 	for _, cl := range txnClusters {
-		t.Run(cl.name, func(t *testing.T) {
-			topic := cl.unique("spool-eos")
-			addrs := cl.start(t, topic)
-			tmp := t.TempDir()
-			dirA, dirB := filepath.Join(tmp, "a"), filepath.Join(tmp, "b")
-			cfg := func(dir string) producer.Config {
-				return producer.Config{Linger: 2 * time.Millisecond, Spool: &producer.SpoolConfig{
-					Dir: dir, Sync: spool.SyncNone,
-					// The acks stay out of the position file until
-					// Close: the copy sees the records unacknowledged.
-					SyncInterval:   time.Hour,
-					ExactlyOnce:    true,
-					ProgressTopic:  cl.unique("samsa-spool-progress"),
-					CommitInterval: 10 * time.Millisecond,
-				}}
-			}
-			a := cl.producer(t, addrs, cfg(dirA))
-			const n = 100
-			var committed []string
-			fs := make([]*producer.Future, n)
-			for i := range fs {
-				v := fmt.Sprintf("t0-%d", i)
-				committed = append(committed, v)
-				fs[i] = a.Send(context.Background(), &producer.Record{Topic: topic, Key: []byte{byte(i % 7)}, Value: []byte(v)})
-			}
-			ctx := testContext(t)
-			for i, f := range fs {
-				_, err := f.Wait(ctx)
-				require.NoError(t, err, "record %d", i)
-			}
-			copyDirFiles(t, dirA, dirB)
-			require.NoError(t, a.Close(ctx))
-
-			b := cl.producer(t, addrs, cfg(dirB))
-			for i := range 50 {
-				v := fmt.Sprintf("t1-%d", i)
-				committed = append(committed, v)
-				_, err := b.Send(context.Background(), &producer.Record{Topic: topic, Key: []byte{byte(i % 7)}, Value: []byte(v)}).Wait(ctx)
-				require.NoError(t, err)
-			}
-			assert.Equal(t, int64(n), b.SpoolExactlyOnceMetrics().DuplicatesSkipped, "the copy's records were committed: skipped")
-			require.NoError(t, b.Close(ctx))
-			requireCommitted(t, readValues(t, addrs, topic, len(committed), kgo.ReadCommitted()), committed)
-		})
+		t.Run(cl.name, func(t *testing.T) { testSamsaSpoolExactlyOnce(t, cl) })
 	}
+}
+
+// TestRealKafkaSpoolExactlyOnce is TestSamsaSpoolExactlyOnce against
+// Apache Kafka (at the cluster's transaction.version; skipped without
+// one, see realkafka_helpers_test.go).
+func TestRealKafkaSpoolExactlyOnce(t *testing.T) {
+	c := realKafka(t)
+	testSamsaSpoolExactlyOnce(t, realKafkaTxn(t, c, nil))
+}
+
+func testSamsaSpoolExactlyOnce(t *testing.T, cl txnCluster) {
+	topic := cl.unique("spool-eos")
+	addrs := cl.start(t, topic)
+	tmp := t.TempDir()
+	dirA, dirB := filepath.Join(tmp, "a"), filepath.Join(tmp, "b")
+	cfg := func(dir string) producer.Config {
+		return producer.Config{Linger: 2 * time.Millisecond, Spool: &producer.SpoolConfig{
+			Dir: dir, Sync: spool.SyncNone,
+			// The acks stay out of the position file until
+			// Close: the copy sees the records unacknowledged.
+			SyncInterval:   time.Hour,
+			ExactlyOnce:    true,
+			ProgressTopic:  cl.unique("samsa-spool-progress"),
+			CommitInterval: 10 * time.Millisecond,
+		}}
+	}
+	a := cl.producer(t, addrs, cfg(dirA))
+	const n = 100
+	var committed []string
+	fs := make([]*producer.Future, n)
+	for i := range fs {
+		v := fmt.Sprintf("t0-%d", i)
+		committed = append(committed, v)
+		fs[i] = a.Send(context.Background(), &producer.Record{Topic: topic, Key: []byte{byte(i % 7)}, Value: []byte(v)})
+	}
+	ctx := testContext(t)
+	for i, f := range fs {
+		_, err := f.Wait(ctx)
+		require.NoError(t, err, "record %d", i)
+	}
+	copyDirFiles(t, dirA, dirB)
+	require.NoError(t, a.Close(ctx))
+
+	b := cl.producer(t, addrs, cfg(dirB))
+	for i := range 50 {
+		v := fmt.Sprintf("t1-%d", i)
+		committed = append(committed, v)
+		_, err := b.Send(context.Background(), &producer.Record{Topic: topic, Key: []byte{byte(i % 7)}, Value: []byte(v)}).Wait(ctx)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, int64(n), b.SpoolExactlyOnceMetrics().DuplicatesSkipped, "the copy's records were committed: skipped")
+	require.NoError(t, b.Close(ctx))
+	requireCommitted(t, readValues(t, addrs, topic, len(committed), kgo.ReadCommitted()), committed)
 }
 
 // copyDirFiles copies the regular files of src into a new directory dst.
