@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsa-go/samsa/internal/recordbatch"
 	"github.com/samsa-go/samsa/internal/testbroker"
@@ -426,6 +427,86 @@ func BenchmarkSpoolExactlyOnce(b *testing.B) {
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
 			b.ReportMetric(float64(latency.Load())/float64(b.N)/1e6, "ms/record-latency")
 			b.ReportMetric(float64(p.SpoolExactlyOnceMetrics().Transactions), "transactions")
+		})
+	}
+}
+
+// TestSpoolExactlyOnceBrokerErrors: an abortable error aborts the
+// transaction and sends the same records again in the next one (each
+// future completes once, with success; read_committed sees each record
+// once); a record the broker refuses for good (INVALID_RECORD) fails,
+// leaves the spool and is not sent again, while the others of its range
+// are committed.
+func TestSpoolExactlyOnceBrokerErrors(t *testing.T) {
+	cases := []struct {
+		name    string
+		code    int16
+		wantErr bool // the intercepted record fails for good
+	}{
+		{name: "transaction abortable", code: 120},
+		{name: "invalid record", code: 87, wantErr: true},
+		{name: "topic authorization", code: 29, wantErr: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, testbroker.Config{Brokers: 1})
+			require.NoError(t, c.CreateTopic("t", 1))
+			require.NoError(t, c.CreateTopic("u", 1))
+			tid, err := c.TopicID("t")
+			require.NoError(t, err)
+			// t's partition answered with the code once (u's in the
+			// same request succeed).
+			c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Times: 1, After: true,
+				Match: func(_ int32, req kmsg.Request) bool {
+					for _, rt := range req.(*kmsg.ProduceRequest).Topics {
+						if rt.Topic == "t" || rt.TopicID == tid {
+							return true
+						}
+					}
+					return false
+				},
+				Rewrite: func(resp kmsg.Response) {
+					for i := range resp.(*kmsg.ProduceResponse).Topics {
+						rt := &resp.(*kmsg.ProduceResponse).Topics[i]
+						if rt.Topic == "t" || rt.TopicID == tid {
+							for j := range rt.Partitions {
+								rt.Partitions[j].ErrorCode = tc.code
+							}
+						}
+					}
+				}})
+			dir := t.TempDir()
+			p := eosProducer(t, c, dir, func(cfg *Config) { cfg.Spool.CommitInterval = 50 * time.Millisecond })
+			bad := p.Send(context.Background(), &Record{Topic: "t", Value: []byte("t0")})
+			var fs []*Future
+			for i := range 10 {
+				fs = append(fs, p.Send(context.Background(), &Record{Topic: "u", Value: []byte(fmt.Sprint("u", i))}))
+			}
+			waitAll(t, fs)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, err = bad.Wait(ctx)
+			if tc.wantErr {
+				require.Error(t, err)
+				assert.False(t, IsRetriable(err), "%v", err)
+			} else {
+				require.NoError(t, err)
+			}
+			assert.Positive(t, p.SpoolExactlyOnceMetrics().Aborted, "the first transaction was aborted")
+			require.NoError(t, p.Close(context.Background()))
+			assert.Empty(t, reopenUnacked(t, dir), "nothing is left to send again")
+			tv, _ := committedRecords(t, c, "t", 0)
+			if tc.wantErr {
+				assert.Empty(t, tv)
+			} else {
+				assert.Equal(t, []string{"t0"}, tv)
+			}
+			uv, _ := committedRecords(t, c, "u", 0)
+			want := make([]string, 10)
+			for i := range want {
+				want[i] = fmt.Sprint("u", i)
+			}
+			assert.Equal(t, want, uv, "read_committed sees the other records once each")
 		})
 	}
 }
