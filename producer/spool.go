@@ -102,7 +102,10 @@ type SpoolConfig struct {
 	// partition the topic no longer has) on the replay goroutine. A
 	// record that fails with ErrClosed stays in the spool and is sent
 	// again by the next New. HookRecordCompleted hooks do not see
-	// replayed records. Default nil: their outcomes are not reported.
+	// replayed records. With ExactlyOnce it runs on the driver goroutine,
+	// and also reports each record skipped because an earlier producer
+	// committed it (nil error, Offset -1: its offset is not known).
+	// Default nil: their outcomes are not reported.
 	RecoveryHook func(seq uint64, md RecordMetadata, err error)
 
 	// ExactlyOnce (samsa.spool.exactly.once.enable=true) commits the
