@@ -187,6 +187,7 @@ func TestSpoolExactlyOnceConfig(t *testing.T) {
 		assert.Equal(t, DefaultSpoolProgressTopic, p.cfg.Spool.ProgressTopic)
 		assert.Equal(t, 100*time.Millisecond, p.cfg.Spool.CommitInterval)
 		assert.Equal(t, "samsa-spool-"+p.spool.ID().String(), p.cfg.TransactionalID)
+		assert.Contains(t, p.cfg.String(), `ExactlyOnce=true ProgressTopic="samsa-spool-progress" CommitInterval=100ms`, "a printed config says the mode")
 		for _, err := range []error{
 			p.BeginTransaction(),
 			p.CommitTransaction(context.Background()),
