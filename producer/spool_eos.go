@@ -516,9 +516,20 @@ func (d *eosDriver) transaction(items []eosItem) (outs []eosOutcome, final []err
 	if eosTestHook != nil {
 		eosTestHook("appended")
 	}
-	t.ops.Lock()
-	err = p.endTxnLocked(d.ctx, t, "the spool's exactly-once driver", true, txnCommitting, txnInTxn, txnCommitting)
-	t.ops.Unlock()
+	for attempt := 1; ; attempt++ {
+		t.ops.Lock()
+		err = p.endTxnLocked(d.ctx, t, "the spool's exactly-once driver", true, txnCommitting, txnInTxn, txnCommitting)
+		t.ops.Unlock()
+		// Still committing (an error that is neither abortable nor
+		// fatal): the coordinator may have committed, so the commit is
+		// asked again, never aborted.
+		if err == nil || t.load() != txnCommitting || d.ctx.Err() != nil {
+			break
+		}
+		if serr := sleepCtx(d.ctx, p.txnSink.backoff(attempt)); serr != nil {
+			break
+		}
+	}
 	if err == nil {
 		<-d.txnRecordsDone()
 		if eosTestHook != nil {
