@@ -519,3 +519,28 @@ func TestSpoolExactlyOnceBrokerErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestSpoolExactlyOnceCommitAnswerLost: the connection drops after the
+// coordinator applied the commit, before its answer: the driver's commit
+// is asked again and recognized, never aborted or sent again; each record
+// is seen once by read_committed.
+func TestSpoolExactlyOnceCommitAnswerLost(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	c.Intercept(testbroker.Interceptor{Keys: []int16{26}, Times: 1, After: true, Drop: true})
+	dir := t.TempDir()
+	p := eosProducer(t, c, dir, nil)
+	var fs []*Future
+	for i := range 20 {
+		fs = append(fs, p.Send(context.Background(), &Record{Topic: "t", Value: []byte(fmt.Sprint(i))}))
+	}
+	waitAll(t, fs)
+	require.NoError(t, p.Close(context.Background()))
+	values, _ := committedRecords(t, c, "t", 0)
+	want := make([]string, 20)
+	for i := range want {
+		want[i] = fmt.Sprint(i)
+	}
+	assert.Equal(t, want, values)
+	assert.Empty(t, reopenUnacked(t, dir))
+}
