@@ -1137,6 +1137,17 @@ func (c *Client) Do(ctx context.Context, req kmsg.Request) (kmsg.Response, error
 	return c.do(ctx, req, -1, false, nil, nil)
 }
 
+// DoPrefer is Do, sent first to broker node when the snapshot knows it
+// (a Fetch or ListOffsets for a partition goes to its leader), and to the
+// other brokers as Do tries them if that one cannot be reached. A broker
+// that is not the partition's leader answers NOT_LEADER_OR_FOLLOWER: the
+// caller refreshes and asks again.
+func (c *Client) DoPrefer(ctx context.Context, node int32, req kmsg.Request) (kmsg.Response, error) {
+	ctx, stop := c.joinCtx(ctx)
+	defer stop()
+	return c.do(ctx, req, node, false, nil, nil)
+}
+
 // DoController is Do, sent to the controller of the last snapshot when it
 // is known (for CreateTopics; with KRaft any broker forwards to the
 // controller), else to any broker. It uses connections of its own, apart

@@ -119,6 +119,10 @@ func (c Config) printedFields() []printedField {
 	set("OnDataLoss", c.OnDataLoss != nil, "set")
 	if c.Spool != nil {
 		text := fmt.Sprintf("{Dir=%q Mode=%s Sync=%v}", c.Spool.Dir, c.Spool.Mode, c.Spool.Sync)
+		if c.Spool.ExactlyOnce {
+			text = fmt.Sprintf("{Dir=%q Mode=%s Sync=%v ExactlyOnce=true ProgressTopic=%q CommitInterval=%v}",
+				c.Spool.Dir, c.Spool.Mode, c.Spool.Sync, c.Spool.ProgressTopic, c.Spool.CommitInterval)
+		}
 		add("Spool", text, slog.StringValue(text))
 	}
 	if len(c.ignoredProps) > 0 {

@@ -116,6 +116,7 @@ type Producer struct {
 	// spoolAppended, set by tests only, runs in sendSpooled between a
 	// record's append to memory and its markPersisted (a race's seam).
 	spoolAppended func()
+	eos           *eosDriver // nil unless Config.Spool.ExactlyOnce (spool_eos.go)
 }
 
 // topicState is a topic as Send sees it.
@@ -167,6 +168,11 @@ func New(cfg Config) (*Producer, error) {
 	if sp != nil {
 		// A spooled record is retried until delivered or Close.
 		cfg.DeliveryTimeout = spoolDeliveryTimeout
+		if cfg.Spool.ExactlyOnce {
+			// Stable across restarts: the next producer on the
+			// directory fences this one (spool_eos.go).
+			cfg.TransactionalID = SpoolTransactionalID(sp.ID())
+		}
 	}
 	p := &Producer{
 		cfg:        cfg,
@@ -291,7 +297,13 @@ func New(cfg Config) (*Producer, error) {
 		defer close(p.ioDone)
 		s.run()
 	}()
-	if sp != nil {
+	switch {
+	case sp != nil && cfg.Spool.ExactlyOnce:
+		// The driver sends the backlog, after skipping what an
+		// earlier producer committed.
+		p.eos = newEOSDriver(p, sp)
+		go p.eos.run()
+	case sp != nil:
 		p.startReplay()
 	}
 	return p, nil
@@ -430,7 +442,7 @@ func (p *Producer) send(ctx context.Context, rec *Record, c completion, wait boo
 		p.refuse(&c, rec, ErrClosed)
 		return
 	}
-	if p.txn != nil {
+	if p.txn != nil && p.eos == nil {
 		if err := p.txn.sendErr(); err != nil {
 			p.reject(&c, rec, err)
 			return
@@ -520,8 +532,10 @@ func (p *Producer) appendErr(err error, wait bool) error {
 // callback that flushes, commits or aborts would otherwise wait for
 // itself. Send has not returned, so no Flush was promised this record.
 func (p *Producer) reject(c *completion, rec *Record, err error) {
-	if p.txn != nil {
-		p.txn.rejected(err) // a record of the transaction failed: it cannot commit
+	if p.txn != nil && p.eos == nil {
+		// A record of the transaction failed: it cannot commit. (The
+		// exactly-once spool's Sends are not in its transactions.)
+		p.txn.rejected(err)
 	}
 	p.refuse(c, rec, err)
 }
@@ -898,6 +912,11 @@ func (p *Producer) Close(ctx context.Context) error {
 	}
 	p.closeOnce.Do(func() {
 		p.closed.Store(true)
+		if p.eos != nil {
+			// Commit what the spool's driver has queued (bounded by
+			// ctx) before the transaction is ended.
+			p.eos.stop(ctx)
+		}
 		txnErr := p.endOnClose(ctx)
 		flushErr := p.flush(ctx)
 		if flushErr == nil {
@@ -962,6 +981,8 @@ func (p *Producer) ownGoroutine() string {
 		return "a hook on a connection's or the metadata goroutine"
 	case p.replay != nil && id == p.replay.goid.Load():
 		return "the spool's replay goroutine (RecoveryHook)"
+	case p.eos != nil && id == p.eos.goid.Load():
+		return "the spool's exactly-once driver (a callback, RecoveryHook)"
 	}
 	return ""
 }

@@ -94,6 +94,9 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 //	samsa.spool.segment.bytes                        Spool.SegmentBytes
 //	samsa.spool.max.bytes                            Spool.MaxBytes
 //	samsa.spool.header.enable                        Spool.DisableHeader, inverted
+//	samsa.spool.exactly.once.enable                  Spool.ExactlyOnce
+//	samsa.spool.progress.topic                       Spool.ProgressTopic
+//	samsa.spool.commit.interval.ms                   Spool.CommitInterval
 //
 // Idempotence conflicts are read as kafka-clients 4.4's ProducerConfig
 // reads them (checked against it, interop/javaconfig_test.go), and
@@ -710,6 +713,24 @@ func configFromProperties(props map[string]string, opts PropertiesOptions) (Conf
 			spoolKey = key
 			if b, ok := boolean(key, v); ok {
 				spoolCfg.DisableHeader = !b
+			}
+		case "samsa.spool.exactly.once.enable":
+			spoolKey = key
+			if b, ok := boolean(key, v); ok {
+				spoolCfg.ExactlyOnce = b
+			}
+		case "samsa.spool.progress.topic":
+			spoolKey, spoolCfg.ProgressTopic = key, v
+			if v == "" {
+				fail(key, "must not be empty")
+			}
+		case "samsa.spool.commit.interval.ms":
+			spoolKey = key
+			if d, ok := ms(key, v); ok {
+				if d == 0 {
+					fail(key, "must be positive")
+				}
+				spoolCfg.CommitInterval = d
 			}
 		case "interceptor.classes":
 			if v != "" {

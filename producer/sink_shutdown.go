@@ -171,6 +171,12 @@ func (p *Producer) stopGoroutines(ctx context.Context) (blocked bool, err error)
 		defer close(done)
 		<-p.ioDone
 		p.stopSteps.Add(1)
+		if p.eos != nil {
+			// As the replay: its records complete on the completion
+			// goroutine, and it reads the spool.
+			<-p.eos.exited
+			p.stopSteps.Add(1)
+		}
 		if p.replay != nil {
 			// Before the completion goroutine stops (the replay's
 			// records complete there) and the spool closes (it reads

@@ -102,8 +102,60 @@ type SpoolConfig struct {
 	// partition the topic no longer has) on the replay goroutine. A
 	// record that fails with ErrClosed stays in the spool and is sent
 	// again by the next New. HookRecordCompleted hooks do not see
-	// replayed records. Default nil: their outcomes are not reported.
+	// replayed records. With ExactlyOnce it runs on the driver goroutine,
+	// and also reports each record skipped because an earlier producer
+	// committed it (nil error, Offset -1: its offset is not known).
+	// Default nil: their outcomes are not reported.
 	RecoveryHook func(seq uint64, md RecordMetadata, err error)
+
+	// ExactlyOnce (samsa.spool.exactly.once.enable=true) commits the
+	// spool's records in transactions, so that a read_committed consumer
+	// sees each exactly once, across crashes too (without it a crash can
+	// write a record twice: at least once). Default false. The producer
+	// becomes transactional with an id derived from the spool
+	// (SpoolTransactionalID: "samsa-spool-" + its ID), and one driver
+	// goroutine commits every CommitInterval the records written since,
+	// each transaction with a progress record (the next sequence) on
+	// ProgressTopic. The next producer on the directory fences the old
+	// one, reads the progress with read_committed and skips the records it
+	// finds committed (counted in SpoolExactlyOnceMetrics'
+	// DuplicatesSkipped; each
+	// reported to RecoveryHook with a nil error and Offset -1), then sends
+	// the rest in transactions before new records.
+	//
+	// What changes for Send: a record's outcome comes once its
+	// transaction committed (at least CommitInterval after Send), or fails
+	// for good (ErrRecordTooLarge, ErrInvalidRecord, an authorization
+	// error: acknowledged, not sent again); it fails with ErrClosed (and
+	// stays in the spool, for the next New) when Close gives up on it,
+	// and with the driver's fatal error (ErrProducerFenced when another
+	// producer opened a copy of the directory; ErrSpoolProgress when the
+	// progress topic cannot be used) once it met one, the records staying
+	// in the spool. Callbacks, Futures and SendTo channels complete on the
+	// driver goroutine, in sequence order; Flush from there returns
+	// ErrFlushInCallback. Send's ctx bounds only its wait for room in the
+	// spool. Config.TransactionalID must be empty (New refuses it), and so
+	// must AcksNone and DisableIdempotence; the transaction methods return
+	// ErrNoTransaction.
+	ExactlyOnce bool
+
+	// ProgressTopic is the compacted topic the exactly-once mode writes its
+	// progress records to (samsa.spool.progress.topic), keyed by the
+	// spool's ID, so that many spools can share it. Default
+	// "samsa-spool-progress" (DefaultSpoolProgressTopic). When missing it
+	// is created (CreateTopics: 1 partition, the broker's replication
+	// factor, cleanup.policy=compact) unless Config.DisableAutoTopicCreation;
+	// otherwise, or when the creation fails, every record fails with
+	// ErrSpoolProgress and stays in the spool. Used only with ExactlyOnce.
+	ProgressTopic string
+
+	// CommitInterval is how long the exactly-once driver gathers written
+	// records before it commits them in one transaction
+	// (samsa.spool.commit.interval.ms): a transaction, and a progress
+	// record, per interval while records come. It adds up to that much
+	// latency to every record. Default 100 ms (DefaultSpoolCommitInterval).
+	// Used only with ExactlyOnce.
+	CommitInterval time.Duration
 }
 
 // spoolDeliveryTimeout replaces DeliveryTimeout with a spool: a spooled
@@ -142,7 +194,25 @@ func (c *Config) checkSpool(fail func(field, format string, args ...any)) {
 		fail("Spool.MaxBytes", "must not be negative, got %d", sc.MaxBytes)
 	}
 	if c.TransactionalID != "" {
-		fail("Spool", "cannot be used with TransactionalID (exactly once across crashes is not built yet)")
+		if sc.ExactlyOnce {
+			fail("TransactionalID", "must be empty with Spool.ExactlyOnce: the transactional id is derived from the spool's ID")
+		} else {
+			fail("Spool", "cannot be used with TransactionalID (set Spool.ExactlyOnce instead: its transactional id is derived from the spool)")
+		}
+	}
+	if sc.CommitInterval < 0 {
+		fail("Spool.CommitInterval", "must not be negative, got %v", sc.CommitInterval)
+	}
+	if sc.ExactlyOnce {
+		if c.Spool.ProgressTopic == "" {
+			c.Spool.ProgressTopic = DefaultSpoolProgressTopic
+		}
+		if c.Spool.CommitInterval == 0 {
+			c.Spool.CommitInterval = DefaultSpoolCommitInterval
+		}
+		if c.DisableIdempotence {
+			fail("DisableIdempotence", "Spool.ExactlyOnce needs idempotence: its transactions do")
+		}
 	}
 	if c.Acks == AcksNone {
 		// acks=0 completes a record once it is on the socket: it would
@@ -202,7 +272,13 @@ var endedCtx = func() context.Context {
 // goroutine id: both cost more than the write.
 func (p *Producer) spoolWrite(ctx context.Context, rec *spool.Record, wait bool) (uint64, error) {
 	seq, err := p.spool.Write(endedCtx, rec)
-	if err == nil || !errors.Is(err, spool.ErrFull) || !wait || p.cfg.MaxBlock <= 0 || goroutineID() == p.completer.goid.Load() {
+	if err == nil || !errors.Is(err, spool.ErrFull) || !wait || p.cfg.MaxBlock <= 0 {
+		return seq, err
+	}
+	if id := goroutineID(); id == p.completer.goid.Load() || p.eos != nil && id == p.eos.goid.Load() {
+		// The goroutine that acks records (the completion goroutine, or
+		// the exactly-once driver, where callbacks run) must not wait
+		// for itself.
 		return seq, err
 	}
 	wctx, cancel := context.WithTimeout(ctx, p.cfg.MaxBlock)
@@ -234,6 +310,12 @@ func (p *Producer) sendSpooled(ctx context.Context, t *topicState, rec *Record, 
 		p.reject(&c, rec, err)
 		return
 	}
+	if p.eos != nil {
+		if err := p.eos.sendErr(); err != nil {
+			p.reject(&c, rec, err)
+			return
+		}
+	}
 	sr := spool.Record{Topic: rec.Topic, Partition: part, Timestamp: time.UnixMilli(c.ts()), Key: rec.Key, Value: rec.Value}
 	if len(rec.Headers) > 0 {
 		sr.Headers = make([]spool.Header, len(rec.Headers))
@@ -251,7 +333,11 @@ func (p *Producer) sendSpooled(ctx context.Context, t *topicState, rec *Record, 
 	if !sticky {
 		parts = nil
 	}
-	if err := p.appendSpooled(ctx, t, rec, part, parts, seq, &c, wait); err != nil {
+	if p.eos != nil {
+		p.sendExactlyOnce(t, rec, part, parts, seq, &c)
+		return
+	}
+	if err := p.appendSpooled(ctx, t, rec, part, parts, seq, &c, wait, true); err != nil {
 		c.obs.spool = nil // acknowledged here, not by the completion
 		if !p.spool.Ack(seq) {
 			// The spool closed first (Close's ctx ended while this Send
@@ -281,11 +367,12 @@ func (p *Producer) sendSpooled(ctx context.Context, t *topicState, rec *Record, 
 // appendSpooled appends a record written to the spool at seq (by Send, or
 // found there by New's replay) to memory, with partition part (-1: the
 // partitioner decides once the topic's partitions are known), carrying
-// its samsa-spool header; c gets the recordObs through which its
-// completion acknowledges it. parts is set when the sticky partitioner
-// chose part: it is told of the append. The error is the record's; the
-// caller decides whether to acknowledge it.
-func (p *Producer) appendSpooled(ctx context.Context, t *topicState, rec *Record, part int32, parts []*accPartition, seq uint64, c *completion, wait bool) error {
+// its samsa-spool header; with ack, c gets the recordObs through which its
+// completion acknowledges it (the exactly-once driver acknowledges its
+// records itself, after the commit). parts is set when the sticky
+// partitioner chose part: it is told of the append. The error is the
+// record's; the caller decides whether to acknowledge it.
+func (p *Producer) appendSpooled(ctx context.Context, t *topicState, rec *Record, part int32, parts []*accPartition, seq uint64, c *completion, wait, ack bool) error {
 	cp := *rec
 	if part >= 0 {
 		cp.Partition, cp.ExplicitPartition = part, true
@@ -295,7 +382,9 @@ func (p *Producer) appendSpooled(ctx context.Context, t *topicState, rec *Record
 	if !p.cfg.Spool.DisableHeader {
 		cp.Headers = append(slices.Clip(rec.Headers), Header{Key: spool.HeaderKey, Value: spool.EncodeHeader(p.spool.ID(), seq)})
 	}
-	c.obs = p.spoolObs(c.obs, seq)
+	if ack {
+		c.obs = p.spoolObs(c.obs, seq)
+	}
 	size := recordbatch.BodySize(cp.Key, cp.Value, cp.Headers)
 	if err := p.acc.CheckSize(size); err != nil {
 		return fmt.Errorf("%w: topic %q (with its %s header): %w", ErrRecordTooLarge, rec.Topic, spool.HeaderKey, err)
@@ -616,18 +705,8 @@ func (p *Producer) replayOne(e spool.Entry) bool {
 		fn = func(md RecordMetadata, err error) { hook(seq, md, err) }
 	}
 	c := callbackCompletion(fn)
-	rec := &Record{Topic: e.Topic, Key: e.Key, Value: e.Value, Timestamp: e.Timestamp}
-	if len(e.Headers) > 0 {
-		rec.Headers = make([]Header, len(e.Headers))
-		for i, h := range e.Headers {
-			rec.Headers[i] = Header{Key: h.Key, Value: h.Value}
-		}
-	}
-	if rec.Timestamp.IsZero() {
-		c.setTS(p.clock.nowMillis())
-	} else {
-		c.setTS(clampedMillis(rec.Timestamp))
-	}
+	rec, ts := p.entryRecord(e)
+	c.setTS(ts)
 	// Counted as send counts a record, so that Flush and Close wait for it.
 	c.setEpoch(uint8(p.epoch.Load() & 1))
 	p.pending[c.epoch()].Add(1)
@@ -643,7 +722,7 @@ func (p *Producer) replayOne(e spool.Entry) bool {
 		return true
 	}
 	for {
-		err = p.appendSpooled(p.closing, t, rec, e.Partition, nil, e.Seq, &c, true)
+		err = p.appendSpooled(p.closing, t, rec, e.Partition, nil, e.Seq, &c, true, true)
 		if err == nil || !errors.Is(err, ErrBufferExhausted) || p.closed.Load() {
 			break
 		}
@@ -668,6 +747,25 @@ func (p *Producer) replayOne(e spool.Entry) bool {
 		p.failLate()
 	}
 	return true
+}
+
+// entryRecord is the Record of an entry read back from the spool (by
+// New's replay, the exactly-once driver, or a drainer of spilled records),
+// and its timestamp in milliseconds (the entry's, or now for a record
+// written without one). appendSpooled then appends it to the partition it
+// was written with, with its samsa-spool header.
+func (p *Producer) entryRecord(e spool.Entry) (*Record, int64) {
+	rec := &Record{Topic: e.Topic, Key: e.Key, Value: e.Value, Timestamp: e.Timestamp}
+	if len(e.Headers) > 0 {
+		rec.Headers = make([]Header, len(e.Headers))
+		for i, h := range e.Headers {
+			rec.Headers[i] = Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	if rec.Timestamp.IsZero() {
+		return rec, p.clock.nowMillis()
+	}
+	return rec, clampedMillis(rec.Timestamp)
 }
 
 // awaitReplay waits until the replay has put topic's backlog in memory

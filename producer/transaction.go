@@ -273,6 +273,9 @@ func (p *Producer) checkTxn(method string) (*txnManager, error) {
 	if p.txn == nil {
 		return nil, fmt.Errorf("%w: %s: the producer has no Config.TransactionalID", ErrNoTransaction, method)
 	}
+	if p.eos != nil {
+		return nil, fmt.Errorf("%w: %s: the spool's exactly-once mode runs the producer's transactions", ErrNoTransaction, method)
+	}
 	if p.closed.Load() {
 		return nil, fmt.Errorf("%w: %s", ErrClosed, method)
 	}
@@ -446,7 +449,7 @@ func (p *Producer) endTxnLocked(ctx context.Context, t *txnManager, method strin
 	// before it reads the state, so one that saw the transaction open is
 	// waited for here).
 	p.flushing.Add(1)
-	err := p.awaitKicking(ctx, p.whenIdle())
+	err := p.awaitKicking(ctx, p.txnRecordsDone())
 	p.flushing.Add(-1)
 	if err != nil {
 		return err
@@ -480,6 +483,17 @@ func (p *Producer) endTxnLocked(ctx context.Context, t *txnManager, method strin
 		return t.lastErr()
 	}
 	return nil // ended: txnEnded made the producer ready
+}
+
+// txnRecordsDone is closed once every record of the transaction has
+// completed: every record buffered, or with the exactly-once spool the
+// driver's round (its Sends' records wait in its queue, outside the
+// transaction).
+func (p *Producer) txnRecordsDone() <-chan struct{} {
+	if p.eos != nil {
+		return p.eos.txnRecordsDone()
+	}
+	return p.whenIdle()
 }
 
 // ended moves a transaction whose EndTxn succeeded (or was not needed) to

@@ -31,8 +31,14 @@
 // acks are at risk; a position file above 64 KiB, acks scattered over
 // half a million sequences or more, is rewritten for acks at most once a
 // second, so then the last second's). HeaderKey, EncodeHeader and Deduper let a consumer
-// drop such copies. Entries reads any range of unacknowledged sequences
-// back while the spool is in use, and Recovery().Backlog says which
+// drop such copies; the producer's exactly-once mode
+// (producer.SpoolConfig.ExactlyOnce) avoids them instead, by committing
+// its records in Kafka transactions with the next sequence as progress,
+// and acknowledging to the spool only after the commit: after a crash it
+// acknowledges the unacknowledged records below the committed progress
+// without sending them. Entries reads any range of unacknowledged
+// sequences back while the spool is in use, a Cursor reads records by
+// sequence from the live log, and Recovery().Backlog says which
 // partitions have records to replay.
 //
 // # Sequences
