@@ -42,6 +42,8 @@ func (p *Producer) Metrics() Metrics {
 	m := p.rec.snapshot(time.Now(), live)
 	if p.spool != nil {
 		m.Spool = spoolMetricsOf(p.spool.Metrics())
+		e := p.SpoolExactlyOnceMetrics()
+		m.Spool.DuplicatesSkipped, m.Spool.TransactionTotal, m.Spool.TransactionAbortTotal = e.DuplicatesSkipped, e.Transactions, e.Aborted
 	}
 	return m
 }

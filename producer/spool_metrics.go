@@ -50,6 +50,15 @@ type SpoolMetrics struct {
 	// Failed is set once a write or fsync failed and stopped the spool:
 	// every later Send fails with ErrSpoolFailed (spool-failed, 1 or 0).
 	Failed bool
+	// With SpoolConfig.ExactlyOnce (0 without): DuplicatesSkipped counts
+	// the records New found unacknowledged in the spool but already
+	// committed by the producer before it, so not sent again
+	// (spool-duplicates-skipped-total); TransactionTotal the transactions
+	// committed (spool-transaction-total) and TransactionAbortTotal those
+	// aborted, their records sent again in the next one
+	// (spool-transaction-abort-total). Producer.SpoolExactlyOnceMetrics
+	// returns the same three.
+	DuplicatesSkipped, TransactionTotal, TransactionAbortTotal int64
 }
 
 func metricBool(b bool) float64 {
@@ -78,6 +87,9 @@ var spoolMetricTable = []metricEntry[SpoolMetrics]{
 	gaugeEntry(ScopeProducer, "spool-fsync-latency-p50", "seconds", "Median fsync of the spool's log (estimate).", func(m *SpoolMetrics) float64 { return metricSecs(m.FsyncLatencyP50) }),
 	gaugeEntry(ScopeProducer, "spool-fsync-latency-p99", "seconds", "99th percentile fsync of the spool's log (estimate).", func(m *SpoolMetrics) float64 { return metricSecs(m.FsyncLatencyP99) }),
 	gaugeEntry(ScopeProducer, "spool-failed", "boolean", "1 once a write or fsync failed and stopped the spool.", func(m *SpoolMetrics) float64 { return metricBool(m.Failed) }),
+	counterEntry(ScopeProducer, "spool-duplicates-skipped-total", "records", "Exactly-once mode: records found in the spool at New that the producer before had committed, not sent again.", func(m *SpoolMetrics) float64 { return float64(m.DuplicatesSkipped) }),
+	counterEntry(ScopeProducer, "spool-transaction-total", "transactions", "Exactly-once mode: transactions of the spool's records committed.", func(m *SpoolMetrics) float64 { return float64(m.TransactionTotal) }),
+	counterEntry(ScopeProducer, "spool-transaction-abort-total", "transactions", "Exactly-once mode: transactions of the spool's records aborted (their records sent again).", func(m *SpoolMetrics) float64 { return float64(m.TransactionAbortTotal) }),
 }
 
 // spoolMetricsOf converts the spool's snapshot.

@@ -114,7 +114,7 @@ type Source interface {
 // otelUnits maps MetricInfo.Unit to UCUM units.
 var otelUnits = map[string]string{
 	"seconds": "s", "bytes": "By", "records": "{record}", "batches": "{batch}", "requests": "{request}",
-	"connections": "{connection}", "ratio": "1", "segments": "{segment}", "fsyncs": "{fsync}", "boolean": "1",
+	"connections": "{connection}", "ratio": "1", "segments": "{segment}", "fsyncs": "{fsync}", "boolean": "1", "transactions": "{transaction}",
 }
 
 // InstrumentName returns the instrument name of a metric of
