@@ -208,7 +208,8 @@ type MetricInfo struct {
 	Help string
 	// Unit is the unit of the values Each reports: "seconds" (durations,
 	// whatever Java uses), "bytes", "records", "batches", "requests",
-	// "connections", "ratio", "segments", "fsyncs" or "boolean" (1 or 0).
+	// "connections", "ratio", "segments", "fsyncs", "transactions" or
+	// "boolean" (1 or 0).
 	Unit  string
 	Kind  MetricKind
 	Scope MetricScope

@@ -101,7 +101,7 @@ func TestMetricInfos(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	units := map[string]bool{"seconds": true, "bytes": true, "records": true, "batches": true, "requests": true, "connections": true, "ratio": true,
-		"segments": true, "fsyncs": true, "boolean": true}
+		"segments": true, "fsyncs": true, "boolean": true, "transactions": true}
 	for _, in := range infos {
 		key := fmt.Sprint(in.Scope, in.Name)
 		if seen[key] {
