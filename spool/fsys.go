@@ -4,6 +4,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strings"
 
 	"github.com/samsa-go/samsa/internal/spoolfault"
 )
@@ -56,12 +57,23 @@ func (h hookedFS) OpenFile(name string, flag int, perm fs.FileMode) (file, error
 	if err != nil {
 		return nil, err
 	}
-	return hookedFile{file: f, faults: h.faults}, nil
+	return hookedFile{file: f, faults: h.faults, seg: strings.HasSuffix(name, segSuffix)}, nil
 }
 
 type hookedFile struct {
 	file
 	faults *spoolfault.Faults
+	seg    bool // a segment file: the write faults apply
+}
+
+func (f hookedFile) Write(b []byte) (int, error) {
+	if f.seg {
+		if err := f.faults.BeforeWrite(); err != nil {
+			n, _ := f.file.Write(b[:len(b)/2])
+			return n, err
+		}
+	}
+	return f.file.Write(b)
 }
 
 func (f hookedFile) Sync() error {
