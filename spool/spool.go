@@ -263,13 +263,14 @@ func (s *Spool) Recovery() Recovery { return s.recovery }
 // MaxBytes, or the disk is full, it waits for room until ctx ends, then
 // fails with ErrFull (wrapping ctx's error, and syscall.ENOSPC for a full
 // disk). Other errors: ErrTooLarge, ErrClosed, ErrFailed (wrapping the
-// I/O error). When Append fails, rec is not persisted, with two
+// I/O error). When Append fails, rec is not persisted, with three
 // exceptions, for which Append returns the sequence with the error: a
 // disk found full after the record entered the write buffer (ErrFull
 // wrapping ENOSPC: the record is written once there is room, unless Close
-// comes first), and an fsync failure under SyncAlways (the record may be
-// in the log). Either way it is replayed after a reopen if it is in the
-// log.
+// comes first), Close coming while Append waited for the writer
+// (ErrClosed: Close writes it), and an fsync failure under SyncAlways (the
+// record may be in the log). Either way it is replayed after a reopen if
+// it is in the log.
 func (s *Spool) Append(ctx context.Context, rec *Record) (uint64, error) {
 	seq, err := s.Write(ctx, rec)
 	if err != nil {
@@ -279,6 +280,9 @@ func (s *Spool) Append(ctx context.Context, rec *Record) (uint64, error) {
 		err := s.flushWait(seq + 1)
 		if err == nil {
 			break
+		}
+		if errors.Is(err, ErrClosed) {
+			return seq, err
 		}
 		if !errors.Is(err, syscall.ENOSPC) {
 			return 0, err
@@ -393,7 +397,7 @@ func (s *Spool) Write(ctx context.Context, rec *Record) (uint64, error) {
 		}
 		seq := s.next
 		start := len(s.pend)
-		s.pend = appendEntry(s.pend, seq, rec)
+		s.pend = appendUnsealedEntry(s.pend, seq, rec) // the writer seals it
 		n := len(s.pend) - start
 		s.pendSizes = append(s.pendSizes, int32(n))
 		s.maxEntry = max(s.maxEntry, int64(n))

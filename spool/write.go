@@ -85,6 +85,12 @@ func (s *Spool) writeGroup(final bool) (bool, error) {
 	s.wantRoll = false
 	s.mu.Unlock()
 
+	// The entries' CRCs are computed here, off the Writes' goroutines
+	// (sealing again a group put back after ENOSPC changes nothing).
+	for k, e := 0, 0; k < len(sizes); k++ {
+		sealEntry(buf[e : e+int(sizes[k])])
+		e += int(sizes[k])
+	}
 	off, i, err := s.writeOut(buf, sizes)
 	if err == nil {
 		if roll {
@@ -197,49 +203,56 @@ func (s *Spool) writeOut(buf []byte, sizes []int32) (off, i int, err error) {
 // new one named after the first sequence not in the file, if the active
 // one holds entries. Only the writer (or Close, after it) rolls, between
 // two writes: every entry in the file is then in the old segment, and the
-// ones still buffered go to the new one. A full disk (ENOSPC creating
-// the file) is returned as it is; other errors stop the spool.
+// ones still buffered go to the new one. The fsyncs run without mu (Writes
+// go on filling the buffer meanwhile; nothing else writes or swaps the
+// active file, and syncMu keeps group commit's fsync away). A full disk
+// (ENOSPC creating the file) is returned as it is; other errors stop the
+// spool.
 func (s *Spool) roll() error {
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.failed != nil {
-		return s.failed
+		err := s.failed
+		s.mu.Unlock()
+		return err
 	}
-	act := s.segs[len(s.segs)-1]
+	act, old, written := s.segs[len(s.segs)-1], s.active, s.written
+	s.mu.Unlock()
 	if act.size == 0 {
 		return nil
 	}
-	name := segName(s.dir, s.written)
+	name := segName(s.dir, written)
 	f, err := s.fs.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
 	if err != nil {
 		if errors.Is(err, syscall.ENOSPC) {
 			return err
 		}
-		s.failLocked(fmt.Errorf("create %s: %w", name, err))
-		return s.failed
+		return s.fail(fmt.Errorf("create %s: %w", name, err))
 	}
 	if s.opts.Sync != SyncNone {
-		if err := s.fsync(s.active); err != nil {
+		// A crash after the new file exists but before this fsync leaves
+		// an unsynced segment before it: Open fsyncs the last segment
+		// holding bytes (invariant 7).
+		if err := s.fsync(old); err != nil {
 			f.Close()
-			s.failLocked(fmt.Errorf("fsync %s: %w", segName(s.dir, act.first), err))
-			return s.failed
+			return s.fail(fmt.Errorf("fsync %s: %w", segName(s.dir, act.first), err))
 		}
 		if err := syncDir(s.fs, s.dir); err != nil {
 			f.Close()
-			s.failLocked(fmt.Errorf("fsync %s: %w", s.dir, err))
-			return s.failed
+			return s.fail(fmt.Errorf("fsync %s: %w", s.dir, err))
 		}
-		s.synced = s.written
 	}
-	if err := s.active.Close(); err != nil {
-		f.Close()
-		s.failLocked(fmt.Errorf("close %s: %w", segName(s.dir, act.first), err))
-		return s.failed
+	s.mu.Lock()
+	if s.opts.Sync != SyncNone {
+		s.synced = max(s.synced, written)
 	}
 	s.active = f
-	s.segs = append(s.segs, segment{first: s.written})
+	s.segs = append(s.segs, segment{first: written})
+	s.mu.Unlock()
+	if err := old.Close(); err != nil {
+		return s.fail(fmt.Errorf("close %s: %w", segName(s.dir, act.first), err))
+	}
 	return nil
 }
 
