@@ -99,6 +99,8 @@ type Spool struct {
 	// wrote is closed (and replaced) when written moves, when the writer
 	// finds the disk full, and when the spool fails.
 	wrote chan struct{}
+	// wroteWanted is set once a waiter took wrote: only then is it closed.
+	wroteWanted bool
 	// writerDone is set by Close once it wrote what the buffer held (or
 	// gave up): nothing will move written again.
 	writerDone bool
@@ -289,7 +291,7 @@ func (s *Spool) Append(ctx context.Context, rec *Record) (uint64, error) {
 		}
 		// The disk is full: wait for the writer's next try, up to ctx.
 		s.mu.Lock()
-		ch := s.wrote
+		ch := s.wroteChLocked()
 		s.mu.Unlock()
 		select {
 		case <-ch:
@@ -337,7 +339,7 @@ func (s *Spool) Write(ctx context.Context, rec *Record) (uint64, error) {
 		if s.noSpace != nil {
 			// The writer found the disk full: wait for its next try (it
 			// retries when segments are deleted, or every 50 ms).
-			ch, cause := s.wrote, s.noSpace
+			ch, cause := s.wroteChLocked(), s.noSpace
 			s.mu.Unlock()
 			if err := s.waitOn(ctx, ch, size, cause); err != nil {
 				return 0, err
@@ -362,7 +364,7 @@ func (s *Spool) Write(ctx context.Context, rec *Record) (uint64, error) {
 		}
 		if len(s.pend) > 0 && int64(len(s.pend))+size > writeBufBytes {
 			// The buffer is full: wait for the writer to take it.
-			ch := s.wrote
+			ch := s.wroteChLocked()
 			s.kickWriterLocked()
 			s.mu.Unlock()
 			select {

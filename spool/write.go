@@ -32,7 +32,20 @@ func (s *Spool) kickWriterLocked() {
 	}
 }
 
+// wroteChLocked returns the channel broadcastWroteLocked closes next.
+func (s *Spool) wroteChLocked() chan struct{} {
+	s.wroteWanted = true
+	return s.wrote
+}
+
+// broadcastWroteLocked wakes the waiters of wrote, if any (a channel is
+// made only for them: with one record per group, the producer's usual
+// case when the writer keeps up, that saves an allocation per record).
 func (s *Spool) broadcastWroteLocked() {
+	if !s.wroteWanted {
+		return
+	}
+	s.wroteWanted = false
 	close(s.wrote)
 	s.wrote = make(chan struct{})
 }
@@ -276,7 +289,7 @@ func (s *Spool) flushWait(target uint64) error {
 			s.mu.Unlock()
 			return err
 		}
-		ch := s.wrote
+		ch := s.wroteChLocked()
 		s.kickWriterLocked()
 		s.mu.Unlock()
 		select {
