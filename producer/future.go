@@ -60,8 +60,10 @@ func (f *Future) Wait(ctx context.Context) (RecordMetadata, error) {
 
 // Persisted returns a channel that is closed once the record is persisted
 // in Config.Spool's log under its sync policy: under none and interval
-// when Send returns, under always once an fsync covers it (Send does not
-// wait for it). A persisted record survives a crash of the process
+// once the spool's writer has it in the segment file, under always once
+// an fsync covers it; Send does not wait for either (it puts the record
+// in the spool's write buffer, which a crash loses), so Persisted may
+// close after Done. A persisted record survives a crash of the process
 // (SIGKILL included) and a restart: the next New on the directory sends it
 // again if its delivery was not acknowledged. The channel is closed at
 // most once, and never for a record that failed before it was persisted

@@ -109,7 +109,7 @@ type Producer struct {
 	metaOnce  sync.Once
 
 	// spool is Config.Spool's log (spool.go); nil without one. persister
-	// closes Futures' Persisted under SyncAlways (nil otherwise).
+	// closes Futures' Persisted (nil without a spool).
 	spool     *spool.Spool
 	persister *persister
 	replay    *replayState // nil without a backlog at New
@@ -285,8 +285,8 @@ func New(cfg Config) (*Producer, error) {
 	s := newSink(p, connCfg)
 	p.txnSink = s
 	go p.completer.run()
-	if sp != nil && cfg.Spool.Sync == spool.SyncAlways {
-		p.persister = newPersister(sp)
+	if sp != nil {
+		p.persister = newPersister(sp, cfg.Spool.Sync)
 		go p.persister.run()
 	}
 	if p.push != nil {

@@ -61,14 +61,21 @@ type SpoolConfig struct {
 	Mode SpoolMode
 
 	// Sync is when the log is fsynced (samsa.spool.sync: none, interval,
-	// always): spool.SyncInterval by default. Under SyncNone and
-	// SyncInterval a record is persisted when Send returns (it survives
-	// a crash of the process; SyncInterval loses at most SyncInterval of
-	// records to a power loss); under SyncAlways once an fsync covers it
-	// (the persister goroutine fsyncs for every record written since its
-	// last fsync, whether sent by Send, SendCallback or SendTo: group
-	// commit; Send never waits for it; the spool also fsyncs every
-	// SyncInterval as a backstop).
+	// always): spool.SyncInterval by default. A record is persisted once
+	// its Future.Persisted is closed (or a SyncSpool called after its Send
+	// returned has returned), not when Send returns: Send puts it in the
+	// spool's write buffer, and the spool's writer goroutine writes what
+	// accumulated with one write(2) (at most 1 MiB buffered, plus the
+	// group being written). A crash of the process loses what was only in
+	// the buffer: it was never reported persisted (its record may still be
+	// delivered, if the producer sent it before the crash). Under SyncNone
+	// and SyncInterval a record is persisted once it is in the segment
+	// file (it survives a crash of the process; SyncInterval loses at most
+	// SyncInterval of records to a power loss); under SyncAlways once an
+	// fsync covers it (the persister goroutine fsyncs for every record
+	// written since its last fsync, whether sent by Send, SendCallback or
+	// SendTo: group commit; Send never waits for it; the spool also
+	// fsyncs every SyncInterval as a backstop).
 	Sync spool.SyncPolicy
 
 	// SyncInterval is SyncInterval's period, and how often acknowledged
@@ -465,35 +472,32 @@ func spoolFinal(err error) bool {
 		!errors.Is(err, ErrDeliveryTimeout) && !IsRetriable(err)
 }
 
-// markPersisted closes a Send's Future.Persisted: at once under SyncNone
-// and SyncInterval (the record is in the log), through the persister
-// under SyncAlways. Under SyncAlways a record of SendCallback or SendTo
-// (no channel to close) still kicks the persister, so that it is fsynced
-// as soon as a Future's would be.
+// markPersisted queues a Send's Future.Persisted on the persister, which
+// closes it once the record is in the file (SyncNone, SyncInterval) or
+// fsynced (SyncAlways). Under SyncAlways a record of SendCallback or
+// SendTo (no channel to close) still kicks the persister, so that it is
+// fsynced as soon as a Future's would be; under the other policies the
+// spool's writer writes it without being asked.
 func (p *Producer) markPersisted(c *completion, seq uint64) {
 	if c.kind() != kindFuture {
-		if p.persister != nil {
+		if p.persister.always {
 			p.persister.poke()
 		}
 		return
 	}
-	ch := (*Future)(c.to).persisted
-	if p.persister == nil {
-		close(ch)
-		return
-	}
-	p.persister.add(seq, ch)
+	p.persister.add(seq, (*Future)(c.to).persisted)
 }
 
 // SyncSpool returns once every record whose Send, SendCallback or SendTo
-// returned (without failing) before the call is persisted, and fsynced
-// unless Config.Spool.Sync is none: it is how SendCallback and SendTo
-// users learn what Future.Persisted tells a Future's. Under SyncNone and
-// SyncInterval such records are already persisted when their Send
-// returns; SyncSpool then also makes them survive a power loss (but for
-// SyncNone). Errors: ErrInvalidConfig without Config.Spool, ErrClosed
-// after Close, ErrSpoolFailed (wrapping spool.ErrFailed and the I/O
-// error) once an fsync has failed.
+// returned (without failing) before the call is in the spool's file, and
+// fsynced unless Config.Spool.Sync is none: it is how SendCallback and
+// SendTo users learn what Future.Persisted tells a Future's (under
+// SyncInterval it also makes them survive a power loss). Errors:
+// ErrInvalidConfig without Config.Spool, ErrClosed after Close,
+// ErrSpoolFailed (wrapping spool.ErrFailed and the I/O error) once a
+// write or an fsync has failed, ErrBufferExhausted wrapping spool.ErrFull
+// and syscall.ENOSPC while the disk is full (the records wait in the
+// spool's buffer: call it again).
 func (p *Producer) SyncSpool() error {
 	if p.spool == nil {
 		return fmt.Errorf("%w: SyncSpool without Config.Spool", ErrInvalidConfig)
@@ -504,21 +508,25 @@ func (p *Producer) SyncSpool() error {
 	return nil
 }
 
-// persister is the goroutine that, under SyncAlways, fsyncs the spool
-// (spool.Sync, shared with the spool's own fsyncs: group commit) and
-// closes the Persisted channels of the Futures it covered. Send only
-// queues (under mu) and kicks it: Send never waits for an fsync. The
-// queue holds one entry per record in memory with a Future, so
-// BufferMemory bounds it. After a failed fsync it closes nothing again:
-// those records are not persisted (their Futures still complete with
-// their delivery). Started by New, ended by Close before the spool
-// closes.
+// persister is the goroutine that closes Future.Persisted: it waits for
+// the spool's writer to have the records in the file (spool.Flush) under
+// SyncNone and SyncInterval, and fsyncs them under SyncAlways
+// (spool.Sync, shared with the spool's own fsyncs: group commit), then
+// closes the Persisted channels of the queued records below the bound it
+// got. Send only queues (under mu) and kicks it: Send never waits for the
+// disk. The queue holds one entry per record in memory with a Future, so
+// BufferMemory bounds it. After a failed write or fsync it closes
+// nothing again: those records are not persisted (their Futures still
+// complete with their delivery). While the disk is full it closes what is
+// in the file and tries again every 50 ms. Started by New, ended by
+// Close before the spool closes.
 type persister struct {
 	sp      *spool.Spool
+	always  bool // SyncAlways: fsync, not only the write
 	mu      sync.Mutex
 	waits   []persistWait
 	failed  bool
-	stopped bool // stop took the queue: add fsyncs itself
+	stopped bool // stop took the queue: add persists itself
 	kick    chan struct{}
 	quit    chan struct{}
 	done    chan struct{}
@@ -529,8 +537,8 @@ type persistWait struct {
 	ch  chan struct{}
 }
 
-func newPersister(sp *spool.Spool) *persister {
-	return &persister{sp: sp, kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+func newPersister(sp *spool.Spool, policy spool.SyncPolicy) *persister {
+	return &persister{sp: sp, always: policy == spool.SyncAlways, kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
 }
 
 func (ps *persister) add(seq uint64, ch chan struct{}) {
@@ -541,21 +549,19 @@ func (ps *persister) add(seq uint64, ch chan struct{}) {
 	}
 	if ps.stopped {
 		// A Send that wrote its record before the spool closed and gets
-		// here after stop (Close ran meanwhile): fsync here, or find
-		// that spool.Close's fsync covered it (Sync then returns its
-		// bound). Only during Close.
+		// here after stop (Close ran meanwhile): write (and fsync) here,
+		// or find that spool.Close covered it. Only during Close.
 		ps.mu.Unlock()
-		if bound, err := ps.sp.Sync(); err == nil && seq < bound {
+		// After spool.Close (which wrote and fsynced its buffer) the
+		// bound comes with ErrClosed, and is still right.
+		if bound, err := ps.persist(); (err == nil || errors.Is(err, spool.ErrClosed)) && seq < bound {
 			close(ch)
 		}
 		return
 	}
 	ps.waits = append(ps.waits, persistWait{seq, ch})
 	ps.mu.Unlock()
-	select {
-	case ps.kick <- struct{}{}:
-	default:
-	}
+	ps.poke()
 }
 
 // poke kicks the persister without a channel to close: a record written
@@ -567,6 +573,15 @@ func (ps *persister) poke() {
 	}
 }
 
+// persist is the bound below which records are persisted under the
+// policy, once the spool has them there.
+func (ps *persister) persist() (uint64, error) {
+	if ps.always {
+		return ps.sp.Sync()
+	}
+	return ps.sp.Flush()
+}
+
 func (ps *persister) run() {
 	defer close(ps.done)
 	var work, keep []persistWait
@@ -576,22 +591,23 @@ func (ps *persister) run() {
 			return
 		case <-ps.kick:
 		}
-		bound, err := ps.sp.Sync()
+		bound, err := ps.persist()
+		failed := err != nil && errors.Is(err, spool.ErrFailed)
 		ps.mu.Lock()
 		work, ps.waits = ps.waits, work[:0]
-		if err != nil {
+		if failed {
 			ps.failed = true
 		}
 		ps.mu.Unlock()
 		keep = keep[:0]
 		for _, w := range work {
 			switch {
-			case err != nil:
+			case failed:
 				// Never persisted: the channel stays open.
 			case w.seq < bound:
 				close(w.ch)
 			default:
-				keep = append(keep, w) // written after the fsync began
+				keep = append(keep, w) // written after the wait began, or the disk is full
 			}
 		}
 		clear(work)
@@ -599,18 +615,24 @@ func (ps *persister) run() {
 			ps.mu.Lock()
 			ps.waits = append(ps.waits, keep...)
 			ps.mu.Unlock()
-			select {
-			case ps.kick <- struct{}{}:
-			default:
+			if err != nil {
+				// A full disk (or Close coming): try again a little later.
+				select {
+				case <-ps.quit:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
 			}
+			ps.poke()
 		}
 	}
 }
 
-// stop ends the goroutine, then fsyncs once more and closes the channels
-// that fsync covers: what was queued since the last kick is persisted by
-// spool.Close's own fsync anyway, and its Futures say so. A record added
-// after stop (its Send raced Close) is fsynced by add itself.
+// stop ends the goroutine, then writes (and fsyncs, under SyncAlways) once
+// more and closes the channels that this covers: what was queued since
+// the last kick is persisted by spool.Close anyway, and its Futures say
+// so. A record added after stop (its Send raced Close) is persisted by
+// add itself.
 func (ps *persister) stop() {
 	close(ps.quit)
 	<-ps.done
@@ -621,8 +643,8 @@ func (ps *persister) stop() {
 	if failed || len(work) == 0 {
 		return
 	}
-	bound, err := ps.sp.Sync()
-	if err != nil {
+	bound, err := ps.persist()
+	if err != nil && errors.Is(err, spool.ErrFailed) {
 		return
 	}
 	for _, w := range work {

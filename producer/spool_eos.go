@@ -92,7 +92,7 @@ type eosDriver struct {
 	topic    string // the progress topic
 	key      []byte // the progress records' key: the spool's ID
 	interval time.Duration
-	start    uint64 // WrittenThrough at New: the backlog is below it
+	start    uint64 // Written at New: the backlog is below it
 	progress int32  // the key's partition of the progress topic (found by begin; driver only)
 
 	mu       sync.Mutex
@@ -141,7 +141,7 @@ func newEOSDriver(p *Producer, sp *spool.Spool) *eosDriver {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &eosDriver{
 		p: p, topic: sc.ProgressTopic, key: progressKey(sp.ID()), interval: sc.CommitInterval,
-		start: sp.WrittenThrough(), queue: map[uint64]eosItem{},
+		start: sp.Written(), queue: map[uint64]eosItem{},
 		kick: make(chan struct{}, 1), ctx: ctx, cancel: cancel, exited: make(chan struct{}),
 		roundDone: closedChan,
 	}
@@ -478,6 +478,27 @@ func (d *eosDriver) commitRange(items []eosItem) error {
 	}
 }
 
+// readBack reads seq back through cur. A record Send wrote may still be
+// in the spool's write buffer (grouped writes): the driver then flushes
+// the buffer and reads again, waiting while the disk is full, until its
+// ctx ends (Close).
+func (d *eosDriver) readBack(cur *spool.Cursor, seq uint64) (spool.Entry, bool, error) {
+	for {
+		e, ok, err := cur.Read(seq)
+		if err == nil || !errors.Is(err, spool.ErrNotWritten) {
+			return e, ok, err
+		}
+		if _, ferr := d.p.spool.Flush(); ferr != nil {
+			if !errors.Is(ferr, spool.ErrFull) {
+				return spool.Entry{}, false, ferr
+			}
+			if serr := sleepCtx(d.ctx, 50*time.Millisecond); serr != nil {
+				return spool.Entry{}, false, fmt.Errorf("%w: %w", ErrClosed, serr)
+			}
+		}
+	}
+}
+
 // transaction runs one transaction: the records of items read back from
 // the spool and appended to memory (each to the partition it was written
 // with, with its samsa-spool header), the progress record, and the
@@ -494,7 +515,7 @@ func (d *eosDriver) transaction(items []eosItem) (outs []eosOutcome, final []err
 	cur := p.spool.NewCursor()
 	defer cur.Close()
 	for i, it := range items {
-		e, ok, rerr := cur.Read(it.seq)
+		e, ok, rerr := d.readBack(cur, it.seq)
 		if rerr != nil {
 			d.roundSkip(len(items) - i + 1)
 			return nil, nil, fmt.Errorf("%w: reading sequence %d back: %w", ErrSpoolFailed, it.seq, rerr)

@@ -16,7 +16,7 @@ func TestSpoolPersisterStopClosesQueuedPersisted(t *testing.T) {
 	sp, err := spool.Open(spool.Options{Dir: t.TempDir(), Sync: spool.SyncAlways})
 	require.NoError(t, err)
 	defer sp.Close()
-	ps := newPersister(sp)
+	ps := newPersister(sp, spool.SyncAlways)
 	close(ps.done) // the goroutine ended before the records below were queued
 	var chs []chan struct{}
 	for range 3 {

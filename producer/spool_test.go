@@ -549,10 +549,14 @@ func TestSpoolRecordsOfAnEndedContext(t *testing.T) {
 			kept = append(kept, p.Send(context.Background(), &Record{Topic: "t", Value: []byte(fmt.Sprintf("kept-%d", i))}))
 		}
 	}
+	// Cancel before waiting for Persisted: the records are in the spool
+	// (Send gave them their sequences), and a wait here would give the
+	// IO goroutine time to take their batch into a request to the stopped
+	// broker, after which their context no longer applies.
+	cancel()
 	for _, f := range append(ended, kept...) {
 		<-f.Persisted()
 	}
-	cancel()
 	for i, f := range ended {
 		_, err := waitFuture(t, f, 10*time.Second)
 		require.ErrorIs(t, err, context.Canceled, "record %d", i)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -59,8 +60,8 @@ func crashOptions(dir string, policy SyncPolicy) Options {
 }
 
 // crashChild replays (acking some records), then appends until it is
-// killed: "P seq i" once Append returned for record i, "A seq" before
-// acknowledging seq.
+// killed: "P seq i" once Append returned for record i, or once Persisted
+// covered it after Write, "A seq" before acknowledging seq.
 func crashChild() int {
 	policy, _ := ParseSyncPolicy(os.Getenv("SAMSA_SPOOL_CRASH_POLICY"))
 	start, _ := strconv.Atoi(os.Getenv("SAMSA_SPOOL_CRASH_START"))
@@ -85,13 +86,55 @@ func crashChild() int {
 	// while the child may be killed.
 	var persisted []uint64
 	for i := start; ; i++ {
-		seq, err := s.Append(context.Background(), crashRec(i))
-		if err != nil {
-			say("error %v\n", err)
-			return 2
+		if rand.IntN(3) == 0 {
+			// A group of Writes, reported persisted as soon as Persisted
+			// (polled, or Sync's bound under SyncAlways) covers each: a
+			// kill right after must find them (Persisted is never ahead
+			// of the file). Some are acknowledged while still buffered.
+			n := 1 + rand.IntN(40)
+			first := i
+			var seqs []uint64
+			acked := map[uint64]bool{}
+			for ; i < first+n; i++ {
+				seq, err := s.Write(context.Background(), crashRec(i))
+				if err != nil {
+					say("error %v\n", err)
+					return 2
+				}
+				seqs = append(seqs, seq)
+				if rand.IntN(10) == 0 {
+					say("A %d\n", seq)
+					s.Ack(seq)
+					acked[seq] = true
+				}
+			}
+			i--
+			for k := 0; k < len(seqs); {
+				bound := s.Persisted()
+				if policy == SyncAlways && bound <= seqs[k] {
+					var err error
+					if bound, err = s.Sync(); err != nil {
+						say("error %v\n", err)
+						return 2
+					}
+				}
+				for ; k < len(seqs) && seqs[k] < bound; k++ {
+					if !acked[seqs[k]] {
+						say("P %d %d\n", seqs[k], first+k)
+						persisted = append(persisted, seqs[k])
+					}
+				}
+				runtime.Gosched()
+			}
+		} else {
+			seq, err := s.Append(context.Background(), crashRec(i))
+			if err != nil {
+				say("error %v\n", err)
+				return 2
+			}
+			say("P %d %d\n", seq, i)
+			persisted = append(persisted, seq)
 		}
-		say("P %d %d\n", seq, i)
-		persisted = append(persisted, seq)
 		if len(persisted) > 20 && rand.IntN(2) == 0 {
 			k := 0
 			if rand.IntN(4) == 0 {

@@ -6,17 +6,6 @@ import (
 	"os"
 )
 
-// WrittenThrough returns the sequence below which every record Write gave
-// out is in the segment files, where a Cursor can read it. Today Write
-// returns only once its record is written, so it is the next sequence;
-// a spool that writes records in groups after Write returned reports the
-// end of what reached the files.
-func (s *Spool) WrittenThrough() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.next
-}
-
 // Cursor reads records back by sequence from the live log, while the
 // spool is in use: a producer's drainer refills memory with the records
 // it could not take when they were written. It keeps one segment file
@@ -33,7 +22,7 @@ type Cursor struct {
 }
 
 // ErrNotWritten is Cursor.Read's error for a sequence at or above
-// WrittenThrough: it is not in the segment files (yet).
+// Written: it is not in the segment files yet (Flush puts it there).
 var ErrNotWritten = errors.New("spool: sequence not written yet")
 
 // NewCursor returns a Cursor on the log.
@@ -43,7 +32,8 @@ func (s *Spool) NewCursor() *Cursor { return &Cursor{s: s} }
 // whether or not it was acknowledged. ok is false when the log does not
 // hold it: its segment was deleted (every sequence in it acknowledged), or
 // it was lost to damage. The error is ErrNotWritten (seq at or above
-// WrittenThrough), ErrClosed, or an I/O error reading the segment (wrapped
+// Written: still in the write buffer, or not given out yet; Flush, then
+// read again), ErrClosed, or an I/O error reading the segment (wrapped
 // with the file's name); damage is skipped, as Open skips it.
 func (c *Cursor) Read(seq uint64) (e Entry, ok bool, err error) {
 	s := c.s
@@ -52,9 +42,9 @@ func (c *Cursor) Read(seq uint64) (e Entry, ok bool, err error) {
 		s.mu.Unlock()
 		return Entry{}, false, ErrClosed
 	}
-	if seq >= s.next {
+	if seq >= s.written {
 		s.mu.Unlock()
-		return Entry{}, false, fmt.Errorf("%w: %d (written through %d)", ErrNotWritten, seq, s.next)
+		return Entry{}, false, fmt.Errorf("%w: %d (written through %d)", ErrNotWritten, seq, s.written)
 	}
 	i := len(s.segs) - 1
 	for i >= 0 && s.segs[i].first > seq {

@@ -9,9 +9,12 @@
 //
 // A record is persisted when Append returns its sequence: it is in the
 // log under the sync policy (below). Write returns the sequence as soon
-// as the record is written, without waiting for SyncAlways' fsync;
-// Persisted then says which sequences are persisted, and Sync fsyncs
-// (shared with concurrent appenders) and says it. A record is delivered
+// as the record is in the spool's write buffer, before it is in the file
+// (see "Write buffer"); Persisted then says which sequences are
+// persisted, Written which are in the file, Flush waits for the file and
+// Sync also fsyncs (shared with concurrent appenders). A crash of the
+// process loses what was only in the buffer: it was never reported
+// persisted. A record is delivered
 // when the broker acknowledged it; the producer then calls Ack with its
 // sequence (an Ack after Close began reports false: the record stays for
 // the next Open). Acks
@@ -54,6 +57,24 @@
 // left in place, unread, and counted in Recovery.DamagedRegions and
 // SkippedBytes; such a position file is damaged (Recovery.PositionLost).
 //
+// # Write buffer
+//
+// Write encodes the record into an in-memory buffer under the spool's
+// lock and returns; the spool's writer goroutine writes what accumulated
+// with one write(2) as soon as it can (while one write runs, the next
+// Writes fill the buffer: the groups form by themselves), splitting it
+// only where a segment rolls, and moves Written. The buffer is bounded:
+// a Write waits while it holds writeBufBytes (1 MiB; an entry larger than
+// that enters an empty buffer alone), so the records not yet in the file
+// take at most 2 MiB (or twice the largest entry), the buffer plus the
+// group being written. MaxBytes counts the buffered bytes. Written and
+// Persisted are never ahead of the file: a process killed right after
+// they returned keeps every sequence below them. Acks may come for
+// buffered sequences (a producer sends a record before it is in the
+// file); they count, and the position file may say so before the record
+// is in the file: after a crash such a record is neither in the log nor
+// replayed, and it was delivered.
+//
 // # Sync policies
 //
 //   - SyncInterval (the default): Append returns once the record is
@@ -79,16 +100,25 @@
 // A failed write or fsync of the log, and a failed fsync of the position
 // file, stop the spool (fail-stop): after a failed fsync the kernel may
 // have dropped the pages it could not write, and retrying it would report
-// success for data that is gone. Every later Append fails with ErrFailed,
-// which wraps the cause (errors.Is(err, syscall.EIO)); Metrics().Failed
-// has it. Nothing is reported persisted that was not: under SyncAlways an
-// Append whose fsync failed returns the error. Reopening the directory
-// recovers what the log holds.
+// success for data that is gone. Every later Write and Append fails with
+// ErrFailed, which wraps the cause (errors.Is(err, syscall.EIO)), and so
+// do Flush, Sync and Close; Metrics().Failed has it. Nothing is reported
+// persisted that was not: no record of a failed grouped write (nor any
+// buffered after it) is ever in Written or Persisted, and under
+// SyncAlways an Append whose fsync failed returns the error. Reopening
+// the directory recovers what the log holds.
 //
-// A full disk (ENOSPC) is not a failure: a partial write is truncated
-// back, and Append waits for space and retries, as it waits at MaxBytes,
-// until its context ends; then it fails with ErrFull wrapping
-// syscall.ENOSPC. A position file that cannot be written for lack of space
+// A full disk (ENOSPC) is not a failure: the writer truncates a partial
+// write back, keeps the group and retries (when segments are deleted, or
+// every 50 ms; if everything in the file is acknowledged it rolls first,
+// so that the active segment can be deleted); meanwhile Writes wait for
+// space, as they wait at MaxBytes, until their context ends, and then
+// fail with ErrFull wrapping syscall.ENOSPC. An Append whose record was
+// already buffered when the disk filled returns its sequence with that
+// error: the record is written once there is room. Flush and Sync say
+// ErrFull wrapping ENOSPC while the disk is full; Close does not wait for
+// space: it returns that error, and the records still buffered are lost
+// (never persisted). A position file that cannot be written for lack of space
 // is retried at the next interval, and acknowledged segments are deleted
 // meanwhile. Open does not fail on a full disk either (a producer
 // restarted on one must drain its backlog): Unacked and Ack work, and a
@@ -101,14 +131,17 @@
 //     BSDs, released by the kernel when the process dies; on other
 //     systems there is no lock, and two processes must not share a
 //     directory.
-//   - ErrFull: Append, when the record did not fit under MaxBytes (or on
-//     the disk) before its context ended; it wraps the context's error
-//     (and syscall.ENOSPC for a full disk). The producer reports it as
-//     producer.ErrBufferExhausted.
+//   - ErrFull: Append and Write, when the record did not fit under
+//     MaxBytes (or on the disk) before its context ended; it wraps the
+//     context's error (and syscall.ENOSPC for a full disk). The producer
+//     reports it as producer.ErrBufferExhausted. Flush, Sync and Close,
+//     while the disk is full (wrapping ENOSPC).
 //   - ErrTooLarge: Append, for a record whose entry exceeds 64 MiB or
 //     MaxBytes.
-//   - ErrClosed: Append after Close, or waiting for space when Close came.
-//   - ErrFailed: Append and Close after a failed write or fsync (above).
+//   - ErrClosed: Append after Close, or waiting for space when Close came;
+//     Flush and Sync once Close began.
+//   - ErrFailed: Write, Append, Flush, Sync and Close after a failed write
+//     or fsync (above).
 //   - Open's other errors are invalid Options or I/O errors on the
 //     directory, wrapped with the file's name, and a directory (or
 //     anything but a regular file or a symlink) where the spool keeps its
@@ -140,7 +173,8 @@
 //
 // # Memory
 //
-// A Spool holds one encode buffer (the largest record appended), a read
+// A Spool holds the write buffer (above: at most 2 MiB, or twice the
+// largest entry, with a spare of the same size kept for reuse), a read
 // window per Unacked iteration and one at Open (1 MiB, or one entry if
 // larger), the acknowledged set (a bit per sequence between the
 // contiguous acknowledged position and the newest acknowledged sequence,
@@ -154,9 +188,12 @@
 //
 // # Goroutines
 //
-// Open starts one goroutine, ended by Close: every SyncInterval (and when
-// an Ack makes a segment deletable) it fsyncs under SyncInterval, writes
-// the position file if acks came, and deletes acknowledged segments.
-// Append runs on its caller (and, under SyncAlways, fsyncs for its
-// group); Ack never does I/O.
+// Open starts two goroutines, ended by Close. The writer writes the
+// buffer to the segment files and rolls them. The maintenance goroutine,
+// every SyncInterval (and when an Ack makes a segment deletable), fsyncs
+// under SyncInterval, writes the position file if acks came, and deletes
+// acknowledged segments. Close writes what the buffer still holds itself.
+// Write runs on its caller and does no I/O but for a position write that
+// reserves sequences (once per 2^19 Writes); Append waits for the writer
+// (and, under SyncAlways, fsyncs for its group); Ack never does I/O.
 package spool

@@ -22,6 +22,12 @@ type faultFS struct {
 	// disk, so that group commit's groups form whatever the machine).
 	syncDelay atomic.Int64
 	syncs     atomic.Int64
+	// writes counts the writes of segment files; writeErr fails them
+	// while set; gate, while set, holds each one until it is closed (a
+	// slow disk: the writer's groups form whatever the machine).
+	writes   atomic.Int64
+	writeErr atomic.Pointer[error]
+	gate     atomic.Pointer[chan struct{}]
 }
 
 func (f *faultFS) Remove(name string) error {
@@ -37,12 +43,13 @@ func (f *faultFS) OpenFile(name string, flag int, perm fs.FileMode) (file, error
 	if err != nil {
 		return nil, err
 	}
-	return &faultFile{file: fl, fs: f}, nil
+	return &faultFile{file: fl, fs: f, seg: strings.HasSuffix(name, segSuffix)}, nil
 }
 
 type faultFile struct {
 	file
-	fs *faultFS
+	fs  *faultFS
+	seg bool // a segment file: writes, writeErr and gate apply
 }
 
 func (f *faultFile) Sync() error {
@@ -55,6 +62,16 @@ func (f *faultFile) Sync() error {
 }
 
 func (f *faultFile) Write(b []byte) (int, error) {
+	if f.seg {
+		f.fs.writes.Add(1)
+		if g := f.fs.gate.Load(); g != nil {
+			<-*g
+		}
+		if e := f.fs.writeErr.Load(); e != nil {
+			n, _ := f.file.Write(b[:len(b)/2])
+			return n, *e
+		}
+	}
 	if f.fs.noSpace.Load() {
 		n, _ := f.file.Write(b[:len(b)/2])
 		return n, syscall.ENOSPC

@@ -85,6 +85,15 @@ func varintLen(v int64) int {
 // appendEntry appends rec's entry with sequence seq to dst.
 func appendEntry(dst []byte, seq uint64, rec *Record) []byte {
 	start := len(dst)
+	dst = appendUnsealedEntry(dst, seq, rec)
+	sealEntry(dst[start:])
+	return dst
+}
+
+// appendUnsealedEntry is appendEntry without the CRC, which sealEntry
+// sets: Write leaves it to the writer goroutine, off Send's.
+func appendUnsealedEntry(dst []byte, seq uint64, rec *Record) []byte {
+	start := len(dst)
 	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0, entryVersion)
 	dst = binary.BigEndian.AppendUint64(dst, seq)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(rec.Partition))
@@ -104,10 +113,14 @@ func appendEntry(dst []byte, seq uint64, rec *Record) []byte {
 		dst = appendBytes(dst, h.Value)
 	}
 	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-entryHeaderLen))
-	crc := crc32.Update(0, castagnoli, dst[start:start+4])
-	crc = crc32.Update(crc, castagnoli, dst[start+entryHeaderLen:])
-	binary.BigEndian.PutUint32(dst[start+4:], crc)
 	return dst
+}
+
+// sealEntry sets the CRC of the entry e (its length already set).
+func sealEntry(e []byte) {
+	crc := crc32.Update(0, castagnoli, e[:4])
+	crc = crc32.Update(crc, castagnoli, e[entryHeaderLen:])
+	binary.BigEndian.PutUint32(e[4:], crc)
 }
 
 func appendBytes(dst, b []byte) []byte {

@@ -90,7 +90,7 @@ type hookedFile struct {
 	file
 	faults *spoolfault.Faults
 	name   string
-	seg    bool          // a segment file
+	seg    bool          // a segment file: the write faults apply
 	read   spoolfault.Op // a segment's reads: SegmentScan or SegmentRead
 	pos    bool          // the position file's temporary copy
 }
@@ -104,10 +104,17 @@ func (f hookedFile) Sync() error {
 
 // Write writes p in two halves, the hook called between them, so that a
 // hook that kills the process leaves a torn write.
+//
+// A segment write first waits while spoolfault's HoldWrites holds them,
+// and fails with SetWriteErr's error, half of it written.
 func (f hookedFile) Write(p []byte) (int, error) {
 	var op spoolfault.Op
 	switch {
 	case f.seg:
+		if err := f.faults.BeforeWrite(); err != nil {
+			n, _ := f.file.Write(p[:len(p)/2])
+			return n, err
+		}
 		op = spoolfault.SegmentWrite
 	case f.pos:
 		op = spoolfault.PositionWrite

@@ -153,6 +153,7 @@ func (s *Spool) recover() error {
 	s.next = next
 	s.replayEnd = next
 	s.synced = next
+	s.written = next
 	for _, seg := range segs {
 		s.disk += seg.size
 	}

@@ -58,8 +58,8 @@ type Spool struct {
 	backlog   map[backlogKey]int
 
 	// syncMu orders fsyncs of the active segment and rolls: group commit
-	// takes it to fsync, a roll to close the file an fsync would use.
-	// Lock order: syncMu → mu.
+	// takes it to fsync, a roll (by the writer) to close the file an fsync
+	// would use. Lock order: syncMu → mu.
 	syncMu sync.Mutex
 	// maintMu makes maintain (the position file's writer) one at a time.
 	maintMu sync.Mutex
@@ -72,13 +72,40 @@ type Spool struct {
 	active       file
 	segs         []segment // the last is the active one
 	next         uint64    // the next sequence
-	synced       uint64    // sequences below it are fsynced
+	written      uint64    // sequences below it are in the file (write.go)
+	synced       uint64    // sequences below it are fsynced (<= written)
 	acks         ackSet
-	disk         int64
+	// disk counts the bytes in the segment files and in the write
+	// buffer (MaxBytes bounds both).
+	disk int64
 	// space is closed (and replaced) when segments are deleted.
-	space   chan struct{}
-	buf     []byte
-	samples []sample
+	space chan struct{}
+	// The write buffer (write.go): Write encodes entries into pend (their
+	// sizes in pendSizes) under mu; the writer goroutine takes pend whole
+	// (leaving spare in its place) and writes it to the active segment.
+	pend, spare           []byte
+	pendSizes, spareSizes []int32
+	// buffered counts the bytes in pend and in the writer's hands.
+	buffered int64
+	// writing is set while the writer has work: Write kicks it only when
+	// it is not set.
+	writing bool
+	// wantRoll asks the writer to roll the active segment (short of
+	// MaxBytes with everything acknowledged: the active segment can then
+	// be deleted).
+	wantRoll bool
+	// noSpace is the writer's last ENOSPC, until a write succeeds: Writes
+	// then wait for room as at MaxBytes.
+	noSpace error
+	// wrote is closed (and replaced) when written moves, when the writer
+	// finds the disk full, and when the spool fails.
+	wrote chan struct{}
+	// wroteWanted is set once a waiter took wrote: only then is it closed.
+	wroteWanted bool
+	// writerDone is set by Close once it wrote what the buffer held (or
+	// gave up): nothing will move written again.
+	writerDone bool
+	samples    []sample
 	// posWritten is the acknowledged count at the last position write.
 	posWritten uint64
 	// posSize and posAt are the last position file's size and time.
@@ -94,9 +121,10 @@ type Spool struct {
 	reserved uint64
 	acked    uint64
 
-	kick chan struct{}
-	quit chan struct{}
-	wg   sync.WaitGroup
+	kick  chan struct{}
+	wkick chan struct{} // wakes the writer
+	quit  chan struct{}
+	wg    sync.WaitGroup
 
 	// usage mirrors disk for Usage, which reads it without mu.
 	usage atomic.Int64
@@ -210,7 +238,9 @@ func Open(opts Options) (*Spool, error) {
 		dir:   opts.Dir,
 		lock:  lock,
 		space: make(chan struct{}),
+		wrote: make(chan struct{}),
 		kick:  make(chan struct{}, 1),
+		wkick: make(chan struct{}, 1),
 		quit:  make(chan struct{}),
 	}
 	if err := s.recover(); err != nil {
@@ -220,8 +250,9 @@ func Open(opts Options) (*Spool, error) {
 		lock.Close()
 		return nil, err
 	}
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.loop()
+	go s.writer()
 	return s, nil
 }
 
@@ -232,30 +263,70 @@ func (s *Spool) ID() ID { return s.id }
 func (s *Spool) Recovery() Recovery { return s.recovery }
 
 // Append writes rec to the log and returns its sequence once it is
-// persisted under the sync policy (see SyncPolicy). When the log is at
-// MaxBytes it waits for acknowledged segments to be deleted until ctx
-// ends, then fails with ErrFull (wrapping ctx's error). Other errors:
-// ErrTooLarge, ErrClosed, ErrFailed (wrapping the I/O error). When Append
-// fails, rec is not persisted (but for an fsync failure under
-// SyncAlways: then the record may be in the log, and is replayed after a
-// reopen if it is).
+// persisted under the sync policy (see SyncPolicy): in the segment file
+// (the page cache), and under SyncAlways fsynced. When the log is at
+// MaxBytes, or the disk is full, it waits for room until ctx ends, then
+// fails with ErrFull (wrapping ctx's error, and syscall.ENOSPC for a full
+// disk). Other errors: ErrTooLarge, ErrClosed, ErrFailed (wrapping the
+// I/O error). When Append fails, rec is not persisted, with three
+// exceptions, for which Append returns the sequence with the error: a
+// disk found full after the record entered the write buffer (ErrFull
+// wrapping ENOSPC: the record is written once there is room, unless Close
+// comes first), Close coming while Append waited for the writer
+// (ErrClosed: Close writes it), and an fsync failure under SyncAlways (the
+// record may be in the log). Either way it is replayed after a reopen if
+// it is in the log.
 func (s *Spool) Append(ctx context.Context, rec *Record) (uint64, error) {
 	seq, err := s.Write(ctx, rec)
-	if err != nil || s.opts.Sync != SyncAlways {
-		return seq, err
+	if err != nil {
+		return 0, err
+	}
+	for {
+		err := s.flushWait(seq + 1)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, ErrClosed) {
+			return seq, err
+		}
+		if !errors.Is(err, syscall.ENOSPC) {
+			return 0, err
+		}
+		// The disk is full: wait for the writer's next try, up to ctx.
+		s.mu.Lock()
+		ch := s.wroteChLocked()
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return seq, s.fullErr(ctx, int64(entryLen(rec)), err)
+		case <-s.quit:
+			return seq, ErrClosed
+		}
+	}
+	if s.opts.Sync != SyncAlways {
+		return seq, nil
 	}
 	if err := s.syncThrough(seq + 1); err != nil {
-		return 0, err
+		return seq, err
 	}
 	return seq, nil
 }
 
-// Write is Append without waiting for SyncAlways' fsync: it returns once
-// the record is written to the file (the page cache), with the same
-// errors. The record is persisted once Persisted is above its sequence
-// (Sync makes it so). A producer writes on Send's goroutine, for the
-// sequence and the order, and completes Future.Persisted from one
-// goroutine calling Sync, so that Send never waits for the disk.
+// Write gives rec the next sequence and puts its entry in the write
+// buffer, from which the spool's writer goroutine writes it to the file
+// (one write(2) for what accumulated while the last one ran); it returns
+// without waiting for the file, with the same errors as Append (a Write
+// that returned a sequence never fails afterwards: a failed write of the
+// buffer stops the spool, and its records are never reported persisted).
+// The record is persisted once Persisted is above its sequence; Flush
+// (under SyncNone and SyncInterval) and Sync make it so and say it, and
+// Written says which sequences are in the file. Write waits (ignoring
+// ctx: the wait is one write(2)) while the buffer holds writeBufBytes,
+// and up to ctx for room under MaxBytes or on a full disk. A producer
+// writes on Send's goroutine, for the sequence and the order, and
+// completes Future.Persisted from one goroutine calling Flush or Sync, so
+// that Send never waits for the disk.
 func (s *Spool) Write(ctx context.Context, rec *Record) (uint64, error) {
 	size := int64(entryLen(rec))
 	if size > maxEntryLen || size > s.opts.MaxBytes {
@@ -268,31 +339,41 @@ func (s *Spool) Write(ctx context.Context, rec *Record) (uint64, error) {
 			s.mu.Unlock()
 			return 0, err
 		}
-		act := &s.segs[len(s.segs)-1]
-		short := noSpace != nil || s.disk+size > s.opts.MaxBytes
-		if act.size > 0 && (act.size+size > s.opts.SegmentBytes || short && s.acks.below >= s.next) {
-			// Roll a full segment; or, short of space with everything
-			// acknowledged, roll so the active segment can be deleted.
-			first := act.first
+		if s.noSpace != nil {
+			// The writer found the disk full: wait for its next try (it
+			// retries when segments are deleted, or every 50 ms).
+			ch, cause := s.wroteChLocked(), s.noSpace
 			s.mu.Unlock()
-			if err := s.roll(first); err != nil {
-				if !errors.Is(err, syscall.ENOSPC) {
-					return 0, err
-				}
-				noSpace = err
-				if err := s.waitSpace(ctx, size, noSpace); err != nil {
-					return 0, err
-				}
+			if err := s.waitOn(ctx, ch, size, cause); err != nil {
+				return 0, err
 			}
-			s.kickLoop()
 			continue
 		}
 		if s.disk+size > s.opts.MaxBytes {
+			if s.acks.below >= s.next && s.segs[len(s.segs)-1].size+s.buffered > 0 {
+				// Short of space with everything acknowledged: the
+				// writer rolls, so that the active segment can be
+				// deleted.
+				s.wantRoll = true
+				s.kickWriterLocked()
+			}
 			ch := s.space
 			s.mu.Unlock()
 			s.kickLoop()
 			if err := s.waitOn(ctx, ch, size, nil); err != nil {
 				return 0, err
+			}
+			continue
+		}
+		if len(s.pend) > 0 && int64(len(s.pend))+size > writeBufBytes {
+			// The buffer is full: wait for the writer to take it.
+			ch := s.wroteChLocked()
+			s.kickWriterLocked()
+			s.mu.Unlock()
+			select {
+			case <-ch:
+			case <-s.quit:
+				return 0, ErrClosed
 			}
 			continue
 		}
@@ -320,40 +401,20 @@ func (s *Spool) Write(ctx context.Context, rec *Record) (uint64, error) {
 			continue
 		}
 		seq := s.next
-		s.buf = appendEntry(s.buf[:0], seq, rec)
-		n, err := s.active.Write(s.buf)
-		if err != nil {
-			// Take back a partial write; a failure that cannot be taken
-			// back stops the spool.
-			if n > 0 {
-				if terr := s.active.Truncate(act.size); terr != nil {
-					s.failLocked(fmt.Errorf("write %s: %w (and truncating it back: %v)", segName(s.dir, act.first), err, terr))
-					s.mu.Unlock()
-					return 0, s.failed
-				}
-			}
-			if errors.Is(err, syscall.ENOSPC) {
-				s.mu.Unlock()
-				noSpace = err
-				if err := s.waitSpace(ctx, size, noSpace); err != nil {
-					return 0, err
-				}
-				continue
-			}
-			s.failLocked(fmt.Errorf("write %s: %w", segName(s.dir, act.first), err))
-			s.mu.Unlock()
-			return 0, s.failed
-		}
-		noSpace = nil
+		start := len(s.pend)
+		s.pend = appendUnsealedEntry(s.pend, seq, rec) // the writer seals it
+		n := len(s.pend) - start
+		s.pendSizes = append(s.pendSizes, int32(n))
 		s.maxEntry = max(s.maxEntry, int64(n))
 		s.next++
-		act.size += int64(n)
+		s.buffered += int64(n)
 		s.disk += int64(n)
 		disk := s.disk
 		s.usage.Store(disk)
 		if seq%sampleEvery == 0 || len(s.samples) == 0 {
 			s.samples = append(s.samples, sample{seq: seq, at: time.Now()})
 		}
+		s.kickWriterLocked()
 		s.mu.Unlock()
 		s.m.appended.Inc()
 		if f := s.opts.OnUsage; f != nil {
@@ -420,6 +481,7 @@ func (s *Spool) failLocked(cause error) {
 		s.failed = fmt.Errorf("%w: %w", ErrFailed, cause)
 		close(s.space)
 		s.space = make(chan struct{})
+		s.broadcastWroteLocked()
 	}
 }
 
@@ -445,42 +507,53 @@ func (s *Spool) Usage() int64 { return s.usage.Load() }
 
 // Persisted returns the bound below which every sequence written is
 // persisted under the policy: under SyncAlways the sequences an fsync
-// covered, otherwise every sequence written.
+// covered, otherwise the sequences in the file (Written). It is never
+// ahead of the file: a crash of the process right after it returned keeps
+// every sequence below it.
 func (s *Spool) Persisted() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.opts.Sync == SyncAlways {
 		return s.synced
 	}
-	return s.next
+	return s.written
 }
 
-// Sync fsyncs what was written (sharing the fsync with concurrent
-// appenders) and returns Persisted's bound. Under SyncNone it only
-// returns the bound. Its errors are ErrFailed's (the spool stops) and
-// ErrClosed.
+// Sync writes what the buffer holds, fsyncs what was written (sharing the
+// fsync with concurrent appenders; not under SyncNone) and returns
+// Persisted's bound, which then covers every Write that returned before
+// the call. Its errors are ErrFailed's (the spool stops), ErrClosed, and
+// ErrFull wrapping syscall.ENOSPC while the disk is full (the records
+// wait in the buffer: call it again).
 func (s *Spool) Sync() (uint64, error) {
-	if s.opts.Sync != SyncNone {
-		s.mu.Lock()
-		next := s.next
-		s.mu.Unlock()
-		if err := s.syncThrough(next); err != nil {
-			return s.Persisted(), err
-		}
+	s.mu.Lock()
+	next := s.next
+	s.mu.Unlock()
+	var err error
+	if s.opts.Sync == SyncNone {
+		err = s.flushWait(next)
+	} else {
+		err = s.syncThrough(next)
 	}
-	return s.Persisted(), nil
+	return s.Persisted(), fullDiskErr(err)
 }
 
-// syncThrough returns once the sequences below target are fsynced: the
-// first caller fsyncs for everything written so far, and the callers
-// that queued behind it find their records covered (group commit).
+// syncThrough returns once the sequences below target are in the file and
+// fsynced: the first caller fsyncs for everything written so far, and the
+// callers that queued behind it find their records covered (group
+// commit). While the disk is full it fsyncs what is in the file and
+// returns the writer's ENOSPC.
 func (s *Spool) syncThrough(target uint64) error {
+	werr := s.flushWait(target)
+	if werr != nil && !errors.Is(werr, syscall.ENOSPC) {
+		return werr
+	}
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
 	s.mu.Lock()
-	if s.synced >= target {
+	if s.synced >= min(target, s.written) {
 		s.mu.Unlock()
-		return nil
+		return werr
 	}
 	if s.failed != nil {
 		s.mu.Unlock()
@@ -490,64 +563,17 @@ func (s *Spool) syncThrough(target uint64) error {
 		s.mu.Unlock()
 		return ErrClosed
 	}
-	f, upto, first := s.active, s.next, s.segs[len(s.segs)-1].first
+	f, upto, first := s.active, s.written, s.segs[len(s.segs)-1].first
 	s.mu.Unlock()
-	// No roll can close f: rolls take syncMu.
+	// No roll can close f: rolls take syncMu. The writer may append to f
+	// meanwhile: upto is what was in it before the fsync began.
 	if err := s.fsync(f); err != nil {
 		return s.fail(fmt.Errorf("fsync %s: %w", segName(s.dir, first), err))
 	}
 	s.mu.Lock()
 	s.synced = max(s.synced, upto)
 	s.mu.Unlock()
-	return nil
-}
-
-// roll closes the active segment (fsynced, unless SyncNone) and starts a
-// new one named after the next sequence, if the active segment is still
-// the one starting at first (concurrent appenders that found it full
-// roll it once).
-func (s *Spool) roll(first uint64) error {
-	s.syncMu.Lock()
-	defer s.syncMu.Unlock()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.usableLocked(); err != nil {
-		return err
-	}
-	act := s.segs[len(s.segs)-1]
-	if act.size == 0 || act.first != first {
-		return nil
-	}
-	name := segName(s.dir, s.next)
-	f, err := s.fs.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
-	if err != nil {
-		if errors.Is(err, syscall.ENOSPC) {
-			return err
-		}
-		s.failLocked(fmt.Errorf("create %s: %w", name, err))
-		return s.failed
-	}
-	if s.opts.Sync != SyncNone {
-		if err := s.fsync(s.active); err != nil {
-			f.Close()
-			s.failLocked(fmt.Errorf("fsync %s: %w", segName(s.dir, act.first), err))
-			return s.failed
-		}
-		if err := syncDir(s.fs, s.dir); err != nil {
-			f.Close()
-			s.failLocked(fmt.Errorf("fsync %s: %w", s.dir, err))
-			return s.failed
-		}
-		s.synced = s.next
-	}
-	if err := s.active.Close(); err != nil {
-		f.Close()
-		s.failLocked(fmt.Errorf("close %s: %w", segName(s.dir, act.first), err))
-		return s.failed
-	}
-	s.active = f
-	s.segs = append(s.segs, segment{first: s.next})
-	return nil
+	return werr
 }
 
 // Ack marks seq delivered. Acks may come in any order; an ack of a
@@ -630,7 +656,9 @@ func (s *Spool) step(final, doSync bool) error {
 		s.mu.Lock()
 		next := s.next
 		s.mu.Unlock()
-		if err := s.syncThrough(next); err != nil {
+		// A full disk fsyncs what is in the file and goes on: the
+		// deletions below are what frees it.
+		if err := s.syncThrough(next); err != nil && !errors.Is(err, syscall.ENOSPC) {
 			return err
 		}
 	}
@@ -702,11 +730,13 @@ func (s *Spool) deleteSegments(gone []segment) error {
 	return nil
 }
 
-// Close stops the spool's goroutine, fsyncs the log (unless SyncNone),
-// writes the position, deletes acknowledged segments and releases the
-// directory. Appends waiting for space fail with ErrClosed. Close returns
-// the error that stopped the spool, if one did (ErrFailed), or the
-// error of its last writes. It is idempotent.
+// Close stops the spool's goroutines, writes what the write buffer holds,
+// fsyncs the log (unless SyncNone), writes the position, deletes
+// acknowledged segments and releases the directory. Appends waiting for
+// space fail with ErrClosed. Close returns the error that stopped the
+// spool, if one did (ErrFailed), or the error of its last writes (ErrFull
+// wrapping syscall.ENOSPC when the disk had no room for the buffer: those
+// records were never persisted). It is idempotent.
 func (s *Spool) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -718,15 +748,36 @@ func (s *Spool) Close() error {
 	s.mu.Unlock()
 	s.wg.Wait()
 
+	// The writer has ended: Close writes the rest on its own (no waiting
+	// for space: a full disk leaves the rest unwritten).
+	var drainErr error
+	for {
+		more, err := s.writeGroup(true)
+		if err != nil {
+			drainErr = err
+			break
+		}
+		if !more {
+			break
+		}
+	}
+	s.mu.Lock()
+	s.writerDone = true
+	s.broadcastWroteLocked()
+	next := s.next
+	s.mu.Unlock()
+
 	var err error
 	if s.opts.Sync != SyncNone {
-		s.mu.Lock()
-		next := s.next
-		s.mu.Unlock()
-		err = s.syncThrough(next)
+		if err = s.syncThrough(next); errors.Is(err, syscall.ENOSPC) {
+			err = nil // drainErr says it
+		}
 	}
 	if err == nil {
 		err = s.maintain(true)
+	}
+	if drainErr != nil && (err == nil || errors.Is(err, syscall.ENOSPC)) {
+		err = fullDiskErr(drainErr)
 	}
 	s.syncMu.Lock()
 	s.mu.Lock()

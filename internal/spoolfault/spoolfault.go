@@ -1,10 +1,10 @@
 // Package spoolfault lets tests outside package spool inject file-system
 // failures into a spool, by directory: a test registers the directory
 // before spool.Open, and the spool opened there checks the faults on each
-// fsync, and calls the Hook (if set) at each named file operation (Op).
-// Without a registration (always, outside tests) spool.Open pays one map
-// lookup and uses the plain file system: nothing else changes, and no
-// operation pays for the hook.
+// fsync and each write of a segment file, and calls the Hook (if set) at
+// each named file operation (Op). Without a registration (always, outside
+// tests) spool.Open pays one map lookup and uses the plain file system:
+// nothing else changes, and no operation pays for the faults or the hook.
 package spoolfault
 
 import (
@@ -15,8 +15,47 @@ import (
 
 // Faults are the failures switched on for one directory.
 type Faults struct {
-	syncErr atomic.Pointer[error]
-	hook    atomic.Pointer[func(Op, string)]
+	syncErr  atomic.Pointer[error]
+	hook     atomic.Pointer[func(Op, string)]
+	writeErr atomic.Pointer[error]
+	hold     atomic.Pointer[chan struct{}]
+}
+
+// SetWriteErr makes every later write of a segment file fail with err,
+// half of it written (nil: writes succeed again).
+func (f *Faults) SetWriteErr(err error) {
+	if err == nil {
+		f.writeErr.Store(nil)
+		return
+	}
+	f.writeErr.Store(&err)
+}
+
+// HoldWrites makes the writes of segment files wait until release is
+// called (a slow disk: what the spool's writer holds is not in the file).
+func (f *Faults) HoldWrites() (release func()) {
+	ch := make(chan struct{})
+	f.hold.Store(&ch)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			f.hold.CompareAndSwap(&ch, nil)
+			close(ch)
+		})
+	}
+}
+
+// BeforeWrite is called by the spool before each write of a segment file:
+// it waits while HoldWrites holds them, and returns the error the write
+// fails with, or nil.
+func (f *Faults) BeforeWrite() error {
+	if ch := f.hold.Load(); ch != nil {
+		<-*ch
+	}
+	if e := f.writeErr.Load(); e != nil {
+		return *e
+	}
+	return nil
 }
 
 // Op names a file operation of a spool, at the point where a Hook sees it.
