@@ -105,6 +105,8 @@ func testSpoolDiskFullOnTmpfs(t *testing.T, mnt string) {
 	var full *Future
 	var took time.Duration
 	sent := 0
+	var sentKeys []string
+	var sentFutures []*Future
 	for i := range 8 << 10 {
 		v := value("full", i)
 		start := time.Now()
@@ -114,12 +116,11 @@ func testSpoolDiskFullOnTmpfs(t *testing.T, mnt string) {
 			full, took = f, time.Since(start)
 			break
 		}
-		select {
-		case <-f.Persisted():
-		default:
-			t.Fatalf("record %d neither persisted nor failed when Send returned", i)
-		}
-		persisted = append(persisted, key(v))
+		// Persisted closes once the spool's writer has the record in
+		// the file: later, and maybe never for the last ones before the
+		// disk filled.
+		sentKeys = append(sentKeys, key(v))
+		sentFutures = append(sentFutures, f)
 		sent++
 	}
 	require.NotNil(t, full, "a 4 MiB tmpfs took 8 MiB of records")
@@ -138,6 +139,19 @@ func testSpoolDiskFullOnTmpfs(t *testing.T, mnt string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	_ = p.Close(ctx)
 	cancel()
+	// Persisted, as the Futures say it once Close returned; the rest may
+	// or may not have reached the file.
+	maybe := map[string]bool{}
+	for i, f := range sentFutures {
+		select {
+		case <-f.Persisted():
+			persisted = append(persisted, sentKeys[i])
+		default:
+			maybe[sentKeys[i]] = true
+		}
+	}
+	require.GreaterOrEqual(t, len(persisted), sent/2, "most records sent before the disk filled are reported persisted")
+	persisted0 := len(persisted)
 
 	// 2. Reopened on the full disk: every persisted record, no damage.
 	sp, err := spool.Open(spool.Options{Dir: dir})
@@ -163,7 +177,15 @@ func testSpoolDiskFullOnTmpfs(t *testing.T, mnt string) {
 	if len(backlog) > 0 && backlog[0] == persisted[0] {
 		want = persisted
 	}
-	require.Equal(t, want, backlog, "the spool's backlog is every record persisted, in order")
+	// Records never reported persisted that reached the file anyway are
+	// in the backlog too: leave them out of the comparison.
+	var got []string
+	for _, k := range backlog {
+		if !maybe[k] {
+			got = append(got, k)
+		}
+	}
+	require.Equal(t, want, got, "the spool's backlog is every record persisted, in order")
 
 	// 3. Space freed (the filler removed), the broker still down: Sends
 	// go on (to a topic outside the backlog: a backlog topic's Sends
@@ -183,12 +205,14 @@ func testSpoolDiskFullOnTmpfs(t *testing.T, mnt string) {
 	for i := range 300 {
 		v := value("freed", i)
 		f := p.Send(context.Background(), &Record{Topic: "u", Value: v})
+		pctx, pcancel := context.WithTimeout(context.Background(), 5*time.Second)
 		select {
 		case <-f.Persisted():
-		default:
+		case <-pctx.Done():
 			_, _, err := f.Result()
-			t.Fatalf("record %d after the filler's removal not persisted: %v", i, err)
+			t.Fatalf("record %d after the filler's removal not persisted within 5 s: %v", i, err)
 		}
+		pcancel()
 		persisted = append(persisted, key(v))
 		futs = append(futs, f)
 	}
@@ -231,6 +255,6 @@ func testSpoolDiskFullOnTmpfs(t *testing.T, mnt string) {
 	}
 	assert.Zero(t, missing, "persisted records not delivered")
 	t.Logf("tmpfs: %d KiB: %d records of 1 KiB persisted before the disk was full; the next Send failed after %v (MaxBlock %v); "+
-		"%d replayed, %d delivered in all", tmpfsSize>>10, sent+1, took.Round(time.Millisecond), maxBlock, len(backlog), len(persisted))
+		"%d replayed, %d delivered in all", tmpfsSize>>10, persisted0, took.Round(time.Millisecond), maxBlock, len(backlog), len(persisted))
 	assert.Empty(t, reopenUnacked(t, dir), "records left in the spool")
 }

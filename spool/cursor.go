@@ -42,9 +42,9 @@ func (c *Cursor) Read(seq uint64) (e Entry, ok bool, err error) {
 		s.mu.Unlock()
 		return Entry{}, false, ErrClosed
 	}
-	if seq >= s.written {
+	if written := s.written; seq >= written {
 		s.mu.Unlock()
-		return Entry{}, false, fmt.Errorf("%w: %d (written through %d)", ErrNotWritten, seq, s.written)
+		return Entry{}, false, fmt.Errorf("%w: %d (written through %d)", ErrNotWritten, seq, written)
 	}
 	i := len(s.segs) - 1
 	for i >= 0 && s.segs[i].first > seq {

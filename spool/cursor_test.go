@@ -56,6 +56,9 @@ func TestCursorReadsTheLiveLog(t *testing.T) {
 			sameRecord(t, rec(i), e.Record)
 		}
 	}
+	if _, err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	s.mu.Lock()
 	segs := len(s.segs)
 	s.mu.Unlock()
