@@ -112,7 +112,7 @@ type Producer struct {
 	// closes Futures' Persisted under SyncAlways (nil otherwise).
 	spool     *spool.Spool
 	persister *persister
-	replay    *replayState // nil without a backlog at New
+	drain     *drainer // the spool's drainer (spool_drain.go); nil without a spool
 }
 
 // topicState is a topic as Send sees it.
@@ -129,6 +129,10 @@ type topicState struct {
 	// that can end (cancel.go): the IO goroutine then looks at its
 	// records' contexts before it writes them.
 	watched atomic.Bool
+	// spilling counts the topic's records on the spool's disk waiting for
+	// the drainer (spool_drain.go), plus one while New's backlog of the
+	// topic is not in memory: a Send of the topic then spills too.
+	spilling atomic.Int32
 }
 
 // live returns the partitions records may go to: parts, cut to count.
@@ -287,7 +291,7 @@ func New(cfg Config) (*Producer, error) {
 		s.run()
 	}()
 	if sp != nil {
-		p.startReplay()
+		p.startDrain()
 	}
 	return p, nil
 }
@@ -955,8 +959,8 @@ func (p *Producer) ownGoroutine() string {
 		return "the IO goroutine (a hook, a parked record's partitioner, OnDataLoss)"
 	case p.hooks.callers.has(id):
 		return "a hook on a connection's or the metadata goroutine"
-	case p.replay != nil && id == p.replay.goid.Load():
-		return "the spool's replay goroutine (RecoveryHook)"
+	case p.drain != nil && id == p.drain.goid.Load():
+		return "the spool's drainer goroutine (RecoveryHook, a callback of a record failed there)"
 	}
 	return ""
 }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/samsa-go/samsa/internal/recordbatch"
@@ -99,7 +98,7 @@ type SpoolConfig struct {
 	// spool sequence (callbacks do not survive a restart). It runs on the
 	// completion goroutine, like a SendCallback callback; for a record
 	// that fails before it is back in memory (Close during the replay, a
-	// partition the topic no longer has) on the replay goroutine. A
+	// partition the topic no longer has) on the drainer goroutine. A
 	// record that fails with ErrClosed stays in the spool and is sent
 	// again by the next New. HookRecordCompleted hooks do not see
 	// replayed records. Default nil: their outcomes are not reported.
@@ -211,21 +210,20 @@ func (p *Producer) spoolWrite(ctx context.Context, rec *spool.Record, wait bool)
 // sendSpooled is send's end with a write-ahead spool: the record's
 // partition is chosen, the record written to the spool, and then appended
 // to memory with that partition (ExplicitPartition), carrying its
-// samsa-spool header. A record the spool refuses fails at once and is not
-// appended; a record appended to the spool that memory refuses is
+// samsa-spool header, if memory has room at once; otherwise it is spilled
+// (spool_drain.go): its completion and sequence go to the drainer's queue,
+// which appends it once memory frees, reading it back from the spool.
+// While its topic is spilling (records of it in the queue, or New's
+// backlog of it not yet in memory) a record is spilled without trying
+// memory, so that none overtakes a spilled one. So Send waits only for
+// the spool (at MaxBytes, up to MaxBlock), never for memory. A record the
+// spool refuses fails at once; a record written to the spool that memory
+// refuses for another reason (the header making it too large, Close) is
 // acknowledged to the spool (it fails, and is not replayed).
 func (p *Producer) sendSpooled(ctx context.Context, t *topicState, rec *Record, c completion, wait bool) {
 	if err := checkRecordPartition(p.cfg.Partitioner, rec); err != nil {
 		p.reject(&c, rec, err)
 		return
-	}
-	if rs := p.replay; rs != nil {
-		if ch := rs.topics[rec.Topic]; ch != nil {
-			if err := p.awaitReplay(ctx, ch, rec.Topic, wait); err != nil {
-				p.reject(&c, rec, err)
-				return
-			}
-		}
 	}
 	part, parts, sticky, err := p.spoolPartition(t, rec)
 	if err != nil {
@@ -249,8 +247,19 @@ func (p *Producer) sendSpooled(ctx context.Context, t *topicState, rec *Record, 
 	if !sticky {
 		parts = nil
 	}
-	if err := p.appendSpooled(ctx, t, rec, part, parts, seq, &c, wait); err != nil {
+	c.obs = p.spoolObs(c.obs, seq)
+	if t.spilling.Load() > 0 {
+		p.spill(ctx, t, rec, seq, c)
+		return
+	}
+	err = p.appendSpooled(ctx, t, rec, part, parts, seq, &c, false)
+	if err != nil && errors.Is(err, ErrBufferExhausted) && !errors.Is(err, ErrClosed) {
+		p.spill(ctx, t, rec, seq, c) // no room at once
+		return
+	}
+	if err != nil {
 		// Failed now, and said so: not sent again by a later New.
+		p.observeExhausted(rec.Topic, recordbatch.BodySize(rec.Key, rec.Value, rec.Headers), err)
 		p.spool.Ack(seq)
 		c.obs.spool = nil // acknowledged here, not by the completion
 		p.reject(&c, rec, err)
@@ -265,13 +274,32 @@ func (p *Producer) sendSpooled(ctx context.Context, t *topicState, rec *Record, 
 	}
 }
 
+// spill puts a record written to the spool at seq in the drainer's queue,
+// its topic counted spilling, and closes its Persisted as sendSpooled
+// does. Once the drainer has stopped (Close) the record fails with
+// ErrClosed and stays in the spool.
+func (p *Producer) spill(ctx context.Context, t *topicState, rec *Record, seq uint64, c completion) {
+	t.spilling.Add(1)
+	s := spilled{seq: seq, t: t, c: c}
+	if ctx != nil && ctx.Done() != nil {
+		s.ctx = ctx
+	}
+	// Persisted before the queue takes the completion: the drainer may
+	// complete it at once.
+	p.markPersisted(&c, seq)
+	if !p.drain.spill(s) {
+		p.failSpilled(&s, fmt.Errorf("%w: the producer was closing; the record stays in the spool", ErrClosed))
+	}
+}
+
 // appendSpooled appends a record written to the spool at seq (by Send, or
-// found there by New's replay) to memory, with partition part (-1: the
-// partitioner decides once the topic's partitions are known), carrying
-// its samsa-spool header; c gets the recordObs through which its
-// completion acknowledges it. parts is set when the sticky partitioner
-// chose part: it is told of the append. The error is the record's; the
-// caller decides whether to acknowledge it.
+// found there by New's replay, or spilled) to memory, with partition part
+// (-1: the partitioner decides once the topic's partitions are known),
+// carrying its samsa-spool header; c's recordObs (spoolObs) acknowledges
+// it at its outcome. parts is set when the sticky partitioner chose part:
+// it is told of the append. wait false tries without waiting for memory.
+// The error is the record's; the caller decides whether to acknowledge
+// it, and observes it.
 func (p *Producer) appendSpooled(ctx context.Context, t *topicState, rec *Record, part int32, parts []*accPartition, seq uint64, c *completion, wait bool) error {
 	cp := *rec
 	if part >= 0 {
@@ -288,9 +316,7 @@ func (p *Producer) appendSpooled(ctx context.Context, t *topicState, rec *Record
 		return fmt.Errorf("%w: topic %q (with its %s header): %w", ErrRecordTooLarge, rec.Topic, spool.HeaderKey, err)
 	}
 	if err := p.append(ctx, t, &cp, size, *c, wait); err != nil {
-		err = p.appendErr(err, wait)
-		p.observeExhausted(rec.Topic, size, err)
-		return err
+		return p.appendErr(err, wait)
 	}
 	if parts != nil {
 		t.sticky.appended(part, size, int32(len(parts)), func(i int32) int { return parts[i].Load() })
@@ -514,162 +540,5 @@ func (ps *persister) stop() {
 		if w.seq < bound {
 			close(w.ch)
 		}
-	}
-}
-
-// replayState is New's replay of the records that a previous producer on
-// the directory left unacknowledged (spool.Recovery().Backlog). The
-// replay goroutine (runReplay, started by New when the backlog is not
-// empty, ended by Close, which waits for it before it closes the spool;
-// a Close or Flush from RecoveryHook on it does not wait: ownGoroutine) appends them to memory in sequence order, each
-// to the partition it was written with (-1: through the partitioner);
-// Sends to a topic of the backlog wait until its last backlog record is
-// in memory (awaitReplay), so that none overtakes a replayed one.
-type replayState struct {
-	// topics has a channel per backlog topic, closed once the topic's
-	// backlog is in memory (or the replay ended). The map is read-only
-	// after New.
-	topics map[string]chan struct{}
-	last   map[string]uint64 // the topic's last backlog sequence (replay goroutine only)
-	exited chan struct{}     // closed when runReplay returns; Close waits for it
-	goid   atomic.Uint64     // the replay goroutine's id (ownGoroutine)
-}
-
-// startReplay starts the replay goroutine if the spool has a backlog.
-func (p *Producer) startReplay() {
-	backlog := p.spool.Recovery().Backlog
-	if len(backlog) == 0 {
-		return
-	}
-	rs := &replayState{topics: map[string]chan struct{}{}, last: map[string]uint64{}, exited: make(chan struct{})}
-	for _, b := range backlog {
-		if rs.topics[b.Topic] == nil {
-			rs.topics[b.Topic] = make(chan struct{})
-		}
-		rs.last[b.Topic] = max(rs.last[b.Topic], b.LastSeq)
-	}
-	p.replay = rs
-	go p.runReplay(rs)
-}
-
-func (p *Producer) runReplay(rs *replayState) {
-	defer close(rs.exited)
-	rs.goid.Store(goroutineID())
-	done := map[string]bool{}
-	defer func() {
-		for topic, ch := range rs.topics {
-			if !done[topic] {
-				close(ch)
-			}
-		}
-	}()
-	for e, err := range p.spool.Unacked() {
-		if err != nil {
-			p.log.Error("producer: reading the spool's backlog failed; the records not sent again yet will be at the next New", "err", err)
-			return
-		}
-		if !p.replayOne(e) {
-			return
-		}
-		if e.Seq >= rs.last[e.Topic] && !done[e.Topic] {
-			done[e.Topic] = true
-			close(rs.topics[e.Topic])
-		}
-	}
-}
-
-func noopCallback(RecordMetadata, error) {}
-
-// replayOne appends one backlog record, waiting for memory as long as it
-// takes (until Close). It returns false once the producer is closing: the
-// records left stay in the spool, for the next New.
-func (p *Producer) replayOne(e spool.Entry) bool {
-	fn := noopCallback
-	if hook := p.cfg.Spool.RecoveryHook; hook != nil {
-		seq := e.Seq
-		fn = func(md RecordMetadata, err error) { hook(seq, md, err) }
-	}
-	c := callbackCompletion(fn)
-	rec := &Record{Topic: e.Topic, Key: e.Key, Value: e.Value, Timestamp: e.Timestamp}
-	if len(e.Headers) > 0 {
-		rec.Headers = make([]Header, len(e.Headers))
-		for i, h := range e.Headers {
-			rec.Headers[i] = Header{Key: h.Key, Value: h.Value}
-		}
-	}
-	if rec.Timestamp.IsZero() {
-		c.setTS(p.clock.nowMillis())
-	} else {
-		c.setTS(clampedMillis(rec.Timestamp))
-	}
-	// Counted as send counts a record, so that Flush and Close wait for it.
-	c.setEpoch(uint8(p.epoch.Load() & 1))
-	p.pending[c.epoch()].Add(1)
-	if p.closed.Load() {
-		c.obs = p.spoolObs(nil, e.Seq) // not acknowledged: ErrClosed
-		p.refuse(&c, rec, ErrClosed)
-		return false
-	}
-	t, err := p.topic(e.Topic)
-	if err != nil {
-		p.spool.Ack(e.Seq) // a name no producer would have written: never sendable
-		p.refuse(&c, rec, err)
-		return true
-	}
-	for {
-		err = p.appendSpooled(p.closing, t, rec, e.Partition, nil, e.Seq, &c, true)
-		if err == nil || !errors.Is(err, ErrBufferExhausted) || p.closed.Load() {
-			break
-		}
-		// Memory stays full (the cluster is away): wait and try again,
-		// not faster than every 100 ms (MaxBlock may be NoWait).
-		select {
-		case <-p.closing.Done():
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	if err != nil && errors.Is(err, ErrBufferExhausted) && p.closed.Load() {
-		// Close ended the wait for memory: RecoveryHook is told so.
-		err = fmt.Errorf("%w: the replay was waiting for memory (%v)", ErrClosed, err)
-	}
-	if err != nil {
-		// The completion acknowledges it unless the producer is closing
-		// (spoolFinal): the record stays for the next New.
-		p.refuse(&c, rec, err)
-		return !errors.Is(err, ErrClosed) && !p.closed.Load()
-	}
-	if p.drained.Load() {
-		p.failLate()
-	}
-	return true
-}
-
-// awaitReplay waits until the replay has put topic's backlog in memory
-// (ch closed), so that a new record never overtakes a replayed one: up to
-// MaxBlock (or ctx), as for memory; at once for a Send that must not
-// wait. Its error wraps ErrBufferExhausted, ErrClosed, or (ctxEndedErr,
-// as Send's other waits) ctx's error.
-func (p *Producer) awaitReplay(ctx context.Context, ch chan struct{}, topic string, wait bool) error {
-	select {
-	case <-ch:
-		return nil
-	default:
-	}
-	if !wait || p.cfg.MaxBlock <= 0 || goroutineID() == p.completer.goid.Load() {
-		return fmt.Errorf("%w: topic %q: the spool's backlog of the topic is still being sent again, and new records wait behind it", ErrBufferExhausted, topic)
-	}
-	start := time.Now()
-	timer := time.NewTimer(p.cfg.MaxBlock)
-	defer timer.Stop()
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-		return ctxEndedErr(ctx.Err())
-	case <-p.closing.Done():
-		return fmt.Errorf("%w: while waiting for the spool's backlog of topic %q", ErrClosed, topic)
-	case <-timer.C:
-		return fmt.Errorf("%w: topic %q: the spool's backlog of the topic was still being sent again after %v (MaxBlock %v); new records wait behind it",
-			ErrBufferExhausted, topic, time.Since(start).Truncate(time.Millisecond), p.cfg.MaxBlock)
 	}
 }
