@@ -103,7 +103,14 @@ func (c *completion) deliver(md RecordMetadata, err error) {
 	}
 	switch c.kind() {
 	case kindFuture:
-		(*Future)(c.to).complete(md, err)
+		f := (*Future)(c.to)
+		if f.persisted != nil && err == nil && (c.obs == nil || c.obs.spool == nil) {
+			// An overflow record that stayed in memory: persisted
+			// once delivered (every spooled record carries its
+			// sequence in obs, and its Persisted is closed by Send).
+			close(f.persisted)
+		}
+		f.complete(md, err)
 	case kindCallback:
 		(*(*func(RecordMetadata, error))(unsafe.Pointer(&c.to)))(md, err)
 	case kindChannel:

@@ -68,6 +68,10 @@ func (f *Future) Wait(ctx context.Context) (RecordMetadata, error) {
 // (refused by Send, the spool full after MaxBlock, a failed write or
 // fsync: Done and Wait give the error); a persisted record may still fail
 // later (Wait says how), and one failed by Close stays in the spool.
+// In SpoolOverflow mode a record that went to memory without touching
+// the disk is persisted once delivered (it is in Kafka): its channel is
+// closed then, never if it fails; a spilled one's when Send returns (as
+// above, per sync policy).
 // Without Config.Spool it returns nil: a channel that is never ready.
 func (f *Future) Persisted() <-chan struct{} { return f.persisted }
 

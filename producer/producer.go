@@ -113,6 +113,9 @@ type Producer struct {
 	spool     *spool.Spool
 	persister *persister
 	drain     *drainer // the spool's drainer (spool_drain.go); nil without a spool
+	// reach says whether the cluster is reachable (spool.go): only in
+	// overflow mode, nil otherwise.
+	reach *reachability
 }
 
 // topicState is a topic as Send sees it.
@@ -236,6 +239,9 @@ func New(cfg Config) (*Producer, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	p.closing, p.stopWaits = context.WithCancel(context.Background())
+	if sp != nil && cfg.Spool.Mode == SpoolOverflow {
+		p.reach = &reachability{}
+	}
 	p.acc = accumulator.New[completion, *ioPart, sendState](accumulator.Config{
 		// A batch never outgrows a request: a larger BatchSize would
 		// make requests over MaxRequestSize that brokers refuse.

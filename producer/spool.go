@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/samsa-go/samsa/internal/recordbatch"
@@ -23,16 +24,39 @@ const (
 	// accepted by Send to the spool before it enters memory: a record
 	// whose Future.Persisted is closed survives a crash of the process.
 	SpoolWriteAhead SpoolMode = "write-ahead"
-	// SpoolOverflow (records go to disk only when memory is full or the
-	// cluster unreachable) is not built yet: New refuses it.
+	// SpoolOverflow keeps a record in memory as without a spool (no spool
+	// write, no samsa-spool header) while memory has room at once and the
+	// cluster is reachable; it is written to the spool and spilled (the
+	// drainer appends it as memory frees) when memory is full, while the
+	// cluster is unreachable (overflowUnreachableAfter), and while its
+	// topic has records spilled (so none overtakes them). Only the spilled
+	// records are crash-safe: a crash, or Close giving up, loses the
+	// records that were only in memory (Close fails them with ErrClosed).
+	// A record that stayed in memory has its Future.Persisted closed once
+	// it is delivered (it is then in Kafka), never if it fails. Records
+	// in memory never expire either (DeliveryTimeout does not apply with a
+	// spool): they wait for the cluster until Close, while new records go
+	// to disk.
 	SpoolOverflow SpoolMode = "overflow"
 )
 
 // SpoolConfig is Config.Spool: a durable, bounded log on disk (package
 // spool) that every record goes through, so that what Send accepted
-// survives a crash, a restart and an outage of any length. The zero value
-// of a field means its default. README's "Durable spool" says what is
-// promised and what it costs.
+// survives a crash, a restart and an outage of any length (or, in
+// SpoolOverflow mode, only the records memory could not take or the
+// cluster could not be reached for). The zero value of a field means its
+// default. README's "Durable spool" says what is promised and what it
+// costs.
+//
+// Send never waits for memory with a spool: a record BufferMemory has no
+// room for at once is spilled, written to the spool and queued for the
+// drainer goroutine, which appends it as memory frees (records of its
+// topic sent later follow it, so none overtakes it). A spilled record
+// costs 72 bytes of memory in that queue (its completion and sequence;
+// not counted in BufferMemory) besides what the caller's Future holds.
+// Send waits only at MaxBytes (below). Flush waits for spilled records;
+// Close too until its ctx ends, when those still on disk fail with
+// ErrClosed (on the drainer goroutine) and stay in the spool.
 //
 // A record leaves the spool when the broker acknowledges it: with
 // AcksAll (the default) once the in-sync replicas have it; with
@@ -55,8 +79,8 @@ type SpoolConfig struct {
 	// another) has it open.
 	Dir string
 
-	// Mode is SpoolWriteAhead (samsa.spool.mode=write-ahead), the default.
-	// SpoolOverflow is refused by New (not built yet).
+	// Mode is SpoolWriteAhead (samsa.spool.mode=write-ahead), the
+	// default, or SpoolOverflow (samsa.spool.mode=overflow): see each.
 	Mode SpoolMode
 
 	// Sync is when the log is fsynced (samsa.spool.sync: none, interval,
@@ -83,7 +107,8 @@ type SpoolConfig struct {
 	// MaxBytes bounds the spool on disk (samsa.spool.max.bytes). When it
 	// is reached, Send waits for acknowledged segments to be deleted up to
 	// Config.MaxBlock (or its context), then fails the record with
-	// ErrBufferExhausted wrapping spool.ErrFull. Default 1 GiB.
+	// ErrBufferFull (ErrBufferExhausted) wrapping spool.ErrFull, at Send.
+	// Default 1 GiB.
 	MaxBytes int64
 
 	// DisableHeader leaves out the spool.HeaderKey ("samsa-spool") header
@@ -124,9 +149,8 @@ func (c *Config) checkSpool(fail func(field, format string, args ...any)) {
 		c.Spool.Mode = SpoolWriteAhead
 	case SpoolWriteAhead:
 	case SpoolOverflow:
-		fail("Spool.Mode", "%q is not built yet (only %q)", string(sc.Mode), string(SpoolWriteAhead))
 	default:
-		fail("Spool.Mode", "%q is not %q", string(sc.Mode), string(SpoolWriteAhead))
+		fail("Spool.Mode", "%q is not %q or %q", string(sc.Mode), string(SpoolWriteAhead), string(SpoolOverflow))
 	}
 	if sc.Sync < spool.SyncInterval || sc.Sync > spool.SyncAlways {
 		fail("Spool.Sync", "unknown policy %d", int(sc.Sync))
@@ -225,6 +249,10 @@ func (p *Producer) sendSpooled(ctx context.Context, t *topicState, rec *Record, 
 		p.reject(&c, rec, err)
 		return
 	}
+	overflow := p.cfg.Spool.Mode == SpoolOverflow
+	if overflow && t.spilling.Load() == 0 && !p.reach.unreachable() && p.sendToMemory(ctx, t, rec, c) {
+		return
+	}
 	part, parts, sticky, err := p.spoolPartition(t, rec)
 	if err != nil {
 		p.reject(&c, rec, err)
@@ -248,7 +276,7 @@ func (p *Producer) sendSpooled(ctx context.Context, t *topicState, rec *Record, 
 		parts = nil
 	}
 	c.obs = p.spoolObs(c.obs, seq)
-	if t.spilling.Load() > 0 {
+	if overflow || t.spilling.Load() > 0 {
 		p.spill(ctx, t, rec, seq, c)
 		return
 	}
@@ -272,6 +300,69 @@ func (p *Producer) sendSpooled(ctx context.Context, t *topicState, rec *Record, 
 	if p.drained.Load() {
 		p.failLate()
 	}
+}
+
+// sendToMemory is an overflow Send's first try: the record appended to
+// memory as without a spool, if the pool has room at once. It reports
+// false when it had none: the caller writes the record to the spool and
+// spills it. Otherwise the record is in memory, or failed (for another
+// reason than memory, as without a spool).
+func (p *Producer) sendToMemory(ctx context.Context, t *topicState, rec *Record, c completion) bool {
+	size := recordbatch.BodySize(rec.Key, rec.Value, rec.Headers)
+	err := p.append(ctx, t, rec, size, c, false)
+	if err != nil && errors.Is(err, ErrBufferExhausted) {
+		return false
+	}
+	if err != nil {
+		err = p.appendErr(err, false)
+		p.observeExhausted(rec.Topic, size, err)
+		p.reject(&c, rec, err)
+		return true
+	}
+	if ctx != nil && ctx.Done() != nil {
+		p.resweepIfEnded(ctx)
+	}
+	if p.drained.Load() {
+		p.failLate()
+	}
+	return true
+}
+
+// overflowUnreachableAfter is how long the cluster must have been
+// unreachable before overflow Sends go to disk: since a dial failed or a
+// connection broke, no dial succeeded and no Produce request was
+// answered for this long.
+const overflowUnreachableAfter = time.Second
+
+// reachability tracks whether the cluster is reachable, for overflow
+// mode: the IO goroutine notes each dial's and each Produce request's
+// result; Sends read it. Without overflow mode it is not used (nil).
+type reachability struct {
+	// downSince is when the current run of failures began (unix nanos),
+	// 0 while the last dial or request succeeded.
+	downSince atomic.Int64
+}
+
+func (r *reachability) failed() {
+	if r != nil && r.downSince.Load() == 0 {
+		r.downSince.Store(time.Now().UnixNano())
+	}
+}
+
+func (r *reachability) ok() {
+	if r != nil && r.downSince.Load() != 0 {
+		r.downSince.Store(0)
+	}
+}
+
+// unreachable reports whether the cluster has been unreachable for
+// overflowUnreachableAfter.
+func (r *reachability) unreachable() bool {
+	if r == nil {
+		return false
+	}
+	since := r.downSince.Load()
+	return since != 0 && time.Now().UnixNano()-since >= int64(overflowUnreachableAfter)
 }
 
 // spill puts a record written to the spool at seq in the drainer's queue,

@@ -74,7 +74,6 @@ func TestSpoolConfigRefused(t *testing.T) {
 	}{
 		{name: "acks none", sc: SpoolConfig{Dir: dir}, acks: AcksNone, want: "Acks"},
 		{name: "no dir", sc: SpoolConfig{}, want: "Spool.Dir"},
-		{name: "overflow", sc: SpoolConfig{Dir: dir, Mode: SpoolOverflow}, want: "Spool.Mode"},
 		{name: "unknown mode", sc: SpoolConfig{Dir: dir, Mode: "later"}, want: "Spool.Mode"},
 		{name: "bad sync", sc: SpoolConfig{Dir: dir, Sync: 7}, want: "Spool.Sync"},
 		{name: "negative interval", sc: SpoolConfig{Dir: dir, SyncInterval: -1}, want: "Spool.SyncInterval"},

@@ -31,8 +31,9 @@
 // half a million sequences or more, is rewritten for acks at most once a
 // second, so then the last second's). HeaderKey, EncodeHeader and Deduper let a consumer
 // drop such copies. Entries reads any range of unacknowledged sequences
-// back while the spool is in use, and Recovery().Backlog says which
-// partitions have records to replay.
+// back while the spool is in use, a Cursor reads records by sequence from
+// the live log (below WrittenThrough: what reached the segment files),
+// and Recovery().Backlog says which partitions have records to replay.
 //
 // # Sequences
 //
@@ -109,6 +110,10 @@
 //     which and leaves it (the spool deletes nothing it did not write).
 //     Damaged files are not errors (below).
 //   - Unacked yields an error only for an I/O error reading a segment.
+//   - Cursor.Read: ErrNotWritten for a sequence at or above
+//     WrittenThrough, ErrClosed after Close, an I/O error reading the
+//     segment; a record the log no longer holds (acknowledged and
+//     deleted, lost to damage) is not an error (ok false).
 //   - ErrBadHeader: DecodeHeader and Deduper.Duplicate, for a header value
 //     that is not 24 bytes.
 //
@@ -134,7 +139,8 @@
 // # Memory
 //
 // A Spool holds one encode buffer (the largest record appended), a read
-// window per Unacked iteration and one at Open (1 MiB, or one entry if
+// window per Unacked iteration and per Cursor (and a Cursor's open
+// segment file) and one at Open (1 MiB, or one entry if
 // larger), the acknowledged set (a bit per sequence between the
 // contiguous acknowledged position and the newest acknowledged sequence,
 // in a map of 64-bit words: under 1 MiB for a 1 GiB backlog of 1 KiB
