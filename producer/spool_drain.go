@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -166,6 +167,20 @@ func (p *Producer) stopDrain(d *drainer) {
 	for i := range rest {
 		p.failSpilled(&rest[i], fmt.Errorf("%w: the record was in the spool, not yet back in memory; the next New sends it again", ErrClosed))
 	}
+}
+
+// purge fails the records in queue with ErrPurged (Purge); their
+// completions acknowledge them to the spool. It returns how many.
+func (d *drainer) purge(p *Producer) int {
+	d.mu.Lock()
+	rest := slices.Clone(d.queue[d.head:])
+	clear(d.queue)
+	d.queue, d.head = d.queue[:0], 0
+	d.mu.Unlock()
+	for i := range rest {
+		p.failSpilled(&rest[i], fmt.Errorf("%w: the record was spilled to the spool, not yet in memory, when Purge was called", ErrPurged))
+	}
+	return len(rest)
 }
 
 // failSpilled fails a spilled record and counts it out of its topic's

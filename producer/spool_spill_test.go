@@ -317,3 +317,53 @@ func TestSpoolBacklogThenNewSends(t *testing.T) {
 	requireOncePerPartitionInOrder(t, c, "t", 2, "a", backlog, "")
 	assert.Empty(t, reopenUnacked(t, dir))
 }
+
+// TestSpoolPurgeFailsSpilledRecords: Purge fails the spilled records
+// waiting for memory with ErrPurged, and they leave the spool (before,
+// they were appended once memory freed and sent after Purge).
+func TestSpoolPurgeFailsSpilledRecords(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	dir := t.TempDir()
+	p := spoolProducer(t, c, dir, func(cfg *Config) {
+		cfg.BufferMemory = 32 << 10
+		cfg.BatchSize = 4 << 10
+		cfg.MaxBlock = 2 * time.Second
+	})
+	_, err := p.Send(context.Background(), &Record{Topic: "t", Value: spillValue("warm", 0)}).Wait(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, c.StopBroker(0))
+	const n = 100
+	fs := make([]*Future, n)
+	for i := range n {
+		fs[i] = p.Send(context.Background(), &Record{Topic: "t", Value: spillValue("a", i)})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	purged, _ := p.Purge(ctx) // ctx ends waiting for the requests in flight
+	cancel()
+	require.NoError(t, c.RestartBroker(0))
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	failed := 0
+	for i, f := range fs {
+		_, err := f.Wait(ctx)
+		if err != nil {
+			require.ErrorIs(t, err, ErrPurged, "record %d", i)
+			failed++
+		}
+	}
+	assert.Equal(t, purged, failed, "Purge's count")
+	assert.Greater(t, failed, n/2, "the spilled records were purged")
+	require.NoError(t, p.Close(context.Background()))
+	assert.Empty(t, reopenUnacked(t, dir), "purged records left the spool")
+	// What was not purged was delivered, once, in order.
+	recs, err := c.Records("t", 0)
+	require.NoError(t, err)
+	last := -1
+	for _, r := range recs {
+		if w, i := spillNumber(t, r.Value); w == "a" {
+			require.Greater(t, i, last)
+			last = i
+		}
+	}
+}
