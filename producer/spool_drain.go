@@ -268,6 +268,17 @@ func (p *Producer) drainOne(d *drainer, cur *spool.Cursor, s spilled) bool {
 		return false
 	}
 	e, ok, err := cur.Read(s.seq)
+	for errors.Is(err, spool.ErrNotWritten) {
+		// Written by Send but not yet in the file (a spool that writes
+		// in groups): wait for it.
+		select {
+		case <-d.ctx.Done():
+			p.failSpilled(&s, fmt.Errorf("%w: the record was in the spool, not yet back in memory; the next New sends it again", ErrClosed))
+			return false
+		case <-time.After(time.Millisecond):
+		}
+		e, ok, err = cur.Read(s.seq)
+	}
 	if err != nil || !ok {
 		// The record is not readable: an I/O error, or damage. It stays
 		// in the spool (not acknowledged): the next New tries it again.

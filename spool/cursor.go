@@ -14,8 +14,12 @@ import (
 func (s *Spool) WrittenThrough() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.next
+	return s.writtenLocked()
 }
+
+// writtenLocked is WrittenThrough under mu: the one place that says how
+// far the files hold what Write gave out.
+func (s *Spool) writtenLocked() uint64 { return s.next }
 
 // Cursor reads records back by sequence from the live log, while the
 // spool is in use: a producer's drainer refills memory with the records
@@ -52,9 +56,9 @@ func (c *Cursor) Read(seq uint64) (e Entry, ok bool, err error) {
 		s.mu.Unlock()
 		return Entry{}, false, ErrClosed
 	}
-	if seq >= s.next {
+	if w := s.writtenLocked(); seq >= w {
 		s.mu.Unlock()
-		return Entry{}, false, fmt.Errorf("%w: %d (written through %d)", ErrNotWritten, seq, s.next)
+		return Entry{}, false, fmt.Errorf("%w: %d (written through %d)", ErrNotWritten, seq, w)
 	}
 	i := len(s.segs) - 1
 	for i >= 0 && s.segs[i].first > seq {
