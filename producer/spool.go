@@ -52,8 +52,9 @@ const (
 // room for at once is spilled, written to the spool and queued for the
 // drainer goroutine, which appends it as memory frees (records of its
 // topic sent later follow it, so none overtakes it). A spilled record
-// costs 72 bytes of memory in that queue (its completion and sequence;
-// not counted in BufferMemory) besides what the caller's Future holds.
+// costs 64 bytes of memory in that queue (its completion and sequence;
+// up to twice that while the queue grows; not counted in BufferMemory)
+// besides what the caller's Future holds.
 // Send waits only at MaxBytes (below). Flush waits for spilled records;
 // Close too until its ctx ends, when those still on disk fail with
 // ErrClosed (on the drainer goroutine) and stay in the spool.

@@ -31,7 +31,7 @@ type spilled struct {
 
 // spilledBytes is what the drainer's queue holds per spilled record
 // (documented in SpoolConfig).
-const spilledBytes = 72
+const spilledBytes = 64
 
 // drainer is the spool's drainer goroutine (runDrain), started by New
 // with every spool and ended by Close. It appends to memory, waiting for

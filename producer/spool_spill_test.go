@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -366,4 +367,10 @@ func TestSpoolPurgeFailsSpilledRecords(t *testing.T) {
 			last = i
 		}
 	}
+}
+
+// TestSpilledEntrySize keeps the documented cost of a spilled record
+// (SpoolConfig, README) true: the drainer's queue entry.
+func TestSpilledEntrySize(t *testing.T) {
+	require.Equal(t, uintptr(spilledBytes), unsafe.Sizeof(spilled{}))
 }
