@@ -360,7 +360,9 @@ func startBatchSize(cfg Config) int {
 // Errors come through the Future: ErrInvalidRecord (nil record, bad topic,
 // partition out of range, a timestamp before 1970, partitioner error),
 // ErrRecordTooLarge,
-// ErrBufferExhausted (pool full for MaxBlock), ctx.Err() wrapped (ctx ended
+// ErrBufferExhausted (pool full for MaxBlock; with Config.Spool, the
+// spool at MaxBytes for MaxBlock: a full pool then spills the record to
+// disk, SpoolConfig), ctx.Err() wrapped (ctx ended
 // before the record was written), ErrPurged (Purge), ErrClosed,
 // ErrDeliveryTimeout, or a *KafkaError.
 func (p *Producer) Send(ctx context.Context, rec *Record) *Future {
@@ -373,8 +375,10 @@ func (p *Producer) Send(ctx context.Context, rec *Record) *Future {
 }
 
 // TrySend is Send without any blocking: when the buffer pool has no memory
-// for the record it fails at once with ErrBufferExhausted. ctx bounds the
-// record as Send's does.
+// for the record it fails at once with ErrBufferExhausted (with
+// Config.Spool it is spilled to disk instead, and fails at once only when
+// the spool is at MaxBytes: SpoolConfig). ctx bounds the record as Send's
+// does.
 func (p *Producer) TrySend(ctx context.Context, rec *Record) *Future {
 	f := new(Future)
 	if p.spool != nil {
