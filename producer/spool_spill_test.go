@@ -374,3 +374,51 @@ func TestSpoolPurgeFailsSpilledRecords(t *testing.T) {
 func TestSpilledEntrySize(t *testing.T) {
 	require.Equal(t, uintptr(spilledBytes), unsafe.Sizeof(spilled{}))
 }
+
+// TestSpoolSpillConcurrentSendersKeepOrder: senders on several goroutines,
+// each with its own key (one partition), a memory far too small and a
+// short MaxBlock, the cluster up: records go to memory or spill as memory
+// comes and goes, and yet every Send succeeds, each record is written
+// once, and each sender's records keep their order (a record that went
+// straight to memory never overtook a spilled one of its topic). Before
+// the drainer, Sends failed with ErrBufferExhausted (MaxBlock NoWait).
+func TestSpoolSpillConcurrentSendersKeepOrder(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 4))
+	dir := t.TempDir()
+	before := goroutineIDs()
+	p := spoolProducer(t, c, dir, func(cfg *Config) {
+		cfg.BufferMemory = 16 << 10
+		cfg.BatchSize = 2 << 10
+		cfg.MaxBlock = NoWait // Send never waits for memory, nor the drainer more than 100 ms
+		cfg.Linger = time.Millisecond
+	})
+	const senders, n = 4, 100
+	fs := make([][]*Future, senders)
+	done := make(chan struct{})
+	for s := range senders {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := range n {
+				fs[s] = append(fs[s], p.Send(context.Background(), &Record{Topic: "t", Key: []byte{byte(s)}, Value: spillValue(fmt.Sprint(s), i)}))
+			}
+		}()
+	}
+	for range senders {
+		<-done
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for s := range senders {
+		for i, f := range fs[s] {
+			_, err := f.Wait(ctx)
+			require.NoError(t, err, "sender %d record %d", s, i)
+		}
+	}
+	require.NoError(t, p.Close(context.Background()))
+	for s := range senders {
+		requireOncePerPartitionInOrder(t, c, "t", 4, fmt.Sprint(s), n, "")
+	}
+	assert.Empty(t, reopenUnacked(t, dir))
+	requireNoGoroutinesLeft(t, before)
+}
