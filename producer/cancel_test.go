@@ -457,8 +457,9 @@ func (e *endingPool) Allocate(ctx context.Context, size int, maxWait time.Durati
 // is still buffering it, after the sweep its AfterFunc asked for looked
 // for it, fails with ctx's error promptly. Before, nothing swept again:
 // the parked record failed with ErrDeliveryTimeout at MaxBlock, the
-// lingering one waited for Linger. The same with Config.Spool, whose Send
-// path (sendSpooled) checks again after its own append.
+// lingering one waited for Linger. The same with Config.Spool, where the
+// record is spilled (Send does not wait for memory) and the drainer,
+// whose append waits, checks again after it (drainOne).
 func TestSendContextEndingWhileBuffering(t *testing.T) {
 	cases := []struct {
 		name   string
@@ -488,7 +489,14 @@ func TestSendContextEndingWhileBuffering(t *testing.T) {
 				pool.cancel.Store(&cancel)
 				start := time.Now()
 				f := p.Send(ctx, &Record{Topic: "ctx", Value: []byte("b")})
-				require.Nil(t, pool.cancel.Load(), "Send did not wait for memory")
+				if spooled {
+					// With a spool Send never waits for memory: the
+					// record is spilled, and the drainer's append
+					// waits instead, then sweeps it (drainOne).
+					require.Eventually(t, func() bool { return pool.cancel.Load() == nil }, 5*time.Second, time.Millisecond, "the drainer did not wait for memory")
+				} else {
+					require.Nil(t, pool.cancel.Load(), "Send did not wait for memory")
+				}
 				_, err = waitFuture(t, f, 5*time.Second)
 				require.ErrorIs(t, err, context.Canceled)
 				assert.Less(t, time.Since(start), 5*time.Second, "failed when its ctx ended, not at MaxBlock or after Linger")

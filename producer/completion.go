@@ -62,6 +62,12 @@ func clampedMillis(t time.Time) int64 {
 	return t.UnixMilli()
 }
 
+// persistedAtDelivery marks, in completion.rec (which only SendTo's
+// completions use), the Future of an overflow-mode record that went to
+// memory without touching the disk: its Persisted is closed once it is
+// delivered (sendToMemory sets it).
+var persistedAtDelivery Record
+
 func futureCompletion(f *Future) completion {
 	return completion{to: unsafe.Pointer(f), tk: kindFuture << 1}
 }
@@ -103,7 +109,15 @@ func (c *completion) deliver(md RecordMetadata, err error) {
 	}
 	switch c.kind() {
 	case kindFuture:
-		(*Future)(c.to).complete(md, err)
+		f := (*Future)(c.to)
+		if c.rec == &persistedAtDelivery && err == nil {
+			// An overflow record that stayed in memory: persisted
+			// once delivered. A spooled record's Persisted is closed
+			// by Send or the persister (the exactly-once driver's
+			// too, which have no sequence in obs): never here.
+			close(f.persisted)
+		}
+		f.complete(md, err)
 	case kindCallback:
 		(*(*func(RecordMetadata, error))(unsafe.Pointer(&c.to)))(md, err)
 	case kindChannel:

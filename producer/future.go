@@ -79,6 +79,11 @@ func (f *Future) Wait(ctx context.Context) (RecordMetadata, error) {
 // non-retriable Kafka error, its Send ctx) is not sent again, whatever
 // the channel says. A failed fsync leaves the channels it should have
 // closed open.
+//
+// In SpoolOverflow mode a record that went to memory without touching
+// the disk is persisted once delivered (it is in Kafka): its channel is
+// closed then, never if it fails; a spilled one's as any spooled
+// record's (above, per sync policy).
 // Without Config.Spool it returns nil: a channel that is never ready.
 func (f *Future) Persisted() <-chan struct{} { return f.persisted }
 

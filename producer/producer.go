@@ -112,7 +112,10 @@ type Producer struct {
 	// closes Futures' Persisted (nil without a spool).
 	spool     *spool.Spool
 	persister *persister
-	replay    *replayState // nil without a backlog at New
+	drain     *drainer // the spool's drainer (spool_drain.go); nil without a spool or with ExactlyOnce
+	// reach says whether the cluster is reachable (spool.go): only in
+	// overflow mode, nil otherwise.
+	reach *reachability
 	// spoolAppended, set by tests only, runs in sendSpooled between a
 	// record's append to memory and its markPersisted (a race's seam).
 	spoolAppended func()
@@ -133,6 +136,10 @@ type topicState struct {
 	// that can end (cancel.go): the IO goroutine then looks at its
 	// records' contexts before it writes them.
 	watched atomic.Bool
+	// spilling counts the topic's records on the spool's disk waiting for
+	// the drainer (spool_drain.go), plus one while New's backlog of the
+	// topic is not in memory: a Send of the topic then spills too.
+	spilling atomic.Int32
 }
 
 // live returns the partitions records may go to: parts, cut to count.
@@ -243,6 +250,9 @@ func New(cfg Config) (*Producer, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	p.closing, p.stopWaits = context.WithCancel(context.Background())
+	if sp != nil && cfg.Spool.Mode == SpoolOverflow {
+		p.reach = &reachability{}
+	}
 	p.acc = accumulator.New[completion, *ioPart, sendState](accumulator.Config{
 		// A batch never outgrows a request: a larger BatchSize would
 		// make requests over MaxRequestSize that brokers refuse.
@@ -304,7 +314,7 @@ func New(cfg Config) (*Producer, error) {
 		p.eos = newEOSDriver(p, sp)
 		go p.eos.run()
 	case sp != nil:
-		p.startReplay()
+		p.startDrain()
 	}
 	return p, nil
 }
@@ -367,7 +377,9 @@ func startBatchSize(cfg Config) int {
 // Errors come through the Future: ErrInvalidRecord (nil record, bad topic,
 // partition out of range, a timestamp before 1970, partitioner error),
 // ErrRecordTooLarge,
-// ErrBufferExhausted (pool full for MaxBlock), ctx.Err() wrapped (ctx ended
+// ErrBufferExhausted (pool full for MaxBlock; with Config.Spool, the
+// spool at MaxBytes for MaxBlock: a full pool then spills the record to
+// disk, SpoolConfig), ctx.Err() wrapped (ctx ended
 // before the record was written), ErrPurged (Purge), ErrClosed,
 // ErrDeliveryTimeout, or a *KafkaError.
 func (p *Producer) Send(ctx context.Context, rec *Record) *Future {
@@ -380,8 +392,10 @@ func (p *Producer) Send(ctx context.Context, rec *Record) *Future {
 }
 
 // TrySend is Send without any blocking: when the buffer pool has no memory
-// for the record it fails at once with ErrBufferExhausted. ctx bounds the
-// record as Send's does.
+// for the record it fails at once with ErrBufferExhausted (with
+// Config.Spool it is spilled to disk instead, and fails at once only when
+// the spool is at MaxBytes: SpoolConfig). ctx bounds the record as Send's
+// does.
 func (p *Producer) TrySend(ctx context.Context, rec *Record) *Future {
 	f := new(Future)
 	if p.spool != nil {
@@ -979,8 +993,8 @@ func (p *Producer) ownGoroutine() string {
 		return "the IO goroutine (a hook, a parked record's partitioner, OnDataLoss)"
 	case p.hooks.callers.has(id):
 		return "a hook on a connection's or the metadata goroutine"
-	case p.replay != nil && id == p.replay.goid.Load():
-		return "the spool's replay goroutine (RecoveryHook)"
+	case p.drain != nil && id == p.drain.goid.Load():
+		return "the spool's drainer goroutine (RecoveryHook, a callback of a record failed there)"
 	case p.eos != nil && id == p.eos.goid.Load():
 		return "the spool's exactly-once driver (a callback, RecoveryHook)"
 	}

@@ -88,7 +88,7 @@ const maxMillis = math.MaxInt64 / 4 / int64(time.Millisecond)
 // them sets it; samsa.spool.dir is then required):
 //
 //	samsa.spool.dir                                  Spool.Dir
-//	samsa.spool.mode                                 Spool.Mode: write-ahead (overflow is refused by New)
+//	samsa.spool.mode                                 Spool.Mode: write-ahead, overflow
 //	samsa.spool.sync                                 Spool.Sync: none, interval, always
 //	samsa.spool.sync.interval.ms                     Spool.SyncInterval
 //	samsa.spool.segment.bytes                        Spool.SegmentBytes

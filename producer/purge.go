@@ -18,7 +18,11 @@ import (
 // then waits, as Flush does, until every record sent before the call is
 // complete and its callback has returned; records Sent meanwhile are sent
 // at once. A Send still waiting for buffer memory when Purge runs is not
-// purged: it is buffered once memory frees. The producer stays usable:
+// purged: it is buffered once memory frees. With Config.Spool, the
+// records spilled to disk and waiting for memory (SpoolConfig) are purged
+// too, and leave the spool, but for the one the drainer is appending at
+// that moment (as a Send waiting for memory); New's backlog is not. The
+// producer stays usable:
 // Sends after Purge go out as usual.
 //
 // ctx bounds Purge's waits, not the purge once it started. A ctx already
@@ -62,8 +66,14 @@ func (p *Producer) Purge(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	n := 0
-	if err := p.txnSink.callIO(ctx, func() { n = p.txnSink.purge() }); err != nil {
-		return 0, err
+	if p.drain != nil {
+		// First, so that what the drainer appends meanwhile is purged
+		// from memory below.
+		n = p.drain.purge(p)
 	}
-	return n, p.flush(ctx)
+	m := 0
+	if err := p.txnSink.callIO(ctx, func() { m = p.txnSink.purge() }); err != nil {
+		return n, err
+	}
+	return n + m, p.flush(ctx)
 }

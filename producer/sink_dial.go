@@ -63,6 +63,7 @@ func (s *sink) handleDial(d dialResult) {
 	default:
 	}
 	if d.err != nil {
+		s.p.reach.failed()
 		s.observeDial(br, d.took, d.err)
 		br.failures++
 		br.lastErr = d.err
@@ -117,6 +118,7 @@ func (s *sink) handleDial(d dialResult) {
 	if s.txn != nil {
 		s.p.txn.client.features.observe(d.conn) // transaction.version
 	}
+	s.p.reach.ok()
 	s.observeDial(br, d.took, nil)
 }
 

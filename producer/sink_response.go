@@ -58,6 +58,11 @@ func (s *sink) handleResponse(r produceResponse, closing bool) {
 		b.Partition.IO.landed(b)
 	}
 	if r.err != nil {
+		s.p.reach.failed()
+	} else {
+		s.p.reach.ok()
+	}
+	if r.err != nil {
 		// The connection failed: every batch of the request may or may
 		// not have been written, unless no byte of the request reached
 		// the socket (conn.ErrNotSent: queued behind a throttle or a

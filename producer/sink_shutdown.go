@@ -154,7 +154,7 @@ func (s *sink) failBuffered() {
 }
 
 // stopGoroutines stops what remains once quit is closed: it waits for the
-// IO goroutine's shutdown and the spool's replay goroutine, then stops the
+// IO goroutine's shutdown and the spool's drainer goroutine, then stops the
 // completion goroutine, the
 // coordinator connections, the metadata client and the goroutines started
 // on the producer's behalf (p.owned), in that order, on a goroutine of its
@@ -172,17 +172,18 @@ func (p *Producer) stopGoroutines(ctx context.Context) (blocked bool, err error)
 		<-p.ioDone
 		p.stopSteps.Add(1)
 		if p.eos != nil {
-			// As the replay: its records complete on the completion
+			// As the drainer: its records complete on the completion
 			// goroutine, and it reads the spool.
 			<-p.eos.exited
 			p.stopSteps.Add(1)
 		}
-		if p.replay != nil {
-			// Before the completion goroutine stops (the replay's
+		if p.drain != nil {
+			// Before the completion goroutine stops (the drained
 			// records complete there) and the spool closes (it reads
 			// it). It ends at once (closing is canceled) unless a
-			// RecoveryHook blocks it: bounded as callbacks are.
-			<-p.replay.exited
+			// RecoveryHook or a callback blocks it: bounded as
+			// callbacks are.
+			<-p.drain.exited
 			p.stopSteps.Add(1)
 		}
 		p.completer.stop(ctx)

@@ -24,16 +24,40 @@ const (
 	// accepted by Send to the spool before it enters memory: a record
 	// whose Future.Persisted is closed survives a crash of the process.
 	SpoolWriteAhead SpoolMode = "write-ahead"
-	// SpoolOverflow (records go to disk only when memory is full or the
-	// cluster unreachable) is not built yet: New refuses it.
+	// SpoolOverflow keeps a record in memory as without a spool (no spool
+	// write, no samsa-spool header) while memory has room at once and the
+	// cluster is reachable; it is written to the spool and spilled (the
+	// drainer appends it as memory frees) when memory is full, while the
+	// cluster is unreachable (overflowUnreachableAfter), and while its
+	// topic has records spilled (so none overtakes them). Only the spilled
+	// records are crash-safe: a crash, or Close giving up, loses the
+	// records that were only in memory (Close fails them with ErrClosed).
+	// A record that stayed in memory has its Future.Persisted closed once
+	// it is delivered (it is then in Kafka), never if it fails. Records
+	// in memory never expire either (DeliveryTimeout does not apply with a
+	// spool): they wait for the cluster until Close, while new records go
+	// to disk.
 	SpoolOverflow SpoolMode = "overflow"
 )
 
 // SpoolConfig is Config.Spool: a durable, bounded log on disk (package
 // spool) that every record goes through, so that what Send accepted
-// survives a crash, a restart and an outage of any length. The zero value
-// of a field means its default. README's "Durable spool" says what is
-// promised and what it costs.
+// survives a crash, a restart and an outage of any length (or, in
+// SpoolOverflow mode, only the records memory could not take or the
+// cluster could not be reached for). The zero value of a field means its
+// default. README's "Durable spool" says what is promised and what it
+// costs.
+//
+// Send never waits for memory with a spool: a record BufferMemory has no
+// room for at once is spilled, written to the spool and queued for the
+// drainer goroutine, which appends it as memory frees (records of its
+// topic sent later follow it, so none overtakes it). A spilled record
+// costs 64 bytes of memory in that queue (its completion and sequence;
+// up to twice that while the queue grows; not counted in BufferMemory)
+// besides what the caller's Future holds.
+// Send waits only at MaxBytes (below). Flush waits for spilled records;
+// Close too until its ctx ends, when those still on disk fail with
+// ErrClosed (on the drainer goroutine) and stay in the spool.
 //
 // A record leaves the spool when the broker acknowledges it: with
 // AcksAll (the default) once the in-sync replicas have it; with
@@ -56,8 +80,8 @@ type SpoolConfig struct {
 	// another) has it open.
 	Dir string
 
-	// Mode is SpoolWriteAhead (samsa.spool.mode=write-ahead), the default.
-	// SpoolOverflow is refused by New (not built yet).
+	// Mode is SpoolWriteAhead (samsa.spool.mode=write-ahead), the
+	// default, or SpoolOverflow (samsa.spool.mode=overflow): see each.
 	Mode SpoolMode
 
 	// Sync is when the log is fsynced (samsa.spool.sync: none, interval,
@@ -91,7 +115,8 @@ type SpoolConfig struct {
 	// MaxBytes bounds the spool on disk (samsa.spool.max.bytes). When it
 	// is reached, Send waits for acknowledged segments to be deleted up to
 	// Config.MaxBlock (or its context), then fails the record with
-	// ErrBufferExhausted wrapping spool.ErrFull. Default 1 GiB.
+	// ErrBufferFull (ErrBufferExhausted) wrapping spool.ErrFull, at Send.
+	// Default 1 GiB.
 	MaxBytes int64
 
 	// DisableHeader leaves out the spool.HeaderKey ("samsa-spool") header
@@ -106,7 +131,7 @@ type SpoolConfig struct {
 	// spool sequence (callbacks do not survive a restart). It runs on the
 	// completion goroutine, like a SendCallback callback; for a record
 	// that fails before it is back in memory (Close during the replay, a
-	// partition the topic no longer has) on the replay goroutine. A
+	// partition the topic no longer has) on the drainer goroutine. A
 	// record that fails with ErrClosed stays in the spool and is sent
 	// again by the next New. HookRecordCompleted hooks do not see
 	// replayed records. With ExactlyOnce it runs on the driver goroutine,
@@ -184,9 +209,8 @@ func (c *Config) checkSpool(fail func(field, format string, args ...any)) {
 		c.Spool.Mode = SpoolWriteAhead
 	case SpoolWriteAhead:
 	case SpoolOverflow:
-		fail("Spool.Mode", "%q is not built yet (only %q)", string(sc.Mode), string(SpoolWriteAhead))
 	default:
-		fail("Spool.Mode", "%q is not %q", string(sc.Mode), string(SpoolWriteAhead))
+		fail("Spool.Mode", "%q is not %q or %q", string(sc.Mode), string(SpoolWriteAhead), string(SpoolOverflow))
 	}
 	if sc.Sync < spool.SyncInterval || sc.Sync > spool.SyncAlways {
 		fail("Spool.Sync", "unknown policy %d", int(sc.Sync))
@@ -219,6 +243,9 @@ func (c *Config) checkSpool(fail func(field, format string, args ...any)) {
 		}
 		if c.DisableIdempotence {
 			fail("DisableIdempotence", "Spool.ExactlyOnce needs idempotence: its transactions do")
+		}
+		if sc.Mode == SpoolOverflow {
+			fail("Spool.Mode", "%q cannot be used with Spool.ExactlyOnce: every record goes through the spool and its transactions", string(SpoolOverflow))
 		}
 	}
 	if c.Acks == AcksNone {
@@ -296,21 +323,24 @@ func (p *Producer) spoolWrite(ctx context.Context, rec *spool.Record, wait bool)
 // sendSpooled is send's end with a write-ahead spool: the record's
 // partition is chosen, the record written to the spool, and then appended
 // to memory with that partition (ExplicitPartition), carrying its
-// samsa-spool header. A record the spool refuses fails at once and is not
-// appended; a record appended to the spool that memory refuses is
+// samsa-spool header, if memory has room at once; otherwise it is spilled
+// (spool_drain.go): its completion and sequence go to the drainer's queue,
+// which appends it once memory frees, reading it back from the spool.
+// While its topic is spilling (records of it in the queue, or New's
+// backlog of it not yet in memory) a record is spilled without trying
+// memory, so that none overtakes a spilled one. So Send waits only for
+// the spool (at MaxBytes, up to MaxBlock), never for memory. A record the
+// spool refuses fails at once; a record written to the spool that memory
+// refuses for another reason (the header making it too large, Close) is
 // acknowledged to the spool (it fails, and is not replayed).
 func (p *Producer) sendSpooled(ctx context.Context, t *topicState, rec *Record, c completion, wait bool) {
 	if err := checkRecordPartition(p.cfg.Partitioner, rec); err != nil {
 		p.reject(&c, rec, err)
 		return
 	}
-	if rs := p.replay; rs != nil {
-		if ch := rs.topics[rec.Topic]; ch != nil {
-			if err := p.awaitReplay(ctx, ch, rec.Topic, wait); err != nil {
-				p.reject(&c, rec, err)
-				return
-			}
-		}
+	overflow := p.cfg.Spool.Mode == SpoolOverflow
+	if overflow && t.spilling.Load() == 0 && !p.reach.unreachable() && p.sendToMemory(ctx, t, rec, c) {
+		return
 	}
 	part, parts, sticky, err := p.spoolPartition(t, rec)
 	if err != nil {
@@ -344,7 +374,18 @@ func (p *Producer) sendSpooled(ctx context.Context, t *topicState, rec *Record, 
 		p.sendExactlyOnce(t, rec, part, parts, seq, &c)
 		return
 	}
-	if err := p.appendSpooled(ctx, t, rec, part, parts, seq, &c, wait, true); err != nil {
+	c.obs = p.spoolObs(c.obs, seq)
+	if overflow || t.spilling.Load() > 0 {
+		p.spill(ctx, t, rec, seq, c)
+		return
+	}
+	err = p.appendSpooled(ctx, t, rec, part, parts, seq, &c, false)
+	if err != nil && errors.Is(err, ErrBufferExhausted) && !errors.Is(err, ErrClosed) {
+		p.spill(ctx, t, rec, seq, c) // no room at once
+		return
+	}
+	if err != nil {
+		p.observeExhausted(rec.Topic, recordbatch.BodySize(rec.Key, rec.Value, rec.Headers), err)
 		c.obs.spool = nil // acknowledged here, not by the completion
 		if !p.spool.Ack(seq) {
 			// The spool closed first (Close's ctx ended while this Send
@@ -371,15 +412,102 @@ func (p *Producer) sendSpooled(ctx context.Context, t *topicState, rec *Record, 
 	}
 }
 
+// sendToMemory is an overflow Send's first try: the record appended to
+// memory as without a spool, if the pool has room at once. It reports
+// false when it had none: the caller writes the record to the spool and
+// spills it. Otherwise the record is in memory, or failed (for another
+// reason than memory, as without a spool).
+func (p *Producer) sendToMemory(ctx context.Context, t *topicState, rec *Record, c completion) bool {
+	size := recordbatch.BodySize(rec.Key, rec.Value, rec.Headers)
+	mc := c // the caller's c spills without the mark
+	if mc.kind() == kindFuture {
+		mc.rec = &persistedAtDelivery
+	}
+	err := p.append(ctx, t, rec, size, mc, false)
+	if err != nil && errors.Is(err, ErrBufferExhausted) {
+		return false
+	}
+	if err != nil {
+		err = p.appendErr(err, false)
+		p.observeExhausted(rec.Topic, size, err)
+		p.reject(&c, rec, err)
+		return true
+	}
+	if ctx != nil && ctx.Done() != nil {
+		p.resweepIfEnded(ctx)
+	}
+	if p.drained.Load() {
+		p.failLate()
+	}
+	return true
+}
+
+// overflowUnreachableAfter is how long the cluster must have been
+// unreachable before overflow Sends go to disk: since a dial failed or a
+// connection broke, no dial succeeded and no Produce request was
+// answered for this long.
+const overflowUnreachableAfter = time.Second
+
+// reachability tracks whether the cluster is reachable, for overflow
+// mode: the IO goroutine notes each dial's and each Produce request's
+// result; Sends read it. Without overflow mode it is not used (nil).
+type reachability struct {
+	// downSince is when the current run of failures began (unix nanos),
+	// 0 while the last dial or request succeeded.
+	downSince atomic.Int64
+}
+
+func (r *reachability) failed() {
+	if r != nil && r.downSince.Load() == 0 {
+		r.downSince.Store(time.Now().UnixNano())
+	}
+}
+
+func (r *reachability) ok() {
+	if r != nil && r.downSince.Load() != 0 {
+		r.downSince.Store(0)
+	}
+}
+
+// unreachable reports whether the cluster has been unreachable for
+// overflowUnreachableAfter.
+func (r *reachability) unreachable() bool {
+	if r == nil {
+		return false
+	}
+	since := r.downSince.Load()
+	return since != 0 && time.Now().UnixNano()-since >= int64(overflowUnreachableAfter)
+}
+
+// spill puts a record written to the spool at seq in the drainer's queue,
+// its topic counted spilling, and closes its Persisted as sendSpooled
+// does. Once the drainer has stopped (Close) the record fails with
+// ErrClosed and stays in the spool.
+func (p *Producer) spill(ctx context.Context, t *topicState, rec *Record, seq uint64, c completion) {
+	t.spilling.Add(1)
+	s := spilled{seq: seq, t: t, c: c}
+	if ctx != nil && ctx.Done() != nil {
+		s.ctx = ctx
+	}
+	// Persisted before the queue takes the completion: the drainer may
+	// complete it at once.
+	p.markPersisted(&c, seq)
+	if !p.drain.spill(s) {
+		p.failSpilled(&s, fmt.Errorf("%w: the producer was closing; the record stays in the spool", ErrClosed))
+	}
+}
+
 // appendSpooled appends a record written to the spool at seq (by Send, or
-// found there by New's replay) to memory, with partition part (-1: the
-// partitioner decides once the topic's partitions are known), carrying
-// its samsa-spool header; with ack, c gets the recordObs through which its
-// completion acknowledges it (the exactly-once driver acknowledges its
-// records itself, after the commit). parts is set when the sticky
-// partitioner chose part: it is told of the append. The error is the
-// record's; the caller decides whether to acknowledge it.
-func (p *Producer) appendSpooled(ctx context.Context, t *topicState, rec *Record, part int32, parts []*accPartition, seq uint64, c *completion, wait, ack bool) error {
+// found there by New's replay, spilled, or read back by the exactly-once
+// driver) to memory, with partition part
+// (-1: the partitioner decides once the topic's partitions are known),
+// carrying its samsa-spool header; c's recordObs (spoolObs, set by the
+// caller; not by the exactly-once driver, which acknowledges its records
+// itself after the commit) acknowledges it at its outcome. parts is set when the sticky partitioner chose part:
+// it is told of the append. wait false tries without waiting for memory.
+// The error is the record's; the caller decides whether to acknowledge
+// it, and observes it.
+func (p *Producer) appendSpooled(ctx context.Context, t *topicState, rec *Record, part int32, parts []*accPartition, seq uint64, c *completion, wait bool) error {
 	cp := *rec
 	if part >= 0 {
 		cp.Partition, cp.ExplicitPartition = part, true
@@ -389,17 +517,12 @@ func (p *Producer) appendSpooled(ctx context.Context, t *topicState, rec *Record
 	if !p.cfg.Spool.DisableHeader {
 		cp.Headers = append(slices.Clip(rec.Headers), Header{Key: spool.HeaderKey, Value: spool.EncodeHeader(p.spool.ID(), seq)})
 	}
-	if ack {
-		c.obs = p.spoolObs(c.obs, seq)
-	}
 	size := recordbatch.BodySize(cp.Key, cp.Value, cp.Headers)
 	if err := p.acc.CheckSize(size); err != nil {
 		return fmt.Errorf("%w: topic %q (with its %s header): %w", ErrRecordTooLarge, rec.Topic, spool.HeaderKey, err)
 	}
 	if err := p.append(ctx, t, &cp, size, *c, wait); err != nil {
-		err = p.appendErr(err, wait)
-		p.observeExhausted(rec.Topic, size, err)
-		return err
+		return p.appendErr(err, wait)
 	}
 	if parts != nil {
 		t.sticky.appended(part, size, int32(len(parts)), func(i int32) int { return parts[i].Load() })
@@ -654,123 +777,6 @@ func (ps *persister) stop() {
 	}
 }
 
-// replayState is New's replay of the records that a previous producer on
-// the directory left unacknowledged (spool.Recovery().Backlog). The
-// replay goroutine (runReplay, started by New when the backlog is not
-// empty, ended by Close, which waits for it before it closes the spool;
-// a Close or Flush from RecoveryHook on it does not wait: ownGoroutine) appends them to memory in sequence order, each
-// to the partition it was written with (-1: through the partitioner);
-// Sends to a topic of the backlog wait until its last backlog record is
-// in memory (awaitReplay), so that none overtakes a replayed one.
-type replayState struct {
-	// topics has a channel per backlog topic, closed once the topic's
-	// backlog is in memory (or the replay ended). The map is read-only
-	// after New.
-	topics map[string]chan struct{}
-	last   map[string]uint64 // the topic's last backlog sequence (replay goroutine only)
-	exited chan struct{}     // closed when runReplay returns; Close waits for it
-	goid   atomic.Uint64     // the replay goroutine's id (ownGoroutine)
-}
-
-// startReplay starts the replay goroutine if the spool has a backlog.
-func (p *Producer) startReplay() {
-	backlog := p.spool.Recovery().Backlog
-	if len(backlog) == 0 {
-		return
-	}
-	rs := &replayState{topics: map[string]chan struct{}{}, last: map[string]uint64{}, exited: make(chan struct{})}
-	for _, b := range backlog {
-		if rs.topics[b.Topic] == nil {
-			rs.topics[b.Topic] = make(chan struct{})
-		}
-		rs.last[b.Topic] = max(rs.last[b.Topic], b.LastSeq)
-	}
-	p.replay = rs
-	go p.runReplay(rs)
-}
-
-func (p *Producer) runReplay(rs *replayState) {
-	defer close(rs.exited)
-	rs.goid.Store(goroutineID())
-	done := map[string]bool{}
-	defer func() {
-		for topic, ch := range rs.topics {
-			if !done[topic] {
-				close(ch)
-			}
-		}
-	}()
-	for e, err := range p.spool.Unacked() {
-		if err != nil {
-			p.log.Error("producer: reading the spool's backlog failed; the records not sent again yet will be at the next New", "err", err)
-			return
-		}
-		if !p.replayOne(e) {
-			return
-		}
-		if e.Seq >= rs.last[e.Topic] && !done[e.Topic] {
-			done[e.Topic] = true
-			close(rs.topics[e.Topic])
-		}
-	}
-}
-
-func noopCallback(RecordMetadata, error) {}
-
-// replayOne appends one backlog record, waiting for memory as long as it
-// takes (until Close). It returns false once the producer is closing: the
-// records left stay in the spool, for the next New.
-func (p *Producer) replayOne(e spool.Entry) bool {
-	fn := noopCallback
-	if hook := p.cfg.Spool.RecoveryHook; hook != nil {
-		seq := e.Seq
-		fn = func(md RecordMetadata, err error) { hook(seq, md, err) }
-	}
-	c := callbackCompletion(fn)
-	rec, ts := p.entryRecord(e)
-	c.setTS(ts)
-	// Counted as send counts a record, so that Flush and Close wait for it.
-	c.setEpoch(uint8(p.epoch.Load() & 1))
-	p.pending[c.epoch()].Add(1)
-	if p.closed.Load() {
-		c.obs = p.spoolObs(nil, e.Seq) // not acknowledged: ErrClosed
-		p.refuse(&c, rec, ErrClosed)
-		return false
-	}
-	t, err := p.topic(e.Topic)
-	if err != nil {
-		p.spool.Ack(e.Seq) // a name no producer would have written: never sendable
-		p.refuse(&c, rec, err)
-		return true
-	}
-	for {
-		err = p.appendSpooled(p.closing, t, rec, e.Partition, nil, e.Seq, &c, true, true)
-		if err == nil || !errors.Is(err, ErrBufferExhausted) || p.closed.Load() {
-			break
-		}
-		// Memory stays full (the cluster is away): wait and try again,
-		// not faster than every 100 ms (MaxBlock may be NoWait).
-		select {
-		case <-p.closing.Done():
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	if err != nil && errors.Is(err, ErrBufferExhausted) && p.closed.Load() {
-		// Close ended the wait for memory: RecoveryHook is told so.
-		err = fmt.Errorf("%w: the replay was waiting for memory (%v)", ErrClosed, err)
-	}
-	if err != nil {
-		// The completion acknowledges it unless the producer is closing
-		// (spoolFinal): the record stays for the next New.
-		p.refuse(&c, rec, err)
-		return !errors.Is(err, ErrClosed) && !p.closed.Load()
-	}
-	if p.drained.Load() {
-		p.failLate()
-	}
-	return true
-}
-
 // entryRecord is the Record of an entry read back from the spool (by
 // New's replay, the exactly-once driver, or a drainer of spilled records),
 // and its timestamp in milliseconds (the entry's, or now for a record
@@ -788,34 +794,4 @@ func (p *Producer) entryRecord(e spool.Entry) (*Record, int64) {
 		return rec, p.clock.nowMillis()
 	}
 	return rec, clampedMillis(rec.Timestamp)
-}
-
-// awaitReplay waits until the replay has put topic's backlog in memory
-// (ch closed), so that a new record never overtakes a replayed one: up to
-// MaxBlock (or ctx), as for memory; at once for a Send that must not
-// wait. Its error wraps ErrBufferExhausted, ErrClosed, or (ctxEndedErr,
-// as Send's other waits) ctx's error.
-func (p *Producer) awaitReplay(ctx context.Context, ch chan struct{}, topic string, wait bool) error {
-	select {
-	case <-ch:
-		return nil
-	default:
-	}
-	if !wait || p.cfg.MaxBlock <= 0 || goroutineID() == p.completer.goid.Load() {
-		return fmt.Errorf("%w: topic %q: the spool's backlog of the topic is still being sent again, and new records wait behind it", ErrBufferExhausted, topic)
-	}
-	start := time.Now()
-	timer := time.NewTimer(p.cfg.MaxBlock)
-	defer timer.Stop()
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-		return ctxEndedErr(ctx.Err())
-	case <-p.closing.Done():
-		return fmt.Errorf("%w: while waiting for the spool's backlog of topic %q", ErrClosed, topic)
-	case <-timer.C:
-		return fmt.Errorf("%w: topic %q: the spool's backlog of the topic was still being sent again after %v (MaxBlock %v); new records wait behind it",
-			ErrBufferExhausted, topic, time.Since(start).Truncate(time.Millisecond), p.cfg.MaxBlock)
-	}
 }

@@ -478,27 +478,6 @@ func (d *eosDriver) commitRange(items []eosItem) error {
 	}
 }
 
-// readBack reads seq back through cur. A record Send wrote may still be
-// in the spool's write buffer (grouped writes): the driver then flushes
-// the buffer and reads again, waiting while the disk is full, until its
-// ctx ends (Close).
-func (d *eosDriver) readBack(cur *spool.Cursor, seq uint64) (spool.Entry, bool, error) {
-	for {
-		e, ok, err := cur.Read(seq)
-		if err == nil || !errors.Is(err, spool.ErrNotWritten) {
-			return e, ok, err
-		}
-		if _, ferr := d.p.spool.Flush(); ferr != nil {
-			if !errors.Is(ferr, spool.ErrFull) {
-				return spool.Entry{}, false, ferr
-			}
-			if serr := sleepCtx(d.ctx, 50*time.Millisecond); serr != nil {
-				return spool.Entry{}, false, fmt.Errorf("%w: %w", ErrClosed, serr)
-			}
-		}
-	}
-}
-
 // transaction runs one transaction: the records of items read back from
 // the spool and appended to memory (each to the partition it was written
 // with, with its samsa-spool header), the progress record, and the
@@ -515,7 +494,7 @@ func (d *eosDriver) transaction(items []eosItem) (outs []eosOutcome, final []err
 	cur := p.spool.NewCursor()
 	defer cur.Close()
 	for i, it := range items {
-		e, ok, rerr := d.readBack(cur, it.seq)
+		e, ok, rerr := d.p.readSpooled(d.ctx, cur, it.seq)
 		if rerr != nil {
 			d.roundSkip(len(items) - i + 1)
 			return nil, nil, fmt.Errorf("%w: reading sequence %d back: %w", ErrSpoolFailed, it.seq, rerr)
@@ -607,7 +586,7 @@ func (d *eosDriver) appendEntry(e spool.Entry, out *eosOutcome) error {
 		return nil
 	}
 	for {
-		err = p.appendSpooled(d.ctx, t, rec, e.Partition, nil, e.Seq, &c, true, false)
+		err = p.appendSpooled(d.ctx, t, rec, e.Partition, nil, e.Seq, &c, true)
 		if err == nil || !errors.Is(err, ErrBufferExhausted) || d.ctx.Err() != nil {
 			break
 		}

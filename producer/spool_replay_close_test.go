@@ -57,7 +57,7 @@ func TestSpoolCloseWaitsForTheReplay(t *testing.T) {
 				cfg.MaxBlock = tc.maxBlock
 				cfg.Spool.RecoveryHook = func(seq uint64, md RecordMetadata, err error) {
 					b := bp.Load()
-					if errors.Is(err, ErrClosed) && b != nil && goroutineID() == b.replay.goid.Load() {
+					if errors.Is(err, ErrClosed) && b != nil && goroutineID() == b.drain.goid.Load() {
 						onReplay.Add(1)
 						if tc.closeInHook {
 							hookClose.Store(fmt.Sprint(b.Close(context.Background())))
@@ -89,7 +89,7 @@ func TestSpoolCloseWaitsForTheReplay(t *testing.T) {
 			}
 			closed.Store(true)
 			select {
-			case <-b.replay.exited:
+			case <-b.drain.exited:
 			default:
 				t.Fatal("the replay goroutine still runs after Close returned")
 			}

@@ -149,6 +149,10 @@
 //     which and leaves it (the spool deletes nothing it did not write).
 //     Damaged files are not errors (below).
 //   - Unacked yields an error only for an I/O error reading a segment.
+//   - Cursor.Read: ErrNotWritten for a sequence at or above Written
+//     (still in the write buffer: Flush, then read again), ErrClosed after Close, an I/O error reading the
+//     segment; a record the log no longer holds (acknowledged and
+//     deleted, lost to damage) is not an error (ok false).
 //   - ErrBadHeader: DecodeHeader and Deduper.Duplicate, for a header value
 //     that is not 24 bytes.
 //
@@ -175,7 +179,8 @@
 //
 // A Spool holds the write buffer (above: at most 2 MiB, or twice the
 // largest entry, with a spare of the same size kept for reuse), a read
-// window per Unacked iteration and one at Open (1 MiB, or one entry if
+// window per Unacked iteration and per Cursor (and a Cursor's open
+// segment file) and one at Open (1 MiB, or one entry if
 // larger), the acknowledged set (a bit per sequence between the
 // contiguous acknowledged position and the newest acknowledged sequence,
 // in a map of 64-bit words: under 1 MiB for a 1 GiB backlog of 1 KiB

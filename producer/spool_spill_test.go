@@ -1,0 +1,429 @@
+package producer
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/samsa-go/samsa/internal/testbroker"
+	"github.com/samsa-go/samsa/spool"
+)
+
+// spillValue is the value of record i of sender who: its number, padded
+// to 1 KiB.
+func spillValue(who string, i int) []byte {
+	v := fmt.Sprintf("%s-%d-", who, i)
+	return []byte(v + strings.Repeat("x", 1024-len(v)))
+}
+
+// spillNumber parses spillValue's value: its sender and number.
+func spillNumber(t *testing.T, v []byte) (string, int) {
+	t.Helper()
+	parts := strings.SplitN(string(v), "-", 3)
+	require.Len(t, parts, 3, "value %.20q", v)
+	n, err := strconv.Atoi(parts[1])
+	require.NoError(t, err)
+	return parts[0], n
+}
+
+// requireOncePerPartitionInOrder checks the topic's records: every number
+// of who in [0, n) exactly once, and per partition in increasing order,
+// each of before's records ahead of every one of who's (a backlog's ahead
+// of new records); it returns the partition each record went to.
+func requireOncePerPartitionInOrder(t *testing.T, c *testbroker.Cluster, topic string, parts int32, who string, n int, before string) {
+	t.Helper()
+	seen := map[int]int{}
+	for part := range parts {
+		recs, err := c.Records(topic, part)
+		require.NoError(t, err)
+		last := map[string]int{who: -1, before: -1}
+		sawWho := false
+		for _, r := range recs {
+			w, i := spillNumber(t, r.Value)
+			if w != who && w != before {
+				continue
+			}
+			if w == who {
+				seen[i]++
+				sawWho = true
+			} else {
+				require.False(t, sawWho, "partition %d: %s-%d after a record of %s", part, w, i, who)
+			}
+			require.Greater(t, i, last[w], "partition %d: %s-%d after %s-%d", part, w, i, w, last[w])
+			last[w] = i
+		}
+	}
+	for i := range n {
+		require.Equal(t, 1, seen[i], "%s-%d is in the topic %d times", who, i, seen[i])
+	}
+	require.Len(t, seen, n)
+}
+
+// TestSpoolWriteAheadSpillsWhenMemoryIsFull: with a tiny BufferMemory and
+// the cluster down, write-ahead Sends return at once (well under
+// MaxBlock) while the spool has room: the records memory cannot take are
+// spilled and the drainer appends them once memory frees. Once the
+// cluster is back every future completes, each record is in the topic
+// once and in order per partition. Before the drainer, each Send past
+// BufferMemory waited MaxBlock and failed with ErrBufferExhausted.
+func TestSpoolWriteAheadSpillsWhenMemoryIsFull(t *testing.T) {
+	const maxBlock = 3 * time.Second
+	cases := []struct {
+		name string
+		send func(p *Producer, rec *Record) *Future
+	}{
+		{"Send", func(p *Producer, rec *Record) *Future { return p.Send(context.Background(), rec) }},
+		{"TrySend", func(p *Producer, rec *Record) *Future { return p.TrySend(context.Background(), rec) }},
+		{"Send with a ctx that can end", func(p *Producer, rec *Record) *Future {
+			ctx, cancel := context.WithCancel(context.Background())
+			t.Cleanup(cancel)
+			return p.Send(ctx, rec)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, testbroker.Config{Brokers: 1})
+			require.NoError(t, c.CreateTopic("t", 3))
+			dir := t.TempDir()
+			before := goroutineIDs()
+			p := spoolProducer(t, c, dir, func(cfg *Config) {
+				cfg.BufferMemory = 64 << 10
+				cfg.BatchSize = 8 << 10
+				cfg.MaxBlock = maxBlock
+			})
+			_, err := p.Send(context.Background(), &Record{Topic: "t", Key: []byte("warm"), Value: spillValue("warm", 0)}).Wait(context.Background())
+			require.NoError(t, err)
+			require.NoError(t, c.StopBroker(0))
+			const n = 400 // 400 KiB: six times BufferMemory
+			fs := make([]*Future, n)
+			start := time.Now()
+			for i := range n {
+				sendStart := time.Now()
+				fs[i] = tc.send(p, &Record{Topic: "t", Key: []byte{byte(i % 7)}, Value: spillValue("a", i)})
+				require.Less(t, time.Since(sendStart), maxBlock/4, "Send %d waited for memory", i)
+				if _, done, err := fs[i].Result(); done {
+					t.Fatalf("record %d failed at Send: %v", i, err)
+				}
+			}
+			took := time.Since(start)
+			require.Less(t, took, maxBlock, "%d Sends took %v", n, took)
+			// Every record is persisted once the spool's writer has it
+			// in the file (grouped writes), memory full or not.
+			require.NoError(t, p.SyncSpool())
+			for i, f := range fs {
+				select {
+				case <-f.Persisted():
+				case <-time.After(5 * time.Second):
+					t.Fatalf("record %d: Persisted not closed after SyncSpool (SyncInterval)", i)
+				}
+			}
+			require.NoError(t, c.RestartBroker(0))
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			for i, f := range fs {
+				_, err := f.Wait(ctx)
+				require.NoError(t, err, "record %d", i)
+			}
+			require.NoError(t, p.Close(context.Background()))
+			requireOncePerPartitionInOrder(t, c, "t", 3, "a", n, "")
+			assert.Empty(t, reopenUnacked(t, dir), "every delivered record left the spool")
+			requireNoGoroutinesLeft(t, before)
+		})
+	}
+}
+
+// requireNoGoroutinesLeft fails if a goroutine of the producer's started
+// after before is still at work (the test cluster's, a restarted broker's
+// listener, are left out).
+func requireNoGoroutinesLeft(t *testing.T, before map[string]bool) {
+	t.Helper()
+	working := func() []string {
+		var out []string
+		for _, st := range workingGoroutines(before) {
+			if !strings.Contains(st, "internal/testbroker") {
+				out = append(out, st)
+			}
+		}
+		return out
+	}
+	left := working()
+	for deadline := time.Now().Add(5 * time.Second); len(left) > 0 && time.Now().Before(deadline); left = working() {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(left) > 0 {
+		t.Fatalf("goroutines left after Close: %v", left)
+	}
+}
+
+// TestSpoolWriteAheadFullSpoolWithSpilling: with memory full and records
+// spilled, Send blocks only once the spool reaches MaxBytes: up to
+// MaxBlock, then ErrBufferFull wrapping spool.ErrFull (before the drainer
+// it failed at BufferMemory with the pool's ErrBufferExhausted, no
+// spool.ErrFull).
+func TestSpoolWriteAheadFullSpoolWithSpilling(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	const maxBlock = 300 * time.Millisecond
+	p := spoolProducer(t, c, t.TempDir(), func(cfg *Config) {
+		cfg.BufferMemory = 32 << 10
+		cfg.BatchSize = 4 << 10
+		cfg.MaxBlock = maxBlock
+		cfg.Spool.MaxBytes = 256 << 10
+		cfg.Spool.SegmentBytes = 32 << 10
+	})
+	_, err := p.Send(context.Background(), &Record{Topic: "t", Value: spillValue("warm", 0)}).Wait(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, c.StopBroker(0))
+	var full *Future
+	var took time.Duration
+	accepted := 0
+	for i := range 400 {
+		start := time.Now()
+		f := p.Send(context.Background(), &Record{Topic: "t", Value: spillValue("a", i)})
+		if _, ok, _ := f.Result(); ok {
+			full, took = f, time.Since(start)
+			break
+		}
+		require.Less(t, time.Since(start), maxBlock/2, "Send %d waited though the spool had room", i)
+		accepted++
+	}
+	require.NotNil(t, full, "256 KiB of spool took 400 records of 1 KiB")
+	assert.Greater(t, accepted*1024, 3*(32<<10), "records accepted past BufferMemory (spilled)")
+	_, err = full.Wait(context.Background())
+	require.ErrorIs(t, err, ErrBufferFull)
+	require.ErrorIs(t, err, spool.ErrFull)
+	assert.GreaterOrEqual(t, took, maxBlock, "Send waited MaxBlock for the spool")
+	require.NoError(t, c.RestartBroker(0))
+}
+
+// TestSpoolCloseWhileSpilled: Close (its ctx ending during an outage)
+// fails the spilled records not yet in memory with ErrClosed; they stay
+// in the spool, and the next New sends them again in order, each once.
+func TestSpoolCloseWhileSpilled(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 2))
+	dir := t.TempDir()
+	before := goroutineIDs()
+	a := spoolProducer(t, c, dir, func(cfg *Config) {
+		cfg.BufferMemory = 32 << 10
+		cfg.BatchSize = 4 << 10
+		cfg.MaxBlock = 2 * time.Second
+	})
+	_, err := a.Send(context.Background(), &Record{Topic: "t", Value: spillValue("warm", 0)}).Wait(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, c.StopBroker(0))
+	const n = 200
+	fs := make([]*Future, n)
+	for i := range n {
+		fs[i] = a.Send(context.Background(), &Record{Topic: "t", Key: []byte{byte(i % 3)}, Value: spillValue("a", i)})
+		if _, done, err := fs[i].Result(); done {
+			t.Fatalf("record %d failed at Send: %v", i, err)
+		}
+		<-fs[i].Persisted()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	start := time.Now()
+	_ = a.Close(ctx)
+	cancel()
+	require.Less(t, time.Since(start), 5*time.Second)
+	for i, f := range fs {
+		_, done, err := f.Result()
+		require.True(t, done, "record %d not completed after Close", i)
+		require.ErrorIs(t, err, ErrClosed, "record %d", i)
+	}
+	requireNoGoroutinesLeft(t, before)
+	unacked := reopenUnacked(t, dir)
+	require.Len(t, unacked, n, "every record stays in the spool")
+	for i, v := range unacked {
+		w, k := spillNumber(t, []byte(v))
+		require.Equal(t, "a", w)
+		require.Equal(t, i, k, "the spool's order")
+	}
+
+	require.NoError(t, c.RestartBroker(0))
+	b := spoolProducer(t, c, dir, nil)
+	require.NoError(t, b.Flush(context.Background()))
+	require.Eventually(t, func() bool {
+		got := 0
+		for part := range int32(2) {
+			recs, _ := c.Records("t", part)
+			got += len(recs)
+		}
+		return got >= n+1
+	}, 20*time.Second, 20*time.Millisecond)
+	require.NoError(t, b.Close(context.Background()))
+	requireOncePerPartitionInOrder(t, c, "t", 2, "a", n, "")
+	assert.Empty(t, reopenUnacked(t, dir))
+}
+
+// TestSpoolBacklogThenNewSends: after a restart with a backlog larger
+// than memory while the cluster is down, Sends of the backlog's topic
+// return at once (before the drainer they waited MaxBlock for the replay
+// and failed with ErrBufferExhausted); once the cluster is back no new
+// record overtakes a replayed one in its partition, and each is written
+// once.
+func TestSpoolBacklogThenNewSends(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 2))
+	dir := t.TempDir()
+	a := spoolProducer(t, c, dir, nil)
+	_, err := a.Send(context.Background(), &Record{Topic: "t", Value: spillValue("warm", 0)}).Wait(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, c.StopBroker(0))
+	const backlog = 200
+	for i := range backlog {
+		<-a.Send(context.Background(), &Record{Topic: "t", Key: []byte{byte(i % 4)}, Value: spillValue("a", i)}).Persisted()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	_ = a.Close(ctx)
+	cancel()
+
+	const maxBlock = 2 * time.Second
+	var hookErrs = make(chan error, backlog)
+	b := spoolProducer(t, c, dir, func(cfg *Config) {
+		cfg.BufferMemory = 32 << 10 // the backlog is 200 KiB
+		cfg.BatchSize = 4 << 10
+		cfg.MaxBlock = maxBlock
+		cfg.Spool.RecoveryHook = func(_ uint64, _ RecordMetadata, err error) { hookErrs <- err }
+	})
+	const n = 100
+	fs := make([]*Future, n)
+	start := time.Now()
+	for i := range n {
+		fs[i] = b.Send(context.Background(), &Record{Topic: "t", Key: []byte{byte(i % 4)}, Value: spillValue("b", i)})
+		if _, done, err := fs[i].Result(); done {
+			t.Fatalf("new record %d failed at Send: %v", i, err)
+		}
+	}
+	require.Less(t, time.Since(start), maxBlock, "Sends waited behind the replay")
+	require.NoError(t, c.RestartBroker(0))
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i, f := range fs {
+		_, err := f.Wait(ctx)
+		require.NoError(t, err, "record %d", i)
+	}
+	for range backlog {
+		select {
+		case err := <-hookErrs:
+			require.NoError(t, err)
+		case <-ctx.Done():
+			t.Fatal("the backlog's outcomes did not all come")
+		}
+	}
+	require.NoError(t, b.Close(context.Background()))
+	requireOncePerPartitionInOrder(t, c, "t", 2, "b", n, "a")
+	requireOncePerPartitionInOrder(t, c, "t", 2, "a", backlog, "")
+	assert.Empty(t, reopenUnacked(t, dir))
+}
+
+// TestSpoolPurgeFailsSpilledRecords: Purge fails the spilled records
+// waiting for memory with ErrPurged, and they leave the spool (before,
+// they were appended once memory freed and sent after Purge).
+func TestSpoolPurgeFailsSpilledRecords(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	dir := t.TempDir()
+	p := spoolProducer(t, c, dir, func(cfg *Config) {
+		cfg.BufferMemory = 32 << 10
+		cfg.BatchSize = 4 << 10
+		cfg.MaxBlock = 2 * time.Second
+	})
+	_, err := p.Send(context.Background(), &Record{Topic: "t", Value: spillValue("warm", 0)}).Wait(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, c.StopBroker(0))
+	const n = 100
+	fs := make([]*Future, n)
+	for i := range n {
+		fs[i] = p.Send(context.Background(), &Record{Topic: "t", Value: spillValue("a", i)})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	purged, _ := p.Purge(ctx) // ctx ends waiting for the requests in flight
+	cancel()
+	require.NoError(t, c.RestartBroker(0))
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	failed := 0
+	for i, f := range fs {
+		_, err := f.Wait(ctx)
+		if err != nil {
+			require.ErrorIs(t, err, ErrPurged, "record %d", i)
+			failed++
+		}
+	}
+	assert.Equal(t, purged, failed, "Purge's count")
+	assert.Greater(t, failed, n/2, "the spilled records were purged")
+	require.NoError(t, p.Close(context.Background()))
+	assert.Empty(t, reopenUnacked(t, dir), "purged records left the spool")
+	// What was not purged was delivered, once, in order.
+	recs, err := c.Records("t", 0)
+	require.NoError(t, err)
+	last := -1
+	for _, r := range recs {
+		if w, i := spillNumber(t, r.Value); w == "a" {
+			require.Greater(t, i, last)
+			last = i
+		}
+	}
+}
+
+// TestSpilledEntrySize keeps the documented cost of a spilled record
+// (SpoolConfig, README) true: the drainer's queue entry.
+func TestSpilledEntrySize(t *testing.T) {
+	require.Equal(t, uintptr(spilledBytes), unsafe.Sizeof(spilled{}))
+}
+
+// TestSpoolSpillConcurrentSendersKeepOrder: senders on several goroutines,
+// each with its own key (one partition), a memory far too small and a
+// short MaxBlock, the cluster up: records go to memory or spill as memory
+// comes and goes, and yet every Send succeeds, each record is written
+// once, and each sender's records keep their order (a record that went
+// straight to memory never overtook a spilled one of its topic). Before
+// the drainer, Sends failed with ErrBufferExhausted (MaxBlock NoWait).
+func TestSpoolSpillConcurrentSendersKeepOrder(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 4))
+	dir := t.TempDir()
+	before := goroutineIDs()
+	p := spoolProducer(t, c, dir, func(cfg *Config) {
+		cfg.BufferMemory = 16 << 10
+		cfg.BatchSize = 2 << 10
+		cfg.MaxBlock = NoWait // Send never waits for memory, nor the drainer more than 100 ms
+		cfg.Linger = time.Millisecond
+	})
+	const senders, n = 4, 100
+	fs := make([][]*Future, senders)
+	done := make(chan struct{})
+	for s := range senders {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := range n {
+				fs[s] = append(fs[s], p.Send(context.Background(), &Record{Topic: "t", Key: []byte{byte(s)}, Value: spillValue(fmt.Sprint(s), i)}))
+			}
+		}()
+	}
+	for range senders {
+		<-done
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for s := range senders {
+		for i, f := range fs[s] {
+			_, err := f.Wait(ctx)
+			require.NoError(t, err, "sender %d record %d", s, i)
+		}
+	}
+	require.NoError(t, p.Close(context.Background()))
+	for s := range senders {
+		requireOncePerPartitionInOrder(t, c, "t", 4, fmt.Sprint(s), n, "")
+	}
+	assert.Empty(t, reopenUnacked(t, dir))
+	requireNoGoroutinesLeft(t, before)
+}
