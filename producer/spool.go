@@ -215,7 +215,9 @@ func (p *Producer) spoolWrite(ctx context.Context, rec *spool.Record, wait bool)
 // to memory with that partition (ExplicitPartition), carrying its
 // samsa-spool header. A record the spool refuses fails at once and is not
 // appended; a record appended to the spool that memory refuses is
-// acknowledged to the spool (it fails, and is not replayed).
+// acknowledged to the spool (it fails, and is not replayed), unless the
+// spool closed or failed first: then it stays in the log and fails with
+// ErrClosed or ErrSpoolFailed saying so.
 func (p *Producer) sendSpooled(ctx context.Context, t *topicState, rec *Record, c completion, wait bool) {
 	if err := checkRecordPartition(p.cfg.Partitioner, rec); err != nil {
 		p.reject(&c, rec, err)
