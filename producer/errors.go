@@ -77,7 +77,10 @@ var (
 	// the spool stops (fail-stop), every later Send fails with it at
 	// once, and no record is reported persisted that was not. Reopening
 	// the directory (a new producer) recovers what the log holds. Also
-	// returned by SyncSpool.
+	// returned by SyncSpool, and it fails a record the log took but memory
+	// then refused after the spool failed (its Send's ctx or MaxBlock
+	// ended): a failed spool writes no position again, so that record
+	// stays in the log and the next New may send it again.
 	ErrSpoolFailed = errors.New("producer: spool failed")
 
 	// ErrRecordTooLarge completes a record's future when the record, once

@@ -71,14 +71,21 @@ func (f *Future) Wait(ctx context.Context) (RecordMetadata, error) {
 // fsync: Done and Wait give the error); a persisted record may still fail
 // later (Wait says how), and one failed by Close stays in the spool.
 // Whatever Close does meanwhile, once the Future is done and Close has
-// returned: a delivered record's channel is closed; a record that stays
-// in the spool for the next New (ErrClosed, ErrOutcomeUnknown, a
-// retriable error) has it closed, and one that failed with such an error
-// and is not in the spool has it open (it failed before it was
-// persisted); a record failed for good after it was persisted (a
-// non-retriable Kafka error, its Send ctx) is not sent again, whatever
-// the channel says. A failed fsync leaves the channels it should have
-// closed open.
+// released the spool (Close returned with its ctx not ended; a Close
+// whose ctx ended while user code held a producer goroutine, in a
+// callback or a hook, returns before it stops the persister and closes
+// the spool, and a channel may then close after it returned): a
+// delivered record's channel is closed; a record that stays in the spool
+// for the next New (ErrClosed, ErrOutcomeUnknown, a retriable error,
+// ErrSpoolFailed for a record the log took) has it closed, and one that
+// failed with such an error and is not in the spool has it open (it
+// failed before it was persisted); a record failed for good after it was
+// persisted (a non-retriable Kafka error, its Send ctx) is not sent again,
+// whatever the channel says, unless the spool had failed (ErrSpoolFailed
+// from SyncSpool or Close): a failed spool writes no position again, so
+// every record still in its log may be sent again by the next New. A
+// failed fsync leaves the channels it should have closed open, also for
+// records written before it that no successful Sync had covered.
 //
 // In SpoolOverflow mode a record that went to memory without touching
 // the disk is persisted once delivered (it is in Kafka): its channel is

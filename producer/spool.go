@@ -332,7 +332,9 @@ func (p *Producer) spoolWrite(ctx context.Context, rec *spool.Record, wait bool)
 // the spool (at MaxBytes, up to MaxBlock), never for memory. A record the
 // spool refuses fails at once; a record written to the spool that memory
 // refuses for another reason (the header making it too large, Close) is
-// acknowledged to the spool (it fails, and is not replayed).
+// acknowledged to the spool (it fails, and is not replayed), unless the
+// spool closed or failed first: then it stays in the log and fails with
+// ErrClosed or ErrSpoolFailed saying so.
 func (p *Producer) sendSpooled(ctx context.Context, t *topicState, rec *Record, c completion, wait bool) {
 	if err := checkRecordPartition(p.cfg.Partitioner, rec); err != nil {
 		p.reject(&c, rec, err)
@@ -389,10 +391,15 @@ func (p *Producer) sendSpooled(ctx context.Context, t *topicState, rec *Record, 
 		c.obs.spool = nil // acknowledged here, not by the completion
 		if !p.spool.Ack(seq) {
 			// The spool closed first (Close's ctx ended while this Send
-			// waited for memory): the record stays in the log, and the
-			// next New sends it again, as for any record Close gave up on.
+			// waited for memory), or failed (it writes no position
+			// again): the record stays in the log, and the next New
+			// sends it again, as for any record Close gave up on.
+			// Persisted follows the log as for any written record (under
+			// SyncAlways, only if an fsync covered it).
 			p.markPersisted(&c, seq)
-			if !errors.Is(err, ErrClosed) {
+			if ferr := p.spool.Metrics().Failed; ferr != nil {
+				err = fmt.Errorf("%w: the record stays in the failed spool, and the next New may send it again (%w; %w)", ErrSpoolFailed, err, ferr)
+			} else if !errors.Is(err, ErrClosed) {
 				err = fmt.Errorf("%w: the record stays in the spool for the next New (%w)", ErrClosed, err)
 			}
 		}

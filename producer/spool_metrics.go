@@ -130,17 +130,27 @@ const (
 // crossings: a Warn when the spool reaches 80 % of MaxBytes, then
 // nothing until it is back below 70 %, an Info then. The lines name the
 // directory, its bytes and MaxBytes, never a record. The common call (no
-// crossing) is two atomic loads and a comparison; a crossing takes mu and
-// reads the spool's current bytes, so that calls that arrive out of order
-// (concurrent writers, the spool's goroutine) cannot leave the state
-// wrong: the last call after the last change decides.
+// crossing) is two atomic loads and a comparison. A crossing is handled
+// by one goroutine at a time, the one that got mu (TryLock: a call that
+// does not get it returns, and the holder sees its bytes): it reads the
+// spool's current bytes, stores the state, logs (under mu, so the lines
+// come in the order of the changes; a log handler that Sends through the
+// producer does not deadlock, its call fails TryLock), releases mu and
+// reads the bytes again, starting over if they crossed meanwhile. So
+// calls that arrive out of order (concurrent writers, the spool's
+// goroutine) cannot leave the state wrong: it follows the last bytes.
 type spoolUsage struct {
 	log  *slog.Logger
 	dir  string
 	max  atomic.Int64 // MaxBytes, 0 until the spool is open (calls ignored)
 	sp   atomic.Pointer[spool.Spool]
 	high atomic.Bool // a Warn was logged and no Info since
-	mu   sync.Mutex  // orders crossings
+	mu   sync.Mutex  // held by the goroutine handling a crossing
+
+	// Tests: the bytes instead of the spool's, and a pause after the
+	// crossing's read.
+	testUsage func() int64
+	afterRead func()
 }
 
 func newSpoolUsage(log *slog.Logger, sc *SpoolConfig) *spoolUsage {
@@ -169,36 +179,53 @@ func (u *spoolUsage) opened(sp *spool.Spool) {
 	u.observe(sp.Usage())
 }
 
+// current is the spool's bytes now (bytes without a spool: tests).
+func (u *spoolUsage) current(bytes int64) int64 {
+	if f := u.testUsage; f != nil {
+		return f()
+	}
+	if sp := u.sp.Load(); sp != nil {
+		return sp.Usage()
+	}
+	return bytes
+}
+
+// settled reports whether bytes crosses no threshold for the state high.
+func settled(high bool, bytes, limit int64) bool {
+	pct := float64(bytes) * 100 / float64(limit)
+	return high && pct >= spoolClearPercent || !high && pct < spoolWarnPercent
+}
+
 func (u *spoolUsage) observe(bytes int64) {
 	limit := u.max.Load()
-	if limit <= 0 {
+	if limit <= 0 || settled(u.high.Load(), bytes, limit) {
 		return
 	}
-	pct := float64(bytes) * 100 / float64(limit)
-	if high := u.high.Load(); high && pct >= spoolClearPercent || !high && pct < spoolWarnPercent {
-		return
-	}
-	u.mu.Lock()
-	if sp := u.sp.Load(); sp != nil {
-		bytes = sp.Usage() // the latest, whatever order the calls came in
-		pct = float64(bytes) * 100 / float64(limit)
-	}
-	var warn, clear bool
-	if u.high.Load() {
-		clear = pct < spoolClearPercent
-	} else {
-		warn = pct >= spoolWarnPercent
-	}
-	if warn || clear {
-		u.high.Store(warn)
-	}
-	u.mu.Unlock()
-	switch {
-	case warn:
-		u.log.Warn("producer: the spool passed 80% of its MaxBytes; at MaxBytes Send waits up to MaxBlock, then fails with ErrBufferExhausted",
-			"dir", u.dir, "bytes", bytes, "max_bytes", limit, "percent", int(pct))
-	case clear:
-		u.log.Info("producer: the spool is back below 70% of its MaxBytes",
-			"dir", u.dir, "bytes", bytes, "max_bytes", limit, "percent", int(pct))
+	for {
+		if !u.mu.TryLock() {
+			return // the holder reads the bytes again after it
+		}
+		bytes = u.current(bytes)
+		if f := u.afterRead; f != nil {
+			f()
+		}
+		pct := float64(bytes) * 100 / float64(limit)
+		high := u.high.Load()
+		switch {
+		case !high && pct >= spoolWarnPercent:
+			u.high.Store(true)
+			u.log.Warn("producer: the spool passed 80% of its MaxBytes; at MaxBytes Send waits up to MaxBlock, then fails with ErrBufferExhausted",
+				"dir", u.dir, "bytes", bytes, "max_bytes", limit, "percent", int(pct))
+		case high && pct < spoolClearPercent:
+			u.high.Store(false)
+			u.log.Info("producer: the spool is back below 70% of its MaxBytes",
+				"dir", u.dir, "bytes", bytes, "max_bytes", limit, "percent", int(pct))
+		}
+		u.mu.Unlock()
+		// A call that failed TryLock, or read the old state before the
+		// store, returned: its bytes are the spool's now, read again.
+		if settled(u.high.Load(), u.current(bytes), limit) {
+			return
+		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -220,4 +222,34 @@ func BenchmarkSpoolUsageObserve(b *testing.B) {
 		n += 1024
 		hook(n & (1<<29 - 1))
 	}
+}
+
+// TestSpoolUsageFollowsTheLastBytes: a call that read 85 % and stores the
+// state after another call saw 60 % and returned must not leave the
+// watcher "above 80 %" at 60 %: it reads the bytes again and logs the
+// Info, after the Warn. Before, the state stayed stale (an idle producer
+// never got the Info).
+func TestSpoolUsageFollowsTheLastBytes(t *testing.T) {
+	h := &captureHandler{}
+	u := newSpoolUsage(slog.New(h), &SpoolConfig{Dir: "spooldir"})
+	u.max.Store(1000)
+	var cur atomic.Int64
+	cur.Store(850)
+	u.testUsage = cur.Load
+	var once sync.Once
+	u.afterRead = func() {
+		once.Do(func() {
+			// Between the crossing's read and its store: the spool
+			// shrinks, and that call sees no crossing yet.
+			cur.Store(600)
+			u.observe(600)
+		})
+	}
+	u.observe(850)
+	var levels []string
+	for _, l := range h.logs() {
+		levels = append(levels, l.level.String())
+	}
+	require.Equal(t, []string{"WARN", "INFO"}, levels)
+	require.False(t, u.high.Load(), "state above 80 % at 60 %")
 }

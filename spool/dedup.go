@@ -37,8 +37,8 @@ func DecodeHeader(v []byte) (ID, uint64, error) {
 }
 
 // DefaultDedupWindow is a Deduper's default Window: how many runs of
-// consecutive sequences it keeps per spool ID and topic (16 bytes each,
-// so at most 1 MiB per spool ID and topic).
+// consecutive sequences it keeps per spool ID and topic (at most about
+// 2 MiB per spool ID and topic; see Deduper).
 const DefaultDedupWindow = 1 << 16
 
 // Deduper drops the duplicates a spool's at-least-once replay makes, on
@@ -64,7 +64,19 @@ const DefaultDedupWindow = 1 << 16
 // duplicate the consumer sees), never the reverse; a record the Deduper
 // has not seen is never dropped. A replay re-sends what was acknowledged
 // after the spool's last position write (SyncInterval, 100 ms by
-// default), so its copies are among the last records seen.
+// default), so its copies are among the last records seen. At worst
+// (one record per run: topics or partitions interleaved record by
+// record) only the last Window records of a spool ID and topic are
+// remembered.
+//
+// The runs are kept in blocks of at most 128 (16 bytes a run, each block
+// 2 KiB, every block but the last at least half full), so a record costs
+// O(log Window) comparisons and a shift within one block, and the memory
+// is at most about 2 × 16 × Window bytes per spool ID and topic: 2 MiB
+// with the default, about half that when runs come in sequence order.
+// That is multiplied by the spool IDs and topics seen: a spool ID is
+// never forgotten by itself (a producer's directory keeps its ID across
+// restarts, a new directory makes a new one); Forget drops one.
 //
 // A consumer that restarts must give the Deduper the records from before
 // its committed offset again (or keep its state) to recognise duplicates
@@ -74,7 +86,8 @@ const DefaultDedupWindow = 1 << 16
 // safe for concurrent use.
 type Deduper struct {
 	// Window bounds the memory: the runs of consecutive sequences kept
-	// per spool ID and topic (see above); zero means DefaultDedupWindow.
+	// per spool ID and topic (see above); zero means DefaultDedupWindow
+	// (65 536 runs).
 	Window uint64
 
 	mu     sync.Mutex
@@ -86,12 +99,36 @@ type dedupKey struct {
 	topic string
 }
 
-// seqRuns is a set of sequences: sorted, disjoint, non-adjacent runs.
+// seqRuns is a set of sequences: sorted, disjoint, non-adjacent runs,
+// kept in sorted blocks of at most blockRuns runs (each block's array
+// has room for blockRuns+1, never grown), so that adding a run or
+// joining two shifts at most one block: O(log w + blockRuns) per record
+// where a single sorted slice shifted O(w). Every block but the last
+// holds at least blockRuns/2 runs, which bounds the memory.
 type seqRuns struct {
-	runs []seqRun
+	blocks [][]seqRun // non-empty blocks, in order
+	n      int        // runs in all the blocks
 }
 
 type seqRun struct{ lo, hi uint64 } // inclusive
+
+// blockRuns is the most runs a block holds (16 bytes each: 2 KiB).
+const blockRuns = 128
+
+// Forget drops what the Deduper remembers of spool id, on every topic,
+// and frees its memory: a copy of one of its records is taken for new
+// afterwards. Use it for a spool that will send nothing again (its
+// directory deleted). Forget costs a pass over the spool IDs and topics
+// remembered.
+func (d *Deduper) Forget(id ID) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for k := range d.topics {
+		if k.id == id {
+			delete(d.topics, k)
+		}
+	}
+}
 
 // Duplicate reports whether the record in topic/partition whose HeaderKey
 // value is header is a copy of one already seen (on any partition of the
@@ -126,49 +163,132 @@ func (d *Deduper) Duplicate(topic string, partition int32, header []byte) (bool,
 // see adds seq to the set, reporting whether it was there, and forgets
 // the lowest runs past w.
 func (rs *seqRuns) see(seq, w uint64) bool {
-	n := len(rs.runs)
+	nb := len(rs.blocks)
+	if nb == 0 {
+		blk := make([]seqRun, 1, blockRuns+1)
+		blk[0] = seqRun{seq, seq}
+		rs.blocks = append(rs.blocks, blk)
+		rs.n = 1
+		return false
+	}
 	// The common case: above every run (records in sequence order).
-	if n > 0 && seq > rs.runs[n-1].hi {
-		if seq == rs.runs[n-1].hi+1 {
-			rs.runs[n-1].hi = seq
+	last := rs.blocks[nb-1]
+	if top := &last[len(last)-1]; seq > top.hi {
+		if seq == top.hi+1 {
+			top.hi = seq
 			return false
 		}
-		rs.runs = append(rs.runs, seqRun{seq, seq})
+		rs.insert(nb-1, len(last), seq)
 		rs.trim(w)
 		return false
 	}
-	// The first run ending at or above seq.
-	i, _ := slices.BinarySearchFunc(rs.runs, seq, func(r seqRun, s uint64) int {
-		if r.hi < s {
-			return -1
+	// Below every run.
+	if bottom := &rs.blocks[0][0]; seq < bottom.lo {
+		if seq+1 == bottom.lo {
+			bottom.lo = seq
+			return false
 		}
-		return 1
-	})
-	if i < n && rs.runs[i].lo <= seq {
+		if uint64(rs.n) >= w {
+			// It would be the lowest run, forgotten at once.
+			return false
+		}
+		rs.insert(0, 0, seq)
+		return false
+	}
+	// The first block, and the first run in it, ending at or above seq:
+	// there is one (seq is not above every run).
+	b := searchRuns(nb, func(j int) bool { blk := rs.blocks[j]; return blk[len(blk)-1].hi >= seq })
+	blk := rs.blocks[b]
+	i := searchRuns(len(blk), func(j int) bool { return blk[j].hi >= seq })
+	next := &blk[i]
+	if next.lo <= seq {
 		return true
 	}
-	joinsPrev := i > 0 && rs.runs[i-1].hi+1 == seq
-	joinsNext := i < n && seq+1 == rs.runs[i].lo
+	// The run before seq: there is one (seq is not below every run).
+	var prev *seqRun
+	if i > 0 {
+		prev = &blk[i-1]
+	} else {
+		pb := rs.blocks[b-1]
+		prev = &pb[len(pb)-1]
+	}
+	joinsPrev := prev.hi+1 == seq
+	joinsNext := seq+1 == next.lo
 	switch {
 	case joinsPrev && joinsNext:
-		rs.runs[i-1].hi = rs.runs[i].hi
-		rs.runs = slices.Delete(rs.runs, i, i+1)
+		prev.hi = next.hi
+		rs.remove(b, i)
 	case joinsPrev:
-		rs.runs[i-1].hi = seq
+		prev.hi = seq
 	case joinsNext:
-		rs.runs[i].lo = seq
+		next.lo = seq
 	default:
-		rs.runs = slices.Insert(rs.runs, i, seqRun{seq, seq})
+		rs.insert(b, i, seq)
 		rs.trim(w)
 	}
 	return false
 }
 
+// searchRuns is sort.Search: the first j in [0, n) for which f is true.
+func searchRuns(n int, f func(int) bool) int {
+	lo, hi := 0, n
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if f(m) {
+			hi = m
+		} else {
+			lo = m + 1
+		}
+	}
+	return lo
+}
+
+// insert adds the run {seq, seq} at index i of block b, splitting the
+// block when it overflows: in two halves, or, for an append at the end
+// of the last block (sequence order), into a full block and a new one.
+func (rs *seqRuns) insert(b, i int, seq uint64) {
+	blk := slices.Insert(rs.blocks[b], i, seqRun{seq, seq}) // within its capacity
+	rs.n++
+	if len(blk) <= blockRuns {
+		rs.blocks[b] = blk
+		return
+	}
+	h := len(blk) / 2
+	if b == len(rs.blocks)-1 && i == len(blk)-1 {
+		h = blockRuns
+	}
+	right := append(make([]seqRun, 0, blockRuns+1), blk[h:]...)
+	rs.blocks[b] = blk[:h]
+	rs.blocks = slices.Insert(rs.blocks, b+1, right)
+}
+
+// remove deletes the run at index i of block b, and keeps every block
+// but the last at least half full: an emptied block goes, and one below
+// half is merged with the next (or shares the next's runs with it).
+func (rs *seqRuns) remove(b, i int) {
+	blk := slices.Delete(rs.blocks[b], i, i+1)
+	rs.n--
+	rs.blocks[b] = blk
+	switch {
+	case len(blk) == 0:
+		rs.blocks = slices.Delete(rs.blocks, b, b+1)
+	case b == len(rs.blocks)-1 || len(blk) >= blockRuns/2:
+	default:
+		nx := rs.blocks[b+1]
+		if len(blk)+len(nx) <= blockRuns {
+			rs.blocks[b] = append(blk, nx...)
+			rs.blocks = slices.Delete(rs.blocks, b+1, b+2)
+			return
+		}
+		k := (len(blk)+len(nx))/2 - len(blk)
+		rs.blocks[b] = append(blk, nx[:k]...)
+		rs.blocks[b+1] = nx[:copy(nx, nx[k:])]
+	}
+}
+
 // trim forgets the lowest runs beyond w.
 func (rs *seqRuns) trim(w uint64) {
-	if n := uint64(len(rs.runs)); n > w {
-		// Resliced, not copied: append moves the live runs to a new
-		// array when this one fills, so the memory stays within 2w.
-		rs.runs = rs.runs[n-w:]
+	for uint64(rs.n) > w {
+		rs.remove(0, 0)
 	}
 }

@@ -16,7 +16,8 @@
 // process loses what was only in the buffer: it was never reported
 // persisted. A record is delivered
 // when the broker acknowledged it; the producer then calls Ack with its
-// sequence (an Ack after Close began reports false: the record stays for
+// sequence (an Ack after Close began, or after the spool failed, reports
+// false: the record stays for
 // the next Open). Acks
 // come in any order (partitions progress independently): the spool keeps
 // the contiguous acknowledged position (every sequence below it

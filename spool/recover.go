@@ -169,8 +169,14 @@ func (s *Spool) recover() error {
 		segs = segs[1:]
 	}
 	s.segs = segs
-	if err := s.deleteSegments(gone); err != nil {
-		return fmt.Errorf("spool: %w", err)
+	if len(gone) > 0 {
+		disk, err := s.deleteSegments(gone)
+		if f := s.opts.OnUsage; f != nil {
+			f(disk)
+		}
+		if err != nil {
+			return fmt.Errorf("spool: %w", err)
+		}
 	}
 
 	// Every Open starts a new segment, named after the next sequence, so

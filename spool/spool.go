@@ -582,13 +582,14 @@ func (s *Spool) syncThrough(target uint64) error {
 // spool's goroutine writes the position file and deletes the segment.
 // Ack never blocks on I/O.
 //
-// Ack reports false only when the spool was closed (Close began) before
-// it: Close wrote the last position without it, so the record stays in
-// the log and the next Open replays it. An ack of a sequence already
-// acknowledged, or never appended, reports true.
+// Ack reports false when the spool was closed (Close began) or had
+// failed (ErrFailed) before it: Close wrote the last position without it,
+// or a failed spool writes no position again, so the record stays in the
+// log and the next Open replays it. An ack of a sequence already
+// acknowledged, or never appended, reports true otherwise.
 func (s *Spool) Ack(seq uint64) bool {
 	s.mu.Lock()
-	if s.closed {
+	if s.closed || s.failed != nil {
 		s.mu.Unlock()
 		return false
 	}
@@ -648,10 +649,21 @@ func (s *Spool) loop() {
 // Close) reserves no more than what was given out.
 func (s *Spool) maintain(final bool) error { return s.step(final, true) }
 
-// step is maintain, with the fsync only if doSync.
+// step is maintain, with the fsync only if doSync. It calls OnUsage
+// after releasing maintMu (a callback may Write, which can need maintMu).
 func (s *Spool) step(final, doSync bool) error {
 	s.maintMu.Lock()
-	defer s.maintMu.Unlock()
+	disk, shrank, err := s.stepLocked(final, doSync)
+	s.maintMu.Unlock()
+	if f := s.opts.OnUsage; f != nil && shrank {
+		f(disk)
+	}
+	return err
+}
+
+// stepLocked is step's work, with maintMu held; shrank reports that
+// segments were deleted, leaving disk bytes.
+func (s *Spool) stepLocked(final, doSync bool) (disk int64, shrank bool, err error) {
 	if doSync && s.opts.Sync != SyncNone {
 		s.mu.Lock()
 		next := s.next
@@ -659,24 +671,24 @@ func (s *Spool) step(final, doSync bool) error {
 		// A full disk fsyncs what is in the file and goes on: the
 		// deletions below are what frees it.
 		if err := s.syncThrough(next); err != nil && !errors.Is(err, syscall.ENOSPC) {
-			return err
+			return 0, false, err
 		}
 	}
 	s.mu.Lock()
 	if s.failed != nil {
 		s.mu.Unlock()
-		return s.failed
+		return 0, false, s.failed
 	}
 	if s.closed && !final {
 		// A Write that waited for maintMu while Close ran: Close wrote
 		// the last position (and may have released the directory).
 		s.mu.Unlock()
-		return ErrClosed
+		return 0, false, ErrClosed
 	}
 	s.mu.Unlock()
 	posErr := s.writePosition(final)
 	if posErr != nil && !errors.Is(posErr, syscall.ENOSPC) {
-		return s.fail(posErr)
+		return 0, false, s.fail(posErr)
 	}
 	// A full disk only delays the position (retried at the next tick);
 	// the deletions below are what frees the disk.
@@ -693,16 +705,19 @@ func (s *Spool) step(final, doSync bool) error {
 		s.segs = s.segs[1:]
 	}
 	s.mu.Unlock()
-	if err := s.deleteSegments(gone); err != nil {
-		return err
+	if len(gone) == 0 {
+		return 0, false, posErr
 	}
-	return posErr
+	disk, err = s.deleteSegments(gone)
+	if err != nil {
+		return disk, true, err
+	}
+	return disk, true, posErr
 }
 
-func (s *Spool) deleteSegments(gone []segment) error {
-	if len(gone) == 0 {
-		return nil
-	}
+// deleteSegments removes acknowledged segment files and returns the
+// segment files' bytes left (the caller tells OnUsage, without maintMu).
+func (s *Spool) deleteSegments(gone []segment) (int64, error) {
 	var freed int64
 	var firstErr error
 	for _, g := range gone {
@@ -719,15 +734,9 @@ func (s *Spool) deleteSegments(gone []segment) error {
 	close(s.space)
 	s.space = make(chan struct{})
 	s.mu.Unlock()
-	if f := s.opts.OnUsage; f != nil {
-		f(disk)
-	}
-	if firstErr != nil {
-		// The records were acknowledged: a segment left behind costs
-		// disk, not data. Reopening deletes it.
-		return firstErr
-	}
-	return nil
+	// The records were acknowledged: a segment left behind (firstErr)
+	// costs disk, not data. Reopening deletes it.
+	return disk, firstErr
 }
 
 // Close stops the spool's goroutines, writes what the write buffer holds,

@@ -112,9 +112,11 @@ type Options struct {
 	MaxBytes int64
 	// OnUsage, if set, is called with the bytes of the segment files
 	// after a Write grew them and after a deletion of acknowledged
-	// segments shrank them, on the goroutine that did it (the writer's, or
-	// the spool's own), with no lock of the spool held. It must be cheap
-	// and must not block. Calls from concurrent writers may arrive out of
+	// segments shrank them, on the goroutine that did it (the writer's,
+	// including a Write that ran the maintenance itself; the spool's own;
+	// Close's; Open's for the segments recovery deletes), with no lock of
+	// the spool held: it may call the spool (Write included). It should
+	// be cheap: the spool's goroutine waits for it. Calls from concurrent writers may arrive out of
 	// order: Usage returns the current value. Default nil.
 	OnUsage func(bytes int64)
 
