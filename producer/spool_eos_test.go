@@ -45,7 +45,7 @@ func committedRecords(t *testing.T, c *testbroker.Cluster, topic string, part in
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err = reader.readCommitted(ctx, topic, progressPartition{partition: part, leader: leader, topicID: id}, func(r recordbatch.Record) error {
+	err = reader.readCommitted(ctx, topic, progressPartition{partition: part, leader: leader, topicID: id}, nil, func(r recordbatch.Record) error {
 		values = append(values, string(r.Value))
 		for _, h := range r.Headers {
 			if h.Key == spool.HeaderKey {
