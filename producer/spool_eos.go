@@ -28,8 +28,11 @@ import (
 // ErrSpoolProgress fails the records of an exactly-once spool
 // (SpoolConfig.ExactlyOnce) whose progress topic cannot be used: it is
 // missing and may not (Config.DisableAutoTopicCreation) or cannot be
-// created, the producer may not read or write it, or it holds a progress
-// record this producer cannot read. It surfaces through every record's
+// created, the producer may not read or write it, it holds a progress
+// record this producer cannot read, or its progress is ahead of the spool
+// (a value above every sequence the spool has given out: a directory
+// restored from a backup or snapshot older than its progress; the error
+// names both; move the directory away to start a new spool). It surfaces through every record's
 // outcome once the driver met it (and at once for later Sends); the
 // records stay in the spool, for a producer that can use the topic.
 var ErrSpoolProgress = errors.New("producer: the exactly-once spool's progress topic cannot be used")
@@ -251,10 +254,50 @@ func (d *eosDriver) run() {
 	p := d.p
 	var backlog []uint64
 	committed, err := d.begin()
+	if err == nil && committed > d.start {
+		// The progress says records were committed that this spool
+		// has not written: the directory is older than its progress (a
+		// restored backup or snapshot, a copy) or the value is not
+		// ours. Sends at [start, committed) would be skipped as
+		// committed after a crash: refused.
+		err = fmt.Errorf("%w: the progress topic %q says sequences below %d were committed, but the spool has written only up to %d (a directory restored from a backup or snapshot, or copied, after its progress was committed?): move the directory away to start a new spool", ErrSpoolProgress, d.topic, committed, d.start)
+	}
 	if err == nil {
-		for e, rerr := range p.spool.Unacked() {
-			if rerr != nil {
-				p.log.Error("producer: reading the spool's backlog failed; the records not read stay for the next New", "err", rerr)
+		backlog, err = d.readBacklog(committed)
+	}
+	if err == nil {
+		if n := d.skipped.Load(); n > 0 {
+			p.log.Info("spool: skipped records an earlier producer committed in exactly-once mode", "records", n, "committed_through", committed)
+		}
+		err = d.loop(backlog)
+	}
+	d.exit(err)
+}
+
+// errReadBack marks a transaction that failed reading a record back
+// from the spool.
+var errReadBack = errors.New("reading a record back from the spool")
+
+// eosReadAttempts bounds the reads of the spool the driver tries before
+// it fails for good (ErrSpoolFailed): the backlog at New, and a
+// transaction's records read back.
+const eosReadAttempts = 5
+
+// readBacklog reads the backlog's sequences (below start): those below
+// committed were committed by an earlier producer and are acknowledged
+// (DuplicatesSkipped, RecoveryHook). A read error reads again after a
+// backoff (what was acknowledged is not read again); after
+// eosReadAttempts failed reads it returns the error wrapping
+// ErrSpoolFailed: the driver fails for good, before any commit, for no
+// commit's progress may pass a backlog record not read.
+func (d *eosDriver) readBacklog(committed uint64) ([]uint64, error) {
+	p := d.p
+	for attempt := 1; ; attempt++ {
+		var backlog []uint64
+		var rerr error
+		for e, err := range p.spool.Unacked() {
+			if err != nil {
+				rerr = err
 				break
 			}
 			if e.Seq >= d.start {
@@ -272,12 +315,17 @@ func (d *eosDriver) run() {
 			}
 			backlog = append(backlog, e.Seq)
 		}
-		if n := d.skipped.Load(); n > 0 {
-			p.log.Info("spool: skipped records an earlier producer committed in exactly-once mode", "records", n, "committed_through", committed)
+		if rerr == nil {
+			return backlog, nil
 		}
-		err = d.loop(backlog)
+		if attempt >= eosReadAttempts {
+			return nil, fmt.Errorf("%w: reading the spool's backlog failed %d times (nothing is committed before it is read): %w", ErrSpoolFailed, attempt, rerr)
+		}
+		p.log.Warn("spool: reading the exactly-once backlog failed; reading it again", "attempt", attempt, "err", rerr)
+		if err := sleepCtx(d.ctx, p.txnSink.backoff(attempt)); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrClosed, err)
+		}
 	}
-	d.exit(err)
 }
 
 // begin gets the transactional producer id (InitProducerId with the
@@ -382,10 +430,8 @@ func (d *eosDriver) loop(backlog []uint64) error {
 		if len(items) == 0 {
 			// Batch: wait until CommitInterval after the last
 			// transaction began, unless Close is waiting.
-			if wait := d.interval - time.Since(last); wait > 0 && !d.isStopping() {
-				if err := sleepCtx(d.ctx, wait); err != nil {
-					return fmt.Errorf("%w: %w", ErrClosed, err)
-				}
+			if err := d.waitInterval(last); err != nil {
+				return err
 			}
 			d.mu.Lock()
 			for len(items) < eosMaxRecords {
@@ -397,6 +443,9 @@ func (d *eosDriver) loop(backlog []uint64) error {
 				items = append(items, it)
 				next++
 			}
+			// Under mu with the taking: stop never sees the queue
+			// empty and nothing sending while these are on their way.
+			d.sending = len(items) > 0
 			stopping := d.stopping
 			d.mu.Unlock()
 			if len(items) == 0 {
@@ -421,6 +470,28 @@ func (d *eosDriver) loop(backlog []uint64) error {
 	}
 }
 
+// waitInterval waits until CommitInterval after last (when the last
+// transaction began), unless Close is waiting: stop's poke ends the wait.
+func (d *eosDriver) waitInterval(last time.Time) error {
+	for {
+		wait := d.interval - time.Since(last)
+		if wait <= 0 || d.isStopping() {
+			return nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-d.kick:
+			// A Send's poke (its record is queued: taken after the
+			// wait) or stop's: checked above.
+		case <-d.ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w: %w", ErrClosed, d.ctx.Err())
+		}
+		t.Stop()
+	}
+}
+
 // commitRange commits items in one transaction with the progress record,
 // again after an abortable error, until it commits (their outcomes are
 // delivered and their sequences acknowledged to the spool), a fatal error
@@ -429,11 +500,22 @@ func (d *eosDriver) loop(backlog []uint64) error {
 func (d *eosDriver) commitRange(items []eosItem) error {
 	p := d.p
 	if items[0].user {
-		d.setSending(true)
+		// sending was set by loop as it took them.
 		defer d.setSending(false)
 	}
+	readFails := 0
 	for attempt := 0; ; attempt++ {
 		outs, final, err := d.transaction(items)
+		if err != nil && errors.Is(err, errReadBack) {
+			if readFails++; readFails >= eosReadAttempts {
+				// The spool cannot give these records back: fail
+				// for good rather than abort and retry forever.
+				_ = d.abort()
+				err = fmt.Errorf("%w (%d attempts)", err, readFails)
+				d.failItems(items, err)
+				return err
+			}
+		}
 		if err == nil {
 			d.committed.Add(1)
 			for i, it := range items {
@@ -518,7 +600,7 @@ func (d *eosDriver) transaction(items []eosItem) (outs []eosOutcome, final []err
 		e, ok, rerr := d.readBack(cur, it.seq)
 		if rerr != nil {
 			d.roundSkip(len(items) - i + 1)
-			return nil, nil, fmt.Errorf("%w: reading sequence %d back: %w", ErrSpoolFailed, it.seq, rerr)
+			return nil, nil, fmt.Errorf("%w: %w: sequence %d: %w", ErrSpoolFailed, errReadBack, it.seq, rerr)
 		}
 		if !ok {
 			outs[i].err = fmt.Errorf("%w: spool sequence %d is no longer in the log (lost to damage)", ErrSpoolFailed, it.seq)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsa-go/samsa/internal/spoolfault"
 	"github.com/samsa-go/samsa/internal/testbroker"
 )
 
@@ -131,4 +134,143 @@ func TestSpoolExactlyOnceProgressReadRetriesEmptyAnswers(t *testing.T) {
 			assertCommittedOnce(t, c, 7)
 		})
 	}
+}
+
+// TestSpoolExactlyOnceBacklogReadError: no transaction may commit a
+// progress record above backlog records New could not read (the next New
+// would skip them as committed: lost). A read that fails once is read
+// again: the backlog is sent, once. A read that keeps failing fails the
+// driver for good: Sends fail with ErrSpoolFailed, nothing commits, and
+// every record stays for the next New (issue 34 review, H3).
+func TestSpoolExactlyOnceBacklogReadError(t *testing.T) {
+	cases := []struct {
+		name      string
+		times     int  // reads failing (0: every one)
+		permanent bool // B fails for good; C sends the records
+	}{
+		{"one failed read", 1, false},
+		{"every read fails", 0, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c1 := newCluster(t, testbroker.Config{Brokers: 1})
+			require.NoError(t, c1.CreateTopic("t", 1))
+			tmp := t.TempDir()
+			dirA, dirB := filepath.Join(tmp, "a"), filepath.Join(tmp, "b")
+			var copied atomic.Bool
+			eosTestHook = func(stage string) {
+				// r0..r4 appended, not committed: the copy's backlog.
+				if stage == "appended" && copied.CompareAndSwap(false, true) {
+					copyDir(t, dirA, dirB)
+				}
+			}
+			t.Cleanup(func() { eosTestHook = nil })
+			a := eosProducer(t, c1, dirA, func(cfg *Config) { cfg.Spool.CommitInterval = 50 * time.Millisecond })
+			var fs []*Future
+			for i := range 5 {
+				fs = append(fs, a.Send(context.Background(), &Record{Topic: "t", Value: []byte(fmt.Sprint("r", i))}))
+			}
+			waitAll(t, fs)
+			require.NoError(t, a.Close(context.Background()))
+			eosTestHook = nil
+			require.True(t, copied.Load())
+
+			// The copy restarts on another cluster (nothing of it
+			// committed there), its segments unreadable.
+			c2 := newCluster(t, testbroker.Config{Brokers: 1})
+			require.NoError(t, c2.CreateTopic("t", 1))
+			faults, unregister := spoolfault.Register(dirB)
+			defer unregister()
+			faults.SetReadErr(syscall.EIO, tc.times)
+			b := eosProducer(t, c2, dirB, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, err := b.Send(ctx, &Record{Topic: "t", Value: []byte("after")}).Wait(ctx)
+			want := []string{"after", "r0", "r1", "r2", "r3", "r4"}
+			if !tc.permanent {
+				require.NoError(t, err)
+				require.NoError(t, b.Close(context.Background()))
+				got, _ := committedRecords(t, c2, "t", 0)
+				slices.Sort(got)
+				assert.Equal(t, want, got, "the backlog read again and sent")
+				return
+			}
+			require.ErrorIs(t, err, ErrSpoolFailed, "a Send while the backlog cannot be read")
+			require.NoError(t, b.Close(context.Background()))
+			got, _ := committedRecords(t, c2, "t", 0)
+			assert.Empty(t, got, "nothing committed")
+			faults.SetReadErr(nil, 0)
+			unregister()
+
+			// Readable again: the next New sends the backlog and the
+			// refused Send, once each.
+			d := eosProducer(t, c2, dirB, nil)
+			require.Eventually(t, func() bool {
+				got, _ = committedRecords(t, c2, "t", 0)
+				slices.Sort(got)
+				return slices.Equal(got, want)
+			}, 10*time.Second, 50*time.Millisecond, "committed on the second cluster: %v", got)
+			require.NoError(t, d.Close(context.Background()))
+			assertCommittedOnce(t, c2, len(want))
+		})
+	}
+}
+
+// TestSpoolExactlyOnceReadBackErrorIsFatal: a record the driver cannot
+// read back from the spool fails (ErrSpoolFailed) after a bounded number
+// of aborted attempts, instead of aborting and retrying forever (issue 34
+// review, M3); it stays in the spool.
+func TestSpoolExactlyOnceReadBackErrorIsFatal(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	dir := t.TempDir()
+	faults, unregister := spoolfault.Register(dir)
+	defer unregister()
+	p := eosProducer(t, c, dir, nil)
+	waitAll(t, []*Future{p.Send(context.Background(), &Record{Topic: "t", Value: []byte("warm")})})
+	faults.SetReadErr(syscall.EIO, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := p.Send(ctx, &Record{Topic: "t", Value: []byte("unreadable")}).Wait(ctx)
+	require.ErrorIs(t, err, ErrSpoolFailed)
+	require.ErrorIs(t, err, syscall.EIO)
+	_, err = p.Send(ctx, &Record{Topic: "t", Value: []byte("later")}).Wait(ctx)
+	require.ErrorIs(t, err, ErrSpoolFailed, "a Send after the driver failed for good")
+	faults.SetReadErr(nil, 0)
+	require.NoError(t, p.Close(context.Background()))
+	assert.Equal(t, []string{"unreadable"}, reopenUnacked(t, dir), "the failed record stays in the spool")
+}
+
+// TestSpoolExactlyOnceProgressAheadOfSpool: a progress value above every
+// sequence the spool has given out (a directory restored from a backup or
+// snapshot older than its progress, a copy, a value this spool never
+// wrote) must not start: new Sends would take sequences the progress
+// calls committed, and be skipped after a crash (issue 34 review, M1).
+func TestSpoolExactlyOnceProgressAheadOfSpool(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	dir := t.TempDir()
+	a := eosProducer(t, c, dir, nil)
+	waitAll(t, []*Future{a.Send(context.Background(), &Record{Topic: "t", Value: []byte("warm")})})
+	key := progressKey(a.spool.ID())
+	require.NoError(t, a.Close(context.Background()))
+
+	// A committed progress record for the spool far above its sequences.
+	ahead := uint64(1) << 40
+	w := newProducer(t, c, Config{TransactionalID: "progress-writer"})
+	require.NoError(t, w.BeginTransaction())
+	f := w.Send(context.Background(), &Record{Topic: DefaultSpoolProgressTopic, Key: key, Value: encodeProgress(ahead)})
+	require.NoError(t, w.CommitTransaction(context.Background()))
+	waitAll(t, []*Future{f})
+
+	b := eosProducer(t, c, dir, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := b.Send(ctx, &Record{Topic: "t", Value: []byte("new")}).Wait(ctx)
+	require.ErrorIs(t, err, ErrSpoolProgress)
+	assert.Contains(t, err.Error(), fmt.Sprint("below ", ahead), "the error names the progress")
+	require.NoError(t, b.Close(context.Background()))
+	values, _ := committedRecords(t, c, "t", 0)
+	assert.Equal(t, []string{"warm"}, values, "nothing sent after the refusal")
+	assert.Contains(t, reopenUnacked(t, dir), "new", "the refused record stays in the spool")
 }
