@@ -471,11 +471,12 @@ func (d *eosDriver) loop(backlog []uint64) error {
 }
 
 // waitInterval waits until CommitInterval after last (when the last
-// transaction began), unless Close is waiting: stop's poke ends the wait.
+// transaction began), unless Close or a Flush is waiting: stop's poke and
+// Flush's end the wait.
 func (d *eosDriver) waitInterval(last time.Time) error {
 	for {
 		wait := d.interval - time.Since(last)
-		if wait <= 0 || d.isStopping() {
+		if wait <= 0 || d.isStopping() || d.p.flushing.Load() > 0 {
 			return nil
 		}
 		t := time.NewTimer(wait)
@@ -483,7 +484,7 @@ func (d *eosDriver) waitInterval(last time.Time) error {
 		case <-t.C:
 		case <-d.kick:
 			// A Send's poke (its record is queued: taken after the
-			// wait) or stop's: checked above.
+			// wait), stop's or Flush's: checked above.
 		case <-d.ctx.Done():
 			t.Stop()
 			return fmt.Errorf("%w: %w", ErrClosed, d.ctx.Err())

@@ -274,3 +274,38 @@ func TestSpoolExactlyOnceProgressAheadOfSpool(t *testing.T) {
 	assert.Equal(t, []string{"warm"}, values, "nothing sent after the refusal")
 	assert.Contains(t, reopenUnacked(t, dir), "new", "the refused record stays in the spool")
 }
+
+// TestSpoolExactlyOnceCommitsAtOnceOnFlushAndClose: Flush and Close do not
+// wait out CommitInterval before the driver commits the records written
+// (issue 34 review, L2 and L5).
+func TestSpoolExactlyOnceCommitsAtOnceOnFlushAndClose(t *testing.T) {
+	const interval = 3 * time.Second
+	cases := []struct {
+		name string
+		call func(p *Producer) error
+	}{
+		{"Flush", func(p *Producer) error { return p.Flush(context.Background()) }},
+		{"Close", func(p *Producer) error { return p.Close(context.Background()) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, testbroker.Config{Brokers: 1})
+			require.NoError(t, c.CreateTopic("t", 1))
+			p := eosProducer(t, c, t.TempDir(), func(cfg *Config) { cfg.Spool.CommitInterval = interval })
+			// The first transaction begins at once; the next waits for
+			// the interval after it.
+			waitAll(t, []*Future{p.Send(context.Background(), &Record{Topic: "t", Value: []byte("first")})})
+			f := p.Send(context.Background(), &Record{Topic: "t", Value: []byte("second")})
+			time.Sleep(50 * time.Millisecond) // the driver is in its wait
+			start := time.Now()
+			require.NoError(t, tc.call(p))
+			took := time.Since(start)
+			_, done, err := f.Result()
+			require.True(t, done, "the record completed before %s returned", tc.name)
+			require.NoError(t, err)
+			assert.Less(t, took, interval/2, "%s waited for CommitInterval", tc.name)
+			values, _ := committedRecords(t, c, "t", 0)
+			assert.Equal(t, []string{"first", "second"}, values)
+		})
+	}
+}
