@@ -45,7 +45,8 @@ const (
 	DefaultSpoolCommitInterval = 100 * time.Millisecond
 	// spoolTxnPrefix + the spool's ID is the derived transactional id.
 	spoolTxnPrefix = "samsa-spool-"
-	// eosMaxRecords bounds the records of one transaction.
+	// eosMaxRecords bounds the records of one transaction; its bytes
+	// are bounded too (eosDriver.rangeBytes).
 	eosMaxRecords = 8192
 )
 
@@ -96,6 +97,10 @@ type eosDriver struct {
 	key      []byte // the progress records' key: the spool's ID
 	interval time.Duration
 	start    uint64 // Written at New: the backlog is below it
+	// appendBudget bounds the time a transaction appends records (a
+	// quarter of TransactionTimeout; atomic for tests): past it the range
+	// commits what it appended, and the rest goes to the next one.
+	appendBudget atomic.Int64
 	progress int32  // the key's partition of the progress topic (found by begin; driver only)
 
 	mu       sync.Mutex
@@ -126,6 +131,7 @@ type eosDriver struct {
 // completion) or a backlog record (RecoveryHook tells its outcome).
 type eosItem struct {
 	seq   uint64
+	size  int // the record's body size: a range's bytes are bounded
 	c     completion
 	user  bool
 	topic string // a Send's: for its metadata if it fails
@@ -142,12 +148,14 @@ type eosOutcome struct {
 func newEOSDriver(p *Producer, sp *spool.Spool) *eosDriver {
 	sc := p.cfg.Spool
 	ctx, cancel := context.WithCancel(context.Background())
-	return &eosDriver{
+	d := &eosDriver{
 		p: p, topic: sc.ProgressTopic, key: progressKey(sp.ID()), interval: sc.CommitInterval,
 		start: sp.Written(), queue: map[uint64]eosItem{},
 		kick: make(chan struct{}, 1), ctx: ctx, cancel: cancel, exited: make(chan struct{}),
 		roundDone: closedChan,
 	}
+	d.appendBudget.Store(int64(p.cfg.TransactionTimeout / 4))
+	return d
 }
 
 // sendErr is the error of a Send once the driver failed for good.
@@ -159,7 +167,7 @@ func (d *eosDriver) sendErr() error {
 
 // add queues a Send's record written at seq; its completion completes
 // once a transaction with it committed (or the driver failed).
-func (d *eosDriver) add(seq uint64, c completion, topic string, part int32) error {
+func (d *eosDriver) add(seq uint64, size int, c completion, topic string, part int32) error {
 	d.mu.Lock()
 	switch {
 	case d.fatal != nil:
@@ -170,7 +178,7 @@ func (d *eosDriver) add(seq uint64, c completion, topic string, part int32) erro
 		d.mu.Unlock()
 		return fmt.Errorf("%w: the spool's exactly-once driver has stopped", ErrClosed)
 	}
-	d.queue[seq] = eosItem{seq: seq, c: c, user: true, topic: topic, part: part}
+	d.queue[seq] = eosItem{seq: seq, size: size, c: c, user: true, topic: topic, part: part}
 	d.mu.Unlock()
 	d.poke()
 	return nil
@@ -252,7 +260,7 @@ func (d *eosDriver) run() {
 	defer close(d.exited)
 	d.goid.Store(goroutineID())
 	p := d.p
-	var backlog []uint64
+	var backlog []eosItem
 	committed, err := d.begin()
 	if err == nil && committed > d.start {
 		// The progress says records were committed that this spool
@@ -290,10 +298,10 @@ const eosReadAttempts = 5
 // eosReadAttempts failed reads it returns the error wrapping
 // ErrSpoolFailed: the driver fails for good, before any commit, for no
 // commit's progress may pass a backlog record not read.
-func (d *eosDriver) readBacklog(committed uint64) ([]uint64, error) {
+func (d *eosDriver) readBacklog(committed uint64) ([]eosItem, error) {
 	p := d.p
 	for attempt := 1; ; attempt++ {
-		var backlog []uint64
+		var backlog []eosItem
 		var rerr error
 		for e, err := range p.spool.Unacked() {
 			if err != nil {
@@ -313,7 +321,7 @@ func (d *eosDriver) readBacklog(committed uint64) ([]uint64, error) {
 				}
 				continue
 			}
-			backlog = append(backlog, e.Seq)
+			backlog = append(backlog, eosItem{seq: e.Seq, size: entrySize(e)})
 		}
 		if rerr == nil {
 			return backlog, nil
@@ -418,13 +426,16 @@ func (d *eosDriver) idle() bool {
 // each transaction at most CommitInterval after the record that opened
 // it. It returns nil once Close asked it to stop and nothing is queued,
 // or the error that ends it.
-func (d *eosDriver) loop(backlog []uint64) error {
+func (d *eosDriver) loop(backlog []eosItem) error {
 	next := d.start // the next Send sequence to commit
+	maxBytes := d.rangeBytes()
 	var last time.Time
 	for {
 		var items []eosItem
-		for len(backlog) > 0 && len(items) < eosMaxRecords {
-			items = append(items, eosItem{seq: backlog[0]})
+		bytes := 0
+		for len(backlog) > 0 && len(items) < eosMaxRecords && (len(items) == 0 || bytes+backlog[0].size <= maxBytes) {
+			bytes += backlog[0].size
+			items = append(items, backlog[0])
 			backlog = backlog[1:]
 		}
 		if len(items) == 0 {
@@ -436,9 +447,10 @@ func (d *eosDriver) loop(backlog []uint64) error {
 			d.mu.Lock()
 			for len(items) < eosMaxRecords {
 				it, ok := d.queue[next]
-				if !ok {
+				if !ok || len(items) > 0 && bytes+it.size > maxBytes {
 					break
 				}
+				bytes += it.size
 				delete(d.queue, next)
 				items = append(items, it)
 				next++
@@ -468,6 +480,24 @@ func (d *eosDriver) loop(backlog []uint64) error {
 			return err
 		}
 	}
+}
+
+// rangeBytes bounds the record bytes of one transaction: half of
+// Config.BufferMemory, so that a range's appends do not wait for memory
+// its own records hold, and a transaction of large records ends well
+// before TransactionTimeout (past it the coordinator aborts it). A
+// record larger than that is a range of its own.
+func (d *eosDriver) rangeBytes() int {
+	return int(max(d.p.cfg.BufferMemory/2, 1))
+}
+
+// entrySize is a spool entry's record body size (a range's bytes).
+func entrySize(e spool.Entry) int {
+	n := len(e.Key) + len(e.Value) + 16
+	for _, h := range e.Headers {
+		n += len(h.Key) + len(h.Value) + 4
+	}
+	return n
 }
 
 // waitInterval waits until CommitInterval after last (when the last
@@ -506,7 +536,19 @@ func (d *eosDriver) commitRange(items []eosItem) error {
 	}
 	readFails := 0
 	for attempt := 0; ; attempt++ {
-		outs, final, err := d.transaction(items)
+		outs, final, n, err := d.transaction(items)
+		if err == nil && n < len(items) {
+			// The append budget ended the transaction early: its
+			// prefix committed, the rest goes in the next one.
+			d.committed.Add(1)
+			for i, it := range items[:n] {
+				p.spool.Ack(it.seq)
+				d.deliver(it, outs[i].md, outs[i].err)
+			}
+			items = items[n:]
+			attempt, readFails = -1, 0
+			continue
+		}
 		if err != nil && errors.Is(err, errReadBack) {
 			if readFails++; readFails >= eosReadAttempts {
 				// The spool cannot give these records back: fail
@@ -541,7 +583,8 @@ func (d *eosDriver) commitRange(items []eosItem) error {
 		if len(final) > 0 {
 			keep := items[:0]
 			for i, it := range items {
-				if ferr := final[i]; ferr != nil {
+				if i < len(final) && final[i] != nil {
+					ferr := final[i]
 					p.spool.Ack(it.seq)
 					d.deliver(it, p.failedMetadataOf(it), ferr)
 					continue
@@ -585,23 +628,30 @@ func (d *eosDriver) readBack(cur *spool.Cursor, seq uint64) (spool.Entry, bool, 
 // transaction runs one transaction: the records of items read back from
 // the spool and appended to memory (each to the partition it was written
 // with, with its samsa-spool header), the progress record, and the
-// commit. On success it returns each record's outcome. On failure, final
-// holds (when not nil) the error of each record that can never be
-// written, by index.
-func (d *eosDriver) transaction(items []eosItem) (outs []eosOutcome, final []error, err error) {
+// commit. On success it returns each record's outcome, for the first n
+// items: the transaction stops appending once appendBudget passed (and
+// carries at least one record). On failure, final holds (when not nil) the
+// error of each record that can never be written, by index.
+func (d *eosDriver) transaction(items []eosItem) (outs []eosOutcome, final []error, n int, err error) {
 	p, t := d.p, d.p.txn
 	if err := d.open(); err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	outs = make([]eosOutcome, len(items))
 	d.roundStart(len(items) + 1)
 	cur := p.spool.NewCursor()
 	defer cur.Close()
+	began, budget := time.Now(), time.Duration(d.appendBudget.Load())
 	for i, it := range items {
+		if i > 0 && time.Since(began) > budget {
+			d.roundSkip(len(items) - i)
+			items, outs = items[:i], outs[:i]
+			break
+		}
 		e, ok, rerr := d.readBack(cur, it.seq)
 		if rerr != nil {
 			d.roundSkip(len(items) - i + 1)
-			return nil, nil, fmt.Errorf("%w: %w: sequence %d: %w", ErrSpoolFailed, errReadBack, it.seq, rerr)
+			return nil, nil, 0, fmt.Errorf("%w: %w: sequence %d: %w", ErrSpoolFailed, errReadBack, it.seq, rerr)
 		}
 		if !ok {
 			outs[i].err = fmt.Errorf("%w: spool sequence %d is no longer in the log (lost to damage)", ErrSpoolFailed, it.seq)
@@ -610,12 +660,12 @@ func (d *eosDriver) transaction(items []eosItem) (outs []eosOutcome, final []err
 		}
 		if err := d.appendEntry(e, &outs[i]); err != nil {
 			d.roundSkip(len(items) - i) // this one was counted by its completion
-			return nil, nil, err
+			return nil, nil, 0, err
 		}
 	}
 	var progress eosOutcome
 	if err := d.appendProgress(items[len(items)-1].seq+1, &progress); err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	if eosTestHook != nil {
 		eosTestHook("appended")
@@ -639,7 +689,7 @@ func (d *eosDriver) transaction(items []eosItem) (outs []eosOutcome, final []err
 		if eosTestHook != nil {
 			eosTestHook("committed")
 		}
-		return outs, nil, nil
+		return outs, nil, len(items), nil
 	}
 	select {
 	case <-d.txnRecordsDone():
@@ -653,7 +703,7 @@ func (d *eosDriver) transaction(items []eosItem) (outs []eosOutcome, final []err
 		}
 	default:
 	}
-	return nil, final, err
+	return nil, final, 0, err
 }
 
 func (d *eosDriver) setSending(v bool) {
@@ -847,12 +897,12 @@ func (p *Producer) failedMetadataOf(it eosItem) RecordMetadata {
 // until a transaction with it commits. It takes no memory: the driver
 // reads it back from the spool.
 func (p *Producer) sendExactlyOnce(t *topicState, rec *Record, part int32, parts []*accPartition, seq uint64, c *completion) {
+	size := recordbatch.BodySize(rec.Key, rec.Value, rec.Headers)
 	if parts != nil {
-		size := recordbatch.BodySize(rec.Key, rec.Value, rec.Headers)
 		t.sticky.appended(part, size, int32(len(parts)), func(i int32) int { return parts[i].Load() })
 	}
 	p.markPersisted(c, seq)
-	if err := p.eos.add(seq, *c, rec.Topic, part); err != nil {
+	if err := p.eos.add(seq, int(size), *c, rec.Topic, part); err != nil {
 		// Not acknowledged: it stays in the spool for the next New.
 		p.refuse(c, rec, err)
 	}

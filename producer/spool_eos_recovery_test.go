@@ -309,3 +309,54 @@ func TestSpoolExactlyOnceCommitsAtOnceOnFlushAndClose(t *testing.T) {
 		})
 	}
 }
+
+// TestSpoolExactlyOnceRangeBoundedByBytes: a transaction carries at most
+// half of BufferMemory of records, so a range of large records neither
+// waits for memory its own records hold nor outlives TransactionTimeout
+// (issue 34 review, M2).
+func TestSpoolExactlyOnceRangeBoundedByBytes(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	p := eosProducer(t, c, t.TempDir(), func(cfg *Config) {
+		cfg.BufferMemory = 1 << 20
+		cfg.Spool.CommitInterval = 300 * time.Millisecond
+	})
+	waitAll(t, []*Future{p.Send(context.Background(), &Record{Topic: "t", Value: []byte("warm")})})
+	before := p.SpoolExactlyOnceMetrics().Transactions
+	big := make([]byte, 100<<10)
+	var fs []*Future
+	for range 12 { // 1.2 MiB queued within one CommitInterval
+		fs = append(fs, p.Send(context.Background(), &Record{Topic: "t", Value: big}))
+	}
+	waitAll(t, fs)
+	txns := p.SpoolExactlyOnceMetrics().Transactions - before
+	assert.GreaterOrEqual(t, txns, int64(3), "12 records of 100 KiB in ranges of at most 512 KiB")
+	require.NoError(t, p.Close(context.Background()))
+	values, _ := committedRecords(t, c, "t", 0)
+	assert.Len(t, values, 13)
+}
+
+// TestSpoolExactlyOnceRangeBoundedByTime: a transaction stops appending
+// once its budget (a quarter of TransactionTimeout) passed: it commits
+// the records it has, and the rest go in the next one, so that a slow
+// range (large records waiting for memory, a leader down) does not
+// outlive TransactionTimeout (issue 34 review, M2). The budget is set to
+// nothing here: one record per transaction.
+func TestSpoolExactlyOnceRangeBoundedByTime(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	p := eosProducer(t, c, t.TempDir(), func(cfg *Config) { cfg.Spool.CommitInterval = 300 * time.Millisecond })
+	assert.Equal(t, int64(p.cfg.TransactionTimeout/4), p.eos.appendBudget.Load(), "the default budget")
+	waitAll(t, []*Future{p.Send(context.Background(), &Record{Topic: "t", Value: []byte("warm")})})
+	p.eos.appendBudget.Store(0)
+	before := p.SpoolExactlyOnceMetrics().Transactions
+	var fs []*Future
+	for i := range 5 { // queued within one CommitInterval: one range
+		fs = append(fs, p.Send(context.Background(), &Record{Topic: "t", Value: []byte(fmt.Sprint("r", i))}))
+	}
+	waitAll(t, fs)
+	assert.EqualValues(t, 5, p.SpoolExactlyOnceMetrics().Transactions-before, "one record per transaction")
+	require.NoError(t, p.Close(context.Background()))
+	values, _ := committedRecords(t, c, "t", 0)
+	assert.Equal(t, []string{"warm", "r0", "r1", "r2", "r3", "r4"}, values)
+}
