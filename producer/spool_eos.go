@@ -101,7 +101,7 @@ type eosDriver struct {
 	// quarter of TransactionTimeout; atomic for tests): past it the range
 	// commits what it appended, and the rest goes to the next one.
 	appendBudget atomic.Int64
-	progress int32  // the key's partition of the progress topic (found by begin; driver only)
+	progress     int32 // the key's partition of the progress topic (found by begin; driver only)
 
 	mu       sync.Mutex
 	queue    map[uint64]eosItem // Sends' records by sequence, not yet committed
