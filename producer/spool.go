@@ -140,7 +140,9 @@ type SpoolConfig struct {
 	// Flush or Close asks for the commit at once), or fails
 	// for good (ErrRecordTooLarge, ErrInvalidRecord, an authorization
 	// error: acknowledged, not sent again); it fails with ErrClosed (and
-	// stays in the spool, for the next New) when Close gives up on it,
+	// stays in the spool, for the next New) when Close gives up on it
+	// (ErrOutcomeUnknown when that was while its transaction's commit was
+	// asked: it may have committed; the next New skips it if so),
 	// and with the driver's fatal error (ErrProducerFenced when another
 	// producer opened a copy of the directory; ErrSpoolProgress when the
 	// progress topic cannot be used or its progress is ahead of the spool;

@@ -195,7 +195,8 @@ func (d *eosDriver) poke() {
 // by ctx, then exits; once they are committed (or ctx has ended) it is
 // told to give up what is left (the backlog of New is not waited for, as
 // write-ahead's replay is not: what it has not committed fails with
-// ErrClosed and stays in the spool), and stop waits for it only while it
+// ErrClosed, or ErrOutcomeUnknown while its commit was asked, and stays in
+// the spool), and stop waits for it only while it
 // is not blocked by user code (a callback or RecoveryHook on it):
 // stuckAfter.
 func (d *eosDriver) stop(ctx context.Context) {
@@ -527,7 +528,8 @@ func (d *eosDriver) waitInterval(last time.Time) error {
 // again after an abortable error, until it commits (their outcomes are
 // delivered and their sequences acknowledged to the spool), a fatal error
 // (returned, with items failed), or Close gives up (ErrClosed: items
-// failed with it, and kept in the spool).
+// failed with it, and kept in the spool; ErrOutcomeUnknown when it gave up
+// while the commit was asked).
 func (d *eosDriver) commitRange(items []eosItem) error {
 	p := d.p
 	if items[0].user {
@@ -566,6 +568,10 @@ func (d *eosDriver) commitRange(items []eosItem) error {
 				d.deliver(it, outs[i].md, outs[i].err)
 			}
 			return nil
+		}
+		if errors.Is(err, ErrOutcomeUnknown) && d.ctx.Err() != nil {
+			d.failItems(items, err)
+			return fmt.Errorf("%w: %w", ErrClosed, d.ctx.Err())
 		}
 		if errors.Is(err, ErrClosed) || d.ctx.Err() != nil || IsFatal(err) || errors.Is(err, ErrSpoolProgress) {
 			d.failItems(items, err)
@@ -690,6 +696,13 @@ func (d *eosDriver) transaction(items []eosItem) (outs []eosOutcome, final []err
 			eosTestHook("committed")
 		}
 		return outs, nil, len(items), nil
+	}
+	if d.ctx.Err() != nil && t.load() == txnCommitting {
+		// Close gave up while the commit was asked: the coordinator
+		// may have committed, and endOnClose may still finish it. The
+		// records stay in the spool; the next New skips them if the
+		// progress committed.
+		return nil, nil, 0, fmt.Errorf("%w: Close gave up while the exactly-once transaction was committing (the records stay in the spool; the next producer skips them if it committed): %w", ErrOutcomeUnknown, err)
 	}
 	select {
 	case <-d.txnRecordsDone():

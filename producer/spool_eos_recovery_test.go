@@ -360,3 +360,27 @@ func TestSpoolExactlyOnceRangeBoundedByTime(t *testing.T) {
 	values, _ := committedRecords(t, c, "t", 0)
 	assert.Equal(t, []string{"warm", "r0", "r1", "r2", "r3", "r4"}, values)
 }
+
+// TestSpoolExactlyOnceCloseDuringCommitIsOutcomeUnknown: when Close's ctx
+// ends while the driver's commit is asked (EndTxn sent, no answer yet),
+// the records fail with ErrOutcomeUnknown, not ErrClosed: the coordinator
+// may have committed them (issue 34 review, L3).
+func TestSpoolExactlyOnceCloseDuringCommitIsOutcomeUnknown(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	dir := t.TempDir()
+	p := eosProducer(t, c, dir, nil)
+	waitAll(t, []*Future{p.Send(context.Background(), &Record{Topic: "t", Value: []byte("warm")})})
+	var ended atomic.Int32
+	c.Intercept(testbroker.Interceptor{Keys: []int16{26}, Times: 1, Delay: time.Second,
+		Match: func(int32, kmsg.Request) bool { ended.Add(1); return true }})
+	f := p.Send(context.Background(), &Record{Topic: "t", Value: []byte("slow")})
+	require.Eventually(t, func() bool { return ended.Load() > 0 }, 5*time.Second, 5*time.Millisecond, "the commit was asked")
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_ = p.Close(ctx)
+	_, done, err := f.Result()
+	require.True(t, done)
+	require.ErrorIs(t, err, ErrOutcomeUnknown)
+	assert.NotErrorIs(t, err, ErrClosed)
+}
