@@ -162,7 +162,12 @@ type SpoolConfig struct {
 	// is created (CreateTopics: 1 partition, the broker's replication
 	// factor, cleanup.policy=compact) unless Config.DisableAutoTopicCreation;
 	// otherwise, or when the creation fails, every record fails with
-	// ErrSpoolProgress and stays in the spool. Used only with ExactlyOnce.
+	// ErrSpoolProgress and stays in the spool. A topic that exists must be
+	// compacted: one whose cleanup.policy lacks compact (checked at New
+	// with DescribeConfigs) fails the same way, since retention would
+	// delete the progress. Keep it at one partition: adding partitions
+	// moves a spool's progress to another (New logs a Warn when there is
+	// more than one). Used only with ExactlyOnce.
 	ProgressTopic string
 
 	// CommitInterval is how long the exactly-once driver gathers written

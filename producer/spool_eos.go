@@ -28,7 +28,8 @@ import (
 // ErrSpoolProgress fails the records of an exactly-once spool
 // (SpoolConfig.ExactlyOnce) whose progress topic cannot be used: it is
 // missing and may not (Config.DisableAutoTopicCreation) or cannot be
-// created, the producer may not read or write it, it holds a progress
+// created, it is not compacted (its cleanup.policy lacks compact), the
+// producer may not read or write it, it holds a progress
 // record this producer cannot read, or its progress is ahead of the spool
 // (a value above every sequence the spool has given out: a directory
 // restored from a backup or snapshot older than its progress; the error
@@ -370,6 +371,9 @@ func (d *eosDriver) begin() (uint64, error) {
 			return 0, t.lastErr()
 		}
 		pp, err := p.ensureProgressTopic(d.ctx, d.topic, d.key)
+		if err == nil {
+			err = p.checkProgressTopic(d.ctx, d.topic, pp)
+		}
 		if err == nil {
 			var next uint64
 			var ok bool

@@ -384,3 +384,62 @@ func TestSpoolExactlyOnceCloseDuringCommitIsOutcomeUnknown(t *testing.T) {
 	require.ErrorIs(t, err, ErrOutcomeUnknown)
 	assert.NotErrorIs(t, err, ErrClosed)
 }
+
+// TestSpoolExactlyOnceProgressTopicMustBeCompacted: a progress topic whose
+// cleanup.policy does not compact (a user-created topic with the default
+// delete) would lose the progress at retention, and the next New would
+// send committed records again: New's driver refuses it with
+// ErrSpoolProgress (issue 34 review, M4).
+func TestSpoolExactlyOnceProgressTopicMustBeCompacted(t *testing.T) {
+	cases := []struct {
+		name    string
+		create  bool // the topic created beforehand, cleanup.policy=delete
+		wantErr bool
+	}{
+		{"created by the producer, compacted", false, false},
+		{"user-created with cleanup.policy=delete", true, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, testbroker.Config{Brokers: 1})
+			require.NoError(t, c.CreateTopic("t", 1))
+			if tc.create {
+				require.NoError(t, c.CreateTopic(DefaultSpoolProgressTopic, 1))
+			}
+			p := eosProducer(t, c, t.TempDir(), nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, err := p.Send(ctx, &Record{Topic: "t", Value: []byte("v")}).Wait(ctx)
+			if tc.wantErr {
+				require.ErrorIs(t, err, ErrSpoolProgress)
+				assert.Contains(t, err.Error(), "cleanup.policy=delete")
+			} else {
+				require.NoError(t, err)
+			}
+			require.NoError(t, p.Close(context.Background()))
+		})
+	}
+}
+
+// createCompactedTopic creates topic on c with parts partitions and
+// cleanup.policy=compact, as a progress topic must be.
+func createCompactedTopic(t *testing.T, c *testbroker.Cluster, topic string, parts int32) {
+	t.Helper()
+	admin := newProducer(t, c, Config{})
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = 5000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, parts, -1
+	cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+	cfg.Name, cfg.Value = "cleanup.policy", kmsg.StringPtr("compact")
+	rt.Configs = append(rt.Configs, cfg)
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kresp, err := admin.meta.DoController(ctx, req)
+	require.NoError(t, err)
+	for _, rt := range kresp.(*kmsg.CreateTopicsResponse).Topics {
+		require.Zero(t, rt.ErrorCode, "creating %s", topic)
+	}
+	require.NoError(t, admin.Close(ctx))
+}

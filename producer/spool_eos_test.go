@@ -372,7 +372,7 @@ func TestSpoolExactlyOnceCloseWithoutCluster(t *testing.T) {
 func TestSpoolExactlyOnceProgressIgnoresThePartitioner(t *testing.T) {
 	c := newCluster(t, testbroker.Config{Brokers: 1})
 	require.NoError(t, c.CreateTopic("t", 1))
-	require.NoError(t, c.CreateTopic("prog", 4))
+	createCompactedTopic(t, c, "prog", 4)
 	dir := t.TempDir()
 	p := eosProducer(t, c, dir, func(cfg *Config) {
 		cfg.Spool.ProgressTopic = "prog"

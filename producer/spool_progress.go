@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/samsa-go/samsa/kerr"
@@ -63,9 +64,10 @@ func (e *errProgressPermanent) Unwrap() error { return e.err }
 // whatever Config.Partitioner, and the partition's leader and the
 // topic's id.
 type progressPartition struct {
-	partition int32
-	leader    int32
-	topicID   [16]byte
+	partition  int32
+	partitions int32 // the topic's partition count
+	leader     int32
+	topicID    [16]byte
 }
 
 // ensureProgressTopic asks for the progress topic's metadata (never
@@ -130,12 +132,64 @@ func (p *Producer) progressMetadata(ctx context.Context, topic string, key []byt
 				if rp.Leader < 0 {
 					return progressPartition{}, kerr.LeaderNotAvailable
 				}
-				return progressPartition{partition: part, leader: rp.Leader, topicID: t.TopicID}, nil
+				return progressPartition{partition: part, partitions: int32(len(t.Partitions)), leader: rp.Leader, topicID: t.TopicID}, nil
 			}
 		}
 		return progressPartition{}, kerr.LeaderNotAvailable
 	}
 	return progressPartition{}, kerr.UnknownTopicOrPartition
+}
+
+// checkProgressTopic checks, at New, that the progress topic keeps a
+// spool's progress where the next New reads it: its cleanup.policy
+// (DescribeConfigs) must include compact, or retention would delete the
+// progress and the next New would send committed records again: refused
+// (errProgressPermanent, so ErrSpoolProgress). A topic of more than one
+// partition works, but adding partitions to it later moves a key's
+// partition (murmur2 of the key modulo the count) and loses its progress:
+// logged as a Warn. A DescribeConfigs that fails (not authorized, not
+// supported) is logged as a Warn and the check skipped.
+func (p *Producer) checkProgressTopic(ctx context.Context, topic string, pp progressPartition) error {
+	if pp.partitions != 1 {
+		p.log.Warn("spool: the exactly-once progress topic has more than one partition; adding partitions to it later moves a spool's progress and makes its next start send committed records again",
+			"topic", topic, "partitions", pp.partitions)
+	}
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	r := kmsg.NewDescribeConfigsRequestResource()
+	r.ResourceType = kmsg.ConfigResourceTypeTopic
+	r.ResourceName = topic
+	r.ConfigNames = []string{"cleanup.policy"}
+	req.Resources = append(req.Resources, r)
+	kresp, err := p.meta.Do(ctx, req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		p.log.Warn("spool: could not check the exactly-once progress topic's cleanup.policy", "topic", topic, "err", err)
+		return nil
+	}
+	resp := kresp.(*kmsg.DescribeConfigsResponse)
+	for _, rr := range resp.Resources {
+		if rr.ResourceName != topic {
+			continue
+		}
+		if err := kerr.ForCode(rr.ErrorCode); err != nil {
+			p.log.Warn("spool: could not check the exactly-once progress topic's cleanup.policy", "topic", topic, "err", err)
+			return nil
+		}
+		for _, c := range rr.Configs {
+			if c.Name != "cleanup.policy" || c.Value == nil {
+				continue
+			}
+			for _, v := range strings.Split(*c.Value, ",") {
+				if strings.TrimSpace(v) == "compact" {
+					return nil
+				}
+			}
+			return &errProgressPermanent{fmt.Errorf("the spool's progress topic %q has cleanup.policy=%s: retention would delete the progress, and a restart would send committed records again; make it compacted (cleanup.policy=compact), or name another in Spool.ProgressTopic", topic, *c.Value)}
+		}
+	}
+	return nil
 }
 
 // createProgressTopic creates the progress topic, compacted. An error
