@@ -52,7 +52,8 @@ const (
 )
 
 // eosTestHook, set only by tests (before New), is called by the driver
-// at "appended" (a transaction's records and progress record appended,
+// at "taken" (Sends' records taken from the queue, before their
+// transaction), "appended" (a transaction's records and progress record appended,
 // before the commit) and "committed" (after the commit, before the acks
 // to the spool): a child process kills itself there.
 var eosTestHook func(stage string)
@@ -465,6 +466,9 @@ func (d *eosDriver) loop(backlog []eosItem) error {
 			d.sending = len(items) > 0
 			stopping := d.stopping
 			d.mu.Unlock()
+			if eosTestHook != nil && len(items) > 0 {
+				eosTestHook("taken")
+			}
 			if len(items) == 0 {
 				if stopping {
 					// Records Send wrote but has not queued yet are

@@ -443,3 +443,30 @@ func createCompactedTopic(t *testing.T, c *testbroker.Cluster, topic string, par
 	}
 	require.NoError(t, admin.Close(ctx))
 }
+
+// TestSpoolExactlyOnceCloseWaitsForTakenRecords: Close waits for the
+// records the driver has taken from the queue but not begun committing
+// (it must not see the queue empty and nothing sending in between, and
+// give up on them with ErrClosed) (issue 34 review, L1).
+func TestSpoolExactlyOnceCloseWaitsForTakenRecords(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	taken := make(chan struct{})
+	var once atomic.Bool
+	eosTestHook = func(stage string) {
+		if stage == "taken" && once.CompareAndSwap(false, true) {
+			close(taken)
+			time.Sleep(100 * time.Millisecond) // Close's stop looks meanwhile
+		}
+	}
+	t.Cleanup(func() { eosTestHook = nil })
+	p := eosProducer(t, c, t.TempDir(), nil)
+	f := p.Send(context.Background(), &Record{Topic: "t", Value: []byte("x")})
+	<-taken
+	require.NoError(t, p.Close(context.Background()))
+	_, done, err := f.Result()
+	require.True(t, done)
+	require.NoError(t, err, "the record taken before Close commits")
+	values, _ := committedRecords(t, c, "t", 0)
+	assert.Equal(t, []string{"x"}, values)
+}
