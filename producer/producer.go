@@ -793,6 +793,9 @@ func (p *Producer) Flush(ctx context.Context) error {
 func (p *Producer) flush(ctx context.Context) error {
 	p.flushing.Add(1)
 	defer p.flushing.Add(-1)
+	if p.eos != nil {
+		p.eos.poke() // commit now, not at CommitInterval
+	}
 	var sealed uint8
 	for {
 		p.flushMu.Lock()

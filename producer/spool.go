@@ -153,17 +153,26 @@ type SpoolConfig struct {
 	// finds committed (counted in SpoolExactlyOnceMetrics'
 	// DuplicatesSkipped; each
 	// reported to RecoveryHook with a nil error and Offset -1), then sends
-	// the rest in transactions before new records.
+	// the rest in transactions before new records. The read goes past
+	// everything committed before the fencing: while another producer's
+	// transaction is open on the progress topic's partition (another
+	// spool mid-commit, or a crashed one until its transaction timeout)
+	// it waits, logging a Warn every 5 s, so New's records can wait that
+	// long before they are sent.
 	//
 	// What changes for Send: a record's outcome comes once its
-	// transaction committed (at least CommitInterval after Send), or fails
+	// transaction committed (at least CommitInterval after Send, unless a
+	// Flush or Close asks for the commit at once), or fails
 	// for good (ErrRecordTooLarge, ErrInvalidRecord, an authorization
 	// error: acknowledged, not sent again); it fails with ErrClosed (and
-	// stays in the spool, for the next New) when Close gives up on it,
+	// stays in the spool, for the next New) when Close gives up on it
+	// (ErrOutcomeUnknown when that was while its transaction's commit was
+	// asked: it may have committed; the next New skips it if so),
 	// and with the driver's fatal error (ErrProducerFenced when another
 	// producer opened a copy of the directory; ErrSpoolProgress when the
-	// progress topic cannot be used) once it met one, the records staying
-	// in the spool. Callbacks, Futures and SendTo channels complete on the
+	// progress topic cannot be used or its progress is ahead of the spool;
+	// ErrSpoolFailed when the spool's records cannot be read back, after
+	// 5 attempts) once it met one, the records staying in the spool. Callbacks, Futures and SendTo channels complete on the
 	// driver goroutine, in sequence order; Flush from there returns
 	// ErrFlushInCallback. Send's ctx bounds only its wait for room in the
 	// spool. Config.TransactionalID must be empty (New refuses it), and so
@@ -178,14 +187,20 @@ type SpoolConfig struct {
 	// is created (CreateTopics: 1 partition, the broker's replication
 	// factor, cleanup.policy=compact) unless Config.DisableAutoTopicCreation;
 	// otherwise, or when the creation fails, every record fails with
-	// ErrSpoolProgress and stays in the spool. Used only with ExactlyOnce.
+	// ErrSpoolProgress and stays in the spool. A topic that exists must be
+	// compacted: one whose cleanup.policy lacks compact (checked at New
+	// with DescribeConfigs) fails the same way, since retention would
+	// delete the progress. Keep it at one partition: adding partitions
+	// moves a spool's progress to another (New logs a Warn when there is
+	// more than one). Used only with ExactlyOnce.
 	ProgressTopic string
 
 	// CommitInterval is how long the exactly-once driver gathers written
 	// records before it commits them in one transaction
 	// (samsa.spool.commit.interval.ms): a transaction, and a progress
 	// record, per interval while records come. It adds up to that much
-	// latency to every record. Default 100 ms (DefaultSpoolCommitInterval).
+	// latency to every record; Flush and Close end the wait (what is
+	// written commits at once). Default 100 ms (DefaultSpoolCommitInterval).
 	// Used only with ExactlyOnce.
 	CommitInterval time.Duration
 }

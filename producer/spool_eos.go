@@ -28,8 +28,12 @@ import (
 // ErrSpoolProgress fails the records of an exactly-once spool
 // (SpoolConfig.ExactlyOnce) whose progress topic cannot be used: it is
 // missing and may not (Config.DisableAutoTopicCreation) or cannot be
-// created, the producer may not read or write it, or it holds a progress
-// record this producer cannot read. It surfaces through every record's
+// created, it is not compacted (its cleanup.policy lacks compact), the
+// producer may not read or write it, it holds a progress
+// record this producer cannot read, or its progress is ahead of the spool
+// (a value above every sequence the spool has given out: a directory
+// restored from a backup or snapshot older than its progress; the error
+// names both; move the directory away to start a new spool). It surfaces through every record's
 // outcome once the driver met it (and at once for later Sends); the
 // records stay in the spool, for a producer that can use the topic.
 var ErrSpoolProgress = errors.New("producer: the exactly-once spool's progress topic cannot be used")
@@ -42,12 +46,14 @@ const (
 	DefaultSpoolCommitInterval = 100 * time.Millisecond
 	// spoolTxnPrefix + the spool's ID is the derived transactional id.
 	spoolTxnPrefix = "samsa-spool-"
-	// eosMaxRecords bounds the records of one transaction.
+	// eosMaxRecords bounds the records of one transaction; its bytes
+	// are bounded too (eosDriver.rangeBytes).
 	eosMaxRecords = 8192
 )
 
 // eosTestHook, set only by tests (before New), is called by the driver
-// at "appended" (a transaction's records and progress record appended,
+// at "taken" (Sends' records taken from the queue, before their
+// transaction), "appended" (a transaction's records and progress record appended,
 // before the commit) and "committed" (after the commit, before the acks
 // to the spool): a child process kills itself there.
 var eosTestHook func(stage string)
@@ -93,7 +99,11 @@ type eosDriver struct {
 	key      []byte // the progress records' key: the spool's ID
 	interval time.Duration
 	start    uint64 // Written at New: the backlog is below it
-	progress int32  // the key's partition of the progress topic (found by begin; driver only)
+	// appendBudget bounds the time a transaction appends records (a
+	// quarter of TransactionTimeout; atomic for tests): past it the range
+	// commits what it appended, and the rest goes to the next one.
+	appendBudget atomic.Int64
+	progress     int32 // the key's partition of the progress topic (found by begin; driver only)
 
 	mu       sync.Mutex
 	queue    map[uint64]eosItem // Sends' records by sequence, not yet committed
@@ -123,6 +133,7 @@ type eosDriver struct {
 // completion) or a backlog record (RecoveryHook tells its outcome).
 type eosItem struct {
 	seq   uint64
+	size  int // the record's body size: a range's bytes are bounded
 	c     completion
 	user  bool
 	topic string // a Send's: for its metadata if it fails
@@ -139,12 +150,14 @@ type eosOutcome struct {
 func newEOSDriver(p *Producer, sp *spool.Spool) *eosDriver {
 	sc := p.cfg.Spool
 	ctx, cancel := context.WithCancel(context.Background())
-	return &eosDriver{
+	d := &eosDriver{
 		p: p, topic: sc.ProgressTopic, key: progressKey(sp.ID()), interval: sc.CommitInterval,
 		start: sp.Written(), queue: map[uint64]eosItem{},
 		kick: make(chan struct{}, 1), ctx: ctx, cancel: cancel, exited: make(chan struct{}),
 		roundDone: closedChan,
 	}
+	d.appendBudget.Store(int64(p.cfg.TransactionTimeout / 4))
+	return d
 }
 
 // sendErr is the error of a Send once the driver failed for good.
@@ -156,7 +169,7 @@ func (d *eosDriver) sendErr() error {
 
 // add queues a Send's record written at seq; its completion completes
 // once a transaction with it committed (or the driver failed).
-func (d *eosDriver) add(seq uint64, c completion, topic string, part int32) error {
+func (d *eosDriver) add(seq uint64, size int, c completion, topic string, part int32) error {
 	d.mu.Lock()
 	switch {
 	case d.fatal != nil:
@@ -167,7 +180,7 @@ func (d *eosDriver) add(seq uint64, c completion, topic string, part int32) erro
 		d.mu.Unlock()
 		return fmt.Errorf("%w: the spool's exactly-once driver has stopped", ErrClosed)
 	}
-	d.queue[seq] = eosItem{seq: seq, c: c, user: true, topic: topic, part: part}
+	d.queue[seq] = eosItem{seq: seq, size: size, c: c, user: true, topic: topic, part: part}
 	d.mu.Unlock()
 	d.poke()
 	return nil
@@ -184,7 +197,8 @@ func (d *eosDriver) poke() {
 // by ctx, then exits; once they are committed (or ctx has ended) it is
 // told to give up what is left (the backlog of New is not waited for, as
 // write-ahead's replay is not: what it has not committed fails with
-// ErrClosed and stays in the spool), and stop waits for it only while it
+// ErrClosed, or ErrOutcomeUnknown while its commit was asked, and stays in
+// the spool), and stop waits for it only while it
 // is not blocked by user code (a callback or RecoveryHook on it):
 // stuckAfter.
 func (d *eosDriver) stop(ctx context.Context) {
@@ -249,12 +263,52 @@ func (d *eosDriver) run() {
 	defer close(d.exited)
 	d.goid.Store(goroutineID())
 	p := d.p
-	var backlog []uint64
+	var backlog []eosItem
 	committed, err := d.begin()
+	if err == nil && committed > d.start {
+		// The progress says records were committed that this spool
+		// has not written: the directory is older than its progress (a
+		// restored backup or snapshot, a copy) or the value is not
+		// ours. Sends at [start, committed) would be skipped as
+		// committed after a crash: refused.
+		err = fmt.Errorf("%w: the progress topic %q says sequences below %d were committed, but the spool has written only up to %d (a directory restored from a backup or snapshot, or copied, after its progress was committed?): move the directory away to start a new spool", ErrSpoolProgress, d.topic, committed, d.start)
+	}
 	if err == nil {
-		for e, rerr := range p.spool.Unacked() {
-			if rerr != nil {
-				p.log.Error("producer: reading the spool's backlog failed; the records not read stay for the next New", "err", rerr)
+		backlog, err = d.readBacklog(committed)
+	}
+	if err == nil {
+		if n := d.skipped.Load(); n > 0 {
+			p.log.Info("spool: skipped records an earlier producer committed in exactly-once mode", "records", n, "committed_through", committed)
+		}
+		err = d.loop(backlog)
+	}
+	d.exit(err)
+}
+
+// errReadBack marks a transaction that failed reading a record back
+// from the spool.
+var errReadBack = errors.New("reading a record back from the spool")
+
+// eosReadAttempts bounds the reads of the spool the driver tries before
+// it fails for good (ErrSpoolFailed): the backlog at New, and a
+// transaction's records read back.
+const eosReadAttempts = 5
+
+// readBacklog reads the backlog's sequences (below start): those below
+// committed were committed by an earlier producer and are acknowledged
+// (DuplicatesSkipped, RecoveryHook). A read error reads again after a
+// backoff (what was acknowledged is not read again); after
+// eosReadAttempts failed reads it returns the error wrapping
+// ErrSpoolFailed: the driver fails for good, before any commit, for no
+// commit's progress may pass a backlog record not read.
+func (d *eosDriver) readBacklog(committed uint64) ([]eosItem, error) {
+	p := d.p
+	for attempt := 1; ; attempt++ {
+		var backlog []eosItem
+		var rerr error
+		for e, err := range p.spool.Unacked() {
+			if err != nil {
+				rerr = err
 				break
 			}
 			if e.Seq >= d.start {
@@ -270,14 +324,19 @@ func (d *eosDriver) run() {
 				}
 				continue
 			}
-			backlog = append(backlog, e.Seq)
+			backlog = append(backlog, eosItem{seq: e.Seq, size: entrySize(e)})
 		}
-		if n := d.skipped.Load(); n > 0 {
-			p.log.Info("spool: skipped records an earlier producer committed in exactly-once mode", "records", n, "committed_through", committed)
+		if rerr == nil {
+			return backlog, nil
 		}
-		err = d.loop(backlog)
+		if attempt >= eosReadAttempts {
+			return nil, fmt.Errorf("%w: reading the spool's backlog failed %d times (nothing is committed before it is read): %w", ErrSpoolFailed, attempt, rerr)
+		}
+		p.log.Warn("spool: reading the exactly-once backlog failed; reading it again", "attempt", attempt, "err", rerr)
+		if err := sleepCtx(d.ctx, p.txnSink.backoff(attempt)); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrClosed, err)
+		}
 	}
-	d.exit(err)
 }
 
 // begin gets the transactional producer id (InitProducerId with the
@@ -313,6 +372,9 @@ func (d *eosDriver) begin() (uint64, error) {
 			return 0, t.lastErr()
 		}
 		pp, err := p.ensureProgressTopic(d.ctx, d.topic, d.key)
+		if err == nil {
+			err = p.checkProgressTopic(d.ctx, d.topic, pp)
+		}
 		if err == nil {
 			var next uint64
 			var ok bool
@@ -370,35 +432,43 @@ func (d *eosDriver) idle() bool {
 // each transaction at most CommitInterval after the record that opened
 // it. It returns nil once Close asked it to stop and nothing is queued,
 // or the error that ends it.
-func (d *eosDriver) loop(backlog []uint64) error {
+func (d *eosDriver) loop(backlog []eosItem) error {
 	next := d.start // the next Send sequence to commit
+	maxBytes := d.rangeBytes()
 	var last time.Time
 	for {
 		var items []eosItem
-		for len(backlog) > 0 && len(items) < eosMaxRecords {
-			items = append(items, eosItem{seq: backlog[0]})
+		bytes := 0
+		for len(backlog) > 0 && len(items) < eosMaxRecords && (len(items) == 0 || bytes+backlog[0].size <= maxBytes) {
+			bytes += backlog[0].size
+			items = append(items, backlog[0])
 			backlog = backlog[1:]
 		}
 		if len(items) == 0 {
 			// Batch: wait until CommitInterval after the last
 			// transaction began, unless Close is waiting.
-			if wait := d.interval - time.Since(last); wait > 0 && !d.isStopping() {
-				if err := sleepCtx(d.ctx, wait); err != nil {
-					return fmt.Errorf("%w: %w", ErrClosed, err)
-				}
+			if err := d.waitInterval(last); err != nil {
+				return err
 			}
 			d.mu.Lock()
 			for len(items) < eosMaxRecords {
 				it, ok := d.queue[next]
-				if !ok {
+				if !ok || len(items) > 0 && bytes+it.size > maxBytes {
 					break
 				}
+				bytes += it.size
 				delete(d.queue, next)
 				items = append(items, it)
 				next++
 			}
+			// Under mu with the taking: stop never sees the queue
+			// empty and nothing sending while these are on their way.
+			d.sending = len(items) > 0
 			stopping := d.stopping
 			d.mu.Unlock()
+			if eosTestHook != nil && len(items) > 0 {
+				eosTestHook("taken")
+			}
 			if len(items) == 0 {
 				if stopping {
 					// Records Send wrote but has not queued yet are
@@ -421,19 +491,84 @@ func (d *eosDriver) loop(backlog []uint64) error {
 	}
 }
 
+// rangeBytes bounds the record bytes of one transaction: half of
+// Config.BufferMemory, so that a range's appends do not wait for memory
+// its own records hold, and a transaction of large records ends well
+// before TransactionTimeout (past it the coordinator aborts it). A
+// record larger than that is a range of its own.
+func (d *eosDriver) rangeBytes() int {
+	return int(max(d.p.cfg.BufferMemory/2, 1))
+}
+
+// entrySize is a spool entry's record body size (a range's bytes).
+func entrySize(e spool.Entry) int {
+	n := len(e.Key) + len(e.Value) + 16
+	for _, h := range e.Headers {
+		n += len(h.Key) + len(h.Value) + 4
+	}
+	return n
+}
+
+// waitInterval waits until CommitInterval after last (when the last
+// transaction began), unless Close or a Flush is waiting: stop's poke and
+// Flush's end the wait.
+func (d *eosDriver) waitInterval(last time.Time) error {
+	for {
+		wait := d.interval - time.Since(last)
+		if wait <= 0 || d.isStopping() || d.p.flushing.Load() > 0 {
+			return nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-d.kick:
+			// A Send's poke (its record is queued: taken after the
+			// wait), stop's or Flush's: checked above.
+		case <-d.ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w: %w", ErrClosed, d.ctx.Err())
+		}
+		t.Stop()
+	}
+}
+
 // commitRange commits items in one transaction with the progress record,
 // again after an abortable error, until it commits (their outcomes are
 // delivered and their sequences acknowledged to the spool), a fatal error
 // (returned, with items failed), or Close gives up (ErrClosed: items
-// failed with it, and kept in the spool).
+// failed with it, and kept in the spool; ErrOutcomeUnknown when it gave up
+// while the commit was asked).
 func (d *eosDriver) commitRange(items []eosItem) error {
 	p := d.p
 	if items[0].user {
-		d.setSending(true)
+		// sending was set by loop as it took them.
 		defer d.setSending(false)
 	}
+	readFails := 0
 	for attempt := 0; ; attempt++ {
-		outs, final, err := d.transaction(items)
+		outs, final, n, err := d.transaction(items)
+		if err == nil && n < len(items) {
+			// The append budget ended the transaction early: its
+			// prefix committed, the rest goes in the next one.
+			d.committed.Add(1)
+			for i, it := range items[:n] {
+				p.spool.Ack(it.seq)
+				d.deliver(it, outs[i].md, outs[i].err)
+			}
+			items = items[n:]
+			attempt, readFails = -1, 0
+			continue
+		}
+		if err != nil && errors.Is(err, errReadBack) {
+			if readFails++; readFails >= eosReadAttempts {
+				// The spool cannot give these records back: fail
+				// for good rather than abort and retry forever.
+				_ = d.abort()
+				err = fmt.Errorf("%w (%d attempts)", err, readFails)
+				d.failItems(items, err)
+				return err
+			}
+		}
 		if err == nil {
 			d.committed.Add(1)
 			for i, it := range items {
@@ -441,6 +576,10 @@ func (d *eosDriver) commitRange(items []eosItem) error {
 				d.deliver(it, outs[i].md, outs[i].err)
 			}
 			return nil
+		}
+		if errors.Is(err, ErrOutcomeUnknown) && d.ctx.Err() != nil {
+			d.failItems(items, err)
+			return fmt.Errorf("%w: %w", ErrClosed, d.ctx.Err())
 		}
 		if errors.Is(err, ErrClosed) || d.ctx.Err() != nil || IsFatal(err) || errors.Is(err, ErrSpoolProgress) {
 			d.failItems(items, err)
@@ -458,7 +597,8 @@ func (d *eosDriver) commitRange(items []eosItem) error {
 		if len(final) > 0 {
 			keep := items[:0]
 			for i, it := range items {
-				if ferr := final[i]; ferr != nil {
+				if i < len(final) && final[i] != nil {
+					ferr := final[i]
 					p.spool.Ack(it.seq)
 					d.deliver(it, p.failedMetadataOf(it), ferr)
 					continue
@@ -481,23 +621,30 @@ func (d *eosDriver) commitRange(items []eosItem) error {
 // transaction runs one transaction: the records of items read back from
 // the spool and appended to memory (each to the partition it was written
 // with, with its samsa-spool header), the progress record, and the
-// commit. On success it returns each record's outcome. On failure, final
-// holds (when not nil) the error of each record that can never be
-// written, by index.
-func (d *eosDriver) transaction(items []eosItem) (outs []eosOutcome, final []error, err error) {
+// commit. On success it returns each record's outcome, for the first n
+// items: the transaction stops appending once appendBudget passed (and
+// carries at least one record). On failure, final holds (when not nil) the
+// error of each record that can never be written, by index.
+func (d *eosDriver) transaction(items []eosItem) (outs []eosOutcome, final []error, n int, err error) {
 	p, t := d.p, d.p.txn
 	if err := d.open(); err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	outs = make([]eosOutcome, len(items))
 	d.roundStart(len(items) + 1)
 	cur := p.spool.NewCursor()
 	defer cur.Close()
+	began, budget := time.Now(), time.Duration(d.appendBudget.Load())
 	for i, it := range items {
+		if i > 0 && time.Since(began) > budget {
+			d.roundSkip(len(items) - i)
+			items, outs = items[:i], outs[:i]
+			break
+		}
 		e, ok, rerr := d.p.readSpooled(d.ctx, cur, it.seq)
 		if rerr != nil {
 			d.roundSkip(len(items) - i + 1)
-			return nil, nil, fmt.Errorf("%w: reading sequence %d back: %w", ErrSpoolFailed, it.seq, rerr)
+			return nil, nil, 0, fmt.Errorf("%w: %w: sequence %d: %w", ErrSpoolFailed, errReadBack, it.seq, rerr)
 		}
 		if !ok {
 			outs[i].err = fmt.Errorf("%w: spool sequence %d is no longer in the log (lost to damage)", ErrSpoolFailed, it.seq)
@@ -506,12 +653,12 @@ func (d *eosDriver) transaction(items []eosItem) (outs []eosOutcome, final []err
 		}
 		if err := d.appendEntry(e, &outs[i]); err != nil {
 			d.roundSkip(len(items) - i) // this one was counted by its completion
-			return nil, nil, err
+			return nil, nil, 0, err
 		}
 	}
 	var progress eosOutcome
 	if err := d.appendProgress(items[len(items)-1].seq+1, &progress); err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	if eosTestHook != nil {
 		eosTestHook("appended")
@@ -535,7 +682,14 @@ func (d *eosDriver) transaction(items []eosItem) (outs []eosOutcome, final []err
 		if eosTestHook != nil {
 			eosTestHook("committed")
 		}
-		return outs, nil, nil
+		return outs, nil, len(items), nil
+	}
+	if d.ctx.Err() != nil && t.load() == txnCommitting {
+		// Close gave up while the commit was asked: the coordinator
+		// may have committed, and endOnClose may still finish it. The
+		// records stay in the spool; the next New skips them if the
+		// progress committed.
+		return nil, nil, 0, fmt.Errorf("%w: Close gave up while the exactly-once transaction was committing (the records stay in the spool; the next producer skips them if it committed): %w", ErrOutcomeUnknown, err)
 	}
 	select {
 	case <-d.txnRecordsDone():
@@ -549,7 +703,7 @@ func (d *eosDriver) transaction(items []eosItem) (outs []eosOutcome, final []err
 		}
 	default:
 	}
-	return nil, final, err
+	return nil, final, 0, err
 }
 
 func (d *eosDriver) setSending(v bool) {
@@ -743,12 +897,12 @@ func (p *Producer) failedMetadataOf(it eosItem) RecordMetadata {
 // until a transaction with it commits. It takes no memory: the driver
 // reads it back from the spool.
 func (p *Producer) sendExactlyOnce(t *topicState, rec *Record, part int32, parts []*accPartition, seq uint64, c *completion) {
+	size := recordbatch.BodySize(rec.Key, rec.Value, rec.Headers)
 	if parts != nil {
-		size := recordbatch.BodySize(rec.Key, rec.Value, rec.Headers)
 		t.sticky.appended(part, size, int32(len(parts)), func(i int32) int { return parts[i].Load() })
 	}
 	p.markPersisted(c, seq)
-	if err := p.eos.add(seq, *c, rec.Topic, part); err != nil {
+	if err := p.eos.add(seq, int(size), *c, rec.Topic, part); err != nil {
 		// Not acknowledged: it stays in the spool for the next New.
 		p.refuse(c, rec, err)
 	}

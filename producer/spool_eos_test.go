@@ -45,7 +45,7 @@ func committedRecords(t *testing.T, c *testbroker.Cluster, topic string, part in
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err = reader.readCommitted(ctx, topic, progressPartition{partition: part, leader: leader, topicID: id}, func(r recordbatch.Record) error {
+	err = reader.readCommitted(ctx, topic, progressPartition{partition: part, leader: leader, topicID: id}, nil, func(r recordbatch.Record) error {
 		values = append(values, string(r.Value))
 		for _, h := range r.Headers {
 			if h.Key == spool.HeaderKey {
@@ -372,7 +372,7 @@ func TestSpoolExactlyOnceCloseWithoutCluster(t *testing.T) {
 func TestSpoolExactlyOnceProgressIgnoresThePartitioner(t *testing.T) {
 	c := newCluster(t, testbroker.Config{Brokers: 1})
 	require.NoError(t, c.CreateTopic("t", 1))
-	require.NoError(t, c.CreateTopic("prog", 4))
+	createCompactedTopic(t, c, "prog", 4)
 	dir := t.TempDir()
 	p := eosProducer(t, c, dir, func(cfg *Config) {
 		cfg.Spool.ProgressTopic = "prog"

@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/samsa-go/samsa/kerr"
@@ -63,9 +64,10 @@ func (e *errProgressPermanent) Unwrap() error { return e.err }
 // whatever Config.Partitioner, and the partition's leader and the
 // topic's id.
 type progressPartition struct {
-	partition int32
-	leader    int32
-	topicID   [16]byte
+	partition  int32
+	partitions int32 // the topic's partition count
+	leader     int32
+	topicID    [16]byte
 }
 
 // ensureProgressTopic asks for the progress topic's metadata (never
@@ -130,12 +132,64 @@ func (p *Producer) progressMetadata(ctx context.Context, topic string, key []byt
 				if rp.Leader < 0 {
 					return progressPartition{}, kerr.LeaderNotAvailable
 				}
-				return progressPartition{partition: part, leader: rp.Leader, topicID: t.TopicID}, nil
+				return progressPartition{partition: part, partitions: int32(len(t.Partitions)), leader: rp.Leader, topicID: t.TopicID}, nil
 			}
 		}
 		return progressPartition{}, kerr.LeaderNotAvailable
 	}
 	return progressPartition{}, kerr.UnknownTopicOrPartition
+}
+
+// checkProgressTopic checks, at New, that the progress topic keeps a
+// spool's progress where the next New reads it: its cleanup.policy
+// (DescribeConfigs) must include compact, or retention would delete the
+// progress and the next New would send committed records again: refused
+// (errProgressPermanent, so ErrSpoolProgress). A topic of more than one
+// partition works, but adding partitions to it later moves a key's
+// partition (murmur2 of the key modulo the count) and loses its progress:
+// logged as a Warn. A DescribeConfigs that fails (not authorized, not
+// supported) is logged as a Warn and the check skipped.
+func (p *Producer) checkProgressTopic(ctx context.Context, topic string, pp progressPartition) error {
+	if pp.partitions != 1 {
+		p.log.Warn("spool: the exactly-once progress topic has more than one partition; adding partitions to it later moves a spool's progress and makes its next start send committed records again",
+			"topic", topic, "partitions", pp.partitions)
+	}
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	r := kmsg.NewDescribeConfigsRequestResource()
+	r.ResourceType = kmsg.ConfigResourceTypeTopic
+	r.ResourceName = topic
+	r.ConfigNames = []string{"cleanup.policy"}
+	req.Resources = append(req.Resources, r)
+	kresp, err := p.meta.Do(ctx, req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		p.log.Warn("spool: could not check the exactly-once progress topic's cleanup.policy", "topic", topic, "err", err)
+		return nil
+	}
+	resp := kresp.(*kmsg.DescribeConfigsResponse)
+	for _, rr := range resp.Resources {
+		if rr.ResourceName != topic {
+			continue
+		}
+		if err := kerr.ForCode(rr.ErrorCode); err != nil {
+			p.log.Warn("spool: could not check the exactly-once progress topic's cleanup.policy", "topic", topic, "err", err)
+			return nil
+		}
+		for _, c := range rr.Configs {
+			if c.Name != "cleanup.policy" || c.Value == nil {
+				continue
+			}
+			for _, v := range strings.Split(*c.Value, ",") {
+				if strings.TrimSpace(v) == "compact" {
+					return nil
+				}
+			}
+			return &errProgressPermanent{fmt.Errorf("the spool's progress topic %q has cleanup.policy=%s: retention would delete the progress, and a restart would send committed records again; make it compacted (cleanup.policy=compact), or name another in Spool.ProgressTopic", topic, *c.Value)}
+		}
+	}
+	return nil
 }
 
 // createProgressTopic creates the progress topic, compacted. An error
@@ -179,15 +233,23 @@ func (p *Producer) createProgressTopic(ctx context.Context, topic string) error 
 }
 
 // readProgress reads the key's partition of the progress topic with
-// read_committed from its log start to its last stable offset, and returns
-// the sequence of the last committed progress record of key (ok false
-// when there is none). Records of transactions are kept per producer id
-// until their marker: a commit applies them, an abort drops them.
+// read_committed from its log start to the high watermark of the first
+// answer, and returns the sequence of the last committed progress record
+// of key (ok false when there is none). Records of transactions are kept
+// per producer id until their marker: a commit applies them, an abort
+// drops them. Only records of key are kept (other spools share the
+// partition).
+//
+// It is called after the fencing (InitProducerId): the predecessor's
+// commits are all below that high watermark. The last stable offset can
+// be below it while another producer's transaction is open on the
+// partition (another spool mid-commit, or a crashed one whose transaction
+// is open until its transaction timeout): the read then waits, fetching
+// again with a backoff and a Warn log every 5 s, until the last stable
+// offset passes the high watermark, or ctx ends. A start of New can thus
+// take as long as another producer's transaction timeout.
 func (p *Producer) readProgress(ctx context.Context, topic string, pp progressPartition, key []byte) (next uint64, ok bool, err error) {
-	err = p.readCommitted(ctx, topic, pp, func(r recordbatch.Record) error {
-		if string(r.Key) != string(key) {
-			return nil
-		}
+	err = p.readCommitted(ctx, topic, pp, func(k []byte) bool { return string(k) == string(key) }, func(r recordbatch.Record) error {
 		n, err := decodeProgress(r.Value)
 		if err != nil {
 			return &errProgressPermanent{fmt.Errorf("the spool's progress topic %q: %w", topic, err)}
@@ -198,12 +260,29 @@ func (p *Producer) readProgress(ctx context.Context, topic string, pp progressPa
 	return next, ok, err
 }
 
-// readCommitted calls visit for every committed record of the partition,
-// in offset order, from its log start to its last stable offset at the
-// first answer. visit's error ends the read.
-func (p *Producer) readCommitted(ctx context.Context, topic string, pp progressPartition, visit func(recordbatch.Record) error) error {
+// progressWaitLog is how often readCommitted logs while it waits for the
+// last stable offset to reach the end of its read.
+const progressWaitLog = 5 * time.Second
+
+// progressEmptyAnswers is how many answers in a row, unthrottled and with
+// the last stable offset at or past the end, must have no batch at all at
+// the read's offset before readCommitted takes it that compaction removed
+// everything there (a throttled or blocked answer never counts).
+const progressEmptyAnswers = 10
+
+// readCommitted calls visit for every committed record of the partition
+// whose key passes key (nil: every record), in offset order, from its log start to the high watermark
+// of its first answer (see readProgress: it waits for the last stable
+// offset to pass it). An answer with nothing to read below that end (a
+// throttled fetch, KIP-219, or the last stable offset still below it) is
+// fetched again after a backoff (at least the answer's ThrottleMillis);
+// the read never ends before it has read everything below the end. visit's
+// error ends the read, and so does ctx.
+func (p *Producer) readCommitted(ctx context.Context, topic string, pp progressPartition, key func([]byte) bool, visit func(recordbatch.Record) error) error {
 	offset, end := int64(0), int64(-1)
-	open := map[int64][]recordbatch.Record{} // producer id → its open transaction's records
+	open := map[int64][]recordbatch.Record{} // producer id → its open transaction's records that pass key
+	var waitSince, lastLog time.Time
+	idle, emptyStable := 0, 0
 	for end < 0 || offset < end {
 		req := kmsg.NewPtrFetchRequest()
 		req.ReplicaID = -1
@@ -233,7 +312,11 @@ func (p *Producer) readCommitted(ctx context.Context, topic string, pp progressP
 		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
 			return fmt.Errorf("a Fetch of %s/%d answered %d topics", topic, pp.partition, len(resp.Topics))
 		}
-		part := &resp.Topics[0].Partitions[0]
+		rtopic := &resp.Topics[0]
+		part := &rtopic.Partitions[0]
+		if (rtopic.Topic != topic && rtopic.TopicID != pp.topicID) || part.Partition != pp.partition {
+			return fmt.Errorf("a Fetch of %s/%d answered for %s/%d", topic, pp.partition, rtopic.Topic, part.Partition)
+		}
 		if err := kerr.ForCode(part.ErrorCode); err != nil {
 			if errors.Is(err, kerr.ForCode(1)) /* OFFSET_OUT_OF_RANGE */ && part.LogStartOffset > offset {
 				offset = part.LogStartOffset
@@ -241,14 +324,17 @@ func (p *Producer) readCommitted(ctx context.Context, topic string, pp progressP
 			}
 			return err
 		}
-		if end < 0 {
-			end = part.LastStableOffset
-			if end < 0 {
-				end = part.HighWatermark
-			}
-			if offset < part.LogStartOffset {
-				offset = part.LogStartOffset
-			}
+		if end < 0 && part.HighWatermark >= 0 {
+			// Everything the fenced predecessor committed is below
+			// the high watermark now (its markers included).
+			end = part.HighWatermark
+		}
+		if offset < part.LogStartOffset {
+			offset = part.LogStartOffset
+		}
+		lso := part.LastStableOffset
+		if lso < 0 {
+			lso = part.HighWatermark
 		}
 		b := part.RecordBatches
 		moved := false
@@ -263,7 +349,7 @@ func (p *Producer) readCommitted(ctx context.Context, topic string, pp progressP
 			if last < offset {
 				continue
 			}
-			if h.BaseOffset >= end {
+			if end >= 0 && h.BaseOffset >= end {
 				offset = end
 				moved = true
 				break
@@ -289,20 +375,65 @@ func (p *Producer) readCommitted(ctx context.Context, topic string, pp progressP
 					}
 				}
 			case h.Transactional():
-				open[h.ProducerID] = append(open[h.ProducerID], batch.Records...)
+				for _, r := range batch.Records {
+					if key == nil || key(r.Key) {
+						open[h.ProducerID] = append(open[h.ProducerID], r)
+					}
+				}
 			default:
 				for _, r := range batch.Records {
+					if key != nil && !key(r.Key) {
+						continue
+					}
 					if err := visit(r); err != nil {
 						return err
 					}
 				}
 			}
 		}
-		if !moved {
-			if len(part.RecordBatches) > 0 {
-				return fmt.Errorf("a Fetch of %s/%d at offset %d returned no whole batch (one larger than 4 MiB?)", topic, pp.partition, offset)
+		if moved {
+			idle, emptyStable, waitSince = 0, 0, time.Time{}
+			continue
+		}
+		if len(part.RecordBatches) > 0 && len(b) > 0 && len(b) == len(part.RecordBatches) {
+			return fmt.Errorf("a Fetch of %s/%d at offset %d returned no whole batch (one larger than 4 MiB?)", topic, pp.partition, offset)
+		}
+		if end >= 0 && offset >= end {
+			break
+		}
+		if lso >= end && resp.ThrottleMillis == 0 {
+			emptyStable++
+			if emptyStable >= progressEmptyAnswers {
+				// Nothing blocks the read, and the broker keeps
+				// answering no batch from offset to the end: the
+				// batches there were removed by compaction (which
+				// keeps offsets, not records). Nothing to read.
+				p.log.Warn("spool: the progress topic has no batch left between the offset read and its end (compacted away)",
+					"topic", topic, "partition", pp.partition, "offset", offset, "end", end)
+				break
 			}
-			break // nothing more below the last stable offset
+		} else {
+			emptyStable = 0
+		}
+		// Nothing to read yet below the end: a throttled or empty
+		// answer, or another producer's open transaction holding the
+		// last stable offset below it. Fetch again after a backoff.
+		now := time.Now()
+		if waitSince.IsZero() {
+			waitSince = now
+		}
+		if lso < end && now.Sub(lastLog) >= progressWaitLog && now.Sub(waitSince) >= progressWaitLog/5 {
+			lastLog = now
+			p.log.Warn("spool: the exactly-once progress read waits for another producer's open transaction on the progress topic to end (at most its transaction timeout)",
+				"topic", topic, "partition", pp.partition, "last_stable_offset", lso, "end", end, "waited", now.Sub(waitSince).Round(time.Millisecond).String())
+		}
+		idle++
+		wait := min(time.Duration(idle)*20*time.Millisecond, 500*time.Millisecond)
+		if th := time.Duration(resp.ThrottleMillis) * time.Millisecond; th > wait {
+			wait = th
+		}
+		if err := sleepCtx(ctx, wait); err != nil {
+			return err
 		}
 	}
 	return nil

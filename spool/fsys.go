@@ -47,8 +47,8 @@ func (osFS) ReadDir(name string) ([]fs.DirEntry, error)   { return os.ReadDir(na
 func (osFS) MkdirAll(name string, perm fs.FileMode) error { return os.MkdirAll(name, perm) }
 
 // hookedFS is the real file system with the failures a test outside the
-// package registered for the directory (internal/spoolfault): fsync
-// errors, and a hook called at each named operation.
+// package registered for the directory (internal/spoolfault): fsync, write
+// and read errors, and a hook called at each named operation.
 type hookedFS struct {
 	osFS
 	faults *spoolfault.Faults
@@ -136,6 +136,11 @@ func (f hookedFile) Write(p []byte) (int, error) {
 func (f hookedFile) ReadAt(p []byte, off int64) (int, error) {
 	if f.seg {
 		f.faults.Hook(f.read, f.name)
+		if f.read == spoolfault.SegmentRead {
+			if err := f.faults.ReadErr(); err != nil {
+				return 0, err
+			}
+		}
 	}
 	return f.file.ReadAt(p, off)
 }

@@ -1,7 +1,7 @@
 // Package spoolfault lets tests outside package spool inject file-system
 // failures into a spool, by directory: a test registers the directory
 // before spool.Open, and the spool opened there checks the faults on each
-// fsync and each write of a segment file, and calls the Hook (if set) at
+// fsync and each write and read of a segment file, and calls the Hook (if set) at
 // each named file operation (Op). Without a registration (always, outside
 // tests) spool.Open pays one map lookup and uses the plain file system:
 // nothing else changes, and no operation pays for the faults or the hook.
@@ -15,10 +15,37 @@ import (
 
 // Faults are the failures switched on for one directory.
 type Faults struct {
-	syncErr  atomic.Pointer[error]
-	hook     atomic.Pointer[func(Op, string)]
-	writeErr atomic.Pointer[error]
-	hold     atomic.Pointer[chan struct{}]
+	syncErr   atomic.Pointer[error]
+	hook      atomic.Pointer[func(Op, string)]
+	writeErr  atomic.Pointer[error]
+	readErr   atomic.Pointer[error]
+	readTimes atomic.Int64
+	hold      atomic.Pointer[chan struct{}]
+}
+
+// SetReadErr makes the next times reads of a segment by Unacked, Entries
+// or a Cursor (SegmentRead; not Open's scan) fail with err, nothing read;
+// times 0: every read (err nil: reads succeed again).
+func (f *Faults) SetReadErr(err error, times int) {
+	if err == nil {
+		f.readErr.Store(nil)
+		return
+	}
+	f.readTimes.Store(int64(times))
+	f.readErr.Store(&err)
+}
+
+// ReadErr is the error a SegmentRead read fails with now, or nil; it
+// counts the read against SetReadErr's times.
+func (f *Faults) ReadErr() error {
+	e := f.readErr.Load()
+	if e == nil {
+		return nil
+	}
+	if f.readTimes.Load() > 0 && f.readTimes.Add(-1) == 0 {
+		f.readErr.CompareAndSwap(e, nil)
+	}
+	return *e
 }
 
 // SetWriteErr makes every later write of a segment file fail with err,
