@@ -375,6 +375,16 @@ func configFromProperties(props map[string]string, opts PropertiesOptions) (Conf
 		}
 		return time.Duration(n) * time.Millisecond, true
 	}
+	// positiveMS is ms for a key that must not be 0 (the spool's
+	// intervals).
+	positiveMS := func(key, v string) (time.Duration, bool) {
+		d, ok := ms(key, v)
+		if ok && d == 0 {
+			fail(key, "must be positive")
+			return 0, false
+		}
+		return d, ok
+	}
 	// msZero is ms where 0 means no wait, which Config spells NoWait.
 	msZero := func(key, v string) (time.Duration, bool) {
 		d, ok := ms(key, v)
@@ -693,10 +703,7 @@ func configFromProperties(props map[string]string, opts PropertiesOptions) (Conf
 			}
 		case "samsa.spool.sync.interval.ms":
 			spoolKey = key
-			if d, ok := ms(key, v); ok {
-				if d == 0 {
-					fail(key, "must be positive")
-				}
+			if d, ok := positiveMS(key, v); ok {
 				spoolCfg.SyncInterval = d
 			}
 		case "samsa.spool.segment.bytes":
@@ -726,10 +733,7 @@ func configFromProperties(props map[string]string, opts PropertiesOptions) (Conf
 			}
 		case "samsa.spool.commit.interval.ms":
 			spoolKey = key
-			if d, ok := ms(key, v); ok {
-				if d == 0 {
-					fail(key, "must be positive")
-				}
+			if d, ok := positiveMS(key, v); ok {
 				spoolCfg.CommitInterval = d
 			}
 		case "interceptor.classes":

@@ -92,12 +92,7 @@ func TestSpoolCrashKeepsEveryPersistedRecord(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills child processes")
 	}
-	rounds := 6
-	if s := os.Getenv(spoolCrashRoundsEnv); s != "" {
-		n, err := strconv.Atoi(s)
-		require.NoError(t, err)
-		rounds = n
-	}
+	rounds := envInt(t, spoolCrashRoundsEnv, 6)
 	c := newCluster(t, testbroker.Config{Brokers: 1})
 	require.NoError(t, c.CreateTopic(spoolCrashTopic, spoolCrashParts))
 	tmp := t.TempDir()
@@ -209,4 +204,17 @@ func readSpoolCrashLines(t *testing.T, name string) []string {
 		out = append(out, sc.Text())
 	}
 	return out
+}
+
+// envInt is the integer in the environment variable name (a test's size,
+// for a long run), def when it is unset.
+func envInt(t *testing.T, name string, def int) int {
+	t.Helper()
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	require.NoError(t, err, name)
+	return n
 }

@@ -96,12 +96,7 @@ func TestSpoolExactlyOnceCrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills child processes")
 	}
-	rounds := 6
-	if s := os.Getenv(spoolEOSRoundsEnv); s != "" {
-		n, err := strconv.Atoi(s)
-		require.NoError(t, err)
-		rounds = n
-	}
+	rounds := envInt(t, spoolEOSRoundsEnv, 6)
 	cases := []struct {
 		name        string
 		stage       string // where the child kills itself; "" at random

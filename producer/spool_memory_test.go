@@ -143,12 +143,7 @@ func TestSpoolReplayMemoryBound(t *testing.T) {
 	if _, err := os.Stat("/proc/self/status"); err != nil {
 		t.Skip("no /proc/self/status: VmHWM cannot be read here")
 	}
-	mib := 64
-	if s := os.Getenv(spoolMemBacklogEnv); s != "" {
-		n, err := strconv.Atoi(s)
-		require.NoError(t, err)
-		mib = n
-	}
+	mib := envInt(t, spoolMemBacklogEnv, 64)
 	c := newCluster(t, testbroker.Config{Brokers: 1})
 	require.NoError(t, c.CreateTopic("t", spoolMemParts))
 	remove := c.Intercept(testbroker.Interceptor{
