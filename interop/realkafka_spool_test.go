@@ -43,8 +43,8 @@ const (
 // idempotent (the defaults), a write-ahead spool whose segments roll every
 // 32 KiB and whose position is written (and acknowledged segments deleted)
 // every 5 ms.
-func spoolKafkaConfig(brokers []string, dir string) producer.Config {
-	return producer.Config{
+func spoolKafkaConfig(brokers []string, dir, progressTopic string) producer.Config {
+	cfg := producer.Config{
 		Brokers:         brokers,
 		Acks:            producer.AcksAll,
 		Linger:          2 * time.Millisecond,
@@ -58,6 +58,15 @@ func spoolKafkaConfig(brokers []string, dir string) producer.Config {
 			MaxBytes:     64 << 20,
 		},
 	}
+	if progressTopic != "" {
+		// Exactly once: transactions with a progress record each, a
+		// commit every 20 ms so that kills fall inside transactions,
+		// between them, and between a commit and its acks.
+		cfg.Spool.ExactlyOnce = true
+		cfg.Spool.ProgressTopic = progressTopic
+		cfg.Spool.CommitInterval = 20 * time.Millisecond
+	}
+	return cfg
 }
 
 // spoolKafkaPoint is where a round kills the child, and the range its
@@ -108,22 +117,38 @@ func TestSpoolKafkaChild(t *testing.T) {
 	}
 	round := os.Getenv("SAMSA_SPOOL_KAFKA_ROUND")
 	topic := os.Getenv("SAMSA_SPOOL_KAFKA_TOPIC")
-	p, err := producer.New(spoolKafkaConfig(strings.Split(os.Getenv("SAMSA_SPOOL_KAFKA_BROKERS"), ","), dir))
+	p, err := producer.New(spoolKafkaConfig(strings.Split(os.Getenv("SAMSA_SPOOL_KAFKA_BROKERS"), ","), dir, os.Getenv("SAMSA_SPOOL_KAFKA_PROGRESS")))
 	if err != nil {
 		fmt.Println("new:", err)
 		os.Exit(2)
 	}
+	type sent struct {
+		v string
+		f *producer.Future
+	}
+	var waiting []sent
 	for i := 0; ; i++ {
 		v := round + "-" + strconv.Itoa(i)
 		f := p.Send(context.Background(), &producer.Record{Topic: topic, Key: []byte(strconv.Itoa(i % 13)), Value: []byte(v)})
-		select {
-		case <-f.Persisted():
-			os.Stdout.WriteString("P " + v + "\n")
-		default:
-			if _, ok, err := f.Result(); ok && err != nil {
-				fmt.Println("E", v, err)
+		// Persisted closes once the spool's writer has the record in
+		// the file (grouped writes), after Send returns, in sequence
+		// order: report the records at the head whose channel closed.
+		waiting = append(waiting, sent{v, f})
+		for len(waiting) > 0 {
+			w := waiting[0]
+			select {
+			case <-w.f.Persisted():
+				os.Stdout.WriteString("P " + w.v + "\n")
+			default:
+				if _, ok, err := w.f.Result(); !ok || err == nil {
+					goto next // neither persisted nor failed yet
+				} else {
+					fmt.Println("E", w.v, err)
+				}
 			}
+			waiting = waiting[1:]
 		}
+	next:
 		if i%16 == 15 {
 			time.Sleep(time.Millisecond)
 		}
@@ -143,13 +168,23 @@ func TestSpoolKafkaChild(t *testing.T) {
 // read_committed consumer checks that every record a child reported
 // persisted is in the topic, that each partition's records (duplicates
 // dropped by spool.Deduper, fed the samsa-spool header) come in the
-// order sent, and counts the duplicates (at-least-once: exactly-once mode
-// is not built).
+// order sent, and counts the duplicates: in exactly-once mode
+// (SpoolConfig.ExactlyOnce, a subtest of its own) there must be none.
 func TestRealKafkaSpoolCrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills child processes")
 	}
 	c := realKafka(t)
+	for _, eos := range []bool{false, true} {
+		name := "at-least-once"
+		if eos {
+			name = "exactly-once"
+		}
+		t.Run(name, func(t *testing.T) { spoolKafkaCrash(t, c, eos) })
+	}
+}
+
+func spoolKafkaCrash(t *testing.T, c *realCluster, eos bool) {
 	kills := recordCount(24, 12)
 	if s := os.Getenv(spoolKafkaKillsEnv); s != "" {
 		n, err := strconv.Atoi(s)
@@ -159,6 +194,10 @@ func TestRealKafkaSpoolCrash(t *testing.T) {
 	start := time.Now()
 	topic := uniqueTopic("spool-crash")
 	c.createTopic(t, topic, spoolKafkaParts, 1, nil)
+	progress := ""
+	if eos {
+		progress = topic + "-progress" // created compacted by the first child
+	}
 	tmp := t.TempDir()
 	dir := filepath.Join(tmp, "spool")
 
@@ -182,6 +221,7 @@ func TestRealKafkaSpoolCrash(t *testing.T) {
 			"SAMSA_SPOOL_KAFKA_N="+strconv.Itoa(n),
 			"SAMSA_SPOOL_KAFKA_ROUND="+strconv.Itoa(round),
 			"SAMSA_SPOOL_KAFKA_TOPIC="+topic,
+			"SAMSA_SPOOL_KAFKA_PROGRESS="+progress,
 			"SAMSA_SPOOL_KAFKA_BROKERS="+strings.Join(c.addrs, ","))
 		cmd.Stdout, cmd.Stderr = f, f
 		require.NoError(t, cmd.Start())
@@ -236,7 +276,7 @@ func TestRealKafkaSpoolCrash(t *testing.T) {
 	backlog := sp.Recovery().Unacked
 	require.NoError(t, sp.Close())
 	var replayed atomic.Int64
-	cfg := spoolKafkaConfig(c.addrs, dir)
+	cfg := spoolKafkaConfig(c.addrs, dir, progress)
 	cfg.Spool.RecoveryHook = func(seq uint64, md producer.RecordMetadata, err error) {
 		assert.NoError(t, err, "replayed sequence %d", seq)
 		replayed.Add(1)
@@ -290,14 +330,17 @@ func TestRealKafkaSpoolCrash(t *testing.T) {
 			}
 		}
 	}
+	if eos {
+		assert.Zero(t, dups, "exactly once: a read_committed consumer saw duplicates")
+	}
 	var points []string
 	for _, pt := range spoolKafkaPoints {
 		points = append(points, fmt.Sprintf("%s %d", pt.op, killsAt[pt.op]))
 	}
 	t.Logf("%d kills (%s; rounds whose point did not come, killed by the timer instead: %v) in %v: %d records reported persisted, "+
-		"%d stored (%d distinct records sent), %d lost, %d duplicates dropped by the Deduper (at least once), %d replayed by the drain, %d torn-tail bytes truncated",
+		"%d stored (%d distinct records sent), %d lost, %d duplicates dropped by the Deduper, %d replayed by the drain, %d torn-tail bytes truncated (exactly once: %v)",
 		kills, strings.Join(points, ", "), unreached, time.Since(start).Round(time.Second), len(persisted),
-		total, len(found), lost, dups, backlog, tornBytes)
+		total, len(found), lost, dups, backlog, tornBytes, eos)
 }
 
 // checkSpoolCopy copies the spool directory as a kill left it and opens
@@ -336,7 +379,8 @@ func checkSpoolCopy(t *testing.T, dir, cp string, round int) int64 {
 }
 
 // readSpoolTopic reads every record of topic's partitions, up to their end
-// offsets, with a read_committed consumer.
+// offsets (or, for a transactional topic, until nothing more comes), with a
+// read_committed consumer.
 func readSpoolTopic(t *testing.T, addrs []string, topic string) map[int32][]*kgo.Record {
 	t.Helper()
 	ctx := realContext(t, 120*time.Second)
@@ -358,13 +402,25 @@ func readSpoolTopic(t *testing.T, addrs []string, topic string) map[int32][]*kgo
 		}
 		return true
 	}
-	for !done() {
-		fs := cl.PollFetches(ctx)
+	// A transactional topic ends with control records (commit and abort
+	// markers) that a consumer never gets, and aborted records it skips:
+	// there the read ends once nothing new came for 3 s. Stopping early
+	// can only make the caller find a record missing, never hide one.
+	progress := time.Now()
+	for !done() && time.Since(progress) < 3*time.Second {
+		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		fs := cl.PollFetches(pctx)
+		cancel()
 		require.NoError(t, ctx.Err(), "read %v of %v", next, want)
-		fs.EachError(func(_ string, p int32, err error) { t.Fatalf("partition %d: %v", p, err) })
+		fs.EachError(func(_ string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("partition %d: %v", p, err)
+			}
+		})
 		fs.EachRecord(func(r *kgo.Record) {
 			out[r.Partition] = append(out[r.Partition], r)
 			next[r.Partition] = r.Offset + 1
+			progress = time.Now()
 		})
 	}
 	return out

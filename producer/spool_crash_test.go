@@ -62,17 +62,33 @@ func TestSpoolCrashChild(t *testing.T) {
 		fmt.Println("new:", err)
 		os.Exit(2)
 	}
+	type sent struct {
+		v string
+		f *Future
+	}
+	var waiting []sent
 	for i := 0; ; i++ {
 		v := round + "-" + strconv.Itoa(i)
 		f := p.Send(context.Background(), &Record{Topic: spoolCrashTopic, Key: []byte(strconv.Itoa(i % 13)), Value: []byte(v)})
-		select {
-		case <-f.Persisted():
-			os.Stdout.WriteString("P " + v + "\n")
-		default:
-			if _, ok, err := f.Result(); ok && err != nil {
-				fmt.Println("E", v, err)
+		// Persisted closes once the spool's writer has the record in
+		// the file (grouped writes), after Send returns, in sequence
+		// order: report the records at the head whose channel closed.
+		waiting = append(waiting, sent{v, f})
+		for len(waiting) > 0 {
+			w := waiting[0]
+			select {
+			case <-w.f.Persisted():
+				os.Stdout.WriteString("P " + w.v + "\n")
+			default:
+				if _, ok, err := w.f.Result(); !ok || err == nil {
+					goto next // neither persisted nor failed yet
+				} else {
+					fmt.Println("E", w.v, err)
+				}
 			}
+			waiting = waiting[1:]
 		}
+	next:
 		if i%64 == 63 {
 			time.Sleep(time.Millisecond)
 		}
