@@ -3,7 +3,6 @@ package spool
 import (
 	"encoding/binary"
 	"errors"
-	"slices"
 	"sync"
 )
 
@@ -36,46 +35,44 @@ func DecodeHeader(v []byte) (ID, uint64, error) {
 	return id, binary.BigEndian.Uint64(v[16:]), nil
 }
 
-// DefaultDedupWindow is a Deduper's default Window: how many runs of
-// consecutive sequences it keeps per spool ID and topic (at most about
-// 2 MiB per spool ID and topic; see Deduper).
-const DefaultDedupWindow = 1 << 16
+// DefaultDedupWindow is a Deduper's default Window: the sequences
+// remembered below each partition's highest (1 << 20, 128 KiB per spool
+// ID, topic and partition; see Deduper).
+const DefaultDedupWindow = 1 << 20
 
 // Deduper drops the duplicates a spool's at-least-once replay makes, on
 // the consumer's side. Feed it the records of every partition of a topic
 // (one Deduper for all of them); it answers whether a record is a copy of
 // one it has seen, on any partition.
 //
-// Per spool ID and topic it keeps the set of sequences seen, as sorted
-// runs of consecutive sequences. A record is a duplicate when its
-// sequence is in the set, wherever the copy was (a record written while
-// its topic's partitions were unknown goes through the partitioner again
-// at the replay, and can land on another partition); it is new otherwise,
-// however far below the highest sequence seen it is: a record parked at
-// the crash and replayed after many later records is not dropped.
+// Per spool ID, topic and partition it keeps the highest sequence seen
+// and a ring bitmap of the Window sequences ending at it (the highest and
+// the Window-1 below), exact inside it. A record is new on its partition
+// when its sequence is above that partition's highest (the ring advances,
+// forgetting the sequences it passes), when it is inside the window and
+// its bit is clear, or when it is below the window. It is a duplicate when
+// its bit is set in the ring of its partition or of any other partition
+// of the topic: a record written while its topic's partitions were
+// unknown goes through the partitioner again at the replay and can land
+// on another partition, so every record tests one bit per partition of
+// the topic the Deduper has seen (O(partitions) per record).
 //
-// Memory is bounded by Window runs per spool ID and topic. The spool
-// gives sequences in Append order across all topics and partitions, so a
-// topic's sequences form few runs: one while a single topic is written
-// and every partition is read, and a run per stretch of the topic's
-// records between other topics' records otherwise (or between records
-// the consumer has not read yet). Past Window runs the lowest run is
-// forgotten: a copy of a record that old is then taken for new (a
-// duplicate the consumer sees), never the reverse; a record the Deduper
-// has not seen is never dropped. A replay re-sends what was acknowledged
-// after the spool's last position write (SyncInterval, 100 ms by
-// default), so its copies are among the last records seen. At worst
-// (one record per run: topics or partitions interleaved record by
-// record) only the last Window records of a spool ID and topic are
-// remembered.
+// Hence a record parked at a crash and replayed after many later records
+// is new, however far below its partition's highest it is, as long as it
+// was not seen: a record the Deduper has not seen is never dropped. A
+// copy more than Window sequences below the highest of the partition
+// where the first copy was passes as new (a duplicate the consumer
+// sees). A replay re-sends what was acknowledged after the spool's last
+// position write (SyncInterval, 100 ms by default): the records in
+// flight at the crash, far fewer than Window sequences, so its copies
+// fall inside the window. The spool numbers its records across all
+// topics, so the Window covers Window sequences of the spool, not Window
+// records of one partition.
 //
-// The runs are kept in blocks of at most 128 (16 bytes a run, each block
-// 2 KiB, every block but the last at least half full), so a record costs
-// O(log Window) comparisons and a shift within one block, and the memory
-// is at most about 2 × 16 × Window bytes per spool ID and topic: 2 MiB
-// with the default, about half that when runs come in sequence order.
-// That is multiplied by the spool IDs and topics seen: a spool ID is
-// never forgotten by itself (a producer's directory keeps its ID across
+// Memory is Window/8 bytes per spool ID, topic and partition seen
+// (128 KiB with the default; 4 partitions: 512 KiB), allocated at a
+// partition's first record, plus the map's entries. A spool ID is never
+// forgotten by itself (a producer's directory keeps its ID across
 // restarts, a new directory makes a new one); Forget drops one.
 //
 // A consumer that restarts must give the Deduper the records from before
@@ -83,15 +80,18 @@ const DefaultDedupWindow = 1 << 16
 // of them.
 //
 // The zero value is ready to use with DefaultDedupWindow. A Deduper is
-// safe for concurrent use.
+// safe for concurrent use (one mutex: it serialises the callers).
 type Deduper struct {
-	// Window bounds the memory: the runs of consecutive sequences kept
-	// per spool ID and topic (see above); zero means DefaultDedupWindow
-	// (65 536 runs).
+	// Window is how many sequences each partition remembers, ending at
+	// its highest: a copy further below is taken for new. Zero means
+	// DefaultDedupWindow (1 << 20 sequences, 128 KiB per spool ID, topic
+	// and partition); otherwise it is rounded up to a multiple of 64.
+	// Set it before the first Duplicate: a partition keeps the window it
+	// started with.
 	Window uint64
 
 	mu     sync.Mutex
-	topics map[dedupKey]*seqRuns
+	topics map[dedupKey]*topicRings
 }
 
 type dedupKey struct {
@@ -99,27 +99,26 @@ type dedupKey struct {
 	topic string
 }
 
-// seqRuns is a set of sequences: sorted, disjoint, non-adjacent runs,
-// kept in sorted blocks of at most blockRuns runs (each block's array
-// has room for blockRuns+1, never grown), so that adding a run or
-// joining two shifts at most one block: O(log w + blockRuns) per record
-// where a single sorted slice shifted O(w). Every block but the last
-// holds at least blockRuns/2 runs, which bounds the memory.
-type seqRuns struct {
-	blocks [][]seqRun // non-empty blocks, in order
-	n      int        // runs in all the blocks
+// topicRings holds the rings of one spool ID and topic, one per
+// partition seen, in the order first seen.
+type topicRings struct {
+	parts []partRing
 }
 
-type seqRun struct{ lo, hi uint64 } // inclusive
+// partRing is one partition's memory: its highest sequence and the bits
+// of the w = 64*len(bits) sequences (high-w, high], sequence s at bit
+// s mod w.
+type partRing struct {
+	partition int32
+	high      uint64
+	bits      []uint64
+}
 
-// blockRuns is the most runs a block holds (16 bytes each: 2 KiB).
-const blockRuns = 128
-
-// Forget drops what the Deduper remembers of spool id, on every topic,
-// and frees its memory: a copy of one of its records is taken for new
-// afterwards. Use it for a spool that will send nothing again (its
-// directory deleted). Forget costs a pass over the spool IDs and topics
-// remembered.
+// Forget drops what the Deduper remembers of spool id, on every topic and
+// partition, and frees its memory: a copy of one of its records is taken
+// for new afterwards. Use it for a spool that will send nothing again
+// (its directory deleted). Forget costs a pass over the spool IDs and
+// topics remembered.
 func (d *Deduper) Forget(id ID) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -132,8 +131,9 @@ func (d *Deduper) Forget(id ID) {
 
 // Duplicate reports whether the record in topic/partition whose HeaderKey
 // value is header is a copy of one already seen (on any partition of the
-// topic), and remembers it. A record without the header (header nil) is
-// never a duplicate; a malformed one returns ErrBadHeader.
+// topic, within the Window), and remembers it. A record without the
+// header (header nil) is never a duplicate; a malformed one returns
+// ErrBadHeader (and is not remembered).
 func (d *Deduper) Duplicate(topic string, partition int32, header []byte) (bool, error) {
 	if header == nil {
 		return false, nil
@@ -144,151 +144,87 @@ func (d *Deduper) Duplicate(topic string, partition int32, header []byte) (bool,
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	w := d.Window
+	if d.topics == nil {
+		d.topics = make(map[dedupKey]*topicRings)
+	}
+	k := dedupKey{id: id, topic: topic}
+	tr := d.topics[k]
+	if tr == nil {
+		tr = &topicRings{}
+		d.topics[k] = tr
+	}
+	dup := false
+	own := -1
+	for i := range tr.parts {
+		r := &tr.parts[i]
+		if r.partition == partition {
+			own = i
+		}
+		if !dup && r.has(seq) {
+			dup = true
+		}
+	}
+	if own < 0 {
+		tr.parts = append(tr.parts, partRing{partition: partition, high: seq, bits: make([]uint64, windowWords(d.Window))})
+		own = len(tr.parts) - 1
+	}
+	// A copy is remembered on its partition too: the ring says what was
+	// seen there.
+	tr.parts[own].add(seq)
+	return dup, nil
+}
+
+// windowWords is the words of a ring of window w (0: the default).
+func windowWords(w uint64) int {
 	if w == 0 {
 		w = DefaultDedupWindow
 	}
-	if d.topics == nil {
-		d.topics = make(map[dedupKey]*seqRuns)
-	}
-	k := dedupKey{id: id, topic: topic}
-	rs := d.topics[k]
-	if rs == nil {
-		rs = &seqRuns{}
-		d.topics[k] = rs
-	}
-	return rs.see(seq, w), nil
+	return int((w + 63) / 64)
 }
 
-// see adds seq to the set, reporting whether it was there, and forgets
-// the lowest runs past w.
-func (rs *seqRuns) see(seq, w uint64) bool {
-	nb := len(rs.blocks)
-	if nb == 0 {
-		blk := make([]seqRun, 1, blockRuns+1)
-		blk[0] = seqRun{seq, seq}
-		rs.blocks = append(rs.blocks, blk)
-		rs.n = 1
+// has reports whether seq is inside the window and its bit set.
+func (r *partRing) has(seq uint64) bool {
+	w := uint64(len(r.bits)) * 64
+	if seq > r.high || r.high-seq >= w {
 		return false
 	}
-	// The common case: above every run (records in sequence order).
-	last := rs.blocks[nb-1]
-	if top := &last[len(last)-1]; seq > top.hi {
-		if seq == top.hi+1 {
-			top.hi = seq
-			return false
-		}
-		rs.insert(nb-1, len(last), seq)
-		rs.trim(w)
-		return false
-	}
-	// Below every run.
-	if bottom := &rs.blocks[0][0]; seq < bottom.lo {
-		if seq+1 == bottom.lo {
-			bottom.lo = seq
-			return false
-		}
-		if uint64(rs.n) >= w {
-			// It would be the lowest run, forgotten at once.
-			return false
-		}
-		rs.insert(0, 0, seq)
-		return false
-	}
-	// The first block, and the first run in it, ending at or above seq:
-	// there is one (seq is not above every run).
-	b := searchRuns(nb, func(j int) bool { blk := rs.blocks[j]; return blk[len(blk)-1].hi >= seq })
-	blk := rs.blocks[b]
-	i := searchRuns(len(blk), func(j int) bool { return blk[j].hi >= seq })
-	next := &blk[i]
-	if next.lo <= seq {
-		return true
-	}
-	// The run before seq: there is one (seq is not below every run).
-	var prev *seqRun
-	if i > 0 {
-		prev = &blk[i-1]
-	} else {
-		pb := rs.blocks[b-1]
-		prev = &pb[len(pb)-1]
-	}
-	joinsPrev := prev.hi+1 == seq
-	joinsNext := seq+1 == next.lo
-	switch {
-	case joinsPrev && joinsNext:
-		prev.hi = next.hi
-		rs.remove(b, i)
-	case joinsPrev:
-		prev.hi = seq
-	case joinsNext:
-		next.lo = seq
-	default:
-		rs.insert(b, i, seq)
-		rs.trim(w)
-	}
-	return false
+	pos := seq % w
+	return r.bits[pos/64]&(1<<(pos%64)) != 0
 }
 
-// searchRuns is sort.Search: the first j in [0, n) for which f is true.
-func searchRuns(n int, f func(int) bool) int {
-	lo, hi := 0, n
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if f(m) {
-			hi = m
+// add sets seq's bit: above the highest, the ring first advances to it,
+// clearing the bits of the sequences it passes (they held the sequences
+// Window below); below the window, nothing is kept.
+func (r *partRing) add(seq uint64) {
+	w := uint64(len(r.bits)) * 64
+	if seq > r.high {
+		if n := seq - r.high; n >= w {
+			clear(r.bits)
 		} else {
-			lo = m + 1
+			r.clearFrom((r.high+1)%w, n)
 		}
-	}
-	return lo
-}
-
-// insert adds the run {seq, seq} at index i of block b, splitting the
-// block when it overflows: in two halves, or, for an append at the end
-// of the last block (sequence order), into a full block and a new one.
-func (rs *seqRuns) insert(b, i int, seq uint64) {
-	blk := slices.Insert(rs.blocks[b], i, seqRun{seq, seq}) // within its capacity
-	rs.n++
-	if len(blk) <= blockRuns {
-		rs.blocks[b] = blk
+		r.high = seq
+	} else if r.high-seq >= w {
 		return
 	}
-	h := len(blk) / 2
-	if b == len(rs.blocks)-1 && i == len(blk)-1 {
-		h = blockRuns
-	}
-	right := append(make([]seqRun, 0, blockRuns+1), blk[h:]...)
-	rs.blocks[b] = blk[:h]
-	rs.blocks = slices.Insert(rs.blocks, b+1, right)
+	pos := seq % w
+	r.bits[pos/64] |= 1 << (pos % 64)
 }
 
-// remove deletes the run at index i of block b, and keeps every block
-// but the last at least half full: an emptied block goes, and one below
-// half is merged with the next (or shares the next's runs with it).
-func (rs *seqRuns) remove(b, i int) {
-	blk := slices.Delete(rs.blocks[b], i, i+1)
-	rs.n--
-	rs.blocks[b] = blk
-	switch {
-	case len(blk) == 0:
-		rs.blocks = slices.Delete(rs.blocks, b, b+1)
-	case b == len(rs.blocks)-1 || len(blk) >= blockRuns/2:
-	default:
-		nx := rs.blocks[b+1]
-		if len(blk)+len(nx) <= blockRuns {
-			rs.blocks[b] = append(blk, nx...)
-			rs.blocks = slices.Delete(rs.blocks, b+1, b+2)
-			return
+// clearFrom clears n < w bits from position pos on, wrapping at w (a
+// multiple of 64, so that a word never straddles the wrap): a word at a
+// time.
+func (r *partRing) clearFrom(pos, n uint64) {
+	w := uint64(len(r.bits)) * 64
+	for n > 0 {
+		off := pos % 64
+		k := min(64-off, n)
+		mask := ^uint64(0)
+		if k < 64 {
+			mask = (1<<k - 1) << off
 		}
-		k := (len(blk)+len(nx))/2 - len(blk)
-		rs.blocks[b] = append(blk, nx[:k]...)
-		rs.blocks[b+1] = nx[:copy(nx, nx[k:])]
-	}
-}
-
-// trim forgets the lowest runs beyond w.
-func (rs *seqRuns) trim(w uint64) {
-	for uint64(rs.n) > w {
-		rs.remove(0, 0)
+		r.bits[pos/64] &^= mask
+		pos = (pos + k) % w
+		n -= k
 	}
 }

@@ -2,6 +2,9 @@ package spool
 
 import (
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -45,19 +48,23 @@ func TestDeduper(t *testing.T) {
 		{"another partition's copy far behind the highest", 64, []rec{{a, 0, 1, false}, {a, 1, 500, false}, {a, 2, 1, true}}},
 		// A record parked (partition -1) at the crash, never delivered,
 		// replayed through the partitioner after 100 000 later records:
-		// new, not a copy (it was dropped when the window was 65 536
-		// sequences below each partition's highest).
+		// new, not a copy (the design before the runs dropped it: a record
+		// more than 65 536 below its partition's highest was a copy).
 		{"a parked record replayed far below the highest is new", 0, []rec{
 			{a, 0, 1, false}, {a, 0, 2, false}, {a, 1, 100_000, false}, {a, 0, 100_001, false},
 			{a, 0, 3, false}, {a, 0, 3, true}, {a, 1, 2, true},
 		}},
-		{"past Window runs the oldest is forgotten: its copy passes, never an unseen record dropped", 2, []rec{
-			{a, 0, 1, false}, {a, 0, 3, false}, {a, 0, 5, false}, {a, 0, 1, false}, {a, 0, 5, true}, {a, 0, 4, false}, {a, 0, 4, true},
+		{"a copy below the window passes as new, never an unseen record dropped", 64, []rec{
+			{a, 0, 1, false}, {a, 0, 3, false}, {a, 0, 100, false}, {a, 0, 1, false}, {a, 0, 3, false}, {a, 0, 100, true}, {a, 0, 37, false}, {a, 0, 37, true},
 		}},
-		{"runs join", 3, []rec{{a, 0, 1, false}, {a, 0, 3, false}, {a, 0, 2, false}, {a, 0, 9, false}, {a, 0, 7, false}, {a, 0, 1, true}, {a, 0, 8, false}, {a, 0, 3, true}}},
+		{"runs join", 0, []rec{{a, 0, 1, false}, {a, 0, 3, false}, {a, 0, 2, false}, {a, 0, 9, false}, {a, 0, 7, false}, {a, 0, 1, true}, {a, 0, 8, false}, {a, 0, 3, true}}},
 		{"a retry behind a later record, inside the window", 0, []rec{{a, 0, 5, false}, {a, 0, 9, false}, {a, 0, 7, false}, {a, 0, 7, true}}},
-		{"far below the highest, unseen: new", 64, []rec{{a, 0, 1, false}, {a, 0, 200, false}, {a, 0, 150, false}, {a, 0, 100, false}, {a, 0, 137, false}, {a, 0, 136, false}, {a, 0, 100, true}}},
-		{"a jump far ahead forgets nothing", 64, []rec{{a, 0, 10, false}, {a, 0, 11, false}, {a, 0, 500, false}, {a, 0, 11, true}, {a, 0, 499, false}}},
+		// Window 64: sequences 137 to 200 are remembered once 200 is seen.
+		{"far below the highest, unseen: new", 64, []rec{{a, 0, 1, false}, {a, 0, 200, false}, {a, 0, 150, false}, {a, 0, 100, false}, {a, 0, 137, false}, {a, 0, 136, false}, {a, 0, 137, true}, {a, 0, 150, true}, {a, 0, 100, false}}},
+		{"a jump past the window forgets what it passes", 64, []rec{{a, 0, 10, false}, {a, 0, 11, false}, {a, 0, 500, false}, {a, 0, 11, false}, {a, 0, 499, false}, {a, 0, 500, true}}},
+		{"a jump inside the window clears only the bits it passes", 64, []rec{{a, 0, 10, false}, {a, 0, 60, false}, {a, 0, 73, false}, {a, 0, 10, true}, {a, 0, 9, false}, {a, 0, 60, true}, {a, 0, 73, true}, {a, 0, 74, false}, {a, 0, 10, false}, {a, 0, 11, false}, {a, 0, 11, true}}},
+		{"the window rounds up to 64", 10, []rec{{a, 0, 1, false}, {a, 0, 60, false}, {a, 0, 1, true}, {a, 0, 65, false}, {a, 0, 1, false}}},
+		{"another partition's copy below its window passes", 64, []rec{{a, 0, 1, false}, {a, 0, 500, false}, {a, 1, 1, false}, {a, 1, 500, true}}},
 		{"shifts across words", 256, []rec{{a, 0, 0, false}, {a, 0, 2, false}, {a, 0, 70, false}, {a, 0, 130, false}, {a, 0, 2, true}, {a, 0, 1, false}, {a, 0, 0, true}, {a, 0, 69, false}, {a, 0, 70, true}}},
 	}
 	for _, tc := range cases {
@@ -80,5 +87,174 @@ func TestDeduper(t *testing.T) {
 	}
 	if _, err := d.Duplicate("t", 0, []byte("short")); !errors.Is(err, ErrBadHeader) {
 		t.Fatalf("a bad header: %v, want ErrBadHeader", err)
+	}
+}
+
+// TestDeduperPartitionAfterPartition is the real-Kafka crash run's shape
+// (issue 34): 4 partitions, sequence s on partition s mod 4, a crash
+// after which the last 1 000 records of each partition are sent again
+// behind them, and the consumer reading one partition to its end, then
+// the next. The runs design kept only the last 65 536 records (each one
+// a run of its own): the copies of the partitions read later passed.
+func TestDeduperPartitionAfterPartition(t *testing.T) {
+	const parts, perPart, copies = 4, 200_000, 1_000
+	cases := []struct {
+		name   string
+		window uint64
+		crash  uint64 // the first sequence after the crash (all: at the end)
+	}{
+		{"a crash in the middle, default window", 0, parts * perPart / 2},
+		{"a crash at the end, default window", 0, parts * perPart},
+		{"a crash in the middle, window 65 536", 1 << 16, parts * perPart / 3},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &Deduper{Window: tc.window}
+			id := ID{9}
+			originals, dropped := 0, 0
+			for p := range uint64(parts) {
+				// Partition p's log: its records before the crash, copies
+				// of the last 1 000 of them, its records after the crash.
+				var before, after []uint64
+				for s := p; s < parts*perPart; s += parts {
+					if s < tc.crash {
+						before = append(before, s)
+					} else {
+						after = append(after, s)
+					}
+				}
+				log := slices.Concat(before, before[len(before)-copies:], after)
+				for i, s := range log {
+					isCopy := i >= len(before) && i < len(before)+copies
+					dup, err := d.Duplicate("t", int32(p), EncodeHeader(id, s))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !isCopy {
+						originals++
+						if dup {
+							t.Fatalf("partition %d: original sequence %d dropped", p, s)
+						}
+					} else if dup {
+						dropped++
+					}
+				}
+			}
+			if originals != parts*perPart || dropped != parts*copies {
+				t.Fatalf("%d originals kept (want %d), %d copies dropped of %d", originals, parts*perPart, dropped, parts*copies)
+			}
+		})
+	}
+}
+
+// TestDeduperParkedRecordFarBelow: a record parked at the crash (its
+// partition unknown) and replayed to a partition more than Window/2
+// below that partition's highest is new; a copy of it on the partition
+// it first went to (a second replay) or on the same one is dropped.
+func TestDeduperParkedRecordFarBelow(t *testing.T) {
+	for _, window := range []uint64{0, 1 << 16} {
+		w := window
+		if w == 0 {
+			w = DefaultDedupWindow
+		}
+		t.Run(fmt.Sprintf("window %d", w), func(t *testing.T) {
+			d := &Deduper{Window: window}
+			id := ID{3}
+			const parked = 10
+			see := func(part int32, seq uint64) bool {
+				dup, err := d.Duplicate("t", part, EncodeHeader(id, seq))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return dup
+			}
+			// Everything but the parked record, on partitions 0 and 1.
+			high := parked + w/2 + 1000
+			for s := uint64(0); s <= high; s++ {
+				if s != parked && see(int32(s%2), s) {
+					t.Fatalf("original %d dropped", s)
+				}
+			}
+			if see(0, parked) {
+				t.Fatalf("the parked record, %d below its new partition's highest (window %d), dropped", high-parked, w)
+			}
+			if !see(1, parked) {
+				t.Fatal("its copy on another partition kept")
+			}
+			if !see(0, parked) {
+				t.Fatal("its copy on the same partition kept")
+			}
+		})
+	}
+}
+
+// TestDeduperAgreesWithAMap: random sequences over 3 partitions and 2
+// spool IDs, with a rising base, give the answers of a model that keeps
+// every sequence seen per partition in a map: a duplicate exactly when
+// some partition of the topic saw the sequence and its highest is less
+// than Window above it.
+func TestDeduperAgreesWithAMap(t *testing.T) {
+	cases := []struct {
+		name         string
+		window       uint64
+		span, rise   uint64 // sequences from [base, base+span); the base rises by one every rise records
+		records, ids int
+	}{
+		{"window 64, narrow", 64, 100, 2, 50_000, 1},
+		{"window 64, wide", 64, 300, 1, 50_000, 2},
+		{"window 1000, jumps", 1000, 5000, 1, 50_000, 2},
+		{"default window", 0, 20_000, 1, 50_000, 2},
+	}
+	type key struct {
+		id   ID
+		part int32
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := (tc.window + 63) / 64 * 64
+			if tc.window == 0 {
+				w = DefaultDedupWindow
+			}
+			rng := rand.New(rand.NewPCG(7, tc.window))
+			d := &Deduper{Window: tc.window}
+			seen := map[key]map[uint64]bool{}
+			high := map[key]uint64{}
+			dups := 0
+			for i := range tc.records {
+				id := ID{byte(rng.IntN(tc.ids))}
+				part := int32(rng.IntN(3))
+				seq := uint64(i)/tc.rise + rng.Uint64N(tc.span)
+				if rng.IntN(8) == 0 {
+					seq = uint64(i) / tc.rise * 2 // now and then, a jump ahead
+				}
+				want := false
+				for p := range int32(3) {
+					k := key{id, p}
+					if seen[k][seq] && high[k]-seq < w {
+						want = true
+					}
+				}
+				got, err := d.Duplicate("t", part, EncodeHeader(id, seq))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got != want {
+					t.Fatalf("record %d (spool %d, partition %d, sequence %d): duplicate %v, the map says %v", i, id[0], part, seq, got, want)
+				}
+				if got {
+					dups++
+				}
+				k := key{id, part}
+				if seen[k] == nil {
+					seen[k] = map[uint64]bool{}
+					high[k] = seq
+				}
+				seen[k][seq] = true
+				high[k] = max(high[k], seq)
+			}
+			if dups == 0 || dups == tc.records {
+				t.Fatalf("%d duplicates of %d records: the case tests nothing", dups, tc.records)
+			}
+		})
 	}
 }
