@@ -35,9 +35,9 @@ func DecodeHeader(v []byte) (ID, uint64, error) {
 	return id, binary.BigEndian.Uint64(v[16:]), nil
 }
 
-// DefaultDedupWindow is a Deduper's default Window: the sequences
-// remembered below each partition's highest (1 << 20, 128 KiB per spool
-// ID, topic and partition; see Deduper).
+// DefaultDedupWindow is a Deduper's default Window: the span of
+// sequences remembered below each partition's highest (1 << 20, about
+// 144 KiB per spool ID, topic and partition; see Deduper).
 const DefaultDedupWindow = 1 << 20
 
 // Deduper drops the duplicates a spool's at-least-once replay makes, on
@@ -45,35 +45,47 @@ const DefaultDedupWindow = 1 << 20
 // (one Deduper for all of them); it answers whether a record is a copy of
 // one it has seen, on any partition.
 //
-// Per spool ID, topic and partition it keeps the highest sequence seen
-// and a ring bitmap of the Window sequences ending at it (the highest and
-// the Window-1 below), exact inside it. A record is new on its partition
-// when its sequence is above that partition's highest (the ring advances,
-// forgetting the sequences it passes), when it is inside the window and
-// its bit is clear, or when it is below the window. It is a duplicate when
-// its bit is set in the ring of its partition or of any other partition
-// of the topic: a record written while its topic's partitions were
-// unknown goes through the partitioner again at the replay and can land
-// on another partition, so every record tests one bit per partition of
-// the topic the Deduper has seen (O(partitions) per record).
+// Per spool ID, topic and partition it keeps a bitmap of the sequences
+// seen, exact, in blocks of 512 consecutive sequences: the highest
+// Window/512 + 1 blocks that hold a record of the partition (a ring of
+// blocks; a block is 72 bytes). Blocks without a record cost nothing, so
+// the sequences a crash skips (the spool reserves 2^20 sequences ahead
+// and jumps to the reservation after a crash) do not push the records
+// before the crash out: their copies, replayed after one or two crashes,
+// are still caught. Without such gaps the blocks cover at least the
+// Window sequences below the partition's highest.
 //
-// Hence a record parked at a crash and replayed after many later records
-// is new, however far below its partition's highest it is, as long as it
-// was not seen: a record the Deduper has not seen is never dropped. A
-// copy more than Window sequences below the highest of the partition
-// where the first copy was passes as new (a duplicate the consumer
-// sees). A replay re-sends what was acknowledged after the spool's last
-// position write (SyncInterval, 100 ms by default): the records in
-// flight at the crash, far fewer than Window sequences, so its copies
-// fall inside the window. The spool numbers its records across all
-// topics, so the Window covers Window sequences of the spool, not Window
-// records of one partition.
+// A record is a duplicate when its bit is set in the blocks of its
+// partition or of any other partition of the topic: a record written
+// while its topic's partitions were unknown goes through the partitioner
+// again at the replay and can land on another partition, so every record
+// is looked up in every partition of the topic the Deduper has seen
+// (O(partitions × log blocks) per record). It is new otherwise: a record
+// parked at a crash and replayed after many later records is new,
+// however far below its partition's highest it is, as long as it was not
+// seen; a record the Deduper has not seen is never dropped. Reading one
+// partition after another costs nothing (each record's neighbours in
+// sequence being on other partitions).
 //
-// Memory is Window/8 bytes per spool ID, topic and partition seen
-// (128 KiB with the default; 4 partitions: 512 KiB), allocated at a
-// partition's first record, plus the map's entries. A spool ID is never
-// forgotten by itself (a producer's directory keeps its ID across
-// restarts, a new directory makes a new one); Forget drops one.
+// A copy passes as new (a duplicate the consumer sees) only when the
+// first copy's block is no longer kept: more than Window sequences
+// below its partition's highest, gaps not counted. A replay re-sends
+// what was acknowledged after the spool's last position write
+// (SyncInterval, 100 ms by default): the records in flight at the crash,
+// far fewer. The spool numbers its records across all topics, so the
+// window spans Window sequences of the spool, not Window records of one
+// partition.
+//
+// A record that falls between kept blocks in a block of its own (a
+// parked record replayed into a gap) shifts the blocks above it: O(blocks)
+// copies, about 150 KB with the default Window, for such a record.
+//
+// Memory is about (Window/512 + 1) × 72 bytes (Window/8 + Window/64) per
+// spool ID, topic and partition seen: about 144 KiB with the default
+// (4 partitions: 576 KiB), allocated at a partition's first record, plus
+// the map's entries. A spool ID is never forgotten by itself (a
+// producer's directory keeps its ID across restarts, a new directory
+// makes a new one); Forget drops one.
 //
 // A consumer that restarts must give the Deduper the records from before
 // its committed offset again (or keep its state) to recognise duplicates
@@ -82,12 +94,12 @@ const DefaultDedupWindow = 1 << 20
 // The zero value is ready to use with DefaultDedupWindow. A Deduper is
 // safe for concurrent use (one mutex: it serialises the callers).
 type Deduper struct {
-	// Window is how many sequences each partition remembers, ending at
-	// its highest: a copy further below is taken for new. Zero means
-	// DefaultDedupWindow (1 << 20 sequences, 128 KiB per spool ID, topic
-	// and partition); otherwise it is rounded up to a multiple of 64.
-	// Set it before the first Duplicate: a partition keeps the window it
-	// started with.
+	// Window is the span of sequences each partition remembers below its
+	// highest, gaps without its records not counted: a copy further below
+	// is taken for new. Zero means DefaultDedupWindow (1 << 20 sequences,
+	// about 144 KiB per spool ID, topic and partition); otherwise it is
+	// rounded up to a multiple of 512. Set it before the first Duplicate:
+	// a partition keeps the window it started with.
 	Window uint64
 
 	mu     sync.Mutex
@@ -99,19 +111,27 @@ type dedupKey struct {
 	topic string
 }
 
-// topicRings holds the rings of one spool ID and topic, one per
+// topicRings holds the blocks of one spool ID and topic, one ring per
 // partition seen, in the order first seen.
 type topicRings struct {
 	parts []partRing
 }
 
-// partRing is one partition's memory: its highest sequence and the bits
-// of the w = 64*len(bits) sequences (high-w, high], sequence s at bit
-// s mod w.
+// dedupBlockBits is the sequences of a block.
+const dedupBlockBits = 512
+
+// seqBlock is the bits of sequences idx*512 to idx*512+511.
+type seqBlock struct {
+	idx  uint64
+	bits [dedupBlockBits / 64]uint64
+}
+
+// partRing is one partition's memory: a ring of blocks (len(ring) of
+// them at most), n of them in use from head on, sorted by idx.
 type partRing struct {
 	partition int32
-	high      uint64
-	bits      []uint64
+	ring      []seqBlock
+	head, n   int
 }
 
 // Forget drops what the Deduper remembers of spool id, on every topic and
@@ -165,66 +185,97 @@ func (d *Deduper) Duplicate(topic string, partition int32, header []byte) (bool,
 		}
 	}
 	if own < 0 {
-		tr.parts = append(tr.parts, partRing{partition: partition, high: seq, bits: make([]uint64, windowWords(d.Window))})
+		tr.parts = append(tr.parts, partRing{partition: partition, ring: make([]seqBlock, dedupBlocks(d.Window))})
 		own = len(tr.parts) - 1
 	}
-	// A copy is remembered on its partition too: the ring says what was
+	// A copy is remembered on its partition too: the blocks say what was
 	// seen there.
 	tr.parts[own].add(seq)
 	return dup, nil
 }
 
-// windowWords is the words of a ring of window w (0: the default).
-func windowWords(w uint64) int {
+// dedupBlocks is the blocks of a ring for window w (0: the default).
+func dedupBlocks(w uint64) int {
 	if w == 0 {
 		w = DefaultDedupWindow
 	}
-	return int((w + 63) / 64)
+	return int((w+dedupBlockBits-1)/dedupBlockBits) + 1
 }
 
-// has reports whether seq is inside the window and its bit set.
+// at is the i-th block in use, from the lowest.
+func (r *partRing) at(i int) *seqBlock {
+	return &r.ring[(r.head+i)%len(r.ring)]
+}
+
+// search is the first block in use whose idx is at least idx (n if none).
+func (r *partRing) search(idx uint64) int {
+	lo, hi := 0, r.n
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if r.at(m).idx >= idx {
+			hi = m
+		} else {
+			lo = m + 1
+		}
+	}
+	return lo
+}
+
+// has reports whether seq's bit is set in a kept block.
 func (r *partRing) has(seq uint64) bool {
-	w := uint64(len(r.bits)) * 64
-	if seq > r.high || r.high-seq >= w {
+	idx, bit := seq/dedupBlockBits, seq%dedupBlockBits
+	if r.n == 0 {
 		return false
 	}
-	pos := seq % w
-	return r.bits[pos/64]&(1<<(pos%64)) != 0
+	if top := r.at(r.n - 1); idx >= top.idx { // the common case: in the highest block, or above
+		return idx == top.idx && top.bits[bit/64]&(1<<(bit%64)) != 0
+	}
+	i := r.search(idx)
+	if i == r.n {
+		return false
+	}
+	b := r.at(i)
+	return b.idx == idx && b.bits[bit/64]&(1<<(bit%64)) != 0
 }
 
-// add sets seq's bit: above the highest, the ring first advances to it,
-// clearing the bits of the sequences it passes (they held the sequences
-// Window below); below the window, nothing is kept.
+// add sets seq's bit, adding its block if it is not kept: above the
+// highest (the common case) or between kept blocks, the lowest block
+// forgotten when the ring is full; below every kept block with the ring
+// full, nothing is kept (that block would be the one forgotten).
 func (r *partRing) add(seq uint64) {
-	w := uint64(len(r.bits)) * 64
-	if seq > r.high {
-		if n := seq - r.high; n >= w {
-			clear(r.bits)
-		} else {
-			r.clearFrom((r.high+1)%w, n)
+	idx, bit := seq/dedupBlockBits, seq%dedupBlockBits
+	var b *seqBlock
+	switch i := 0; {
+	case r.n > 0 && r.at(r.n-1).idx == idx: // the common case
+		b = r.at(r.n - 1)
+	case r.n == 0 || idx > r.at(r.n-1).idx:
+		if r.n == len(r.ring) {
+			r.head = (r.head + 1) % len(r.ring)
+			r.n--
 		}
-		r.high = seq
-	} else if r.high-seq >= w {
-		return
-	}
-	pos := seq % w
-	r.bits[pos/64] |= 1 << (pos % 64)
-}
-
-// clearFrom clears n < w bits from position pos on, wrapping at w (a
-// multiple of 64, so that a word never straddles the wrap): a word at a
-// time.
-func (r *partRing) clearFrom(pos, n uint64) {
-	w := uint64(len(r.bits)) * 64
-	for n > 0 {
-		off := pos % 64
-		k := min(64-off, n)
-		mask := ^uint64(0)
-		if k < 64 {
-			mask = (1<<k - 1) << off
+		r.n++
+		b = r.at(r.n - 1)
+		*b = seqBlock{idx: idx}
+	default:
+		i = r.search(idx)
+		if r.at(i).idx == idx {
+			b = r.at(i)
+			break
 		}
-		r.bits[pos/64] &^= mask
-		pos = (pos + k) % w
-		n -= k
+		if r.n == len(r.ring) {
+			if i == 0 {
+				return
+			}
+			r.head = (r.head + 1) % len(r.ring)
+			r.n--
+			i--
+		}
+		for j := r.n; j > i; j-- {
+			*r.at(j) = *r.at(j - 1)
+		}
+		r.n++
+		b = r.at(i)
+		*b = seqBlock{idx: idx}
 	}
+	b.bits[bit/64] |= 1 << (bit % 64)
 }

@@ -2,6 +2,7 @@ package spool
 
 import (
 	"testing"
+	"unsafe"
 )
 
 // BenchmarkDeduper feeds one spool ID and topic: "in order" every record
@@ -59,7 +60,7 @@ func BenchmarkDeduper(b *testing.B) {
 			var bytes, n int
 			for _, tr := range d.topics {
 				for _, r := range tr.parts {
-					bytes += 8 * len(r.bits)
+					bytes += int(unsafe.Sizeof(seqBlock{})) * len(r.ring)
 					n++
 				}
 			}

@@ -54,17 +54,27 @@ func TestDeduper(t *testing.T) {
 			{a, 0, 1, false}, {a, 0, 2, false}, {a, 1, 100_000, false}, {a, 0, 100_001, false},
 			{a, 0, 3, false}, {a, 0, 3, true}, {a, 1, 2, true},
 		}},
-		{"a copy below the window passes as new, never an unseen record dropped", 64, []rec{
-			{a, 0, 1, false}, {a, 0, 3, false}, {a, 0, 100, false}, {a, 0, 1, false}, {a, 0, 3, false}, {a, 0, 100, true}, {a, 0, 37, false}, {a, 0, 37, true},
+		// Window 512: the 2 highest blocks of 512 sequences with a record.
+		{"a copy below the window passes as new, never an unseen record dropped", 512, []rec{
+			{a, 0, 1, false}, {a, 0, 3, false}, {a, 0, 1200, false}, {a, 0, 1600, false}, // blocks 0, 2, 3: 0 forgotten
+			{a, 0, 1, false}, {a, 0, 3, false}, {a, 0, 1200, true}, {a, 0, 1100, false}, {a, 0, 1100, true},
 		}},
 		{"runs join", 0, []rec{{a, 0, 1, false}, {a, 0, 3, false}, {a, 0, 2, false}, {a, 0, 9, false}, {a, 0, 7, false}, {a, 0, 1, true}, {a, 0, 8, false}, {a, 0, 3, true}}},
 		{"a retry behind a later record, inside the window", 0, []rec{{a, 0, 5, false}, {a, 0, 9, false}, {a, 0, 7, false}, {a, 0, 7, true}}},
 		// Window 64: sequences 137 to 200 are remembered once 200 is seen.
-		{"far below the highest, unseen: new", 64, []rec{{a, 0, 1, false}, {a, 0, 200, false}, {a, 0, 150, false}, {a, 0, 100, false}, {a, 0, 137, false}, {a, 0, 136, false}, {a, 0, 137, true}, {a, 0, 150, true}, {a, 0, 100, false}}},
-		{"a jump past the window forgets what it passes", 64, []rec{{a, 0, 10, false}, {a, 0, 11, false}, {a, 0, 500, false}, {a, 0, 11, false}, {a, 0, 499, false}, {a, 0, 500, true}}},
-		{"a jump inside the window clears only the bits it passes", 64, []rec{{a, 0, 10, false}, {a, 0, 60, false}, {a, 0, 73, false}, {a, 0, 10, true}, {a, 0, 9, false}, {a, 0, 60, true}, {a, 0, 73, true}, {a, 0, 74, false}, {a, 0, 10, false}, {a, 0, 11, false}, {a, 0, 11, true}}},
-		{"the window rounds up to 64", 10, []rec{{a, 0, 1, false}, {a, 0, 60, false}, {a, 0, 1, true}, {a, 0, 65, false}, {a, 0, 1, false}}},
-		{"another partition's copy below its window passes", 64, []rec{{a, 0, 1, false}, {a, 0, 500, false}, {a, 1, 1, false}, {a, 1, 500, true}}},
+		{"far below the highest, unseen: new; a block between kept ones", 512, []rec{
+			{a, 0, 1, false}, {a, 0, 5000, false}, {a, 0, 4000, false}, {a, 0, 1, false}, {a, 0, 4000, true}, {a, 0, 5000, true}, {a, 0, 1, false},
+		}},
+		// A crash makes the spool's sequences jump (2^20 reserved ahead):
+		// the blocks skip the gap, the records before it are kept.
+		{"a jump keeps the records before it", 512, []rec{
+			{a, 0, 10, false}, {a, 0, 11, false}, {a, 0, 1 << 30, false}, {a, 0, 11, true}, {a, 0, 12, false},
+			{a, 0, 1<<30 - 1, false}, {a, 0, 11, false}, {a, 0, 1 << 30, true}, {a, 0, 1<<30 - 1, true},
+		}},
+		{"the window rounds up to 512", 10, []rec{{a, 0, 1, false}, {a, 0, 600, false}, {a, 0, 1, true}, {a, 0, 1100, false}, {a, 0, 1, false}, {a, 0, 600, true}}},
+		{"another partition's copy below its window passes", 512, []rec{
+			{a, 0, 1, false}, {a, 0, 1100, false}, {a, 0, 1600, false}, {a, 1, 1, false}, {a, 1, 1100, true}, {a, 1, 1, true},
+		}},
 		{"shifts across words", 256, []rec{{a, 0, 0, false}, {a, 0, 2, false}, {a, 0, 70, false}, {a, 0, 130, false}, {a, 0, 2, true}, {a, 0, 1, false}, {a, 0, 0, true}, {a, 0, 69, false}, {a, 0, 70, true}}},
 	}
 	for _, tc := range cases {
@@ -189,21 +199,23 @@ func TestDeduperParkedRecordFarBelow(t *testing.T) {
 }
 
 // TestDeduperAgreesWithAMap: random sequences over 3 partitions and 2
-// spool IDs, with a rising base, give the answers of a model that keeps
-// every sequence seen per partition in a map: a duplicate exactly when
-// some partition of the topic saw the sequence and its highest is less
-// than Window above it.
+// spool IDs, with a rising base and jumps ahead, give the answers of a
+// model that keeps every sequence seen per partition in a map: a
+// duplicate exactly when some partition of the topic saw the sequence and
+// its block of 512 is among the Window/512+1 highest blocks that
+// partition had a record in.
 func TestDeduperAgreesWithAMap(t *testing.T) {
 	cases := []struct {
 		name         string
 		window       uint64
 		span, rise   uint64 // sequences from [base, base+span); the base rises by one every rise records
+		jump         uint64 // now and then a record jumps this far above the base
 		records, ids int
 	}{
-		{"window 64, narrow", 64, 100, 2, 50_000, 1},
-		{"window 64, wide", 64, 300, 1, 50_000, 2},
-		{"window 1000, jumps", 1000, 5000, 1, 50_000, 2},
-		{"default window", 0, 20_000, 1, 50_000, 2},
+		{"window 512, narrow", 512, 1500, 1, 3000, 1_000, 1},
+		{"window 512, wide", 512, 2500, 2, 1 << 20, 20_000, 2},
+		{"window 5000, jumps", 5000, 30_000, 1, 1 << 22, 50_000, 2},
+		{"default window", 0, 200_000, 1, 1 << 21, 50_000, 2},
 	}
 	type key struct {
 		id   ID
@@ -211,26 +223,25 @@ func TestDeduperAgreesWithAMap(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			w := (tc.window + 63) / 64 * 64
-			if tc.window == 0 {
-				w = DefaultDedupWindow
-			}
+			blocks := dedupBlocks(tc.window)
 			rng := rand.New(rand.NewPCG(7, tc.window))
 			d := &Deduper{Window: tc.window}
 			seen := map[key]map[uint64]bool{}
-			high := map[key]uint64{}
+			touched := map[key][]uint64{} // sorted blocks with a record
 			dups := 0
 			for i := range tc.records {
 				id := ID{byte(rng.IntN(tc.ids))}
 				part := int32(rng.IntN(3))
 				seq := uint64(i)/tc.rise + rng.Uint64N(tc.span)
-				if rng.IntN(8) == 0 {
-					seq = uint64(i) / tc.rise * 2 // now and then, a jump ahead
+				if rng.IntN(50) == 0 {
+					seq += tc.jump
 				}
 				want := false
 				for p := range int32(3) {
 					k := key{id, p}
-					if seen[k][seq] && high[k]-seq < w {
+					bs := touched[k]
+					j, _ := slices.BinarySearch(bs, seq/512)
+					if seen[k][seq] && len(bs)-j <= blocks {
 						want = true
 					}
 				}
@@ -247,14 +258,60 @@ func TestDeduperAgreesWithAMap(t *testing.T) {
 				k := key{id, part}
 				if seen[k] == nil {
 					seen[k] = map[uint64]bool{}
-					high[k] = seq
 				}
 				seen[k][seq] = true
-				high[k] = max(high[k], seq)
+				if j, found := slices.BinarySearch(touched[k], seq/512); !found {
+					touched[k] = slices.Insert(touched[k], j, seq/512)
+				}
 			}
 			if dups == 0 || dups == tc.records {
 				t.Fatalf("%d duplicates of %d records: the case tests nothing", dups, tc.records)
 			}
 		})
+	}
+}
+
+// TestDeduperCopiesAfterCrashJumps is the offline crash run's shape: the
+// spool's sequences jump 2^20 (its reservation) at each restart, and a
+// record of round 0 can be replayed after round 2's first records (round
+// 1 crashed before its replay ended). 4 partitions, sequence s of a round
+// on partition s mod 4, read partition after partition. A window of 2^20
+// sequences below the highest let the copies pass; the blocks skip the
+// gaps.
+func TestDeduperCopiesAfterCrashJumps(t *testing.T) {
+	const parts, perRound, copies, jump = 4, 40_000, 500, 1 << 20
+	var d Deduper
+	id := ID{4}
+	dropped := 0
+	for p := range uint64(parts) {
+		var log []uint64
+		var round0 []uint64
+		for r := range uint64(3) {
+			base := r * (perRound + jump)
+			for s := base + p; s < base+perRound; s += parts {
+				log = append(log, s)
+				if r == 0 {
+					round0 = append(round0, s)
+				}
+			}
+		}
+		cp := round0[len(round0)-copies:]
+		log = slices.Concat(log, cp)
+		for i, s := range log {
+			dup, err := d.Duplicate("t", int32(p), EncodeHeader(id, s))
+			if err != nil {
+				t.Fatal(err)
+			}
+			isCopy := i >= len(log)-copies
+			if dup && !isCopy {
+				t.Fatalf("partition %d: original %d dropped", p, s)
+			}
+			if dup {
+				dropped++
+			}
+		}
+	}
+	if dropped != parts*copies {
+		t.Fatalf("%d copies dropped of %d", dropped, parts*copies)
 	}
 }
