@@ -3,7 +3,6 @@ package spool
 import (
 	"encoding/binary"
 	"errors"
-	"slices"
 	"sync"
 )
 
@@ -36,62 +35,75 @@ func DecodeHeader(v []byte) (ID, uint64, error) {
 	return id, binary.BigEndian.Uint64(v[16:]), nil
 }
 
-// DefaultDedupWindow is a Deduper's default Window: how many runs of
-// consecutive sequences it keeps per spool ID and topic (at most about
-// 2 MiB per spool ID and topic; see Deduper).
-const DefaultDedupWindow = 1 << 16
+// DefaultDedupWindow is a Deduper's default Window: the span of
+// sequences remembered below each partition's highest (1 << 20, about
+// 144 KiB per spool ID, topic and partition; see Deduper).
+const DefaultDedupWindow = 1 << 20
 
 // Deduper drops the duplicates a spool's at-least-once replay makes, on
 // the consumer's side. Feed it the records of every partition of a topic
 // (one Deduper for all of them); it answers whether a record is a copy of
 // one it has seen, on any partition.
 //
-// Per spool ID and topic it keeps the set of sequences seen, as sorted
-// runs of consecutive sequences. A record is a duplicate when its
-// sequence is in the set, wherever the copy was (a record written while
-// its topic's partitions were unknown goes through the partitioner again
-// at the replay, and can land on another partition); it is new otherwise,
-// however far below the highest sequence seen it is: a record parked at
-// the crash and replayed after many later records is not dropped.
+// Per spool ID, topic and partition it keeps a bitmap of the sequences
+// seen, exact, in blocks of 512 consecutive sequences: the highest
+// Window/512 + 1 blocks that hold a record of the partition (a ring of
+// blocks; a block is 72 bytes). Blocks without a record cost nothing, so
+// the sequences a crash skips (the spool reserves 2^20 sequences ahead
+// and jumps to the reservation after a crash) do not push the records
+// before the crash out: their copies, replayed after one or two crashes,
+// are still caught. Without such gaps the blocks cover at least the
+// Window sequences below the partition's highest.
 //
-// Memory is bounded by Window runs per spool ID and topic. The spool
-// gives sequences in Append order across all topics and partitions, so a
-// topic's sequences form few runs: one while a single topic is written
-// and every partition is read, and a run per stretch of the topic's
-// records between other topics' records otherwise (or between records
-// the consumer has not read yet). Past Window runs the lowest run is
-// forgotten: a copy of a record that old is then taken for new (a
-// duplicate the consumer sees), never the reverse; a record the Deduper
-// has not seen is never dropped. A replay re-sends what was acknowledged
-// after the spool's last position write (SyncInterval, 100 ms by
-// default), so its copies are among the last records seen. At worst
-// (one record per run: topics or partitions interleaved record by
-// record) only the last Window records of a spool ID and topic are
-// remembered.
+// A record is a duplicate when its bit is set in the blocks of its
+// partition or of any other partition of the topic: a record written
+// while its topic's partitions were unknown goes through the partitioner
+// again at the replay and can land on another partition, so every record
+// is looked up in every partition of the topic the Deduper has seen
+// (O(partitions × log blocks) per record). It is new otherwise: a record
+// parked at a crash and replayed after many later records is new,
+// however far below its partition's highest it is, as long as it was not
+// seen; a record the Deduper has not seen is never dropped. Reading one
+// partition after another costs nothing (each record's neighbours in
+// sequence being on other partitions).
 //
-// The runs are kept in blocks of at most 128 (16 bytes a run, each block
-// 2 KiB, every block but the last at least half full), so a record costs
-// O(log Window) comparisons and a shift within one block, and the memory
-// is at most about 2 × 16 × Window bytes per spool ID and topic: 2 MiB
-// with the default, about half that when runs come in sequence order.
-// That is multiplied by the spool IDs and topics seen: a spool ID is
-// never forgotten by itself (a producer's directory keeps its ID across
-// restarts, a new directory makes a new one); Forget drops one.
+// A copy passes as new (a duplicate the consumer sees) only when the
+// first copy's block is no longer kept: more than Window sequences
+// below its partition's highest, gaps not counted. A replay re-sends
+// what was acknowledged after the spool's last position write
+// (SyncInterval, 100 ms by default): the records in flight at the crash,
+// far fewer. The spool numbers its records across all topics, so the
+// window spans Window sequences of the spool, not Window records of one
+// partition.
+//
+// A record that falls between kept blocks in a block of its own (a
+// parked record replayed into a gap) shifts the blocks above it: O(blocks)
+// copies, about 150 KB with the default Window, for such a record.
+//
+// Memory is about (Window/512 + 1) × 72 bytes (Window/8 + Window/64) per
+// spool ID, topic and partition seen: about 144 KiB with the default
+// (4 partitions: 576 KiB), allocated at a partition's first record, plus
+// the map's entries. A spool ID is never forgotten by itself (a
+// producer's directory keeps its ID across restarts, a new directory
+// makes a new one); Forget drops one.
 //
 // A consumer that restarts must give the Deduper the records from before
 // its committed offset again (or keep its state) to recognise duplicates
 // of them.
 //
 // The zero value is ready to use with DefaultDedupWindow. A Deduper is
-// safe for concurrent use.
+// safe for concurrent use (one mutex: it serialises the callers).
 type Deduper struct {
-	// Window bounds the memory: the runs of consecutive sequences kept
-	// per spool ID and topic (see above); zero means DefaultDedupWindow
-	// (65 536 runs).
+	// Window is the span of sequences each partition remembers below its
+	// highest, gaps without its records not counted: a copy further below
+	// is taken for new. Zero means DefaultDedupWindow (1 << 20 sequences,
+	// about 144 KiB per spool ID, topic and partition); otherwise it is
+	// rounded up to a multiple of 512. Set it before the first Duplicate:
+	// a partition keeps the window it started with.
 	Window uint64
 
 	mu     sync.Mutex
-	topics map[dedupKey]*seqRuns
+	topics map[dedupKey]*topicRings
 }
 
 type dedupKey struct {
@@ -99,27 +111,34 @@ type dedupKey struct {
 	topic string
 }
 
-// seqRuns is a set of sequences: sorted, disjoint, non-adjacent runs,
-// kept in sorted blocks of at most blockRuns runs (each block's array
-// has room for blockRuns+1, never grown), so that adding a run or
-// joining two shifts at most one block: O(log w + blockRuns) per record
-// where a single sorted slice shifted O(w). Every block but the last
-// holds at least blockRuns/2 runs, which bounds the memory.
-type seqRuns struct {
-	blocks [][]seqRun // non-empty blocks, in order
-	n      int        // runs in all the blocks
+// topicRings holds the blocks of one spool ID and topic, one ring per
+// partition seen, in the order first seen.
+type topicRings struct {
+	parts []partRing
 }
 
-type seqRun struct{ lo, hi uint64 } // inclusive
+// dedupBlockBits is the sequences of a block.
+const dedupBlockBits = 512
 
-// blockRuns is the most runs a block holds (16 bytes each: 2 KiB).
-const blockRuns = 128
+// seqBlock is the bits of sequences idx*512 to idx*512+511.
+type seqBlock struct {
+	idx  uint64
+	bits [dedupBlockBits / 64]uint64
+}
 
-// Forget drops what the Deduper remembers of spool id, on every topic,
-// and frees its memory: a copy of one of its records is taken for new
-// afterwards. Use it for a spool that will send nothing again (its
-// directory deleted). Forget costs a pass over the spool IDs and topics
-// remembered.
+// partRing is one partition's memory: a ring of blocks (len(ring) of
+// them at most), n of them in use from head on, sorted by idx.
+type partRing struct {
+	partition int32
+	ring      []seqBlock
+	head, n   int
+}
+
+// Forget drops what the Deduper remembers of spool id, on every topic and
+// partition, and frees its memory: a copy of one of its records is taken
+// for new afterwards. Use it for a spool that will send nothing again
+// (its directory deleted). Forget costs a pass over the spool IDs and
+// topics remembered.
 func (d *Deduper) Forget(id ID) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -132,8 +151,9 @@ func (d *Deduper) Forget(id ID) {
 
 // Duplicate reports whether the record in topic/partition whose HeaderKey
 // value is header is a copy of one already seen (on any partition of the
-// topic), and remembers it. A record without the header (header nil) is
-// never a duplicate; a malformed one returns ErrBadHeader.
+// topic, within the Window), and remembers it. A record without the
+// header (header nil) is never a duplicate; a malformed one returns
+// ErrBadHeader (and is not remembered).
 func (d *Deduper) Duplicate(topic string, partition int32, header []byte) (bool, error) {
 	if header == nil {
 		return false, nil
@@ -144,97 +164,55 @@ func (d *Deduper) Duplicate(topic string, partition int32, header []byte) (bool,
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	w := d.Window
+	if d.topics == nil {
+		d.topics = make(map[dedupKey]*topicRings)
+	}
+	k := dedupKey{id: id, topic: topic}
+	tr := d.topics[k]
+	if tr == nil {
+		tr = &topicRings{}
+		d.topics[k] = tr
+	}
+	dup := false
+	own := -1
+	for i := range tr.parts {
+		r := &tr.parts[i]
+		if r.partition == partition {
+			own = i
+		}
+		if !dup && r.has(seq) {
+			dup = true
+		}
+	}
+	if own < 0 {
+		tr.parts = append(tr.parts, partRing{partition: partition, ring: make([]seqBlock, dedupBlocks(d.Window))})
+		own = len(tr.parts) - 1
+	}
+	// A copy is remembered on its partition too: the blocks say what was
+	// seen there.
+	tr.parts[own].add(seq)
+	return dup, nil
+}
+
+// dedupBlocks is the blocks of a ring for window w (0: the default).
+func dedupBlocks(w uint64) int {
 	if w == 0 {
 		w = DefaultDedupWindow
 	}
-	if d.topics == nil {
-		d.topics = make(map[dedupKey]*seqRuns)
-	}
-	k := dedupKey{id: id, topic: topic}
-	rs := d.topics[k]
-	if rs == nil {
-		rs = &seqRuns{}
-		d.topics[k] = rs
-	}
-	return rs.see(seq, w), nil
+	return int((w+dedupBlockBits-1)/dedupBlockBits) + 1
 }
 
-// see adds seq to the set, reporting whether it was there, and forgets
-// the lowest runs past w.
-func (rs *seqRuns) see(seq, w uint64) bool {
-	nb := len(rs.blocks)
-	if nb == 0 {
-		blk := make([]seqRun, 1, blockRuns+1)
-		blk[0] = seqRun{seq, seq}
-		rs.blocks = append(rs.blocks, blk)
-		rs.n = 1
-		return false
-	}
-	// The common case: above every run (records in sequence order).
-	last := rs.blocks[nb-1]
-	if top := &last[len(last)-1]; seq > top.hi {
-		if seq == top.hi+1 {
-			top.hi = seq
-			return false
-		}
-		rs.insert(nb-1, len(last), seq)
-		rs.trim(w)
-		return false
-	}
-	// Below every run.
-	if bottom := &rs.blocks[0][0]; seq < bottom.lo {
-		if seq+1 == bottom.lo {
-			bottom.lo = seq
-			return false
-		}
-		if uint64(rs.n) >= w {
-			// It would be the lowest run, forgotten at once.
-			return false
-		}
-		rs.insert(0, 0, seq)
-		return false
-	}
-	// The first block, and the first run in it, ending at or above seq:
-	// there is one (seq is not above every run).
-	b := searchRuns(nb, func(j int) bool { blk := rs.blocks[j]; return blk[len(blk)-1].hi >= seq })
-	blk := rs.blocks[b]
-	i := searchRuns(len(blk), func(j int) bool { return blk[j].hi >= seq })
-	next := &blk[i]
-	if next.lo <= seq {
-		return true
-	}
-	// The run before seq: there is one (seq is not below every run).
-	var prev *seqRun
-	if i > 0 {
-		prev = &blk[i-1]
-	} else {
-		pb := rs.blocks[b-1]
-		prev = &pb[len(pb)-1]
-	}
-	joinsPrev := prev.hi+1 == seq
-	joinsNext := seq+1 == next.lo
-	switch {
-	case joinsPrev && joinsNext:
-		prev.hi = next.hi
-		rs.remove(b, i)
-	case joinsPrev:
-		prev.hi = seq
-	case joinsNext:
-		next.lo = seq
-	default:
-		rs.insert(b, i, seq)
-		rs.trim(w)
-	}
-	return false
+// at is the i-th block in use, from the lowest.
+func (r *partRing) at(i int) *seqBlock {
+	return &r.ring[(r.head+i)%len(r.ring)]
 }
 
-// searchRuns is sort.Search: the first j in [0, n) for which f is true.
-func searchRuns(n int, f func(int) bool) int {
-	lo, hi := 0, n
+// search is the first block in use whose idx is at least idx (n if none).
+func (r *partRing) search(idx uint64) int {
+	lo, hi := 0, r.n
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		if f(m) {
+		if r.at(m).idx >= idx {
 			hi = m
 		} else {
 			lo = m + 1
@@ -243,52 +221,61 @@ func searchRuns(n int, f func(int) bool) int {
 	return lo
 }
 
-// insert adds the run {seq, seq} at index i of block b, splitting the
-// block when it overflows: in two halves, or, for an append at the end
-// of the last block (sequence order), into a full block and a new one.
-func (rs *seqRuns) insert(b, i int, seq uint64) {
-	blk := slices.Insert(rs.blocks[b], i, seqRun{seq, seq}) // within its capacity
-	rs.n++
-	if len(blk) <= blockRuns {
-		rs.blocks[b] = blk
-		return
+// has reports whether seq's bit is set in a kept block.
+func (r *partRing) has(seq uint64) bool {
+	idx, bit := seq/dedupBlockBits, seq%dedupBlockBits
+	if r.n == 0 {
+		return false
 	}
-	h := len(blk) / 2
-	if b == len(rs.blocks)-1 && i == len(blk)-1 {
-		h = blockRuns
+	if top := r.at(r.n - 1); idx >= top.idx { // the common case: in the highest block, or above
+		return idx == top.idx && top.bits[bit/64]&(1<<(bit%64)) != 0
 	}
-	right := append(make([]seqRun, 0, blockRuns+1), blk[h:]...)
-	rs.blocks[b] = blk[:h]
-	rs.blocks = slices.Insert(rs.blocks, b+1, right)
+	i := r.search(idx)
+	if i == r.n {
+		return false
+	}
+	b := r.at(i)
+	return b.idx == idx && b.bits[bit/64]&(1<<(bit%64)) != 0
 }
 
-// remove deletes the run at index i of block b, and keeps every block
-// but the last at least half full: an emptied block goes, and one below
-// half is merged with the next (or shares the next's runs with it).
-func (rs *seqRuns) remove(b, i int) {
-	blk := slices.Delete(rs.blocks[b], i, i+1)
-	rs.n--
-	rs.blocks[b] = blk
-	switch {
-	case len(blk) == 0:
-		rs.blocks = slices.Delete(rs.blocks, b, b+1)
-	case b == len(rs.blocks)-1 || len(blk) >= blockRuns/2:
-	default:
-		nx := rs.blocks[b+1]
-		if len(blk)+len(nx) <= blockRuns {
-			rs.blocks[b] = append(blk, nx...)
-			rs.blocks = slices.Delete(rs.blocks, b+1, b+2)
-			return
+// add sets seq's bit, adding its block if it is not kept: above the
+// highest (the common case) or between kept blocks, the lowest block
+// forgotten when the ring is full; below every kept block with the ring
+// full, nothing is kept (that block would be the one forgotten).
+func (r *partRing) add(seq uint64) {
+	idx, bit := seq/dedupBlockBits, seq%dedupBlockBits
+	var b *seqBlock
+	switch i := 0; {
+	case r.n > 0 && r.at(r.n-1).idx == idx: // the common case
+		b = r.at(r.n - 1)
+	case r.n == 0 || idx > r.at(r.n-1).idx:
+		if r.n == len(r.ring) {
+			r.head = (r.head + 1) % len(r.ring)
+			r.n--
 		}
-		k := (len(blk)+len(nx))/2 - len(blk)
-		rs.blocks[b] = append(blk, nx[:k]...)
-		rs.blocks[b+1] = nx[:copy(nx, nx[k:])]
+		r.n++
+		b = r.at(r.n - 1)
+		*b = seqBlock{idx: idx}
+	default:
+		i = r.search(idx)
+		if r.at(i).idx == idx {
+			b = r.at(i)
+			break
+		}
+		if r.n == len(r.ring) {
+			if i == 0 {
+				return
+			}
+			r.head = (r.head + 1) % len(r.ring)
+			r.n--
+			i--
+		}
+		for j := r.n; j > i; j-- {
+			*r.at(j) = *r.at(j - 1)
+		}
+		r.n++
+		b = r.at(i)
+		*b = seqBlock{idx: idx}
 	}
-}
-
-// trim forgets the lowest runs beyond w.
-func (rs *seqRuns) trim(w uint64) {
-	for uint64(rs.n) > w {
-		rs.remove(0, 0)
-	}
+	b.bits[bit/64] |= 1 << (bit % 64)
 }
