@@ -36,7 +36,10 @@ const (
 	// it is delivered (it is then in Kafka), never if it fails. Records
 	// in memory never expire either (DeliveryTimeout does not apply with a
 	// spool): they wait for the cluster until Close, while new records go
-	// to disk.
+	// to disk. The cluster is seen unreachable only through the produce
+	// connections (a dial failed, a connection broke): a cluster down
+	// before New, whose metadata never came, is not, and records then
+	// stay in memory (not crash-safe) until memory is full.
 	SpoolOverflow SpoolMode = "overflow"
 )
 
@@ -54,10 +57,25 @@ const (
 // topic sent later follow it, so none overtakes it). A spilled record
 // costs 64 bytes of memory in that queue (its completion and sequence;
 // up to twice that while the queue grows; not counted in BufferMemory)
-// besides what the caller's Future holds.
+// besides what the caller's Future holds. The queue is bounded only by
+// the spool: at worst MaxBytes / the smallest record's entry records
+// (64 bytes each); its backing array is let go when it empties above
+// 4096 entries.
 // Send waits only at MaxBytes (below). Flush waits for spilled records;
 // Close too until its ctx ends, when those still on disk fail with
-// ErrClosed (on the drainer goroutine) and stay in the spool.
+// ErrClosed (on the drainer goroutine) and stay in the spool. Except
+// during New's replay of a backlog: Close stops the replay at once, and
+// every record spilled meanwhile (of any topic) fails at once with
+// ErrClosed and stays in the spool, Close returning nil.
+//
+// A spilled record (or a backlog record) the drainer cannot read back
+// from the spool is read again, 5 times in all (100 ms, doubling,
+// between); then it fails with ErrSpoolFailed (on the drainer goroutine,
+// logged at Error) and stays in the spool, and so does every later
+// record of its topic, which fails the same way until Close, so that
+// none overtakes it: the next New sends them all, in order. A spilled
+// record whose Send's ctx ended before the drainer reached it fails
+// with the ctx's error and leaves the spool.
 //
 // A record leaves the spool when the broker acknowledges it: with
 // AcksAll (the default) once the in-sync replicas have it; with
@@ -393,11 +411,13 @@ func (p *Producer) sendSpooled(ctx context.Context, t *topicState, rec *Record, 
 	}
 	c.obs = p.spoolObs(c.obs, seq)
 	if overflow || t.spilling.Load() > 0 {
+		p.spillSticky(t, rec, part, parts)
 		p.spill(ctx, t, rec, seq, c)
 		return
 	}
 	err = p.appendSpooled(ctx, t, rec, part, parts, seq, &c, false)
 	if err != nil && errors.Is(err, ErrBufferExhausted) && !errors.Is(err, ErrClosed) {
+		p.spillSticky(t, rec, part, parts)
 		p.spill(ctx, t, rec, seq, c) // no room at once
 		return
 	}
@@ -405,10 +425,11 @@ func (p *Producer) sendSpooled(ctx context.Context, t *topicState, rec *Record, 
 		p.observeExhausted(rec.Topic, recordbatch.BodySize(rec.Key, rec.Value, rec.Headers), err)
 		c.obs.spool = nil // acknowledged here, not by the completion
 		if !p.spool.Ack(seq) {
-			// The spool closed first (Close's ctx ended while this Send
-			// waited for memory), or failed (it writes no position
-			// again): the record stays in the log, and the next New
-			// sends it again, as for any record Close gave up on.
+			// The spool closed first (Close ended while this Send was
+			// between its spool write and its append, which failed with
+			// ErrClosed), or failed (it writes no position again): the
+			// record stays in the log, and the next New sends it again,
+			// as for any record Close gave up on.
 			// Persisted follows the log as for any written record (under
 			// SyncAlways, only if an fsync covered it).
 			p.markPersisted(&c, seq)
@@ -499,6 +520,19 @@ func (r *reachability) unreachable() bool {
 	}
 	since := r.downSince.Load()
 	return since != 0 && time.Now().UnixNano()-since >= int64(overflowUnreachableAfter)
+}
+
+// spillSticky tells the sticky partitioner of a record it chose the
+// partition of (parts set) and that is spilled: the drainer appends it
+// with that partition, which is not the partitioner's choice again, so
+// without this the partitioner would never move on while its topic
+// spills (every keyless record on one partition).
+func (p *Producer) spillSticky(t *topicState, rec *Record, part int32, parts []*accPartition) {
+	if parts == nil {
+		return
+	}
+	size := recordbatch.BodySize(rec.Key, rec.Value, rec.Headers)
+	t.sticky.appended(part, size, int32(len(parts)), func(i int32) int { return parts[i].Load() })
 }
 
 // spill puts a record written to the spool at seq in the drainer's queue,

@@ -59,7 +59,14 @@ type drainer struct {
 	ctx context.Context
 	// last is, per backlog topic, its last backlog sequence at New and
 	// whether it was reached (drainer goroutine only).
-	last   map[*topicState]uint64
+	last map[*topicState]uint64
+	// broken is, per topic, the read error that left one of its records
+	// (spilled, or of New's backlog) in the spool unread (drainer
+	// goroutine only). Each holds one count of its topic's spilling until
+	// the drainer stops, so that no later record of the topic overtakes
+	// the one left behind: they are failed the same way (ErrSpoolFailed,
+	// not acknowledged) and stay in the spool behind it, for the next New.
+	broken map[*topicState]error
 	exited chan struct{} // closed when runDrain returns; Close waits for it
 	goid   atomic.Uint64 // the drainer goroutine's id (ownGoroutine)
 }
@@ -68,7 +75,7 @@ type drainer struct {
 // the backlog's topics are spilling until their last backlog record is in
 // memory, so Sends of those topics spill behind it instead of waiting.
 func (p *Producer) startDrain() {
-	d := &drainer{kick: make(chan struct{}, 1), exited: make(chan struct{}), last: map[*topicState]uint64{}, ctx: p.closing}
+	d := &drainer{kick: make(chan struct{}, 1), exited: make(chan struct{}), last: map[*topicState]uint64{}, broken: map[*topicState]error{}, ctx: p.closing}
 	for _, b := range p.spool.Recovery().Backlog {
 		t, err := p.topic(b.Topic)
 		if err != nil {
@@ -111,7 +118,7 @@ func (d *drainer) take() (spilled, bool) {
 			d.queue[d.head] = spilled{}
 			d.head++
 			if d.head == len(d.queue) {
-				d.queue, d.head = d.queue[:0], 0
+				d.queue, d.head = d.releaseQueue(), 0
 			} else if d.head >= 1024 && d.head*2 >= len(d.queue) {
 				n := copy(d.queue, d.queue[d.head:])
 				clear(d.queue[n:])
@@ -127,6 +134,21 @@ func (d *drainer) take() (spilled, bool) {
 			return spilled{}, false
 		}
 	}
+}
+
+// queueKeepCap is the largest capacity the drainer's queue keeps once it
+// empties (4096 entries, 256 KiB): a larger backing array, grown by a
+// burst of spills, is released for the garbage collector.
+const queueKeepCap = 4096
+
+// releaseQueue returns the empty queue to go on with: the same backing
+// array unless it is larger than queueKeepCap. d.mu held.
+func (d *drainer) releaseQueue() []spilled {
+	if cap(d.queue) > queueKeepCap {
+		return nil
+	}
+	clear(d.queue)
+	return d.queue[:0]
 }
 
 // runDrain is the drainer goroutine.
@@ -159,6 +181,10 @@ func (p *Producer) stopDrain(d *drainer) {
 		t.spilling.Add(-1)
 	}
 	clear(d.last)
+	for t := range d.broken {
+		t.spilling.Add(-1)
+	}
+	clear(d.broken)
 	d.mu.Lock()
 	d.stopped = true
 	rest := d.queue[d.head:]
@@ -174,8 +200,7 @@ func (p *Producer) stopDrain(d *drainer) {
 func (d *drainer) purge(p *Producer) int {
 	d.mu.Lock()
 	rest := slices.Clone(d.queue[d.head:])
-	clear(d.queue)
-	d.queue, d.head = d.queue[:0], 0
+	d.queue, d.head = d.releaseQueue(), 0
 	d.mu.Unlock()
 	for i := range rest {
 		p.failSpilled(&rest[i], fmt.Errorf("%w: the record was spilled to the spool, not yet in memory, when Purge was called", ErrPurged))
@@ -190,9 +215,43 @@ func (p *Producer) failSpilled(s *spilled, err error) {
 	s.t.spilling.Add(-1)
 }
 
+// drainReadAttempts bounds the reads of the spool the drainer tries
+// before it gives a record up as unreadable (as the exactly-once driver's
+// eosReadAttempts): a read of New's backlog, or of a spilled record, that
+// fails is tried again after drainReadBackoff.
+const drainReadAttempts = 5
+
+// drainReadBackoff is the wait before read attempt+1: 100 ms, doubling
+// (1.5 s over the 4 waits).
+func drainReadBackoff(attempt int) time.Duration {
+	return 100 * time.Millisecond << min(attempt-1, 4)
+}
+
+// breakTopic marks t broken by err (drainer goroutine): it stays spilling
+// until the drainer stops, and its later spilled records fail with
+// ErrSpoolFailed, not acknowledged, in order behind the unread one.
+// held tells that the caller hands over a spilling count it holds (a
+// backlog topic's).
+func (p *Producer) breakTopic(d *drainer, t *topicState, err error, held bool) {
+	if _, ok := d.broken[t]; ok {
+		if held {
+			t.spilling.Add(-1)
+		}
+		return
+	}
+	if !held {
+		t.spilling.Add(1)
+	}
+	d.broken[t] = err
+	p.log.Error("producer: a record of the topic cannot be read back from the spool; it and every later record of the topic fail with ErrSpoolFailed and stay in the spool for the next New", "topic", t.name, "err", err)
+}
+
 // replayBacklog appends New's backlog (spool.Unacked) in sequence order;
 // each topic stops being a backlog topic once its last backlog record is
-// in memory. It returns false once the producer is closing.
+// in memory. A read error reads again from the last sequence read, after
+// drainReadBackoff, up to drainReadAttempts times without progress; then
+// the backlog topics not done are broken (breakTopic), and the drainer
+// goes on with the queue. It returns false once the producer is closing.
 func (p *Producer) replayBacklog(d *drainer) bool {
 	done := func(t *topicState) {
 		if _, ok := d.last[t]; ok {
@@ -200,16 +259,39 @@ func (p *Producer) replayBacklog(d *drainer) bool {
 			t.spilling.Add(-1)
 		}
 	}
-	for e, err := range p.spool.Unacked() {
-		if err != nil {
-			p.log.Error("producer: reading the spool's backlog failed; the records not sent again yet will be at the next New", "err", err)
-			return false
+	var next uint64 // the lowest sequence not read yet
+	for attempt := 1; ; attempt++ {
+		var rerr error
+		for e, err := range p.spool.Unacked() {
+			if err != nil {
+				rerr = err
+				break
+			}
+			if e.Seq < next {
+				continue // read by an earlier attempt
+			}
+			next, attempt = e.Seq+1, 1
+			if !p.replayOne(d, e) {
+				return false
+			}
+			if t, err := p.topic(e.Topic); err == nil && e.Seq >= d.last[t] {
+				done(t)
+			}
 		}
-		if !p.replayOne(d, e) {
-			return false
+		if rerr == nil {
+			break
 		}
-		if t, err := p.topic(e.Topic); err == nil && e.Seq >= d.last[t] {
-			done(t)
+		if attempt >= drainReadAttempts {
+			err := fmt.Errorf("%w: reading the spool's backlog failed %d times: %w", ErrSpoolFailed, attempt, rerr)
+			for t := range d.last {
+				p.breakTopic(d, t, err, true)
+			}
+			clear(d.last)
+			return true
+		}
+		p.log.Warn("producer: reading the spool's backlog failed; reading it again", "attempt", attempt, "err", rerr)
+		if sleepCtx(d.ctx, drainReadBackoff(attempt)) != nil {
+			return false
 		}
 	}
 	for t := range d.last {
@@ -260,23 +342,53 @@ func (p *Producer) replayOne(d *drainer, e spool.Entry) bool {
 // waiting for memory as long as it takes (until Close). It returns false
 // once the producer is closing.
 func (p *Producer) drainOne(d *drainer, cur *spool.Cursor, s spilled) bool {
+	closedErr := func() error {
+		return fmt.Errorf("%w: the record was in the spool, not yet back in memory; the next New sends it again", ErrClosed)
+	}
 	if d.ctx.Err() != nil {
-		p.failSpilled(&s, fmt.Errorf("%w: the record was in the spool, not yet back in memory; the next New sends it again", ErrClosed))
+		p.failSpilled(&s, closedErr())
 		return false
 	}
-	e, ok, err := p.readSpooled(d.ctx, cur, s.seq)
-	if err != nil && d.ctx.Err() != nil {
-		p.failSpilled(&s, fmt.Errorf("%w: the record was in the spool, not yet back in memory; the next New sends it again", ErrClosed))
-		return false
+	if err := spilledCtxErr(&s); err != nil {
+		// Its Send's ctx ended: it fails as a record swept from memory
+		// would (acknowledged: its caller was told it was not sent).
+		p.failSpilled(&s, err)
+		return true
 	}
-	if err != nil || !ok {
-		// The record is not readable: an I/O error, or damage. It stays
-		// in the spool (not acknowledged): the next New tries it again.
-		if err == nil {
-			err = errors.New("not found in the spool's log")
+	if berr := d.broken[s.t]; berr != nil {
+		p.failUnread(&s, fmt.Errorf("%w: an earlier record of the topic could not be read back from the spool; this one stays in the spool behind it, for the next New (%w)", ErrSpoolFailed, berr))
+		return true
+	}
+	var e spool.Entry
+	var ok bool
+	var err error
+	for attempt := 1; ; attempt++ {
+		e, ok, err = p.readSpooled(d.ctx, cur, s.seq)
+		if err != nil && d.ctx.Err() != nil {
+			p.failSpilled(&s, closedErr())
+			return false
 		}
-		p.log.Error("producer: reading a spilled record back from the spool failed", "topic", s.t.name, "seq", s.seq, "err", err)
-		p.failSpilled(&s, fmt.Errorf("%w: reading the record back from the spool: %w", ErrSpoolFailed, err))
+		if err == nil || attempt >= drainReadAttempts {
+			break
+		}
+		p.log.Warn("producer: reading a spilled record back from the spool failed; reading it again", "topic", s.t.name, "seq", s.seq, "attempt", attempt, "err", err)
+		if sleepCtx(d.ctx, drainReadBackoff(attempt)) != nil {
+			p.failSpilled(&s, closedErr())
+			return false
+		}
+	}
+	if err != nil {
+		// Not readable: it stays in the spool (not acknowledged), and so
+		// do the topic's records after it, for the next New.
+		err = fmt.Errorf("%w: reading the record back from the spool failed %d times: %w", ErrSpoolFailed, drainReadAttempts, err)
+		p.breakTopic(d, s.t, err, false)
+		p.failUnread(&s, err)
+		return true
+	}
+	if !ok {
+		// Not in the log (damage): nothing of it is left to send again.
+		p.log.Error("producer: a spilled record is not in the spool's log (damage)", "topic", s.t.name, "seq", s.seq)
+		p.failUnread(&s, fmt.Errorf("%w: reading the record back from the spool: not found in the spool's log", ErrSpoolFailed))
 		return true
 	}
 	rec, _ := p.entryRecord(e) // its completion has Send's timestamp
@@ -289,6 +401,27 @@ func (p *Producer) drainOne(d *drainer, cur *spool.Cursor, s spilled) bool {
 		p.resweepIfEnded(s.ctx)
 	}
 	return true
+}
+
+// spilledCtxErr is the error of a spilled record whose Send's ctx has
+// ended, nil otherwise.
+func spilledCtxErr(s *spilled) error {
+	if s.c.obs != nil && s.c.obs.g != nil && s.c.obs.g.hasEnded() {
+		return s.c.obs.g.err()
+	}
+	if s.ctx != nil && s.ctx.Err() != nil {
+		return ctxEndedErr(s.ctx.Err())
+	}
+	return nil
+}
+
+// failUnread fails a spilled record not read back with err, without
+// acknowledging it: it stays in the spool, for the next New.
+func (p *Producer) failUnread(s *spilled, err error) {
+	if s.c.obs != nil {
+		s.c.obs.spool = nil
+	}
+	p.failSpilled(s, err)
 }
 
 // drainAppend appends a record read from the spool with its partition,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 	"unsafe"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/samsa-go/samsa/internal/spoolfault"
 	"github.com/samsa-go/samsa/internal/testbroker"
 	"github.com/samsa-go/samsa/spool"
 )
@@ -426,4 +428,296 @@ func TestSpoolSpillConcurrentSendersKeepOrder(t *testing.T) {
 	}
 	assert.Empty(t, reopenUnacked(t, dir))
 	requireNoGoroutinesLeft(t, before)
+}
+
+// spoolPartitions reopens the spool in dir and counts its unacknowledged
+// records per partition.
+func spoolPartitions(t *testing.T, dir string) map[int32]int {
+	t.Helper()
+	sp, err := spool.Open(spool.Options{Dir: dir})
+	require.NoError(t, err)
+	defer sp.Close()
+	out := map[int32]int{}
+	for e, err := range sp.Unacked() {
+		require.NoError(t, err)
+		out[e.Partition]++
+	}
+	return out
+}
+
+// TestSpoolSpilledReadErrors: a spilled record whose read back fails is
+// read again (a transient error delivers it); a read that keeps failing
+// fails it with ErrSpoolFailed and it stays in the spool, with every
+// later record of its topic failed the same way behind it (no later one
+// overtakes it). Before, one failed read failed the record with
+// ErrSpoolFailed and its completion acknowledged it: lost (issue 34
+// review, H1).
+func TestSpoolSpilledReadErrors(t *testing.T) {
+	cases := []struct {
+		name      string
+		times     int // SetReadErr's
+		permanent bool
+	}{
+		{"one failed read", 1, false},
+		{"every read fails", 0, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, testbroker.Config{Brokers: 1})
+			require.NoError(t, c.CreateTopic("t", 1))
+			dir := t.TempDir()
+			faults, unregister := spoolfault.Register(dir)
+			defer unregister()
+			before := goroutineIDs()
+			p := spoolProducer(t, c, dir, func(cfg *Config) {
+				cfg.BufferMemory = 32 << 10
+				cfg.BatchSize = 4 << 10
+				cfg.MaxBlock = 2 * time.Second
+			})
+			_, err := p.Send(context.Background(), &Record{Topic: "t", Value: spillValue("warm", 0)}).Wait(context.Background())
+			require.NoError(t, err)
+			require.NoError(t, c.StopBroker(0))
+			// From the first spill on (the drainer reads it back at once,
+			// and then waits for memory).
+			faults.SetReadErr(syscall.EIO, tc.times)
+			const n = 100
+			fs := make([]*Future, n)
+			for i := range n {
+				fs[i] = p.Send(context.Background(), &Record{Topic: "t", Value: spillValue("a", i)})
+			}
+			require.NoError(t, p.SyncSpool())
+			require.NoError(t, c.RestartBroker(0))
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var failed []string
+			for i, f := range fs {
+				_, err := f.Wait(ctx)
+				if !tc.permanent {
+					require.NoError(t, err, "record %d", i)
+					continue
+				}
+				if err != nil {
+					require.ErrorIs(t, err, ErrSpoolFailed, "record %d", i)
+					require.ErrorIs(t, err, syscall.EIO, "record %d", i)
+					failed = append(failed, string(spillValue("a", i)))
+				} else {
+					require.Empty(t, failed, "record %d delivered after an unread one", i)
+				}
+			}
+			if tc.permanent {
+				require.NotEmpty(t, failed, "the spilled records")
+				// The topic stays behind its unread record.
+				late := p.Send(ctx, &Record{Topic: "t", Value: spillValue("a", n)})
+				_, err := late.Wait(ctx)
+				require.ErrorIs(t, err, ErrSpoolFailed, "a Send after the unread record")
+				failed = append(failed, string(spillValue("a", n)))
+			}
+			faults.SetReadErr(nil, 0)
+			require.NoError(t, p.Close(context.Background()))
+			requireNoGoroutinesLeft(t, before)
+			assert.Equal(t, failed, reopenUnacked(t, dir), "the failed records stay in the spool, in order")
+		})
+	}
+}
+
+// TestSpoolBacklogReadErrors: a failed read of New's backlog is read
+// again from where it stopped (a transient error: every backlog record
+// sent, before the new ones); a read that keeps failing keeps the backlog
+// topic spilling: its new records fail with ErrSpoolFailed (not
+// ErrClosed), and stay in the spool behind the backlog, while other
+// topics are sent. Before, one failed read stopped the drainer: new
+// records overtook the backlog, and every later spill failed with
+// ErrClosed on an open producer (issue 34 review, H2).
+func TestSpoolBacklogReadErrors(t *testing.T) {
+	cases := []struct {
+		name      string
+		times     int
+		permanent bool
+	}{
+		{"one failed read", 1, false},
+		{"every read fails", 0, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, testbroker.Config{Brokers: 1})
+			require.NoError(t, c.CreateTopic("t", 2))
+			require.NoError(t, c.CreateTopic("u", 1))
+			dir := t.TempDir()
+			a := spoolProducer(t, c, dir, nil)
+			_, err := a.Send(context.Background(), &Record{Topic: "t", Value: spillValue("warm", 0)}).Wait(context.Background())
+			require.NoError(t, err)
+			require.NoError(t, c.StopBroker(0))
+			const backlog = 20
+			var want []string
+			for i := range backlog {
+				<-a.Send(context.Background(), &Record{Topic: "t", Key: []byte{byte(i % 4)}, Value: spillValue("a", i)}).Persisted()
+				want = append(want, string(spillValue("a", i)))
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			_ = a.Close(ctx)
+			cancel()
+			require.NoError(t, c.RestartBroker(0))
+
+			faults, unregister := spoolfault.Register(dir)
+			defer unregister()
+			faults.SetReadErr(syscall.EIO, tc.times)
+			before := goroutineIDs()
+			b := spoolProducer(t, c, dir, nil)
+			ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			const n = 20
+			fs := make([]*Future, n)
+			for i := range n {
+				fs[i] = b.Send(ctx, &Record{Topic: "t", Key: []byte{byte(i % 4)}, Value: spillValue("b", i)})
+				want = append(want, string(spillValue("b", i)))
+			}
+			other := b.Send(ctx, &Record{Topic: "u", Value: spillValue("u", 0)})
+			for i, f := range fs {
+				_, err := f.Wait(ctx)
+				if tc.permanent {
+					require.ErrorIs(t, err, ErrSpoolFailed, "record %d", i)
+					require.NotErrorIs(t, err, ErrClosed, "record %d", i)
+				} else {
+					require.NoError(t, err, "record %d", i)
+				}
+			}
+			_, err = other.Wait(ctx)
+			require.NoError(t, err, "another topic's record")
+			faults.SetReadErr(nil, 0)
+			require.NoError(t, b.Close(context.Background()))
+			requireNoGoroutinesLeft(t, before)
+			if tc.permanent {
+				assert.Equal(t, want, reopenUnacked(t, dir), "the backlog and the new records stay in the spool, in order")
+				return
+			}
+			requireOncePerPartitionInOrder(t, c, "t", 2, "b", n, "a")
+			requireOncePerPartitionInOrder(t, c, "t", 2, "a", backlog, "")
+			assert.Empty(t, reopenUnacked(t, dir))
+		})
+	}
+}
+
+// TestSpoolSpillingStickySpread: keyless records spilled while the
+// cluster is down spread over the partitions as the sticky partitioner
+// spreads them in memory. Before, the partitioner was never told of a
+// spilled record and never moved on: {0:4 1:11 2:4 3:4 4:1973 5:4} of
+// 2000 (issue 34 review, M2).
+func TestSpoolSpillingStickySpread(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	const parts = 6
+	require.NoError(t, c.CreateTopic("t", parts))
+	dir := t.TempDir()
+	p := spoolProducer(t, c, dir, func(cfg *Config) {
+		cfg.BufferMemory = 32 << 10
+		cfg.BatchSize = 4 << 10
+		cfg.MaxBlock = 2 * time.Second
+	})
+	_, err := p.Send(context.Background(), &Record{Topic: "t", Key: []byte("k"), Value: []byte("warm")}).Wait(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, c.StopBroker(0))
+	const n = 2000
+	for i := range n {
+		p.Send(context.Background(), &Record{Topic: "t", Value: []byte(fmt.Sprintf("%0100d", i))})
+	}
+	require.NoError(t, p.SyncSpool())
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	_ = p.Close(ctx)
+	cancel()
+	// The partitioner moves on every BatchSize bytes (about 40 records
+	// here), weighing the partitions' queues: no even split, but no
+	// partition takes most of them, and all or all but one get some.
+	got := spoolPartitions(t, dir)
+	total, used := 0, 0
+	for part := range int32(parts) {
+		total += got[part]
+		if got[part] > 0 {
+			used++
+		}
+		assert.Less(t, got[part], n/2, "partition %d's share: %v", part, got)
+	}
+	assert.GreaterOrEqual(t, used, parts-1, "partitions used: %v", got)
+	assert.Equal(t, n, total)
+}
+
+// TestSpoolSpillQueueReleasesItsPeak: the drainer's queue, grown by a
+// burst of spills, lets its backing array go once it empties (issue 34
+// review, M4); a small one is kept.
+func TestSpoolSpillQueueReleasesItsPeak(t *testing.T) {
+	const keep = 4096 // queueKeepCap, documented in SpoolConfig
+	cases := []struct {
+		name     string
+		n        int
+		released bool
+	}{
+		{"small", 100, false},
+		{"a burst", 3 * keep, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &drainer{kick: make(chan struct{}, 1), ctx: context.Background()}
+			for i := range tc.n {
+				require.True(t, d.spill(spilled{seq: uint64(i)}))
+			}
+			for i := range tc.n {
+				s, ok := d.take()
+				require.True(t, ok)
+				require.Equal(t, uint64(i), s.seq)
+			}
+			if tc.released {
+				assert.LessOrEqual(t, cap(d.queue), keep, "the emptied queue's capacity")
+			} else {
+				assert.Positive(t, cap(d.queue), "the small queue's array is kept")
+			}
+		})
+	}
+}
+
+// TestSpoolSpilledEndedCtxNotReadBack: a spilled record whose Send's ctx
+// ended before the drainer reached it fails with its ctx's error without
+// being read back from the spool (before, it was read and appended only
+// to be swept: a read error failed it with ErrSpoolFailed instead), and
+// it leaves the spool (issue 34 review, L1).
+func TestSpoolSpilledEndedCtxNotReadBack(t *testing.T) {
+	c := newCluster(t, testbroker.Config{Brokers: 1})
+	require.NoError(t, c.CreateTopic("t", 1))
+	dir := t.TempDir()
+	faults, unregister := spoolfault.Register(dir)
+	defer unregister()
+	p := spoolProducer(t, c, dir, func(cfg *Config) {
+		cfg.BufferMemory = 32 << 10
+		cfg.BatchSize = 4 << 10
+		cfg.MaxBlock = 2 * time.Second
+	})
+	_, err := p.Send(context.Background(), &Record{Topic: "t", Value: spillValue("warm", 0)}).Wait(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, c.StopBroker(0))
+	sctx, scancel := context.WithCancel(context.Background())
+	const n = 100
+	fs := make([]*Future, n)
+	for i := range n {
+		fs[i] = p.Send(sctx, &Record{Topic: "t", Value: spillValue("a", i)})
+	}
+	require.NoError(t, p.SyncSpool())
+	faults.SetReadErr(syscall.EIO, 0)
+	scancel()
+	require.NoError(t, c.RestartBroker(0))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// The records in memory may have been in a request when the broker
+	// stopped (delivered then); the spilled ones (most) were not.
+	canceled := 0
+	for i, f := range fs {
+		_, err := f.Wait(ctx)
+		if err == nil {
+			require.Zero(t, canceled, "record %d delivered after a canceled one", i)
+			continue
+		}
+		require.ErrorIs(t, err, context.Canceled, "record %d", i)
+		require.NotErrorIs(t, err, ErrSpoolFailed, "record %d", i)
+		canceled++
+	}
+	require.Greater(t, canceled, n/2, "the spilled records")
+	faults.SetReadErr(nil, 0)
+	require.NoError(t, p.Close(context.Background()))
+	assert.Empty(t, reopenUnacked(t, dir), "the records whose ctx ended left the spool")
 }
