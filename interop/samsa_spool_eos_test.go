@@ -43,6 +43,7 @@ func testSamsaSpoolExactlyOnce(t *testing.T, cl txnCluster) {
 	addrs := cl.start(t, topic)
 	tmp := t.TempDir()
 	dirA, dirB := filepath.Join(tmp, "a"), filepath.Join(tmp, "b")
+	progress := cl.unique("samsa-spool-progress") // one topic for both producers
 	cfg := func(dir string) producer.Config {
 		return producer.Config{Linger: 2 * time.Millisecond, Spool: &producer.SpoolConfig{
 			Dir: dir, Sync: spool.SyncNone,
@@ -50,7 +51,7 @@ func testSamsaSpoolExactlyOnce(t *testing.T, cl txnCluster) {
 			// Close: the copy sees the records unacknowledged.
 			SyncInterval:   time.Hour,
 			ExactlyOnce:    true,
-			ProgressTopic:  cl.unique("samsa-spool-progress"),
+			ProgressTopic:  progress,
 			CommitInterval: 10 * time.Millisecond,
 		}}
 	}
