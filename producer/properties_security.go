@@ -695,7 +695,8 @@ func parsePEMKey(b []byte, password string) (any, error) {
 			return key, nil
 		case "PRIVATE KEY", "RSA PRIVATE KEY", "EC PRIVATE KEY":
 			// Legacy encrypted PEM (deprecated, but some tools still write it).
-			if x509.IsEncryptedPEMBlock(blk) {
+			encrypted := x509.IsEncryptedPEMBlock(blk)
+			if encrypted {
 				if password == "" {
 					return nil, errors.New("the key is encrypted: set ssl.key.password")
 				}
@@ -713,6 +714,12 @@ func parsePEMKey(b []byte, password string) (any, error) {
 			}
 			if k, err := x509.ParseECPrivateKey(der); err == nil {
 				return k, nil
+			}
+			if encrypted {
+				// A wrong password passes legacy PEM's only check, the
+				// CBC padding, about once in 256 tries: the garbage
+				// then parses as no key.
+				return nil, errors.New("ssl.key.password does not decrypt the key")
 			}
 			return nil, errors.New("the private key is neither PKCS#8, PKCS#1 nor SEC 1")
 		}

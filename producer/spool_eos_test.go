@@ -463,9 +463,17 @@ func TestSpoolExactlyOnceBrokerErrors(t *testing.T) {
 			require.NoError(t, c.CreateTopic("u", 1))
 			tid, err := c.TopicID("t")
 			require.NoError(t, err)
-			// t's partition answered with the code once (u's in the
-			// same request succeed).
-			c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Times: 1, After: true,
+			// t's partition answered with the code (u's in the same
+			// request succeed): once for the abortable error; for a
+			// refusal, every time, as a broker refuses an invalid or
+			// unauthorized record again (the abort that follows the
+			// refusal can reach the driver first, which then sends the
+			// record once more).
+			times := 1
+			if tc.wantErr {
+				times = 0 // every time
+			}
+			c.Intercept(testbroker.Interceptor{Keys: []int16{0}, Times: times, After: true,
 				Match: func(_ int32, req kmsg.Request) bool {
 					for _, rt := range req.(*kmsg.ProduceRequest).Topics {
 						if rt.Topic == "t" || rt.TopicID == tid {
