@@ -132,23 +132,12 @@ func TestSpoolKafkaChild(t *testing.T) {
 		f := p.Send(context.Background(), &producer.Record{Topic: topic, Key: []byte(strconv.Itoa(i % 13)), Value: []byte(v)})
 		// Persisted closes once the spool's writer has the record in
 		// the file (grouped writes), after Send returns, in sequence
-		// order: report the records at the head whose channel closed.
+		// order: report the records at the head whose outcome is known
+		// (the producer package's crash child does the same).
 		waiting = append(waiting, sent{v, f})
-		for len(waiting) > 0 {
-			w := waiting[0]
-			select {
-			case <-w.f.Persisted():
-				os.Stdout.WriteString("P " + w.v + "\n")
-			default:
-				if _, ok, err := w.f.Result(); !ok || err == nil {
-					goto next // neither persisted nor failed yet
-				} else {
-					fmt.Println("E", w.v, err)
-				}
-			}
+		for len(waiting) > 0 && reportSent(waiting[0].v, waiting[0].f) {
 			waiting = waiting[1:]
 		}
-	next:
 		if i%16 == 15 {
 			time.Sleep(time.Millisecond)
 		}
@@ -438,4 +427,21 @@ func readSpoolCrashLines(t *testing.T, name string) []string {
 		return nil
 	}
 	return strings.Split(s[:i], "\n")
+}
+
+// reportSent prints "P value" if f's record is persisted, "E value error"
+// if it failed first; false while neither is known.
+func reportSent(v string, f *producer.Future) bool {
+	select {
+	case <-f.Persisted():
+		os.Stdout.WriteString("P " + v + "\n")
+		return true
+	default:
+	}
+	_, done, err := f.Result()
+	if !done || err == nil {
+		return false
+	}
+	fmt.Println("E", v, err)
+	return true
 }

@@ -62,33 +62,11 @@ func TestSpoolCrashChild(t *testing.T) {
 		fmt.Println("new:", err)
 		os.Exit(2)
 	}
-	type sent struct {
-		v string
-		f *Future
-	}
-	var waiting []sent
+	var rep persistedReporter
 	for i := 0; ; i++ {
 		v := round + "-" + strconv.Itoa(i)
 		f := p.Send(context.Background(), &Record{Topic: spoolCrashTopic, Key: []byte(strconv.Itoa(i % 13)), Value: []byte(v)})
-		// Persisted closes once the spool's writer has the record in
-		// the file (grouped writes), after Send returns, in sequence
-		// order: report the records at the head whose channel closed.
-		waiting = append(waiting, sent{v, f})
-		for len(waiting) > 0 {
-			w := waiting[0]
-			select {
-			case <-w.f.Persisted():
-				os.Stdout.WriteString("P " + w.v + "\n")
-			default:
-				if _, ok, err := w.f.Result(); !ok || err == nil {
-					goto next // neither persisted nor failed yet
-				} else {
-					fmt.Println("E", w.v, err)
-				}
-			}
-			waiting = waiting[1:]
-		}
-	next:
+		rep.add(v, f)
 		if i%64 == 63 {
 			time.Sleep(time.Millisecond)
 		}
@@ -233,4 +211,41 @@ func envInt(t *testing.T, name string, def int) int {
 	n, err := strconv.Atoi(s)
 	require.NoError(t, err, name)
 	return n
+}
+
+// persistedReporter is how a crash test's child tells its parent what it
+// sent: "P value" once a record's Persisted closed, "E value error" for a
+// record that failed before. Persisted closes after Send returns (the
+// spool's writer groups the writes), in sequence order, so add reports
+// the records at the head of what it holds, as far as their outcome is
+// known.
+type persistedReporter struct {
+	waiting []reportedRecord
+}
+
+type reportedRecord struct {
+	v string
+	f *Future
+}
+
+// add holds f (the record of value v) and reports what it can; it returns
+// how many records it reported persisted.
+func (r *persistedReporter) add(v string, f *Future) (persisted int) {
+	r.waiting = append(r.waiting, reportedRecord{v, f})
+	for len(r.waiting) > 0 {
+		w := r.waiting[0]
+		select {
+		case <-w.f.Persisted():
+			os.Stdout.WriteString("P " + w.v + "\n")
+			persisted++
+		default:
+			_, done, err := w.f.Result()
+			if !done || err == nil {
+				return persisted // neither persisted nor failed yet
+			}
+			fmt.Println("E", w.v, err)
+		}
+		r.waiting = r.waiting[1:]
+	}
+	return persisted
 }

@@ -61,34 +61,13 @@ func TestSpoolEOSCrashChild(t *testing.T) {
 		os.Exit(2)
 	}
 	skipped := int64(0)
-	type sent struct {
-		v string
-		f *Future
-	}
-	var waiting []sent
+	var rep persistedReporter
 	for i := 0; ; i++ {
 		v := round + "-" + strconv.Itoa(i)
 		f := p.Send(context.Background(), &Record{Topic: spoolCrashTopic, Key: []byte(strconv.Itoa(i % 13)), Value: []byte(v)})
-		// Persisted closes once the spool's writer has the record in
-		// the file (grouped writes), in sequence order: report the
-		// records at the head whose channel closed.
-		waiting = append(waiting, sent{v, f})
-		for len(waiting) > 0 {
-			w := waiting[0]
-			select {
-			case <-w.f.Persisted():
-				os.Stdout.WriteString("P " + w.v + "\n")
-				armed.Store(true)
-			default:
-				if _, ok, err := w.f.Result(); !ok || err == nil {
-					goto next // neither persisted nor failed yet
-				} else {
-					fmt.Println("E", w.v, err)
-				}
-			}
-			waiting = waiting[1:]
+		if rep.add(v, f) > 0 {
+			armed.Store(true)
 		}
-	next:
 		if n := p.SpoolExactlyOnceMetrics().DuplicatesSkipped; n != skipped {
 			skipped = n
 			fmt.Println("S", n)
